@@ -1,0 +1,64 @@
+# numaprof developer entry points.  `make setup` is idempotent: it installs what is
+# missing (Debian packages, .venv, the project with its test extras) and nothing else.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+NUMAPROF := $(VENV)/bin/numaprof
+APT_PACKAGES := build-essential cmake pkg-config gfortran libcapstone-dev libhwloc-dev hwloc \
+	libpfm4-dev libnuma-dev numactl linux-perf python3-venv sudo \
+	qemu-system-x86 linux-image-amd64 busybox-static
+STAMP := $(VENV)/.installed
+
+.PHONY: setup apt build demo test test-c test-py lint bench clean
+
+setup: apt $(STAMP)
+
+apt:
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "make setup: installing Debian packages:$$missing"; \
+	  $(if $(filter 0,$(shell id -u)),,sudo) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+$(STAMP): pyproject.toml CMakeLists.txt $(shell find collector analyzer recommender cli lab numaprof -type f -not -name '*.pyc' 2>/dev/null)
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q ".[test,html]" virtme-ng==1.42
+	@touch $(STAMP)
+
+# Development build of the native parts into build/dev (used from a source checkout).
+build:
+	cmake -S . -B build/cmake -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=$(CURDIR)/build/dev >/dev/null
+	cmake --build build/cmake -j2
+	cmake --install build/cmake >/dev/null
+
+demo: setup
+	$(MAKE) -s -C examples
+	cd examples && OMP_NUM_THREADS=2 ../$(NUMAPROF) record -o /tmp/numaprof-demo.data -- ./serial_init 2>&1
+	$(NUMAPROF) report /tmp/numaprof-demo.data
+	$(NUMAPROF) suggest /tmp/numaprof-demo.data --target 2s
+
+test: setup lint test-c test-py
+
+lint:
+	$(VENV)/bin/ruff check analyzer recommender cli lab numaprof tests bench
+
+# C unit tests, once plainly and once under AddressSanitizer + UndefinedBehaviorSanitizer.
+test-c:
+	cmake -S . -B build/ctest -DCMAKE_BUILD_TYPE=Debug >/dev/null && cmake --build build/ctest -j2 >/dev/null
+	cd build/ctest && ctest --output-on-failure
+	cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DNMP_SANITIZE=ON >/dev/null && cmake --build build/asan -j2 >/dev/null
+	cd build/asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure
+
+test-py:
+	$(VENV)/bin/pytest -q tests
+
+bench: setup
+	$(PY) bench/run.py
+
+clean:
+	rm -rf build $(VENV) numaprof.data numaprof.data.old

@@ -1,0 +1,150 @@
+"""Plain result objects the analyzer returns and the recommender and renderers consume.
+
+Nothing here prints or computes beyond trivial derived values; see SPEC §3 and §5 for the
+meaning of each field.  Arrays are numpy arrays; `to_json` helpers live with the renderers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Node:
+    id: int
+    cpus: tuple[int, ...]
+    memory_bytes: int
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Machine topology: NUMA nodes and the SLIT distance matrix (row = from, col = to)."""
+
+    nodes: tuple[Node, ...]
+    distances: np.ndarray  # (N, N) SLIT units, 10 = local
+    source: str = "hwloc"
+    name: str = ""  # preset or file name when it is a --target
+    page_size: int = 4096
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.nodes)
+
+    def numa_factor(self) -> np.ndarray:
+        """distance(i, j) / distance(i, i) per node pair (SPEC §3.3)."""
+        d = np.asarray(self.distances, dtype=float)
+        return d / np.diag(d)[:, None]
+
+    def node_of_cpu(self) -> dict[int, int]:
+        return {c: n.id for n in self.nodes for c in n.cpus}
+
+
+@dataclass
+class FirstTouch:
+    threads: int  # distinct threads that placed pages of the object
+    nodes: list[int]  # nodes those pages were placed from
+    master_fraction: float  # share of first-touched pages placed by the top thread
+    master_tid: int | None
+    sites: list[str]  # source lines that touched first, most pages first
+    pages: int  # pages with a recorded first touch
+    serial: bool  # master_fraction >= 0.9 with >= 2 threads in the program
+
+
+@dataclass
+class ObjectAccess:
+    """The measured access distribution of one object, for the recommender's simulation.
+
+    One entry per attributed sample.  `thread` indexes `Analysis.threads`.
+    """
+
+    page: np.ndarray  # int64 page index inside the object (0-based)
+    thread: np.ndarray  # int32 index into Analysis.threads
+    weight: np.ndarray  # float64 (1.0 or latency)
+    write: np.ndarray  # bool: store or read-modify-write
+    n_pages: int
+
+
+@dataclass
+class Phase:
+    start: int  # ns, relative to the start of the run
+    end: int
+    pattern: str
+    parallel: bool  # more than one thread accessed the object in this phase
+    samples: int
+
+
+@dataclass
+class ObjectResult:
+    name: str
+    site: str  # func@file:line of the allocation, or the symbol's section for statics
+    kind: str  # heap | static | stack | mapping
+    address: int
+    size: int
+    samples: int
+    share: float
+    pattern: str  # regular | irregular | random | unknown
+    pattern_confidence: float
+    reads: float  # fraction of samples that are loads
+    writes: float  # fraction of samples that are stores or read-modify-writes
+    rmw: float
+    first_touch: FirstTouch
+    pages_by_node: list[int]
+    traffic: np.ndarray  # (N, N) from thread node i to memory node j
+    local_fraction: float
+    load_per_node: list[float]
+    imbalance: float
+    count: int = 1  # allocations grouped into this object (same call stack)
+    threads: int = 0  # threads that accessed it
+    phases: list[Phase] = field(default_factory=list)
+    features: dict[str, float] = field(default_factory=dict)
+    access: ObjectAccess | None = None
+
+
+@dataclass
+class ThreadResult:
+    tid: int
+    pid: int
+    comm: str
+    samples: int
+    cpus: list[int]
+    nodes: list[int]  # nodes it ran on, most samples first
+    node: int  # main node (most samples)
+    migrations: int  # node changes seen between consecutive samples
+    bound: bool  # affinity mask narrower than the machine
+    affinity: str
+    shares_core_with: list[int] = field(default_factory=list)
+
+
+@dataclass
+class ProfileInfo:
+    path: str
+    command: list[str]
+    backend: str
+    backend_reason: dict[str, str]
+    samples: int
+    with_address: int
+    address_coverage: float
+    lost: int
+    unresolved: int
+    outside_objects: int
+    complete: bool
+    incomplete_reason: str | None
+    exit_status: int | None
+    duration_s: float
+    env: dict[str, str]
+    freq: int
+
+
+@dataclass
+class Analysis:
+    profile: ProfileInfo
+    topology: Topology
+    objects: list[ObjectResult]
+    threads: list[ThreadResult]
+    traffic: np.ndarray
+    local_fraction: float
+    load_per_node: list[float]
+    imbalance: float
+    findings: list[str] = field(default_factory=list)  # thread placement findings, plain sentences

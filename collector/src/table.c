@@ -1,0 +1,150 @@
+/* Columnar table writer: see nmp_table.h. */
+#include "nmp_table.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct nmp_col {
+    FILE *f;
+    FILE *heap; /* string columns only */
+    uint64_t heap_off;
+    enum nmp_coltype type;
+};
+
+struct nmp_table {
+    int ncols;
+    int failed;
+    uint64_t rows;
+    struct nmp_col cols[];
+};
+
+static const char *dtype_of(enum nmp_coltype t)
+{
+    switch (t) {
+    case NMP_U8: return "|u1";
+    case NMP_U16: return "<u2";
+    case NMP_U32: return "<u4";
+    case NMP_U64: return "<u8";
+    case NMP_I16: return "<i2";
+    case NMP_I32: return "<i4";
+    case NMP_I64: return "<i8";
+    case NMP_STR: return "<u8";
+    }
+    return "<u8";
+}
+
+static size_t size_of(enum nmp_coltype t)
+{
+    switch (t) {
+    case NMP_U8: return 1;
+    case NMP_U16: case NMP_I16: return 2;
+    case NMP_U32: case NMP_I32: return 4;
+    default: return 8;
+    }
+}
+
+static FILE *open_0600(const char *dir, const char *table, const char *col, const char *ext)
+{
+    char path[4096];
+    int n = snprintf(path, sizeof path, "%s/%s.%s.%s", dir, table, col, ext);
+    if (n < 0 || (size_t)n >= sizeof path) {
+        errno = ENAMETOOLONG;
+        return NULL;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return NULL;
+    FILE *f = fdopen(fd, "wb");
+    if (!f)
+        close(fd);
+    return f;
+}
+
+struct nmp_table *nmp_table_create(const char *dir, const char *table,
+                                   const struct nmp_coldef *cols, int ncols)
+{
+    struct nmp_table *t = calloc(1, sizeof *t + (size_t)ncols * sizeof t->cols[0]);
+    if (!t)
+        return NULL;
+    t->ncols = ncols;
+    for (int i = 0; i < ncols; i++) {
+        struct nmp_col *c = &t->cols[i];
+        c->type = cols[i].type;
+        c->f = open_0600(dir, table, cols[i].name, "col");
+        if (!c->f)
+            goto fail;
+        char header[NMP_COL_HEADER] = {0};
+        memcpy(header, NMP_COL_MAGIC, 8);
+        strncpy(header + 8, dtype_of(c->type), 7);
+        if (fwrite(header, 1, sizeof header, c->f) != sizeof header)
+            goto fail;
+        if (c->type == NMP_STR) {
+            c->heap = open_0600(dir, table, cols[i].name, "heap");
+            if (!c->heap)
+                goto fail;
+        }
+    }
+    return t;
+fail: {
+    int saved = errno;
+    nmp_table_close(t);
+    errno = saved;
+    return NULL;
+}
+}
+
+int nmp_table_append(struct nmp_table *t, const uint64_t *values)
+{
+    for (int i = 0; i < t->ncols; i++) {
+        struct nmp_col *c = &t->cols[i];
+        uint64_t v = values[i];
+        if (c->type == NMP_STR) {
+            const char *s = (const char *)(uintptr_t)v;
+            size_t len = s ? strlen(s) : 0;
+            v = c->heap_off;
+            if (fwrite(s ? s : "", 1, len + 1, c->heap) != len + 1)
+                t->failed = 1;
+            c->heap_off += len + 1;
+        }
+        /* x86-64 is little-endian: the low bytes of v are the value */
+        if (fwrite(&v, 1, size_of(c->type), c->f) != size_of(c->type))
+            t->failed = 1;
+    }
+    t->rows++;
+    if (t->failed) {
+        errno = EIO;
+        return -1;
+    }
+    return 0;
+}
+
+uint64_t nmp_table_rows(const struct nmp_table *t) { return t->rows; }
+
+int nmp_table_flush(struct nmp_table *t)
+{
+    for (int i = 0; i < t->ncols; i++) {
+        if (t->cols[i].f && fflush(t->cols[i].f))
+            t->failed = 1;
+        if (t->cols[i].heap && fflush(t->cols[i].heap))
+            t->failed = 1;
+    }
+    return t->failed ? -1 : 0;
+}
+
+int nmp_table_close(struct nmp_table *t)
+{
+    if (!t)
+        return 0;
+    int failed = t->failed;
+    for (int i = 0; i < t->ncols; i++) {
+        if (t->cols[i].f && fclose(t->cols[i].f))
+            failed = 1;
+        if (t->cols[i].heap && fclose(t->cols[i].heap))
+            failed = 1;
+    }
+    free(t);
+    return failed ? -1 : 0;
+}
