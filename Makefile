@@ -2,6 +2,8 @@
 # missing (Debian packages, .venv, the project with its test extras) and nothing else.
 SHELL := /bin/bash
 VENV ?= .venv
+# The system interpreter, so that the tools also run for unprivileged users (tests/test_unprivileged.py).
+PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 NUMAPROF := $(VENV)/bin/numaprof
@@ -25,7 +27,7 @@ apt:
 	fi
 
 $(STAMP): pyproject.toml CMakeLists.txt $(shell find collector analyzer recommender cli lab numaprof -type f -not -name '*.pyc' 2>/dev/null)
-	@test -x $(PY) || python3 -m venv $(VENV)
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q ".[test,html]" virtme-ng==1.42
 	@touch $(STAMP)

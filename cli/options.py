@@ -1,0 +1,42 @@
+"""Options and frozen configurations shared by the subcommands."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+DEFAULT_PROFILE = "numaprof.data"
+
+profile_argument = click.argument(
+    "profile", required=False, default=DEFAULT_PROFILE, type=click.Path(path_type=Path)
+)
+target_option = click.option(
+    "--target",
+    default=None,
+    metavar="PRESET|XML",
+    help="Evaluate for another machine: 2s, 4s, 8n-opteron, itanium2, or an hwloc XML file.",
+)
+top_option = click.option("--top", type=click.IntRange(min=1), default=None,
+                          help="Show only the N hottest objects.")
+object_option = click.option("--object", "object_name", default=None, metavar="NAME",
+                             help="Only the object with this name.")
+
+
+@dataclass(frozen=True)
+class ReportConfig:
+    profile: Path
+    format: str
+    top: int | None
+    object_name: str | None
+    output: Path | None
+
+
+@dataclass(frozen=True)
+class SuggestConfig:
+    profile: Path
+    target: str | None
+    format: str
+    top: int | None
+    object_name: str | None

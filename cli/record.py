@@ -1,0 +1,261 @@
+"""`numaprof record`: run a program under the collector and write a profile directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import click
+
+from numaprof import __version__, paths
+from numaprof.cli.options import DEFAULT_PROFILE
+from numaprof.errors import NumaprofError
+
+FORMAT = "numaprof.profile"
+VERSION = 1
+COLLECTOR_FAILED = 125  # numaprof-collect could not start the run (message already printed)
+ENV_PREFIXES = ("OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "NUMAPROF_", "SLURM_", "OMPI_")
+
+
+@dataclass(frozen=True)
+class RecordConfig:
+    command: tuple[str, ...]
+    output: Path
+    output_given: bool
+    backend: str
+    freq: int | None
+    alloc_threshold: int
+    pid: int | None
+    duration: float | None
+
+
+def _utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _write_json_atomic(path: Path, data: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1, sort_keys=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise NumaprofError(f"cannot write {path}: {e.strerror}") from e
+
+
+def _prepare_output(cfg: RecordConfig) -> Path | None:
+    """Creates the profile directory; an existing profile is kept as <dir>.old, as perf does.
+
+    Returns the path of the kept old profile (to restore it if the run cannot start).
+    """
+    out = cfg.output
+    old = None
+    if out.exists() or out.is_symlink():
+        if not (out / "manifest.json").exists() or not out.is_dir():
+            raise NumaprofError(
+                f"{out} exists and is not a numaprof profile; remove it or choose another -o"
+            )
+        old = out.with_name(out.name + ".old")
+        try:
+            if old.exists():
+                shutil.rmtree(old)
+            out.rename(old)
+        except OSError as e:
+            raise NumaprofError(f"cannot keep the previous profile as {old}: {e.strerror}") from e
+    try:
+        out.mkdir(mode=0o700, parents=False)
+    except OSError as e:
+        if old is not None:
+            old.rename(out)
+        raise NumaprofError(f"cannot create {out}: {e.strerror}") from e
+    return old
+
+
+def _manifest(cfg: RecordConfig, argv: list[str]) -> dict:
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "numaprof_version": __version__,
+        "complete": False,
+        "incomplete_reason": "recording in progress",
+        "command": list(cfg.command),
+        "argv": argv,
+        "cwd": os.getcwd(),
+        "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)},
+        "start_time": _utc_now(),
+        "end_time": None,
+        "exit_status": None,
+        "backend": None,
+        "backend_reason": {},
+        "sampling": {"freq": cfg.freq, "alloc_threshold": cfg.alloc_threshold},
+        "counts": {},
+        "attach": {"pid": cfg.pid, "duration": cfg.duration} if cfg.pid else None,
+    }
+
+
+def _collector_argv(cfg: RecordConfig) -> list[str]:
+    argv = [str(paths.collector()), "-o", str(cfg.output), "--backend", cfg.backend,
+            "--alloc-threshold", str(cfg.alloc_threshold)]
+    shim = paths.shim()
+    if shim.exists():
+        argv += ["--shim", str(shim)]
+    if cfg.freq:
+        argv += ["--freq", str(cfg.freq)]
+    if cfg.pid:
+        argv += ["-p", str(cfg.pid), "--duration", str(cfg.duration or 10)]
+    else:
+        argv += ["--", *cfg.command]
+    return argv
+
+
+def _run_collector(argv: list[str]) -> int:
+    """Runs numaprof-collect, forwarding SIGINT/SIGTERM to it (it forwards to the program)."""
+    try:
+        proc = subprocess.Popen(argv, stdin=None, stdout=None, stderr=None)
+    except OSError as e:
+        raise NumaprofError(f"cannot run the collector {argv[0]}: {e.strerror}",
+                            COLLECTOR_FAILED) from e
+
+    def forward(signum, _frame):
+        try:
+            proc.send_signal(signum)
+        except ProcessLookupError:
+            pass
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while True:
+            try:
+                return proc.wait()
+            except KeyboardInterrupt:
+                continue
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def _finish(cfg: RecordConfig, manifest: dict, rc: int) -> dict:
+    collector_json = cfg.output / "collector.json"
+    info: dict = {}
+    try:
+        info = json.loads(collector_json.read_text())
+    except (OSError, ValueError):
+        info = {}
+    manifest["end_time"] = _utc_now()
+    manifest["collector"] = info
+    manifest["backend"] = info.get("backend")
+    manifest["backend_reason"] = info.get("backend_reason", {})
+    manifest["sampling"].update(
+        {k: info[k] for k in ("freq", "event", "fault_event") if k in info}
+    )
+    manifest["counts"] = info.get("counts", {})
+    status = info.get("exit_status", rc if rc >= 0 else 128 - rc)
+    manifest["exit_status"] = status
+    reason = None
+    if not info:
+        reason = "the collector stopped without writing collector.json"
+    elif info.get("interrupted"):
+        reason = f"interrupted by {info['interrupted']}"
+    elif info.get("signal"):
+        reason = f"the program was killed by signal {info['signal']}"
+    manifest["complete"] = reason is None
+    manifest["incomplete_reason"] = reason
+    return manifest
+
+
+def _summary(cfg: RecordConfig, manifest: dict) -> str:
+    counts = manifest.get("counts", {})
+    n = counts.get("samples", 0)
+    with_addr = counts.get("with_address", 0)
+    cov = f", {100.0 * with_addr / n:.0f}% with a data address" if n else ""
+    lost = counts.get("lost", 0)
+    where = f"{cfg.output}/"
+    nxt = "numaprof report" if not cfg.output_given else f"numaprof report {cfg.output}"
+    state = "" if manifest["complete"] else f" [incomplete: {manifest['incomplete_reason']}]"
+    return (f"numaprof: profile in {where} ({n} samples{cov}, {lost} lost, "
+            f"backend {manifest.get('backend')}){state}; next: {nxt}")
+
+
+def run_record(cfg: RecordConfig, argv: list[str]) -> int:
+    """Records `cfg.command` (or attaches to cfg.pid); returns the program's exit status."""
+    collector_argv = _collector_argv(cfg)  # fails early if the collector is not built
+    old = _prepare_output(cfg)
+    manifest_path = cfg.output / "manifest.json"
+    manifest = _manifest(cfg, argv)
+    try:
+        _write_json_atomic(manifest_path, manifest)
+    except NumaprofError:
+        shutil.rmtree(cfg.output, ignore_errors=True)
+        if old is not None:
+            old.rename(cfg.output)
+        raise
+    rc = _run_collector(collector_argv)
+    if rc == COLLECTOR_FAILED and not (cfg.output / "collector.json").exists():
+        # The run never started: leave no half-written profile, restore the previous one.
+        shutil.rmtree(cfg.output, ignore_errors=True)
+        if old is not None:
+            old.rename(cfg.output)
+        return COLLECTOR_FAILED
+    manifest = _finish(cfg, manifest, rc)
+    _write_json_atomic(manifest_path, manifest)
+    if manifest["counts"] or manifest["collector"]:
+        print(_summary(cfg, manifest), file=sys.stderr)
+    status = manifest["exit_status"]
+    return int(status) if status is not None else rc
+
+
+@click.command(context_settings={"ignore_unknown_options": True,
+                                 "allow_interspersed_args": False})
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+              help=f"Profile directory (default ./{DEFAULT_PROFILE}; an existing one is kept "
+              "as .old).")
+@click.option("--backend", type=click.Choice(["auto", "pebs", "ibs", "soft"]), default="auto",
+              show_default=True, help="Sampling backend.")
+@click.option("--freq", type=click.IntRange(min=10, max=100000), default=None,
+              help="Samples per second per thread (default: the collector's, 2000).")
+@click.option("--alloc-threshold", type=click.IntRange(min=1), default=65536, show_default=True,
+              help="Track heap allocations of at least this many bytes with their call stack.")
+@click.option("-p", "--pid", type=click.IntRange(min=1), default=None,
+              help="Attach to a running process instead of starting one.")
+@click.option("--duration", type=click.FloatRange(min=0.1), default=None,
+              help="With -p: seconds to record (default 10).")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def command(output, backend, freq, alloc_threshold, pid, duration, command):
+    """Run COMMAND with memory-access sampling and write a profile.
+
+    Samples every thread and child process of COMMAND (software register sampling where
+    there is no PMU), tracks its heap and static arrays and first touches, and returns
+    COMMAND's exit status.  Then run `numaprof report` and `numaprof suggest`.
+
+    \b
+      numaprof record ./app args...
+      numaprof record -o prof --freq 4000 -- ./app
+    """
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command and not pid:
+        raise click.UsageError("give a command to run (numaprof record ./app) or -p PID")
+    cfg = RecordConfig(
+        command=tuple(command),
+        output=output or Path(DEFAULT_PROFILE),
+        output_given=output is not None,
+        backend=backend,
+        freq=freq,
+        alloc_threshold=alloc_threshold,
+        pid=pid,
+        duration=duration,
+    )
+    rc = run_record(cfg, ["numaprof", *sys.argv[1:]])
+    sys.exit(rc)

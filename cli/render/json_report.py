@@ -1,0 +1,109 @@
+"""The `numaprof.report/1` JSON document (schema: docs/report-json.md)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from numaprof.analyzer.model import Analysis, ObjectResult, Topology
+
+SCHEMA = "numaprof.report/1"
+
+
+def _r(x: float, nd: int = 4) -> float:
+    return round(float(x), nd)
+
+
+def _matrix(m) -> list[list[float]]:
+    return [[_r(v, 3) for v in row] for row in np.asarray(m, dtype=float).tolist()]
+
+
+def topology(topo: Topology) -> dict:
+    return {
+        "name": topo.name or None,
+        "source": topo.source,
+        "nodes": [{"id": n.id, "cpus": list(n.cpus), "memory_bytes": int(n.memory_bytes)}
+                  for n in topo.nodes],
+        "distances": [[int(v) for v in row] for row in np.asarray(topo.distances).tolist()],
+        "numa_factor": _matrix(topo.numa_factor()),
+    }
+
+
+def obj(o: ObjectResult) -> dict:
+    ft = o.first_touch
+    return {
+        "name": o.name,
+        "site": o.site,
+        "kind": o.kind,
+        "address": hex(o.address),
+        "size": int(o.size),
+        "count": int(o.count),
+        "samples": int(o.samples),
+        "share": _r(o.share),
+        "pattern": o.pattern,
+        "pattern_confidence": _r(o.pattern_confidence, 3),
+        "reads": _r(o.reads),
+        "writes": _r(o.writes),
+        "rmw": _r(o.rmw),
+        "threads": int(o.threads),
+        "first_touch": {
+            "threads": int(ft.threads),
+            "nodes": [int(n) for n in ft.nodes],
+            "master_fraction": _r(ft.master_fraction),
+            "master_tid": ft.master_tid,
+            "sites": list(ft.sites),
+            "pages": int(ft.pages),
+            "serial": bool(ft.serial),
+        },
+        "pages_by_node": [int(v) for v in o.pages_by_node],
+        "traffic": _matrix(o.traffic),
+        "local_fraction": _r(o.local_fraction),
+        "load_per_node": [_r(v) for v in o.load_per_node],
+        "imbalance": _r(o.imbalance, 3),
+        "phases": [{"start_ns": p.start, "end_ns": p.end, "pattern": p.pattern,
+                    "parallel": p.parallel, "samples": p.samples} for p in o.phases],
+        "features": {k: _r(v) for k, v in o.features.items()},
+    }
+
+
+def report(a: Analysis, top: int | None = None) -> dict:
+    p = a.profile
+    objects = a.objects[:top] if top else a.objects
+    return {
+        "schema": SCHEMA,
+        "profile": {
+            "path": p.path,
+            "command": list(p.command),
+            "backend": p.backend,
+            "backend_reason": p.backend_reason,
+            "samples": int(p.samples),
+            "with_address": int(p.with_address),
+            "address_coverage": _r(p.address_coverage),
+            "lost": int(p.lost),
+            "unresolved": int(p.unresolved),
+            "outside_objects": int(p.outside_objects),
+            "complete": bool(p.complete),
+            "incomplete_reason": p.incomplete_reason,
+            "exit_status": p.exit_status,
+            "duration_s": _r(p.duration_s, 3),
+            "freq": p.freq,
+        },
+        "topology": topology(a.topology),
+        "objects": [obj(o) for o in objects],
+        "traffic": _matrix(a.traffic),
+        "local_fraction": _r(a.local_fraction),
+        "load_per_node": [_r(v) for v in a.load_per_node],
+        "imbalance": _r(a.imbalance, 3),
+        "threads": [
+            {"tid": t.tid, "pid": t.pid, "comm": t.comm, "samples": int(t.samples),
+             "cpus": list(t.cpus), "nodes": list(t.nodes), "node": t.node,
+             "migrations": int(t.migrations), "bound": bool(t.bound), "affinity": t.affinity}
+            for t in a.threads
+        ],
+        "findings": list(a.findings),
+    }
+
+
+def dumps(doc: dict) -> str:
+    return json.dumps(doc, indent=2) + "\n"

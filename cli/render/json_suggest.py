@@ -1,0 +1,47 @@
+"""The `numaprof.suggest/1` JSON document (schema: docs/suggest-json.md)."""
+
+from __future__ import annotations
+
+import json
+
+from numaprof.analyzer.model import Analysis
+from numaprof.cli.render.json_report import topology
+
+SCHEMA = "numaprof.suggest/1"
+
+
+def _r(x: float, nd: int = 4) -> float:
+    return round(float(x), nd)
+
+
+def suggestion(s, analysis: Analysis, top: int | None = None) -> dict:
+    objects = s.objects[:top] if top else s.objects
+    return {
+        "schema": SCHEMA,
+        "profile": {"path": analysis.profile.path, "command": list(analysis.profile.command)},
+        "target": {"name": s.target_name, **topology(s.target)},
+        "objects": [
+            {
+                "name": o.name,
+                "policy": o.policy,
+                "change": o.change,
+                "reason": o.reason,
+                "predicted": {"local_fraction": _r(o.predicted.local_fraction),
+                              "imbalance": _r(o.predicted.imbalance, 3),
+                              "score": _r(o.predicted.score)},
+                "alternatives": [
+                    {"policy": a.policy, "local_fraction": _r(a.local_fraction),
+                     "imbalance": _r(a.imbalance, 3), "score": _r(a.score)}
+                    for a in o.alternatives
+                ],
+                "patch": o.patch,
+            }
+            for o in objects
+        ],
+        "commands": list(s.commands),
+        "notes": list(s.notes),
+    }
+
+
+def dumps(doc: dict) -> str:
+    return json.dumps(doc, indent=2) + "\n"

@@ -1,0 +1,40 @@
+"""Small formatting helpers shared by the text renderers."""
+
+from __future__ import annotations
+
+import numpy as np
+from rich.table import Table
+from rich.text import Text
+
+
+def human_bytes(n: int) -> str:
+    v = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if v < 1024 or unit == "TiB":
+            return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
+        v /= 1024
+    return f"{n} B"
+
+
+def pct(x: float) -> str:
+    return f"{100.0 * x:.0f}%"
+
+
+def heatmap(matrix, title: str, row_label: str = "threads on", col_label: str = "memory on"):
+    """A node x node table whose cells are shaded by their share of the total."""
+    m = np.asarray(matrix, dtype=float)
+    total = m.sum()
+    table = Table(title=title, title_justify="left", show_lines=False)
+    table.add_column(f"{row_label} \\ {col_label}", justify="right")
+    for j in range(m.shape[1] if m.ndim == 2 else 0):
+        table.add_column(f"node {j}", justify="right")
+    for i in range(m.shape[0] if m.ndim == 2 else 0):
+        cells = []
+        for j in range(m.shape[1]):
+            share = m[i, j] / total if total > 0 else 0.0
+            shade = int(40 + 180 * share)
+            style = f"on rgb({shade // 3},{shade // 3},{shade})" if share > 0 else ""
+            label = f"{m[i, j]:.0f} ({100 * share:.0f}%)"
+            cells.append(Text(label, style=("bold " if i == j else "") + style))
+        table.add_row(f"node {i}", *cells)
+    return table

@@ -1,0 +1,86 @@
+"""Text rendering of an Analysis for the terminal (rich)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from numaprof.analyzer.model import Analysis
+from numaprof.cli.render.text_common import heatmap, human_bytes, pct
+
+SOFT_NOTE = ("software backend: register sampling is biased toward long-latency (cache-missing) "
+             "instructions, like a latency-weighted sample; stores are under-represented")
+
+
+def _console(out: Path | None) -> Console:
+    if out is None:
+        return Console(highlight=False)
+    return Console(file=open(out, "w"), highlight=False, width=140)  # noqa: SIM115
+
+
+def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
+    con = _console(out)
+    p = a.profile
+    t = a.topology
+    con.print(f"[bold]numaprof report[/bold]  {p.path}")
+    con.print(f"command      {' '.join(p.command)}   (exit {p.exit_status}, {p.duration_s:.2f} s)")
+    if not p.complete:
+        con.print(f"[yellow]incomplete profile: {p.incomplete_reason}[/yellow]")
+    others = "; ".join(f"{k}: {v}" for k, v in p.backend_reason.items() if k != p.backend)
+    con.print(f"backend      {p.backend}" + (f"   ({others})" if others else ""))
+    con.print(f"samples      {p.samples}  with a data address {p.with_address} "
+              f"({pct(p.address_coverage)})  lost {p.lost}  unresolved {p.unresolved}  "
+              f"outside any object {p.outside_objects}")
+    if p.backend == "soft":
+        con.print(f"[dim]{SOFT_NOTE}[/dim]")
+    dist = " | ".join(" ".join(str(int(v)) for v in row) for row in t.distances.tolist())
+    fmax = float(t.numa_factor().max())
+    con.print(f"topology     {t.n_nodes} node(s), cpus "
+              + ", ".join(f"n{n.id}:{len(n.cpus)}" for n in t.nodes)
+              + f"; distances {dist}; NUMA factor max {fmax:.2f}")
+    con.print()
+
+    table = Table(title="hot objects", title_justify="left")
+    for col, just in (("name", "left"), ("site", "left"), ("size", "right"),
+                      ("samples", "right"), ("pattern", "left"), ("R/W", "right"),
+                      ("first touch", "left"), ("pages by node", "left"), ("local", "right")):
+        table.add_column(col, justify=just)
+    for o in a.objects[:top]:
+        ft = o.first_touch
+        if ft.pages == 0:
+            toucher = "-"
+        elif ft.threads == 1 or ft.serial:
+            toucher = f"1 thread ({pct(ft.master_fraction)})" + (" serial" if ft.serial else "")
+        else:
+            toucher = f"{ft.threads} threads"
+        pages = " ".join(f"{i}:{v}" for i, v in enumerate(o.pages_by_node))
+        name = o.name + (f" x{o.count}" if o.count > 1 else "")
+        pattern = (f"{o.pattern} ({o.pattern_confidence:.2f})" if o.pattern != "unknown"
+                   else "unknown")
+        table.add_row(name, o.site, human_bytes(o.size), f"{o.samples} ({pct(o.share)})",
+                      pattern, f"{pct(o.reads)}/{pct(o.writes)}", toucher, pages,
+                      pct(o.local_fraction))
+    con.print(table)
+    for o in a.objects[:top]:
+        if len(o.phases) > 1:
+            con.print(f"  {o.name}: phases " + ", ".join(
+                f"{p_.pattern}{'' if p_.parallel else ' (serial)'} "
+                f"{p_.start / 1e9:.2f}-{p_.end / 1e9:.2f}s" for p_ in o.phases))
+    con.print()
+    con.print(heatmap(a.traffic, f"traffic (samples), local {pct(a.local_fraction)}, "
+                      f"node load imbalance {a.imbalance:.2f}"))
+    con.print()
+    threads = Table(title="threads", title_justify="left")
+    for col in ("tid", "comm", "samples", "nodes", "cpus", "migrations", "bound"):
+        threads.add_column(col)
+    for th in a.threads:
+        threads.add_row(str(th.tid), th.comm, str(th.samples),
+                        ",".join(map(str, th.nodes)), ",".join(map(str, th.cpus[:16])),
+                        str(th.migrations), "yes" if th.bound else "no")
+    con.print(threads)
+    for f in a.findings:
+        con.print(f"- {f}")
+    if out is not None:
+        con.file.close()

@@ -1,0 +1,42 @@
+"""Text rendering of a Topology."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from numaprof.analyzer.model import Topology
+from numaprof.cli.render.text_common import human_bytes
+
+
+def render(t: Topology) -> None:
+    con = Console(highlight=False)
+    label = f" ({t.name})" if t.name else ""
+    con.print(f"[bold]{t.n_nodes} NUMA node(s){label}[/bold], source {t.source}")
+    nodes = Table(title_justify="left")
+    for col in ("node", "cpus", "memory"):
+        nodes.add_column(col)
+    for n in t.nodes:
+        nodes.add_row(str(n.id), _cpulist(n.cpus), human_bytes(n.memory_bytes))
+    con.print(nodes)
+    for title, m, fmt in (("distances (SLIT)", t.distances, "{:.0f}"),
+                          ("NUMA factor", t.numa_factor(), "{:.2f}")):
+        table = Table(title=title, title_justify="left")
+        table.add_column("from \\ to")
+        for n in t.nodes:
+            table.add_column(f"node {n.id}", justify="right")
+        for i, n in enumerate(t.nodes):
+            table.add_row(f"node {n.id}", *(fmt.format(v) for v in m[i]))
+        con.print(table)
+
+
+def _cpulist(cpus) -> str:
+    cpus = sorted(cpus)
+    out, i = [], 0
+    while i < len(cpus):
+        j = i
+        while j + 1 < len(cpus) and cpus[j + 1] == cpus[j] + 1:
+            j += 1
+        out.append(str(cpus[i]) if i == j else f"{cpus[i]}-{cpus[j]}")
+        i = j + 1
+    return ",".join(out) or "-"

@@ -1,0 +1,149 @@
+"""record's exit status and signal behaviour; report on bad profiles: one line, no traceback."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+from conftest import ROOT, numaprof_argv, run_numaprof
+
+pytestmark = pytest.mark.e2e
+
+
+def _one_clean_line(proc):
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert lines[0].startswith("numaprof:"), lines[0]
+
+
+def test_exit_status_is_the_programs(tmp_path):
+    proc = run_numaprof("record", "-o", tmp_path / "p", "--", "sh", "-c", "exit 7")
+    assert proc.returncode == 7, proc.stderr
+    assert (tmp_path / "p" / "manifest.json").exists()
+    assert "numaprof report" in proc.stderr
+
+
+def test_stdout_left_alone(tmp_path):
+    proc = run_numaprof("record", "-o", tmp_path / "p", "--", "echo", "hello stdout")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "hello stdout\n"
+
+
+def test_missing_command_exits_127(tmp_path):
+    proc = run_numaprof("record", "-o", tmp_path / "p", "--", "/nonexistent/program")
+    assert proc.returncode == 127
+    assert "not found" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_killed_program_gives_128_plus_signal(tmp_path):
+    proc = run_numaprof("record", "-o", tmp_path / "p", "--", "sh", "-c", "kill -SEGV $$")
+    assert proc.returncode == 128 + signal.SIGSEGV
+    doc = json.loads(run_numaprof("report", tmp_path / "p", "--format", "json",
+                                  check=True).stdout)
+    assert doc["profile"]["complete"] is False
+
+
+def test_sigint_stops_program_and_leaves_incomplete_profile(tmp_path):
+    out = tmp_path / "p"
+    env = dict(os.environ)
+    if "numaprof.cli.main" in " ".join(numaprof_argv()):
+        env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.Popen([*numaprof_argv(), "record", "-o", str(out), "--", "sleep", "60"],
+                            env=env, stderr=subprocess.PIPE, text=True)
+    for _ in range(100):  # wait until the program runs (the collector wrote its tables)
+        if (out / "samples.time.col").exists():
+            break
+        time.sleep(0.1)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGINT, err
+    doc = json.loads(run_numaprof("report", out, "--format", "json", check=True).stdout)
+    assert doc["profile"]["complete"] is False
+    assert "SIGINT" in (doc["profile"]["incomplete_reason"] or "")
+
+
+@pytest.fixture(scope="module")
+def good_profile(tmp_path_factory):
+    base = tmp_path_factory.mktemp("good")
+    run_numaprof("record", "-o", base / "p", "--", "sh", "-c", "i=0; while [ $i -lt 20000 ]; "
+                 "do i=$((i+1)); done", check=True)
+    return base / "p"
+
+
+def test_report_missing_profile(tmp_path):
+    proc = run_numaprof("report", tmp_path / "nothing-here")
+    assert proc.returncode != 0
+    _one_clean_line(proc)
+
+
+def test_report_other_version(good_profile, tmp_path):
+    bad = tmp_path / "v2"
+    shutil.copytree(good_profile, bad)
+    m = json.loads((bad / "manifest.json").read_text())
+    m["version"] = 2
+    (bad / "manifest.json").write_text(json.dumps(m))
+    proc = run_numaprof("report", bad)
+    assert proc.returncode != 0
+    _one_clean_line(proc)
+    assert "2" in proc.stderr and "1" in proc.stderr
+
+
+def test_report_truncated_column(good_profile, tmp_path):
+    bad = tmp_path / "trunc"
+    shutil.copytree(good_profile, bad)
+    with open(bad / "samples.time.col", "r+b") as f:
+        f.truncate(5)
+    proc = run_numaprof("report", bad)
+    assert proc.returncode != 0
+    _one_clean_line(proc)
+
+
+def test_report_corrupted_magic(good_profile, tmp_path):
+    bad = tmp_path / "magic"
+    shutil.copytree(good_profile, bad)
+    with open(bad / "samples.addr.col", "r+b") as f:
+        f.write(b"GARBAGE!")
+    proc = run_numaprof("report", bad)
+    assert proc.returncode != 0
+    _one_clean_line(proc)
+
+
+def test_report_corrupted_manifest(good_profile, tmp_path):
+    bad = tmp_path / "manifest"
+    shutil.copytree(good_profile, bad)
+    (bad / "manifest.json").write_text("{not json")
+    proc = run_numaprof("report", bad)
+    assert proc.returncode != 0
+    _one_clean_line(proc)
+
+
+def test_unknown_target(good_profile):
+    proc = run_numaprof("suggest", good_profile, "--target", "no-such-machine")
+    assert proc.returncode != 0
+    _one_clean_line(proc)
+
+
+def test_existing_non_profile_output_is_kept(tmp_path):
+    precious = tmp_path / "mydir"
+    precious.mkdir()
+    (precious / "data.txt").write_text("keep me")
+    proc = run_numaprof("record", "-o", precious, "--", "true")
+    assert proc.returncode != 0
+    _one_clean_line(proc)
+    assert (precious / "data.txt").read_text() == "keep me"
+
+
+def test_previous_profile_kept_as_old(tmp_path):
+    run_numaprof("record", "--", "true", cwd=tmp_path, check=True)
+    first = json.loads((tmp_path / "numaprof.data" / "manifest.json").read_text())
+    run_numaprof("record", "--", "sh", "-c", "exit 3", cwd=tmp_path)
+    old = json.loads((tmp_path / "numaprof.data.old" / "manifest.json").read_text())
+    assert old["start_time"] == first["start_time"]
+    proc = run_numaprof("report", "--format", "json", cwd=tmp_path, check=True)
+    assert json.loads(proc.stdout)["profile"]["command"] == ["sh", "-c", "exit 3"]

@@ -1,0 +1,72 @@
+"""End-to-end: record the bundled examples on this machine; their right answers are known
+by construction (see each example's header comment).  Statistical checks use margins."""
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+SPREADING = {"cyclic", "cyclic_block", "skew_mapp", "prime_mapp", "random", "random_block",
+             "weighted_interleave"}
+LOCAL = {"parallel_init", "bind_block"}
+
+
+def test_serial_init(recorded):
+    r = recorded("serial_init")
+    assert r.report["profile"]["address_coverage"] >= 0.8
+    for name in ("a", "b", "c"):
+        o = r.obj(name)
+        assert o["pattern"] == "regular", (name, o["pattern"], o["features"])
+        assert o["first_touch"]["master_fraction"] >= 0.9, (name, o["first_touch"])
+        assert r.policy(name) in LOCAL, (name, r.policy(name))
+    assert r.obj("a")["writes"] > 0
+    assert r.obj("b")["writes"] < r.obj("a")["writes"]
+
+
+def test_gather(recorded):
+    r = recorded("gather")
+    assert r.report["profile"]["address_coverage"] >= 0.8
+    lookup = r.obj("lookup")
+    assert lookup["pattern"] == "random", lookup["features"]
+    assert lookup["first_touch"]["threads"] >= 2
+    assert lookup["writes"] < 0.2
+    assert r.policy("lookup") in SPREADING, r.policy("lookup")
+    idx = r.obj("idx")
+    assert idx["pattern"] == "regular", idx["features"]
+    assert idx["first_touch"]["master_fraction"] >= 0.9
+
+
+def test_numa_aware(recorded):
+    r = recorded("numa_aware")
+    assert r.report["profile"]["address_coverage"] >= 0.8
+    for name in ("x", "y", "z"):
+        o = r.obj(name)
+        assert o["pattern"] == "regular", (name, o["features"])
+        assert o["first_touch"]["threads"] >= 2, (name, o["first_touch"])
+        assert r.policy(name) == "first_touch", (name, r.policy(name))
+    assert r.obj("x")["writes"] > 0
+
+
+def test_report_schema_keys(recorded):
+    r = recorded("serial_init")
+    doc = r.report
+    assert doc["schema"] == "numaprof.report/1"
+    for key in ("command", "backend", "samples", "lost", "address_coverage"):
+        assert key in doc["profile"]
+    assert doc["profile"]["backend"] == "soft"
+    assert doc["topology"]["nodes"] and doc["topology"]["distances"]
+    for key in ("name", "site", "kind", "size", "samples", "share", "pattern",
+                "pattern_confidence", "reads", "writes", "first_touch", "pages_by_node",
+                "traffic", "local_fraction"):
+        assert key in doc["objects"][0], key
+    for key in ("threads", "nodes", "master_fraction", "sites"):
+        assert key in doc["objects"][0]["first_touch"]
+    assert "traffic" in doc and "local_fraction" in doc and "threads" in doc
+    s = r.suggest
+    assert s["schema"] == "numaprof.suggest/1"
+    assert len(s["target"]["nodes"]) == 2
+    o = s["objects"][0]
+    for key in ("name", "policy", "reason", "predicted", "alternatives", "patch"):
+        assert key in o
+    assert {"local_fraction", "imbalance"} <= set(o["predicted"])
+    assert {"policy", "local_fraction", "imbalance", "score"} <= set(o["alternatives"][0])
+    assert isinstance(s["commands"], list)
