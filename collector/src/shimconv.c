@@ -1,0 +1,537 @@
+/* Turns the shim's raw allocation events (<dir>/shim.<pid>.bin, nmp_shim_format.h) into
+ * the objects and stack_frames tables (docs/profile-format.md).
+ *
+ * Pairing, per file (= per pid), in file order (which is causal, see nmp_shim_format.h):
+ *  - FREE from free()/numa_free closes the newest live allocation at that address;
+ *  - FREE from munmap closes every live allocation that starts inside the unmapped range;
+ *  - a realloc ALLOC closes the oldest live allocation at `prev` (the realloc's own free
+ *    happens inside the allocator before the record is written, so another thread may
+ *    already have been given the old address: its allocation is the newer one);
+ *  - START (a new image after execve) closes everything still live.
+ * Unmatched FREEs (blocks allocated before the shim was active, in the parent before a
+ * fork, or just below the threshold) are ignored.  Identical call stacks share one id.
+ *
+ * A file with a foreign header is left in place and named in `err`, and the conversion of
+ * the others still succeeds (returns 0 with err set); the converted files are removed only
+ * after both tables were written successfully.
+ */
+#include "nmp_collect.h"
+#include "nmp_shim_format.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define NO_STACK 0xffffffffu
+#define NONE 0xffffffffu
+
+struct obj {
+    uint64_t time, free_time, addr, size, prev;
+    uint32_t pid, tid, stack;
+    uint32_t next_same_addr; /* live chain per address, newest first */
+    uint8_t kind, live;
+};
+
+struct stack {
+    uint32_t nframes;
+    uint64_t frames[NMP_SHIM_MAX_FRAMES];
+};
+
+struct conv {
+    struct obj *objs;
+    size_t nobjs, capobjs;
+    struct stack *stacks;
+    size_t nstacks, capstacks;
+    uint32_t *stack_slots; /* open addressing: stack id + 1, 0 empty */
+    size_t nstack_slots;
+    /* per file: address -> newest live object (open addressing, tombstones) */
+    uint64_t *live_keys;
+    uint32_t *live_vals; /* object index, NONE empty, NONE-1 tombstone */
+    size_t nlive_slots, nlive_used, nlive_keys; /* used counts tombstones, keys not */
+    uint32_t *live_mmaps; /* live objects of mmap / numa kind (munmap ranges) */
+    size_t nlive_mmaps, caplive_mmaps;
+};
+
+#define TOMB (NONE - 1)
+
+static void set_err(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_err(char *err, const char *fmt, ...)
+{
+    if (!err)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, NMP_ERRLEN, fmt, ap);
+    va_end(ap);
+}
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t n = *cap ? *cap * 2 : 64;
+    while (n < need)
+        n *= 2;
+    void *q = realloc(*p, n * elem);
+    if (!q)
+        return -1;
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+/* ---- stacks ---- */
+
+static uint64_t stack_hash(const uint64_t *frames, unsigned n)
+{
+    uint64_t h = n;
+    for (unsigned i = 0; i < n; i++)
+        h = mix64(h ^ frames[i]);
+    return h;
+}
+
+static int stack_rehash(struct conv *c, size_t nslots)
+{
+    uint32_t *slots = calloc(nslots, sizeof *slots);
+    if (!slots)
+        return -1;
+    for (size_t id = 0; id < c->nstacks; id++) {
+        size_t i = stack_hash(c->stacks[id].frames, c->stacks[id].nframes) & (nslots - 1);
+        while (slots[i])
+            i = (i + 1) & (nslots - 1);
+        slots[i] = (uint32_t)id + 1;
+    }
+    free(c->stack_slots);
+    c->stack_slots = slots;
+    c->nstack_slots = nslots;
+    return 0;
+}
+
+/* Returns the id of this call stack, adding it if new; NO_STACK for an empty one. */
+static int stack_id(struct conv *c, const uint64_t *frames, unsigned n, uint32_t *id)
+{
+    if (n == 0) {
+        *id = NO_STACK;
+        return 0;
+    }
+    if ((c->nstacks + 1) * 2 > c->nstack_slots &&
+        stack_rehash(c, c->nstack_slots ? c->nstack_slots * 2 : 1024) < 0)
+        return -1;
+    size_t mask = c->nstack_slots - 1;
+    size_t i = stack_hash(frames, n) & mask;
+    for (; c->stack_slots[i]; i = (i + 1) & mask) {
+        const struct stack *s = &c->stacks[c->stack_slots[i] - 1];
+        if (s->nframes == n && memcmp(s->frames, frames, n * sizeof frames[0]) == 0) {
+            *id = c->stack_slots[i] - 1;
+            return 0;
+        }
+    }
+    if (grow((void **)&c->stacks, &c->capstacks, c->nstacks + 1, sizeof *c->stacks) < 0)
+        return -1;
+    struct stack *s = &c->stacks[c->nstacks];
+    memset(s, 0, sizeof *s);
+    s->nframes = n;
+    memcpy(s->frames, frames, n * sizeof frames[0]);
+    c->stack_slots[i] = (uint32_t)c->nstacks + 1;
+    *id = (uint32_t)c->nstacks++;
+    return 0;
+}
+
+/* ---- live allocations of the current file ---- */
+
+static size_t live_find(const struct conv *c, uint64_t addr)
+{
+    if (!c->nlive_slots)
+        return (size_t)-1;
+    size_t mask = c->nlive_slots - 1;
+    for (size_t i = mix64(addr) & mask;; i = (i + 1) & mask) {
+        if (c->live_vals[i] == NONE)
+            return (size_t)-1;
+        if (c->live_vals[i] != TOMB && c->live_keys[i] == addr)
+            return i;
+    }
+}
+
+static int live_rehash(struct conv *c, size_t nslots)
+{
+    uint64_t *keys = malloc(nslots * sizeof *keys);
+    uint32_t *vals = malloc(nslots * sizeof *vals);
+    if (!keys || !vals) {
+        free(keys);
+        free(vals);
+        return -1;
+    }
+    memset(vals, 0xff, nslots * sizeof *vals);
+    size_t used = 0;
+    for (size_t j = 0; j < c->nlive_slots; j++) {
+        if (c->live_vals[j] == NONE || c->live_vals[j] == TOMB)
+            continue;
+        size_t i = mix64(c->live_keys[j]) & (nslots - 1);
+        while (vals[i] != NONE)
+            i = (i + 1) & (nslots - 1);
+        keys[i] = c->live_keys[j];
+        vals[i] = c->live_vals[j];
+        used++;
+    }
+    free(c->live_keys);
+    free(c->live_vals);
+    c->live_keys = keys;
+    c->live_vals = vals;
+    c->nlive_slots = nslots;
+    c->nlive_used = used;
+    c->nlive_keys = used;
+    return 0;
+}
+
+static void live_reset(struct conv *c)
+{
+    if (c->live_vals)
+        memset(c->live_vals, 0xff, c->nlive_slots * sizeof *c->live_vals);
+    c->nlive_used = 0;
+    c->nlive_keys = 0;
+    c->nlive_mmaps = 0;
+}
+
+static int live_add(struct conv *c, uint32_t idx)
+{
+    struct obj *o = &c->objs[idx];
+    if ((c->nlive_used + 1) * 2 > c->nlive_slots) {
+        /* grow only for live keys; otherwise rebuild at the same size to drop tombstones */
+        size_t nslots = c->nlive_slots ? c->nlive_slots : 1024;
+        if ((c->nlive_keys + 1) * 4 > nslots)
+            nslots *= 2;
+        if (live_rehash(c, nslots) < 0)
+            return -1;
+    }
+    size_t i = live_find(c, o->addr);
+    if (i != (size_t)-1) {
+        o->next_same_addr = c->live_vals[i];
+        c->live_vals[i] = idx;
+    } else {
+        size_t mask = c->nlive_slots - 1;
+        for (i = mix64(o->addr) & mask; c->live_vals[i] != NONE && c->live_vals[i] != TOMB;
+             i = (i + 1) & mask)
+            ;
+        if (c->live_vals[i] == NONE)
+            c->nlive_used++;
+        c->live_keys[i] = o->addr;
+        c->live_vals[i] = idx;
+        o->next_same_addr = NONE;
+        c->nlive_keys++;
+    }
+    o->live = 1;
+    if (o->kind == NMP_KIND_MMAP || o->kind == NMP_KIND_NUMA) {
+        if (grow((void **)&c->live_mmaps, &c->caplive_mmaps, c->nlive_mmaps + 1,
+                 sizeof *c->live_mmaps) < 0)
+            return -1;
+        c->live_mmaps[c->nlive_mmaps++] = idx;
+    }
+    return 0;
+}
+
+/* Unlinks object `idx` from its address chain and marks it freed at `t`. */
+static void live_close(struct conv *c, uint32_t idx, uint64_t t)
+{
+    struct obj *o = &c->objs[idx];
+    if (!o->live)
+        return;
+    size_t i = live_find(c, o->addr);
+    if (i != (size_t)-1) {
+        uint32_t *link = &c->live_vals[i];
+        while (*link != NONE && *link != idx)
+            link = &c->objs[*link].next_same_addr;
+        if (*link == idx)
+            *link = o->next_same_addr;
+        if (c->live_vals[i] == NONE) {
+            c->live_vals[i] = TOMB; /* chain emptied; nlive_used keeps counting it */
+            c->nlive_keys--;
+        }
+    }
+    o->live = 0;
+    o->free_time = t;
+}
+
+static void close_newest(struct conv *c, uint64_t addr, uint64_t t)
+{
+    size_t i = live_find(c, addr);
+    if (i != (size_t)-1)
+        live_close(c, c->live_vals[i], t);
+}
+
+static void close_oldest(struct conv *c, uint64_t addr, uint64_t t)
+{
+    size_t i = live_find(c, addr);
+    if (i == (size_t)-1)
+        return;
+    uint32_t idx = c->live_vals[i];
+    while (c->objs[idx].next_same_addr != NONE)
+        idx = c->objs[idx].next_same_addr;
+    live_close(c, idx, t);
+}
+
+static void close_mapped_range(struct conv *c, uint64_t addr, uint64_t len, uint64_t t)
+{
+    size_t keep = 0;
+    for (size_t k = 0; k < c->nlive_mmaps; k++) {
+        uint32_t idx = c->live_mmaps[k];
+        struct obj *o = &c->objs[idx];
+        if (o->live && o->addr >= addr && o->addr - addr < len)
+            live_close(c, idx, t);
+        if (o->live)
+            c->live_mmaps[keep++] = idx;
+    }
+    c->nlive_mmaps = keep;
+}
+
+static void close_all(struct conv *c, size_t first_obj, uint64_t t)
+{
+    for (size_t k = first_obj; k < c->nobjs; k++)
+        if (c->objs[k].live) {
+            c->objs[k].live = 0;
+            c->objs[k].free_time = t;
+        }
+    live_reset(c);
+}
+
+/* ---- files ---- */
+
+static int convert_file(struct conv *c, const char *path, uint32_t pid,
+                        struct nmp_shim_totals *tot, char *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        set_err(err, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    struct nmp_shim_header h;
+    ssize_t n = read(fd, &h, sizeof h);
+    if (n != (ssize_t)sizeof h || memcmp(h.magic, NMP_SHIM_MAGIC, 8) != 0 ||
+        h.version != NMP_SHIM_VERSION || h.record_size != sizeof(struct nmp_shim_record)) {
+        set_err(err, "%s: not a numaprof shim file of version %d (left in place)", path,
+                NMP_SHIM_VERSION);
+        close(fd);
+        return 1;
+    }
+    live_reset(c);
+    size_t first_obj = c->nobjs;
+    enum { CHUNK = 1024 };
+    struct nmp_shim_record *recs = malloc(CHUNK * sizeof *recs);
+    if (!recs) {
+        close(fd);
+        set_err(err, "out of memory");
+        return -1;
+    }
+    size_t have = 0; /* bytes in recs */
+    int rc = 0;
+    for (;;) {
+        n = read(fd, (char *)recs + have, CHUNK * sizeof *recs - have);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            set_err(err, "%s: %s", path, strerror(errno));
+            rc = -1;
+            break;
+        }
+        have += (size_t)n;
+        size_t nrec = have / sizeof *recs;
+        for (size_t k = 0; k < nrec && rc == 0; k++) {
+            const struct nmp_shim_record *r = &recs[k];
+            switch (r->type) {
+            case NMP_SHIM_ALLOC: {
+                if (r->kind == NMP_KIND_REALLOC && r->prev)
+                    close_oldest(c, r->prev, r->time);
+                if (grow((void **)&c->objs, &c->capobjs, c->nobjs + 1, sizeof *c->objs) < 0) {
+                    rc = -1;
+                    break;
+                }
+                struct obj *o = &c->objs[c->nobjs];
+                memset(o, 0, sizeof *o);
+                o->time = r->time;
+                o->pid = pid;
+                o->tid = r->tid;
+                o->addr = r->addr;
+                o->size = r->size;
+                o->kind = r->kind;
+                o->prev = r->kind == NMP_KIND_REALLOC ? r->prev : 0;
+                unsigned nf = r->nframes > NMP_SHIM_MAX_FRAMES ? NMP_SHIM_MAX_FRAMES : r->nframes;
+                if (stack_id(c, r->frames, nf, &o->stack) < 0 ||
+                    live_add(c, (uint32_t)c->nobjs) < 0) {
+                    rc = -1;
+                    break;
+                }
+                c->nobjs++;
+                tot->tracked_allocs++;
+                break;
+            }
+            case NMP_SHIM_FREE:
+                if (r->kind == NMP_KIND_MMAP && r->size)
+                    close_mapped_range(c, r->addr, r->size, r->time);
+                else
+                    close_newest(c, r->addr, r->time);
+                break;
+            case NMP_SHIM_TOTALS:
+                tot->small_bytes += r->size;
+                tot->small_allocs += r->prev;
+                break;
+            case NMP_SHIM_START:
+                close_all(c, first_obj, r->time);
+                break;
+            default:
+                break; /* unknown record types of this version are skipped */
+            }
+        }
+        if (rc < 0) {
+            if (!err || !*err)
+                set_err(err, "%s: out of memory", path);
+            break;
+        }
+        size_t used = nrec * sizeof *recs;
+        memmove(recs, (char *)recs + used, have - used);
+        have -= used;
+        if (n == 0)
+            break; /* a partial last record (a run cut short) is dropped */
+    }
+    free(recs);
+    close(fd);
+    return rc;
+}
+
+static int is_shim_file(const struct dirent *d)
+{
+    const char *s = d->d_name;
+    if (strncmp(s, "shim.", 5) != 0)
+        return 0;
+    const char *p = s + 5;
+    if (!isdigit((unsigned char)*p))
+        return 0;
+    while (isdigit((unsigned char)*p))
+        p++;
+    return strcmp(p, ".bin") == 0;
+}
+
+static int by_pid(const struct dirent **a, const struct dirent **b)
+{
+    unsigned long x = strtoul((*a)->d_name + 5, NULL, 10), y = strtoul((*b)->d_name + 5, NULL, 10);
+    return (x > y) - (x < y);
+}
+
+static const struct nmp_coldef object_cols[] = {
+    {"time", NMP_U64}, {"free_time", NMP_U64}, {"pid", NMP_U32}, {"tid", NMP_U32},
+    {"addr", NMP_U64}, {"size", NMP_U64}, {"kind", NMP_U8}, {"stack", NMP_U32},
+    {"prev", NMP_U64},
+};
+static const struct nmp_coldef frame_cols[] = {
+    {"stack", NMP_U32}, {"depth", NMP_U16}, {"ip", NMP_U64},
+};
+
+static int write_tables(const struct conv *c, const char *dir, char *err)
+{
+    struct nmp_table *t = nmp_table_create(dir, "objects", object_cols,
+                                           (int)(sizeof object_cols / sizeof object_cols[0]));
+    if (!t) {
+        set_err(err, "%s/objects: %s", dir, strerror(errno));
+        return -1;
+    }
+    for (size_t k = 0; k < c->nobjs; k++) {
+        const struct obj *o = &c->objs[k];
+        uint64_t row[9] = {o->time, o->free_time, o->pid, o->tid, o->addr,
+                           o->size, o->kind, o->stack, o->prev};
+        nmp_table_append(t, row);
+    }
+    if (nmp_table_close(t) < 0) {
+        set_err(err, "%s/objects: write failed: %s", dir, strerror(errno ? errno : EIO));
+        return -1;
+    }
+    t = nmp_table_create(dir, "stack_frames", frame_cols,
+                         (int)(sizeof frame_cols / sizeof frame_cols[0]));
+    if (!t) {
+        set_err(err, "%s/stack_frames: %s", dir, strerror(errno));
+        return -1;
+    }
+    for (size_t id = 0; id < c->nstacks; id++)
+        for (uint32_t d = 0; d < c->stacks[id].nframes; d++) {
+            uint64_t row[3] = {id, d, c->stacks[id].frames[d]};
+            nmp_table_append(t, row);
+        }
+    if (nmp_table_close(t) < 0) {
+        set_err(err, "%s/stack_frames: write failed: %s", dir, strerror(errno ? errno : EIO));
+        return -1;
+    }
+    return 0;
+}
+
+int nmp_shim_convert(const char *dir, struct nmp_shim_totals *totals, char *err)
+{
+    struct nmp_shim_totals tot = {0};
+    struct conv c = {0};
+    if (err)
+        err[0] = 0;
+    struct dirent **ents = NULL;
+    int n = scandir(dir, &ents, is_shim_file, by_pid);
+    if (n < 0) {
+        set_err(err, "%s: %s", dir, strerror(errno));
+        return -1;
+    }
+    char *done = calloc((size_t)n + 1, 1);
+    int rc = done ? 0 : -1;
+    char path[4096];
+    for (int i = 0; i < n && rc == 0; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, ents[i]->d_name);
+        uint32_t pid = (uint32_t)strtoul(ents[i]->d_name + 5, NULL, 10);
+        char ferr[NMP_ERRLEN] = "";
+        int r = convert_file(&c, path, pid, &tot, ferr);
+        if (r < 0) {
+            set_err(err, "%s", ferr);
+            rc = -1;
+        } else if (r > 0) {
+            set_err(err, "%s", ferr); /* foreign file: reported, others still converted */
+        } else {
+            done[i] = 1;
+            tot.processes++;
+        }
+    }
+    if (rc == 0) {
+        char werr[NMP_ERRLEN] = "";
+        if (write_tables(&c, dir, werr) < 0) {
+            set_err(err, "%s", werr);
+            rc = -1;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        if (rc == 0 && done[i]) {
+            snprintf(path, sizeof path, "%s/%s", dir, ents[i]->d_name);
+            unlink(path);
+        }
+        free(ents[i]);
+    }
+    free(ents);
+    free(done);
+    nmp_debug("shim: %llu processes, %zu objects, %zu stacks, %llu small allocations",
+              (unsigned long long)tot.processes, c.nobjs, c.nstacks,
+              (unsigned long long)tot.small_allocs);
+    free(c.objs);
+    free(c.stacks);
+    free(c.stack_slots);
+    free(c.live_keys);
+    free(c.live_vals);
+    free(c.live_mmaps);
+    if (totals)
+        *totals = tot;
+    return rc;
+}
