@@ -29,7 +29,7 @@ apt:
 $(STAMP): pyproject.toml CMakeLists.txt $(shell find collector analyzer recommender cli lab numaprof -type f -not -name '*.pyc' 2>/dev/null)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q ".[test,html]" virtme-ng==1.42
+	$(PIP) install -q ".[test]" virtme-ng==1.42
 	@touch $(STAMP)
 
 # Development build of the native parts into build/dev (used from a source checkout).

@@ -11,6 +11,7 @@ from numaprof.cli.options import (
     ReportConfig,
     object_option,
     profile_argument,
+    target_option,
     top_option,
 )
 from numaprof.cli.render import progress_callback
@@ -18,13 +19,19 @@ from numaprof.cli.render import progress_callback
 
 @click.command()
 @profile_argument
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True, help="Output format (json: the numaprof.report/1 schema).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text",
+              show_default=True,
+              help="text; json (the numaprof.report/1 schema); html (one self-contained file "
+              "with plots, written to -o, default numaprof-report.html).")
 @top_option
 @object_option
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
               help="Write the report to FILE instead of standard output.")
-def command(profile, fmt, top, object_name, output):
+@target_option
+@click.option("--diff", "diff", nargs=2, type=click.Path(path_type=Path), default=None,
+              metavar="BEFORE AFTER",
+              help="Compare two profiles per object: local fraction, imbalance, pages, pattern.")
+def command(profile, fmt, top, object_name, output, target, diff):
     """Report the profile in PROFILE (default ./numaprof.data).
 
     Prints the header (command, backend, samples, data-address coverage, lost samples,
@@ -34,6 +41,9 @@ def command(profile, fmt, top, object_name, output):
     from numaprof.analyzer import analyze
     from numaprof.cli.render import json_report, text_report
 
+    if diff:
+        _diff(diff, fmt, object_name)
+        return
     cfg = ReportConfig(profile=profile, format=fmt, top=top, object_name=object_name,
                        output=output)
     with progress_callback(enabled=cfg.format == "text") as progress:
@@ -42,6 +52,15 @@ def command(profile, fmt, top, object_name, output):
     if cfg.format == "json":
         text = json_report.dumps(json_report.report(analysis, top=cfg.top))
         _emit(text, cfg.output)
+    elif cfg.format == "html":
+        from numaprof.cli.render import html_report
+        from numaprof.recommender import suggest
+        from numaprof.recommender.targets import resolve_target
+
+        suggestions = suggest(analysis, resolve_target(target, analysis.topology))
+        out = cfg.output or Path("numaprof-report.html")
+        _emit(html_report.render(analysis, suggestions, top=cfg.top or 10), out)
+        print(f"numaprof: HTML report in {out}", file=sys.stderr)
     else:
         text_report.render(analysis, top=cfg.top if cfg.top else 15, out=cfg.output)
 
@@ -53,3 +72,14 @@ def _emit(text: str, output: Path | None) -> None:
     from numaprof.cli.render import write_atomic
 
     write_atomic(output, text)
+
+
+def _diff(paths, fmt: str, object_name: str | None) -> None:
+    from numaprof.analyzer import analyze
+    from numaprof.cli.render import json_report, text_diff
+
+    before, after = (analyze(p, object_name=object_name) for p in paths)
+    if fmt == "json":
+        sys.stdout.write(json_report.dumps(text_diff.to_json(before, after)))
+    else:
+        text_diff.render(before, after)

@@ -1,0 +1,60 @@
+"""Before/after comparison of two analyses (`report --diff BEFORE AFTER`), objects paired by name."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from numaprof.analyzer.model import Analysis
+from numaprof.cli.render.text_common import pct
+
+
+def pairs(before: Analysis, after: Analysis):
+    b = {o.name: o for o in before.objects}
+    a = {o.name: o for o in after.objects}
+    names = [o.name for o in before.objects] + [n for n in a if n not in b]
+    return [(n, b.get(n), a.get(n)) for n in names]
+
+
+def to_json(before: Analysis, after: Analysis) -> dict:
+    def side(o):
+        if o is None:
+            return None
+        return {"local_fraction": round(o.local_fraction, 4), "imbalance": round(o.imbalance, 3),
+                "pages_by_node": [int(v) for v in o.pages_by_node], "pattern": o.pattern,
+                "samples": int(o.samples)}
+
+    return {
+        "schema": "numaprof.diff/1",
+        "before": {"path": before.profile.path, "local_fraction": round(before.local_fraction, 4),
+                   "imbalance": round(before.imbalance, 3)},
+        "after": {"path": after.profile.path, "local_fraction": round(after.local_fraction, 4),
+                  "imbalance": round(after.imbalance, 3)},
+        "objects": [{"name": n, "before": side(b), "after": side(a)}
+                    for n, b, a in pairs(before, after)],
+    }
+
+
+def render(before: Analysis, after: Analysis) -> None:
+    con = Console(highlight=False)
+    con.print(f"[bold]before[/bold] {before.profile.path}   [bold]after[/bold] {after.profile.path}")
+    con.print(f"program: local {pct(before.local_fraction)} -> {pct(after.local_fraction)}, "
+              f"node load max/mean {before.imbalance:.2f} -> {after.imbalance:.2f}")
+    table = Table()
+    for col in ("object", "local before", "local after", "imbalance", "pages by node",
+                "pattern"):
+        table.add_column(col)
+
+    def pages(o):
+        return " ".join(f"{i}:{v}" for i, v in enumerate(o.pages_by_node)) if o else "-"
+
+    for name, b, a in pairs(before, after):
+        table.add_row(
+            name,
+            pct(b.local_fraction) if b else "-",
+            pct(a.local_fraction) if a else "-",
+            f"{b.imbalance:.2f} -> {a.imbalance:.2f}" if a and b else "-",
+            f"{pages(b)} -> {pages(a)}",
+            f"{b.pattern if b else '-'} -> {a.pattern if a else '-'}",
+        )
+    con.print(table)
