@@ -36,6 +36,41 @@ class RecordConfig:
     duration: float | None
 
 
+RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
+
+
+def expand_output(template: str, environ=os.environ) -> str:
+    """Expands %r (MPI rank), %h (host name), %p (pid) and %% in an -o path.
+
+    Under mpirun or srun every rank runs its own `numaprof record -o prof.%r`, so each
+    writes its own profile.
+    """
+    out, i = [], 0
+    while i < len(template):
+        ch = template[i]
+        if ch == "%" and i + 1 < len(template):
+            key = template[i + 1]
+            if key == "r":
+                rank = next((environ[v] for v in RANK_VARIABLES if v in environ), None)
+                if rank is None:
+                    raise NumaprofError(
+                        "-o uses %r but no MPI rank is set (" + ", ".join(RANK_VARIABLES) + ")")
+                out.append(rank)
+            elif key == "h":
+                out.append(os.uname().nodename)
+            elif key == "p":
+                out.append(str(os.getpid()))
+            elif key == "%":
+                out.append("%")
+            else:
+                raise NumaprofError(f"unknown %{key} in -o {template} (use %r, %h, %p or %%)")
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
 def _utc_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -220,7 +255,7 @@ def run_record(cfg: RecordConfig, argv: list[str]) -> int:
                                  "allow_interspersed_args": False})
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
               help=f"Profile directory (default ./{DEFAULT_PROFILE}; an existing one is kept "
-              "as .old).")
+              "as .old).  %r expands to the MPI rank, %h to the host, %p to the pid.")
 @click.option("--backend", type=click.Choice(["auto", "pebs", "ibs", "soft"]), default="auto",
               show_default=True, help="Sampling backend.")
 @click.option("--freq", type=click.IntRange(min=10, max=100000), default=None,
@@ -249,7 +284,7 @@ def command(output, backend, freq, alloc_threshold, pid, duration, command):
         raise click.UsageError("give a command to run (numaprof record ./app) or -p PID")
     cfg = RecordConfig(
         command=tuple(command),
-        output=output or Path(DEFAULT_PROFILE),
+        output=Path(expand_output(str(output))) if output else Path(DEFAULT_PROFILE),
         output_given=output is not None,
         backend=backend,
         freq=freq,
