@@ -1,39 +1,13 @@
-"""Shared fixtures: how to run numaprof, the built examples, recorded example profiles."""
+"""Shared fixtures: the built examples, recorded example profiles."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = ROOT / "examples"
-
-
-def numaprof_argv() -> list[str]:
-    """The numaprof command: the installed entry point, else the module from this checkout."""
-    exe = Path(sys.executable).parent / "numaprof"
-    if exe.exists():
-        return [str(exe)]
-    return [sys.executable, "-m", "numaprof.cli.main"]
-
-
-def run_numaprof(*args, cwd=None, env=None, timeout=600, check=False):
-    e = dict(os.environ)
-    if env:
-        e.update(env)
-    if "numaprof.cli.main" in " ".join(numaprof_argv()):
-        e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
-    proc = subprocess.run([*numaprof_argv(), *map(str, args)], cwd=cwd, env=e,
-                          capture_output=True, text=True, timeout=timeout)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"numaprof {' '.join(map(str, args))} exited {proc.returncode}:\n"
-                             f"{proc.stdout}\n{proc.stderr}")
-    return proc
+from helpers import EXAMPLES, run_numaprof
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import ROOT, numaprof_argv, run_numaprof
+from helpers import ROOT, numaprof_argv, run_numaprof
 
 pytestmark = pytest.mark.e2e
 

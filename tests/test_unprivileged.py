@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, numaprof_argv
+from helpers import ROOT, numaprof_argv
 
 pytestmark = pytest.mark.e2e
 USER = "numaprof-test"
