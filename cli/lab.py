@@ -58,14 +58,15 @@ def command(nodes, cpus_per_node, mem_per_node, distances, preset, timeout, kern
     Programs run about 20x slower than on the host and a boot takes about 30 s: lab
     timings are never performance evidence.  See docs/lab.md.
     """
-    from numaprof.lab.runner import run
+    from numaprof.lab.runner import find_tools, run
 
     config = lab_config(nodes, cpus_per_node, mem_per_node, distances, preset, timeout,
                         kernel, cmd, Path.cwd().resolve())
+    tools = find_tools(config.kernel)
     topo = config.topology
     click.echo(f"numaprof lab: booting a {topo.nodes}-node guest ({topo.total_cpus} cpus, "
                f"{topo.total_mem >> 20} MiB, TCG; about 30 s)", err=True)
-    sys.exit(run(config))
+    sys.exit(run(config, tools))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,315 @@
+"""Boots a throw-away virtme-ng guest with a LabTopology and runs one command in it.
+
+The guest sees the host's filesystem read-only (virtme-ng exports / over 9p or virtio-fs);
+the current directory and a private status directory are shared read-write (--rwdir).
+The command runs through a small shell script kept in that status directory: it restores
+the caller's environment (virtme-ng passes almost none), changes to the current
+directory, runs the command and writes its exit status to a file, which is what we
+return; virtme-ng's own exit status is only trusted when that file is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from numaprof.errors import NumaprofError, UsageError
+from numaprof.lab.topology import LabTopology
+
+TIMEOUT_EXIT = 124  # as timeout(1)
+INTERRUPT_EXIT = 130
+GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Host session variables that mean nothing (or something wrong) inside the guest.
+_ENV_SKIP = {
+    "PWD", "OLDPWD", "SHLVL", "_", "TERM", "PATH", "XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS",
+    "SSH_AUTH_SOCK", "SSH_AGENT_PID", "SSH_CONNECTION", "SSH_CLIENT", "SSH_TTY", "DISPLAY",
+    "WAYLAND_DISPLAY", "XAUTHORITY", "TMUX", "TMUX_PANE", "STY", "WINDOWID",
+}
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SETUP = "`make setup` installs it"
+
+
+@dataclass(frozen=True)
+class LabConfig:
+    """Everything `numaprof lab` needs, parsed from the command line."""
+
+    topology: LabTopology
+    command: tuple[str, ...]
+    cwd: Path
+    timeout: float | None = None  # seconds, None = no limit
+    kernel: Path | None = None  # None = NUMAPROF_LAB_KERNEL or the newest /boot/vmlinuz-*
+
+
+@dataclass(frozen=True)
+class LabTools:
+    vng: Path
+    qemu: Path
+    kernel: Path
+
+
+def _version_key(path: Path) -> list:
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", path.name)]
+
+
+def find_kernel(explicit: Path | None = None, boot: Path = Path("/boot")) -> Path:
+    """The kernel image to boot: explicit, $NUMAPROF_LAB_KERNEL, or the newest in /boot."""
+    env = os.environ.get("NUMAPROF_LAB_KERNEL")
+    if explicit is None and env:
+        explicit = Path(env)
+    if explicit is not None:
+        if not explicit.is_file():
+            raise NumaprofError(f"kernel image {explicit} does not exist")
+        kernel = explicit
+    else:
+        images = sorted(boot.glob("vmlinuz-*"), key=_version_key)
+        if not images:
+            raise NumaprofError(
+                f"no kernel image (vmlinuz-*) in {boot}: the lab boots the distribution "
+                f"kernel; install the Debian package linux-image-amd64 ({_SETUP})"
+            )
+        kernel = images[-1]
+    if not os.access(kernel, os.R_OK):
+        raise NumaprofError(
+            f"kernel image {kernel} is not readable by you (some distributions install it "
+            f"0600): run 'sudo chmod 0644 {kernel}' or set NUMAPROF_LAB_KERNEL"
+        )
+    version = kernel.name.removeprefix("vmlinuz-")
+    if explicit is None and not Path("/lib/modules", version).is_dir():
+        raise NumaprofError(
+            f"the modules of kernel {version} are missing (/lib/modules/{version}): "
+            f"reinstall the Debian package linux-image-amd64 ({_SETUP})"
+        )
+    return kernel
+
+
+def find_vng() -> Path:
+    """virtme-ng's `vng`, next to this Python (the venv) first, then on PATH."""
+    here = Path(sys.executable).parent / "vng"
+    if here.is_file() and os.access(here, os.X_OK):
+        return here
+    found = shutil.which("vng")
+    if found:
+        return Path(found)
+    raise NumaprofError(
+        "virtme-ng is not installed (no 'vng' next to this Python or on PATH): "
+        f"pip install virtme-ng==1.42 ({_SETUP})"
+    )
+
+
+def find_qemu() -> Path:
+    found = shutil.which("qemu-system-x86_64")
+    if not found:
+        raise NumaprofError(
+            "QEMU is not installed (no qemu-system-x86_64 on PATH): install the Debian "
+            f"package qemu-system-x86 ({_SETUP})"
+        )
+    return Path(found)
+
+
+def _is_static_elf(path: Path) -> bool:
+    """True if the ELF file has no program interpreter (PT_INTERP), i.e. is static."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if head[:4] != b"\x7fELF" or head[4] != 2:  # 64-bit only (x86-64 host)
+                return False
+            phoff = int.from_bytes(head[32:40], "little")
+            phentsize = int.from_bytes(head[54:56], "little")
+            phnum = int.from_bytes(head[56:58], "little")
+            f.seek(phoff)
+            table = f.read(phentsize * phnum)
+    except OSError:
+        return False
+    for k in range(phnum):
+        if int.from_bytes(table[k * phentsize:k * phentsize + 4], "little") == 3:
+            return False
+    return True
+
+
+def check_busybox() -> None:
+    """virtme-ng builds an initramfs for a modular distribution kernel, with static busybox."""
+    for name in ("busybox-static", "busybox.static", "busybox"):
+        candidates = [shutil.which(name)] + [
+            f"/{d}/{name}" for d in ("usr/local/bin", "usr/bin", "bin", "usr/sbin", "sbin")
+        ]
+        for c in candidates:
+            if c and os.path.isfile(c) and _is_static_elf(Path(c)):
+                return
+    raise NumaprofError(
+        "no statically linked busybox: virtme-ng needs one to boot the distribution kernel; "
+        f"install the Debian package busybox-static ({_SETUP})"
+    )
+
+
+def find_tools(kernel: Path | None = None) -> LabTools:
+    """Checks everything the lab needs on the host, failing with the package to install."""
+    qemu = find_qemu()
+    vng = find_vng()
+    k = find_kernel(kernel)
+    check_busybox()
+    return LabTools(vng=vng, qemu=qemu, kernel=k)
+
+
+def _mib(n: int) -> str:
+    return f"{n >> 20}M"
+
+
+def _cpu_list(r: range) -> str:
+    return str(r.start) if len(r) == 1 else f"{r.start}-{r.stop - 1}"
+
+
+def vng_topology_args(topo: LabTopology) -> list[str]:
+    """--cpus, -m, --numa per node and --numa-distance for every ordered pair."""
+    args = ["--cpus", str(topo.total_cpus), "-m", _mib(topo.total_mem)]
+    for node in range(topo.nodes):
+        args += ["--numa", f"{_mib(topo.mem_per_node)},cpus={_cpu_list(topo.cpus_of(node))}"]
+    # Both directions of every pair: QEMU then takes the matrix as given (asymmetric or
+    # not) instead of completing it.
+    for i in range(topo.nodes):
+        for j in range(topo.nodes):
+            if i != j:
+                args += ["--numa-distance", f"{i},{j}={topo.distances[i][j]}"]
+    return args
+
+
+def check_shareable(cwd: Path) -> None:
+    """virtme-ng passes shared paths on the kernel command line: no blanks, no '='."""
+    s = str(cwd)
+    if s == "/":
+        raise UsageError("refusing to share / read-write with the guest; cd to a directory")
+    if re.search(r"[\s=,\"'\\]", s):
+        raise UsageError(
+            f"the current directory {s!r} contains a blank, quote, ',' or '=', which "
+            "virtme-ng cannot share with the guest; run from another directory"
+        )
+
+
+def guest_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The caller's environment for the guest, minus host-session variables; PATH is the
+    caller's followed by the usual system directories."""
+    environ = dict(os.environ if environ is None else environ)
+    env = {k: v for k, v in environ.items() if k not in _ENV_SKIP and _ENV_NAME.match(k)}
+    env["PATH"] = ":".join(p for p in (environ.get("PATH", ""), GUEST_PATH) if p)
+    return env
+
+
+def guest_script(command: tuple[str, ...], cwd: Path, status_file: Path,
+                 env: dict[str, str]) -> str:
+    """The /bin/sh script the guest runs: environment, cd, command, exit status to a file."""
+    lines = ["# numaprof lab: run one command in the guest and record its exit status"]
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())]
+    lines += [
+        f"cd {shlex.quote(str(cwd))} || exit 125",
+        shlex.join(command),
+        "status=$?",
+        f"echo $status > {shlex.quote(str(status_file))}",
+        "exit $status",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def build_vng_command(tools: LabTools, topo: LabTopology, cwd: Path, state_dir: Path,
+                      script: Path) -> list[str]:
+    """The full vng command line (TCG: KVM fails under QEMU on these machines)."""
+    return [
+        str(tools.vng), "--disable-kvm", "--run", str(tools.kernel),
+        *vng_topology_args(topo),
+        "--rwdir", str(cwd), "--rwdir", str(state_dir), "--cwd", str(cwd),
+        "--exec", f"/bin/sh {script}",
+    ]
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """Stops vng and everything it started (QEMU, file servers): they share its session."""
+    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            # The leader is gone; make sure no QEMU child stays behind in the group.
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            continue
+        return
+
+
+def _binary(stream):
+    return getattr(stream, "buffer", stream)
+
+
+def _pump(src, dst) -> None:
+    """Copies a pipe to one of our output streams as data arrives (streaming)."""
+    while True:
+        chunk = os.read(src.fileno(), 65536)
+        if not chunk:
+            break
+        try:
+            dst.write(chunk)
+            dst.flush()
+        except (BrokenPipeError, ValueError):
+            pass  # our reader went away: keep draining so the guest is not blocked
+    src.close()
+
+
+def run(config: LabConfig, tools: LabTools | None = None) -> int:
+    """Boots the guest, runs the command with its output streamed, returns its exit status."""
+    check_shareable(config.cwd)
+    tools = tools or find_tools(config.kernel)
+    state_dir = Path(tempfile.mkdtemp(prefix="numaprof-lab-"))
+    try:
+        check_shareable(state_dir)
+        status_file = state_dir / "status"
+        script = state_dir / "run.sh"
+        script.write_text(guest_script(config.command, config.cwd, status_file,
+                                       guest_environment()))
+        argv = build_vng_command(tools, config.topology, config.cwd, state_dir, script)
+        env = dict(os.environ)
+        # vng runs virtme-run by name: it must be on PATH even when the venv is not active.
+        env["PATH"] = f"{tools.vng.parent}:{env.get('PATH', '')}"
+        # QEMU opens its console files with O_TRUNC and once per channel: given a regular
+        # file as stdout it would truncate it and write over itself, so it always gets
+        # pipes, copied to ours.
+        proc = subprocess.Popen(argv, cwd=config.cwd, env=env, start_new_session=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        pumps = [threading.Thread(target=_pump, args=(pipe, _binary(out)), daemon=True)
+                 for pipe, out in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr))]
+        for t in pumps:
+            t.start()
+        try:
+            rc = proc.wait(timeout=config.timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            raise NumaprofError(
+                f"lab: the command did not finish within {config.timeout:g} s; the guest "
+                "was killed (TCG guests run programs about 20x slower: raise --timeout)",
+                exit_code=TIMEOUT_EXIT,
+            ) from None
+        except KeyboardInterrupt:
+            _kill_group(proc)
+            raise NumaprofError("lab: interrupted; the guest was killed",
+                                exit_code=INTERRUPT_EXIT) from None
+        for t in pumps:
+            t.join(timeout=10)
+        try:
+            return int(status_file.read_text().strip())
+        except (OSError, ValueError):
+            raise NumaprofError(
+                f"lab: the guest did not run the command to its end (virtme-ng exited with "
+                f"status {rc}; its messages are above)",
+                exit_code=rc if rc > 0 else 1,
+            ) from None
+    finally:
+        shutil.rmtree(state_dir, ignore_errors=True)
