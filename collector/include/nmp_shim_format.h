@@ -32,9 +32,14 @@ enum nmp_shim_rectype {
     NMP_SHIM_FREE = 2,   /* addr; size = munmap length (0 for free()); kind: 1 free,
                             5 munmap, 6 numa_free */
     NMP_SHIM_TOTALS = 3, /* one thread's allocations below the threshold:
-                            size = bytes, prev = count */
+                            size = bytes, prev = count; addr = records this process
+                            could not write so far (disk full) */
     NMP_SHIM_START = 4,  /* a process image started recording; addr = threshold */
 };
+
+/* ALLOC of kind realloc: the old block was itself tracked (at or above the threshold), so
+ * `prev` names a live object that this realloc ended. */
+#define NMP_SHIM_F_PREV_TRACKED 1u
 
 /* objects.kind codes (docs/profile-format.md) */
 enum nmp_shim_kind {
@@ -51,7 +56,7 @@ struct nmp_shim_record {
     uint64_t prev;   /* realloc: old address; TOTALS: small_allocs */
     uint8_t kind;    /* nmp_shim_kind */
     uint8_t nframes; /* frames[0] = return address into the caller of the allocator */
-    uint16_t pad16;
+    uint16_t flags;  /* NMP_SHIM_F_* */
     uint32_t pad32;
     uint64_t frames[NMP_SHIM_MAX_FRAMES];
 };

@@ -4,7 +4,8 @@
  * Pairing, per file (= per pid), in file order (which is causal, see nmp_shim_format.h):
  *  - FREE from free()/numa_free closes the newest live allocation at that address;
  *  - FREE from munmap closes every live allocation that starts inside the unmapped range;
- *  - a realloc ALLOC closes the oldest live allocation at `prev` (the realloc's own free
+ *  - a realloc ALLOC of a tracked block (NMP_SHIM_F_PREV_TRACKED) closes the oldest live
+ *    allocation at `prev` (the realloc's own free
  *    happens inside the allocator before the record is written, so another thread may
  *    already have been given the old address: its allocation is the newer one);
  *  - START (a new image after execve) closes everything still live.
@@ -354,7 +355,7 @@ static int convert_file(struct conv *c, const char *path, uint32_t pid,
             const struct nmp_shim_record *r = &recs[k];
             switch (r->type) {
             case NMP_SHIM_ALLOC: {
-                if (r->kind == NMP_KIND_REALLOC && r->prev)
+                if (r->kind == NMP_KIND_REALLOC && (r->flags & NMP_SHIM_F_PREV_TRACKED))
                     close_oldest(c, r->prev, r->time);
                 if (grow((void **)&c->objs, &c->capobjs, c->nobjs + 1, sizeof *c->objs) < 0) {
                     rc = -1;

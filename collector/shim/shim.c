@@ -1,0 +1,551 @@
+/* libnumaprof_shim.so: the LD_PRELOAD allocation tracker (SPEC §2.3 "Objects").
+ *
+ * With NUMAPROF_DIR set, every allocation of at least NUMAPROF_ALLOC_THRESHOLD bytes
+ * (default 64 KiB) through malloc, calloc, realloc, reallocarray, posix_memalign,
+ * aligned_alloc, memalign, valloc, pvalloc, mmap/mmap64 and numa_alloc_* is appended with
+ * its call stack to <NUMAPROF_DIR>/shim.<pid>.bin (format: nmp_shim_format.h), and so is
+ * the release of such a block (free, realloc, munmap, numa_free).  Smaller allocations
+ * only bump per-thread counters (no stack walk), written as one TOTALS record when the
+ * thread or the process ends.  Without NUMAPROF_DIR the shim only forwards calls.
+ *
+ * Properties the target relies on:
+ *  - Reentrant: a thread-local guard passes allocations made while the shim itself is
+ *    working (backtrace, dlsym, libnuma's internal mmap) straight to the real allocator.
+ *  - Thread- and signal-safe: a record is built on the stack and written with one
+ *    write(2) to an O_APPEND descriptor; the recording path uses no locks and no stdio,
+ *    only clock_gettime, backtrace (libgcc_s loaded in the constructor) and write.
+ *  - Fork-safe: the child of fork() opens shim.<childpid>.bin (pthread_atfork).
+ *  - Exec-safe: the environment survives execve; the new image's constructor appends a
+ *    START record to the same file (same pid) and its own records after it.
+ *  - The real allocators are glibc's __libc_* entry points, so there is no dlsym
+ *    bootstrap problem; mmap/munmap/libnuma are found with dlsym(RTLD_NEXT).
+ * At process exit /proc/self/numa_maps is copied to <NUMAPROF_DIR>/numa_maps.<pid>.
+ * Debug messages go to stderr only when NUMAPROF_DEBUG is set.
+ */
+#include "nmp_shim_format.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <execinfo.h>
+#include <fcntl.h>
+#include <link.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NMP_EXPORT __attribute__((visibility("default")))
+/* initial-exec: no __tls_get_addr (which may allocate) on the allocation path; fine for a
+ * library loaded at startup through LD_PRELOAD. */
+#define NMP_TLS __thread __attribute__((tls_model("initial-exec")))
+
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void __libc_free(void *);
+extern void *__libc_memalign(size_t, size_t);
+extern void *__libc_valloc(size_t);
+extern void *__libc_pvalloc(size_t);
+
+static int g_active;                   /* set once the file is open */
+static uint64_t g_threshold = 65536;
+static int g_fd = -1;
+static char g_dir[3072];
+static uintptr_t g_text_lo, g_text_hi; /* the shim's own code: frames to skip */
+static pthread_key_t g_key;
+static int g_key_ok;
+static uint64_t g_dropped;             /* records write(2) refused (atomic) */
+static void *(*real_mmap)(void *, size_t, int, int, int, off_t);
+static int (*real_munmap)(void *, size_t);
+
+static NMP_TLS int t_guard;
+static NMP_TLS uint32_t t_tid;
+static NMP_TLS int t_registered;
+static NMP_TLS uint64_t t_small_allocs, t_small_bytes;
+
+/* ---- async-signal-safe helpers ---- */
+
+static void debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void debug(const char *fmt, ...)
+{
+    const char *e = getenv("NUMAPROF_DEBUG");
+    if (!e || !*e || (e[0] == '0' && !e[1]))
+        return;
+    char buf[512];
+    int n = snprintf(buf, sizeof buf, "numaprof shim[%ld]: ", (long)getpid());
+    va_list ap;
+    va_start(ap, fmt);
+    if (n > 0 && n < (int)sizeof buf)
+        n += vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
+    va_end(ap);
+    if (n > (int)sizeof buf - 2)
+        n = (int)sizeof buf - 2;
+    if (n > 0) {
+        buf[n++] = '\n';
+        ssize_t w = write(2, buf, (size_t)n);
+        (void)w;
+    }
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint32_t tid(void)
+{
+    if (!t_tid)
+        t_tid = (uint32_t)syscall(SYS_gettid);
+    return t_tid;
+}
+
+static void emit(struct nmp_shim_record *r)
+{
+    r->tid = tid();
+    if (!r->time)
+        r->time = now_ns();
+    for (;;) {
+        ssize_t n = write(g_fd, r, sizeof *r);
+        if (n == (ssize_t)sizeof *r)
+            return;
+        if (n < 0 && errno == EINTR)
+            continue;
+        __atomic_add_fetch(&g_dropped, 1, __ATOMIC_RELAXED);
+        return;
+    }
+}
+
+static int in_shim(uintptr_t a) { return a >= g_text_lo && a < g_text_hi; }
+
+/* The call stack of the allocation, innermost first, starting at the return address into
+ * the caller of the allocator: the shim's own frames are dropped by address. */
+static __attribute__((noinline)) unsigned capture(uint64_t *frames)
+{
+    void *buf[NMP_SHIM_MAX_FRAMES + 8];
+    int n = backtrace(buf, NMP_SHIM_MAX_FRAMES + 8);
+    int i = 0;
+    while (i < n && in_shim((uintptr_t)buf[i]))
+        i++;
+    unsigned k = 0;
+    for (; i < n && k < NMP_SHIM_MAX_FRAMES; i++)
+        frames[k++] = (uint64_t)(uintptr_t)buf[i];
+    return k;
+}
+
+static __attribute__((noinline)) void record_alloc(void *p, size_t size, int kind,
+                                                   void *prev, int prev_tracked)
+{
+    int saved = errno;
+    t_guard = 1;
+    struct nmp_shim_record r;
+    memset(&r, 0, sizeof r);
+    r.type = NMP_SHIM_ALLOC;
+    r.addr = (uint64_t)(uintptr_t)p;
+    r.size = size;
+    r.kind = (uint8_t)kind;
+    r.prev = (uint64_t)(uintptr_t)prev;
+    r.flags = prev_tracked ? NMP_SHIM_F_PREV_TRACKED : 0;
+    r.nframes = (uint8_t)capture(r.frames);
+    r.time = now_ns();
+    emit(&r);
+    t_guard = 0;
+    errno = saved;
+}
+
+static void record_free(void *p, size_t len, int kind)
+{
+    int saved = errno;
+    struct nmp_shim_record r;
+    /* only the header part: the frames stay zero */
+    memset(&r, 0, sizeof r);
+    r.type = NMP_SHIM_FREE;
+    r.addr = (uint64_t)(uintptr_t)p;
+    r.size = len;
+    r.kind = (uint8_t)kind;
+    emit(&r);
+    errno = saved;
+}
+
+static void flush_totals(void)
+{
+    if (!t_small_allocs && !__atomic_load_n(&g_dropped, __ATOMIC_RELAXED))
+        return;
+    struct nmp_shim_record r;
+    memset(&r, 0, sizeof r);
+    r.type = NMP_SHIM_TOTALS;
+    r.size = t_small_bytes;
+    r.prev = t_small_allocs;
+    r.addr = __atomic_load_n(&g_dropped, __ATOMIC_RELAXED);
+    t_small_allocs = t_small_bytes = 0;
+    emit(&r);
+}
+
+static void thread_exit(void *unused)
+{
+    (void)unused;
+    if (g_active)
+        flush_totals();
+}
+
+static inline void count_small(size_t n)
+{
+    t_small_allocs++;
+    t_small_bytes += n;
+    if (__builtin_expect(!t_registered, 0)) {
+        t_registered = 1;
+        /* a non-NULL value makes the key's destructor run at thread exit */
+        if (g_key_ok)
+            pthread_setspecific(g_key, (void *)1);
+    }
+}
+
+/* ---- the per-process file ---- */
+
+static int open_file(void)
+{
+    char path[3200];
+    snprintf(path, sizeof path, "%s/shim.%ld.bin", g_dir, (long)getpid());
+    int created = 1;
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EEXIST) {
+        created = 0; /* a previous image of this process (execve) */
+        fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    }
+    if (fd < 0) {
+        debug("cannot open %s: %s; not recording", path, strerror(errno));
+        return -1;
+    }
+    /* keep clear of the low descriptors programs dup2() onto */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur >= 256) {
+        long hi = rl.rlim_cur >= 1024 ? 512 : (long)rl.rlim_cur / 2;
+        int fd2 = fcntl(fd, F_DUPFD_CLOEXEC, hi);
+        if (fd2 >= 0) {
+            close(fd);
+            fd = fd2;
+        }
+    }
+    if (created) {
+        struct nmp_shim_header h;
+        memset(&h, 0, sizeof h);
+        memcpy(h.magic, NMP_SHIM_MAGIC, 8);
+        h.version = NMP_SHIM_VERSION;
+        h.record_size = sizeof(struct nmp_shim_record);
+        if (write(fd, &h, sizeof h) != (ssize_t)sizeof h) {
+            close(fd);
+            return -1;
+        }
+    }
+    g_fd = fd;
+    struct nmp_shim_record r;
+    memset(&r, 0, sizeof r);
+    r.type = NMP_SHIM_START;
+    r.addr = g_threshold;
+    emit(&r);
+    return 0;
+}
+
+static void atfork_child(void)
+{
+    t_tid = 0;
+    if (!g_active)
+        return;
+    t_guard = 1;
+    /* the parent's counters stay the parent's */
+    t_small_allocs = t_small_bytes = 0;
+    __atomic_store_n(&g_dropped, 0, __ATOMIC_RELAXED);
+    close(g_fd);
+    g_fd = -1;
+    if (open_file() < 0)
+        g_active = 0;
+    t_guard = 0;
+}
+
+static int find_text(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    uintptr_t me = (uintptr_t)data;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+            continue;
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+        if (me >= lo && me < hi) {
+            g_text_lo = lo;
+            g_text_hi = hi;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void copy_numa_maps(void)
+{
+    char dst[3200], tmp[3300];
+    snprintf(dst, sizeof dst, "%s/numa_maps.%ld", g_dir, (long)getpid());
+    snprintf(tmp, sizeof tmp, "%s/.numa_maps.%ld.shim", g_dir, (long)getpid());
+    int in = open("/proc/self/numa_maps", O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return;
+    int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (out < 0) {
+        close(in);
+        return;
+    }
+    char buf[8192];
+    int ok = 1;
+    for (;;) {
+        ssize_t n = read(in, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            ok = n == 0;
+            break;
+        }
+        if (write(out, buf, (size_t)n) != n) {
+            ok = 0;
+            break;
+        }
+    }
+    close(in);
+    if (close(out) < 0)
+        ok = 0;
+    if (!ok || rename(tmp, dst) < 0)
+        unlink(tmp);
+}
+
+__attribute__((constructor(101))) static void shim_init(void)
+{
+    const char *dir = getenv("NUMAPROF_DIR");
+    if (!dir || !*dir || strlen(dir) >= sizeof g_dir - 64)
+        return;
+    t_guard = 1;
+    memcpy(g_dir, dir, strlen(dir) + 1);
+    const char *th = getenv("NUMAPROF_ALLOC_THRESHOLD");
+    if (th && *th) {
+        char *end;
+        unsigned long long v = strtoull(th, &end, 10);
+        if (*end == 0)
+            g_threshold = v;
+    }
+    real_mmap = (void *(*)(void *, size_t, int, int, int, off_t))dlsym(RTLD_NEXT, "mmap");
+    real_munmap = (int (*)(void *, size_t))dlsym(RTLD_NEXT, "munmap");
+    dl_iterate_phdr(find_text, (void *)(uintptr_t)&capture);
+    /* loads libgcc_s now, so that no later backtrace (maybe in a signal handler) has to */
+    void *warm[4];
+    backtrace(warm, 4);
+    g_key_ok = pthread_key_create(&g_key, thread_exit) == 0;
+    pthread_atfork(NULL, NULL, atfork_child);
+    if (open_file() == 0) {
+        __atomic_store_n(&g_active, 1, __ATOMIC_RELEASE);
+        debug("recording allocations >= %llu bytes into %s", (unsigned long long)g_threshold,
+              g_dir);
+    }
+    t_guard = 0;
+}
+
+__attribute__((destructor(101))) static void shim_fini(void)
+{
+    if (!g_active)
+        return;
+    int g = t_guard;
+    t_guard = 1;
+    flush_totals();
+    copy_numa_maps();
+    t_guard = g;
+}
+
+/* ---- the interposed functions ---- */
+
+#define TRACKING() (__builtin_expect(g_active, 1) && !t_guard)
+
+NMP_EXPORT void *malloc(size_t n)
+{
+    void *p = __libc_malloc(n);
+    if (!TRACKING())
+        return p;
+    if (n < g_threshold)
+        count_small(n);
+    else if (p)
+        record_alloc(p, n, NMP_KIND_MALLOC, NULL, 0);
+    return p;
+}
+
+NMP_EXPORT void *calloc(size_t n, size_t m)
+{
+    void *p = __libc_calloc(n, m);
+    size_t bytes;
+    if (!TRACKING() || __builtin_mul_overflow(n, m, &bytes))
+        return p;
+    if (bytes < g_threshold)
+        count_small(bytes);
+    else if (p)
+        record_alloc(p, bytes, NMP_KIND_CALLOC, NULL, 0);
+    return p;
+}
+
+NMP_EXPORT void free(void *p)
+{
+    if (p && TRACKING() && malloc_usable_size(p) >= g_threshold)
+        record_free(p, 0, 1); /* before the block can be handed to another thread */
+    __libc_free(p);
+}
+
+NMP_EXPORT void *realloc(void *p, size_t n)
+{
+    if (!TRACKING())
+        return __libc_realloc(p, n);
+    int old_tracked = p && malloc_usable_size(p) >= g_threshold;
+    if (n < g_threshold) {
+        if (old_tracked)
+            record_free(p, 0, 1);
+        void *q = __libc_realloc(p, n);
+        if (n)
+            count_small(n);
+        return q;
+    }
+    void *q = __libc_realloc(p, n);
+    if (q)
+        record_alloc(q, n, NMP_KIND_REALLOC, p, old_tracked);
+    return q;
+}
+
+NMP_EXPORT void *reallocarray(void *p, size_t n, size_t m)
+{
+    size_t bytes;
+    if (__builtin_mul_overflow(n, m, &bytes)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return realloc(p, bytes);
+}
+
+static void *aligned(void *p, size_t n)
+{
+    if (TRACKING()) {
+        if (n < g_threshold)
+            count_small(n);
+        else if (p)
+            record_alloc(p, n, NMP_KIND_ALIGNED, NULL, 0);
+    }
+    return p;
+}
+
+NMP_EXPORT int posix_memalign(void **out, size_t align, size_t n)
+{
+    if (align < sizeof(void *) || (align & (align - 1)))
+        return EINVAL;
+    int saved = errno;
+    void *p = __libc_memalign(align, n);
+    errno = saved;
+    if (!p)
+        return ENOMEM;
+    *out = aligned(p, n);
+    return 0;
+}
+
+NMP_EXPORT void *aligned_alloc(size_t align, size_t n) { return aligned(__libc_memalign(align, n), n); }
+NMP_EXPORT void *memalign(size_t align, size_t n) { return aligned(__libc_memalign(align, n), n); }
+NMP_EXPORT void *valloc(size_t n) { return aligned(__libc_valloc(n), n); }
+NMP_EXPORT void *pvalloc(size_t n) { return aligned(__libc_pvalloc(n), n); }
+
+static void *do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+    void *(*fn)(void *, size_t, int, int, int, off_t) = real_mmap;
+    void *p;
+    if (fn) {
+        p = fn(addr, len, prot, flags, fd, off);
+    } else {
+        /* called before the constructor (another library's initialiser) */
+        long r = syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+        p = r < 0 && r > -4096 ? MAP_FAILED : (void *)r;
+    }
+    /* PROT_NONE reservations and guard areas hold no data */
+    if (p != MAP_FAILED && len >= g_threshold && prot != PROT_NONE && TRACKING())
+        record_alloc(p, len, NMP_KIND_MMAP, NULL, 0);
+    return p;
+}
+
+NMP_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+    return do_mmap(addr, len, prot, flags, fd, off);
+}
+
+NMP_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+    return do_mmap(addr, len, prot, flags, fd, off);
+}
+
+NMP_EXPORT int munmap(void *addr, size_t len)
+{
+    if (len >= g_threshold && TRACKING())
+        record_free(addr, len, NMP_KIND_MMAP);
+    if (real_munmap)
+        return real_munmap(addr, len);
+    return (int)syscall(SYS_munmap, addr, len);
+}
+
+/* ---- libnuma (only when the program uses it; resolved on first use) ---- */
+
+static void *next_sym(void **slot, const char *name)
+{
+    void *fn = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (!fn) {
+        int g = t_guard;
+        t_guard = 1;
+        fn = dlsym(RTLD_NEXT, name);
+        t_guard = g;
+        __atomic_store_n(slot, fn, __ATOMIC_RELEASE);
+    }
+    return fn;
+}
+
+/* Calls the real libnuma function with the guard up (its own mmap is not a second
+ * object), then records the result. */
+#define NUMA_ALLOC_WRAPPER(name, params, args)                                     \
+    NMP_EXPORT void *name params                                                    \
+    {                                                                               \
+        static void *slot;                                                          \
+        void *(*fn) params = (void *(*) params)next_sym(&slot, #name);              \
+        if (!fn) {                                                                  \
+            errno = ENOSYS;                                                         \
+            return NULL;                                                            \
+        }                                                                           \
+        int g = t_guard;                                                            \
+        t_guard = 1;                                                                \
+        void *p = fn args;                                                          \
+        t_guard = g;                                                                \
+        if (p && size >= g_threshold && TRACKING())                                 \
+            record_alloc(p, size, NMP_KIND_NUMA, NULL, 0);                          \
+        return p;                                                                   \
+    }
+
+NUMA_ALLOC_WRAPPER(numa_alloc_onnode, (size_t size, int node), (size, node))
+NUMA_ALLOC_WRAPPER(numa_alloc_interleaved, (size_t size), (size))
+NUMA_ALLOC_WRAPPER(numa_alloc_local, (size_t size), (size))
+NUMA_ALLOC_WRAPPER(numa_alloc, (size_t size), (size))
+
+NMP_EXPORT void numa_free(void *mem, size_t size)
+{
+    static void *slot;
+    void (*fn)(void *, size_t) = (void (*)(void *, size_t))next_sym(&slot, "numa_free");
+    if (mem && size >= g_threshold && TRACKING())
+        record_free(mem, 0, NMP_KIND_NUMA);
+    if (!fn)
+        return;
+    int g = t_guard;
+    t_guard = 1;
+    fn(mem, size);
+    t_guard = g;
+}

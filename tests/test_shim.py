@@ -1,0 +1,320 @@
+"""The LD_PRELOAD allocation shim (SPEC §2.3 "Objects") on a torture program.
+
+tests/progs/shimtorture.c allocates with every intercepted allocator from many threads,
+forks while they run, execs itself in the child and allocates from a SIGALRM handler.
+With the shim preloaded its stdout and exit status must not change, and the recorded
+objects (after nmp_shim_convert) must be exactly the large allocations it made.
+
+The shim is taken from $NUMAPROF_LIBEXEC/libnumaprof_shim.so, else built with CMake once
+per session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGS = ROOT / "tests" / "progs"
+
+try:
+    from numaprof.analyzer.profile import read_table
+except ImportError:  # plain `pytest` from elsewhere: use the checkout
+    sys.path.insert(0, str(ROOT))
+    from numaprof.analyzer.profile import read_table
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+
+# Sizes and counts of tests/progs/shimtorture.c
+NTHREADS, ITERS, NSIGNAL = 8, 12, 20
+KIND = {"malloc": 1, "calloc": 2, "realloc": 3, "aligned": 4, "mmap": 5, "numa": 6}
+BASES = {  # base size -> objects.kind
+    200000: KIND["malloc"], 210000: KIND["calloc"], 220000: KIND["realloc"],
+    70000: KIND["realloc"], 230000: KIND["realloc"], 240000: KIND["mmap"],
+    250000: KIND["aligned"], 260000: KIND["aligned"], 280000: KIND["aligned"],
+    290000: KIND["aligned"],
+}
+BASE_ALIGNED_ALLOC, BASE_NUMA = 270000, 300000
+SIZE_SIGNAL_MALLOC, SIZE_SIGNAL_MMAP = 333333, 200704
+SIZE_MAIN, SIZE_FORK_CHILD, SIZE_EXEC_CHILD = 555555, 666666, 777777
+
+# nmp_shim_format.h
+SHIM_RECORD = np.dtype([
+    ("type", "<u4"), ("tid", "<u4"), ("time", "<u8"), ("addr", "<u8"), ("size", "<u8"),
+    ("prev", "<u8"), ("kind", "u1"), ("nframes", "u1"), ("flags", "<u2"), ("pad32", "<u4"),
+    ("frames", "<u8", (16,)),
+])
+ALLOC, FREE, TOTALS, START = 1, 2, 3, 4
+
+
+def _run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, **kw)
+
+
+@pytest.fixture(scope="session")
+def shim_lib(tmp_path_factory) -> Path:
+    libexec = os.environ.get("NUMAPROF_LIBEXEC")
+    if libexec:
+        lib = Path(libexec) / "libnumaprof_shim.so"
+        assert lib.exists(), f"NUMAPROF_LIBEXEC={libexec} has no libnumaprof_shim.so"
+        return lib
+    if shutil.which("cmake") is None:
+        pytest.skip("needs cmake to build the shim (or set NUMAPROF_LIBEXEC)")
+    build = tmp_path_factory.mktemp("shim-build")
+    r = _run(["cmake", "-S", str(ROOT), "-B", str(build), "-DCMAKE_BUILD_TYPE=RelWithDebInfo"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = _run(["cmake", "--build", str(build), "--target", "numaprof_shim", "-j2"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    libs = list(build.rglob("libnumaprof_shim.so"))
+    assert libs, "the build produced no libnumaprof_shim.so"
+    return libs[0]
+
+
+@pytest.fixture(scope="session")
+def shimconv(tmp_path_factory) -> Path:
+    """tests/progs/shimconv_main.c: nmp_shim_convert(dir) as a command."""
+    out = tmp_path_factory.mktemp("shimconv") / "shimconv"
+    src = ROOT / "collector" / "src"
+    r = _run(["gcc", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE",
+              f"-I{ROOT / 'collector' / 'include'}", f"-I{src}", str(PROGS / "shimconv_main.c"),
+              str(src / "shimconv.c"), str(src / "table.c"), str(src / "util.c"), "-o", str(out)])
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def _has_libnuma(tmp: Path) -> bool:
+    probe = tmp / "probe.c"
+    probe.write_text("#include <numa.h>\nint main(void) { return numa_available() < -1; }\n")
+    return _run(["gcc", str(probe), "-o", str(tmp / "probe"), "-lnuma"]).returncode == 0
+
+
+@pytest.fixture(scope="session")
+def torture(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("torture")
+    exe = tmp / "shimtorture"
+    # -O0 -no-pie: the marked sites keep their own frames and absolute addresses for addr2line
+    cmd = ["gcc", "-O0", "-g", "-no-pie", "-Wall", "-Wextra", "-Werror", "-pthread",
+           str(PROGS / "shimtorture.c"), "-o", str(exe)]
+    if _has_libnuma(tmp):
+        cmd[1:1] = ["-DWITH_LIBNUMA"]
+        cmd.append("-lnuma")
+    r = _run(cmd)
+    assert r.returncode == 0, r.stderr
+    return exe
+
+
+class Run:
+    def __init__(self, exe: Path, shim: Path | None, outdir: Path | None, extra_env=None):
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("LD_PRELOAD", "NUMAPROF_DIR", "NUMAPROF_ALLOC_THRESHOLD")}
+        if shim:
+            env["LD_PRELOAD"] = str(shim)
+        if outdir:
+            outdir.mkdir(mode=0o700, exist_ok=True)
+            env["NUMAPROF_DIR"] = str(outdir)
+        env.update(extra_env or {})
+        self.proc = _run([str(exe)], env=env, cwd=outdir or exe.parent)
+        self.roles = dict(re.findall(r"^role (\w+) (\d+)$", self.proc.stderr, re.M))
+        self.roles = {k: int(v) for k, v in self.roles.items()}
+        self.numa = "numa yes" in self.proc.stderr
+        self.dir = outdir
+
+
+@pytest.fixture(scope="session")
+def plain(torture):
+    return Run(torture, None, None)
+
+
+@pytest.fixture(scope="session")
+def shimmed(torture, shim_lib, tmp_path_factory):
+    return Run(torture, shim_lib, tmp_path_factory.mktemp("shimmed") / "prof")
+
+
+@pytest.fixture(scope="session")
+def raw_records(shimmed):
+    """{pid: records} of the shim files, read before conversion removes them."""
+    out = {}
+    for f in sorted(shimmed.dir.glob("shim.*.bin")):
+        data = f.read_bytes()
+        assert data[:8] == b"NMPSHIM1", f
+        version, recsize = np.frombuffer(data[8:16], "<u4")
+        assert (version, recsize) == (1, SHIM_RECORD.itemsize)
+        assert (len(data) - 16) % recsize == 0, "records are written whole"
+        out[int(f.name.split(".")[1])] = np.frombuffer(data[16:], SHIM_RECORD)
+    return out
+
+
+@pytest.fixture(scope="session")
+def converted(shimmed, raw_records, shimconv):
+    r = _run([str(shimconv), str(shimmed.dir)])
+    assert r.returncode == 0, r.stdout + r.stderr
+    totals = json.loads(r.stdout)
+    objs = read_table(shimmed.dir, "objects")
+    frames = read_table(shimmed.dir, "stack_frames")
+    return totals, {k: np.asarray(v) for k, v in objs.items()}, \
+        {k: np.asarray(v) for k, v in frames.items()}
+
+
+def test_plain_run_is_sane(plain):
+    assert plain.proc.returncode == 0, plain.proc.stderr
+    assert "failures: 0" in plain.proc.stdout
+    assert "child: exit 3" in plain.proc.stdout
+    assert set(plain.roles) == {"main", "fork_child", "exec_child"}
+
+
+def test_shim_changes_nothing_the_program_sees(plain, shimmed):
+    assert shimmed.proc.stdout == plain.proc.stdout
+    assert shimmed.proc.returncode == plain.proc.returncode == 0
+
+
+def test_one_file_per_process_and_image(shimmed, raw_records):
+    main, child = shimmed.roles["main"], shimmed.roles["fork_child"]
+    assert shimmed.roles["exec_child"] == child  # execve keeps the pid
+    assert set(raw_records) == {main, child}
+    for pid in (main, child):
+        st = os.stat(shimmed.dir / f"numa_maps.{pid}")
+        assert stat.S_IMODE(st.st_mode) == 0o600
+    starts = {pid: int((r["type"] == START).sum()) for pid, r in raw_records.items()}
+    assert starts == {main: 1, child: 2}  # the fork child's image and the exec'd one
+    for r in raw_records.values():
+        assert r[0]["type"] == START
+        assert set(np.unique(r["type"])) <= {ALLOC, FREE, TOTALS, START}
+        assert np.all(r["nframes"][r["type"] == ALLOC] > 0)
+
+
+def test_exec_boundary_in_the_child_file(shimmed, raw_records):
+    r = raw_records[shimmed.roles["fork_child"]]
+    start_idx = np.flatnonzero(r["type"] == START)
+    fork_alloc = np.flatnonzero((r["type"] == ALLOC) & (r["size"] == SIZE_FORK_CHILD))
+    exec_alloc = np.flatnonzero((r["type"] == ALLOC) & (r["size"] == SIZE_EXEC_CHILD))
+    assert len(fork_alloc) == 1 and len(exec_alloc) == 1
+    assert start_idx[0] < fork_alloc[0] < start_idx[1] < exec_alloc[0]
+
+
+def _sizes(objs, pid, kind, base, threads, stride=1):
+    """Sizes of pid's objects of `kind` among base + stride*(100*thread + iteration)."""
+    want = sorted(base + stride * (100 * t + i) for t in threads for i in range(ITERS))
+    sel = (objs["pid"] == pid) & (objs["kind"] == kind) & np.isin(objs["size"], want)
+    return sorted(objs["size"][sel].tolist()), want, sel
+
+
+def test_every_large_allocation_is_an_object(shimmed, converted):
+    totals, objs, _ = converted
+    main, child = shimmed.roles["main"], shimmed.roles["fork_child"]
+    # main: 8 worker threads; the child: 3 workers before exec, 2 after
+    for pid, threads in ((main, range(NTHREADS)), (child, [0, 1, 2, 0, 1])):
+        for base, kind in BASES.items():
+            got, want, sel = _sizes(objs, pid, kind, base, threads)
+            assert got == want, f"pid {pid} base {base}"
+            assert np.all(objs["free_time"][sel] >= objs["time"][sel])
+            assert np.all(objs["free_time"][sel] > 0), f"base {base}: all were freed"
+            assert np.all(objs["tid"][sel] != pid), "allocated by worker threads"
+        got, want, _ = _sizes(objs, pid, KIND["aligned"], BASE_ALIGNED_ALLOC, threads, 64)
+        assert got == want
+        got, want, sel = _sizes(objs, pid, KIND["numa"], BASE_NUMA, threads)
+        assert got == (want if shimmed.numa else [])
+        # libnuma's own mmap of a numa_alloc_onnode block is not a second object
+        assert not np.any((objs["pid"] == pid) & (objs["kind"] == KIND["mmap"])
+                          & (objs["size"] >= BASE_NUMA) & (objs["size"] < BASE_NUMA + 1000))
+    assert totals["tracked_allocs"] == len(objs["time"])
+    assert totals["processes"] == 2
+    assert totals["small_allocs"] >= NTHREADS * ITERS * 64
+    assert not list(shimmed.dir.glob("shim.*.bin")), "converted files are removed"
+
+
+def test_realloc_chains_link_to_the_previous_block(converted):
+    _, objs, _ = converted
+    mid = (objs["kind"] == KIND["realloc"]) & (objs["size"] >= 70000) & (objs["size"] < 71000)
+    big = (objs["kind"] == KIND["realloc"]) & (objs["size"] >= 220000) & (objs["size"] < 221000)
+    assert mid.sum() == big.sum() > 0
+    assert np.all(objs["prev"][mid] != 0)
+    for k in np.flatnonzero(big):
+        same = np.flatnonzero(mid & (objs["addr"] == objs["prev"][k]) & (objs["pid"] == objs["pid"][k])
+                              & (objs["tid"] == objs["tid"][k]) & (objs["size"] - 70000 == objs["size"][k] - 220000))
+        assert len(same) == 1, "the middle block of the same chain"
+        # the realloc ended the middle block at the moment it made the big one
+        assert objs["free_time"][same[0]] == objs["time"][k]
+
+
+def test_signal_handler_allocations(shimmed, converted):
+    _, objs, _ = converted
+    main = shimmed.roles["main"]
+    sig = (objs["pid"] == main) & (objs["size"] == SIZE_SIGNAL_MALLOC)
+    assert sig.sum() == NSIGNAL
+    assert np.all(objs["kind"][sig] == KIND["malloc"]) and np.all(objs["free_time"][sig] > 0)
+    maps = (objs["pid"] == main) & (objs["size"] == SIZE_SIGNAL_MMAP) & (objs["kind"] == KIND["mmap"])
+    assert maps.sum() >= NSIGNAL
+    assert np.all(objs["free_time"][maps] > 0)
+
+
+def test_fork_exec_lifetimes(shimmed, converted):
+    _, objs, _ = converted
+    child = shimmed.roles["fork_child"]
+    f = np.flatnonzero((objs["pid"] == child) & (objs["size"] == SIZE_FORK_CHILD))
+    e = np.flatnonzero((objs["pid"] == child) & (objs["size"] == SIZE_EXEC_CHILD))
+    assert len(f) == 1 and len(e) == 1
+    assert objs["kind"][f[0]] == KIND["calloc"] and objs["kind"][e[0]] == KIND["malloc"]
+    # never freed, ended by the execve; the exec'd image's block lives to the end
+    assert 0 < objs["free_time"][f[0]] <= objs["time"][e[0]]
+    assert objs["free_time"][e[0]] == 0
+    m = np.flatnonzero((objs["pid"] == shimmed.roles["main"]) & (objs["size"] == SIZE_MAIN))
+    assert len(m) == 1 and objs["tid"][m[0]] == shimmed.roles["main"]
+
+
+def _site_lines() -> dict[str, int]:
+    lines = (PROGS / "shimtorture.c").read_text().splitlines()
+    return {m.group(1): n for n, line in enumerate(lines, 1)
+            if (m := re.search(r"/\* SITE (\w+) \*/", line))}
+
+
+@pytest.mark.skipif(shutil.which("addr2line") is None, reason="needs addr2line")
+def test_innermost_frame_is_the_allocation_site(torture, converted):
+    _, objs, frames = converted
+    sites = _site_lines()
+    stacks = {}
+    for s, d, ip in zip(frames["stack"], frames["depth"], frames["ip"], strict=True):
+        stacks.setdefault(int(s), {})[int(d)] = int(ip)
+    assert all(0 in st for st in stacks.values())
+    ids = set(objs["stack"].tolist())
+    assert 0xFFFFFFFF not in ids and ids <= set(stacks)
+    for size, site in ((SIZE_MAIN, "main"), (SIZE_FORK_CHILD, "fork_child"),
+                       (SIZE_EXEC_CHILD, "exec_child")):
+        k = np.flatnonzero(objs["size"] == size)[0]
+        ip = stacks[int(objs["stack"][k])][0]
+        # a return address: the call is the instruction before it
+        out = _run(["addr2line", "-e", str(torture), hex(ip - 1)]).stdout.strip()
+        assert out.endswith(f"shimtorture.c:{sites[site]}"), (site, out)
+        assert len(stacks[int(objs["stack"][k])]) >= 2, "the caller of the site is there too"
+
+
+def test_no_dir_no_recording(torture, shim_lib, tmp_path, plain):
+    work = tmp_path / "cwd"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMAPROF_")}
+    env["LD_PRELOAD"] = str(shim_lib)
+    r = _run([str(torture)], env=env, cwd=work)
+    assert r.stdout == plain.proc.stdout and r.returncode == 0
+    assert list(work.iterdir()) == []
+
+
+def test_threshold_from_environment(torture, shim_lib, shimconv, tmp_path):
+    run = Run(torture, shim_lib, tmp_path / "p", {"NUMAPROF_ALLOC_THRESHOLD": "300000"})
+    assert run.proc.returncode == 0
+    r = _run([str(shimconv), str(run.dir)])
+    assert r.returncode == 0, r.stdout
+    objs = read_table(run.dir, "objects")
+    sizes = np.asarray(objs["size"])
+    assert sizes.min() >= 300000
+    for size in (SIZE_SIGNAL_MALLOC, SIZE_MAIN, SIZE_FORK_CHILD, SIZE_EXEC_CHILD):
+        assert size in sizes
+    # everything smaller was counted, not recorded
+    assert json.loads(r.stdout)["small_allocs"] > NTHREADS * ITERS * 10
