@@ -1,0 +1,391 @@
+/* Instruction decoding for the software backend: see nmp_decode.h.
+ *
+ * A code range is decoded once into a compact instruction list (address, length,
+ * control-flow / branch-target flags, registers written, memory operand formula).  The
+ * sample at `ip` is then attributed to the memory operand of the instruction at ip
+ * (rule at_ip) or, when that has none, to the nearest preceding memory instruction of
+ * the same basic block whose address registers nothing has written since (rule skid).
+ */
+#include "nmp_decode.h"
+#include "nmp_decode_int.h"
+
+#include <capstone/capstone.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { F_CF = 1, F_TARGET = 2, F_MEM = 4, F_GAP = 8 };
+
+/* Capstone register -> perf_event_x86_regs index (aliases map to the full register);
+ * -1 for anything else (vector, segment, control registers). */
+static int perf_reg(unsigned r, int *is32)
+{
+    int w32 = 0, idx = -1;
+    switch (r) {
+    case X86_REG_EAX: w32 = 1; /* fallthrough */
+    case X86_REG_RAX: case X86_REG_AX: case X86_REG_AL: case X86_REG_AH: idx = 0; break;
+    case X86_REG_EBX: w32 = 1; /* fallthrough */
+    case X86_REG_RBX: case X86_REG_BX: case X86_REG_BL: case X86_REG_BH: idx = 1; break;
+    case X86_REG_ECX: w32 = 1; /* fallthrough */
+    case X86_REG_RCX: case X86_REG_CX: case X86_REG_CL: case X86_REG_CH: idx = 2; break;
+    case X86_REG_EDX: w32 = 1; /* fallthrough */
+    case X86_REG_RDX: case X86_REG_DX: case X86_REG_DL: case X86_REG_DH: idx = 3; break;
+    case X86_REG_ESI: w32 = 1; /* fallthrough */
+    case X86_REG_RSI: case X86_REG_SI: case X86_REG_SIL: idx = 4; break;
+    case X86_REG_EDI: w32 = 1; /* fallthrough */
+    case X86_REG_RDI: case X86_REG_DI: case X86_REG_DIL: idx = 5; break;
+    case X86_REG_EBP: w32 = 1; /* fallthrough */
+    case X86_REG_RBP: case X86_REG_BP: case X86_REG_BPL: idx = 6; break;
+    case X86_REG_ESP: w32 = 1; /* fallthrough */
+    case X86_REG_RSP: case X86_REG_SP: case X86_REG_SPL: idx = 7; break;
+    case X86_REG_EIP: w32 = 1; /* fallthrough */
+    case X86_REG_RIP: case X86_REG_IP: idx = 8; break;
+    case X86_REG_EFLAGS: idx = 9; break;
+    case X86_REG_R8D: w32 = 1; /* fallthrough */
+    case X86_REG_R8: case X86_REG_R8W: case X86_REG_R8B: idx = 16; break;
+    case X86_REG_R9D: w32 = 1; /* fallthrough */
+    case X86_REG_R9: case X86_REG_R9W: case X86_REG_R9B: idx = 17; break;
+    case X86_REG_R10D: w32 = 1; /* fallthrough */
+    case X86_REG_R10: case X86_REG_R10W: case X86_REG_R10B: idx = 18; break;
+    case X86_REG_R11D: w32 = 1; /* fallthrough */
+    case X86_REG_R11: case X86_REG_R11W: case X86_REG_R11B: idx = 19; break;
+    case X86_REG_R12D: w32 = 1; /* fallthrough */
+    case X86_REG_R12: case X86_REG_R12W: case X86_REG_R12B: idx = 20; break;
+    case X86_REG_R13D: w32 = 1; /* fallthrough */
+    case X86_REG_R13: case X86_REG_R13W: case X86_REG_R13B: idx = 21; break;
+    case X86_REG_R14D: w32 = 1; /* fallthrough */
+    case X86_REG_R14: case X86_REG_R14W: case X86_REG_R14B: idx = 22; break;
+    case X86_REG_R15D: w32 = 1; /* fallthrough */
+    case X86_REG_R15: case X86_REG_R15W: case X86_REG_R15B: idx = 23; break;
+    default: break;
+    }
+    if (is32)
+        *is32 = w32;
+    return idx;
+}
+
+static int is_vector_reg(unsigned r)
+{
+    return (r >= X86_REG_XMM0 && r <= X86_REG_XMM31) ||
+           (r >= X86_REG_YMM0 && r <= X86_REG_YMM31) ||
+           (r >= X86_REG_ZMM0 && r <= X86_REG_ZMM31);
+}
+
+void nmp_regs_unpack(uint64_t mask, const uint64_t *vals, size_t n, struct nmp_regs *out)
+{
+    memset(out, 0, sizeof *out);
+    size_t k = 0;
+    for (int b = 0; b < NMP_NREGS && k < n; b++)
+        if (mask & (1ULL << b))
+            out->r[b] = vals[k++];
+}
+
+uint64_t nmp_memop_addr(const struct nmp_memop *m, const struct nmp_regs *r)
+{
+    if (m->rule != NMP_RULE_AT_IP && m->rule != NMP_RULE_SKID)
+        return 0;
+    uint64_t a = (uint64_t)m->disp;
+    if (m->base >= 0)
+        a += r->r[(int)m->base];
+    if (m->index >= 0)
+        a += r->r[(int)m->index] * m->scale;
+    if (m->addr32)
+        a &= 0xffffffffULL;
+    return a;
+}
+
+struct nmp_cs {
+    csh h;
+    cs_insn *ci;
+};
+
+int nmp_cs_open(struct nmp_cs **out)
+{
+    struct nmp_cs *c = calloc(1, sizeof *c);
+    if (!c)
+        return -1;
+    if (cs_open(CS_ARCH_X86, CS_MODE_64, &c->h) != CS_ERR_OK) {
+        free(c);
+        errno = EINVAL;
+        return -1;
+    }
+    cs_option(c->h, CS_OPT_DETAIL, CS_OPT_ON);
+    c->ci = cs_malloc(c->h);
+    if (!c->ci) {
+        cs_close(&c->h);
+        free(c);
+        return -1;
+    }
+    *out = c;
+    return 0;
+}
+
+void nmp_cs_close(struct nmp_cs *c)
+{
+    if (!c)
+        return;
+    cs_free(c->ci, 1);
+    cs_close(&c->h);
+    free(c);
+}
+
+static int no_data_access(unsigned id)
+{
+    switch (id) {
+    case X86_INS_LEA: case X86_INS_NOP:
+    case X86_INS_PREFETCH: case X86_INS_PREFETCHNTA: case X86_INS_PREFETCHT0:
+    case X86_INS_PREFETCHT1: case X86_INS_PREFETCHT2: case X86_INS_PREFETCHW:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* Fills one compact instruction from Capstone's decode in c->ci. */
+static void fill_insn(struct nmp_cs *c, struct nmp_insn *in, uint64_t *target)
+{
+    cs_insn *ci = c->ci;
+    cs_x86 *x = &ci->detail->x86;
+    memset(in, 0, sizeof *in);
+    in->addr = ci->address;
+    in->len = (uint8_t)ci->size;
+    *target = 0;
+    if (cs_insn_group(c->h, ci, CS_GRP_JUMP) || cs_insn_group(c->h, ci, CS_GRP_CALL) ||
+        cs_insn_group(c->h, ci, CS_GRP_RET) || cs_insn_group(c->h, ci, CS_GRP_INT) ||
+        cs_insn_group(c->h, ci, CS_GRP_IRET) || ci->id == X86_INS_SYSCALL ||
+        ci->id == X86_INS_SYSENTER || ci->id == X86_INS_UD2 || ci->id == X86_INS_HLT) {
+        in->flags |= F_CF;
+        if (cs_insn_group(c->h, ci, CS_GRP_JUMP) && x->op_count == 1 &&
+            x->operands[0].type == X86_OP_IMM)
+            *target = (uint64_t)x->operands[0].imm;
+    }
+
+    cs_regs rr, rw;
+    uint8_t nr = 0, nw = 0;
+    if (cs_regs_access(c->h, ci, rr, &nr, rw, &nw) == CS_ERR_OK) {
+        for (int i = 0; i < nw; i++) {
+            int p = perf_reg(rw[i], NULL);
+            if (p >= 0 && p != 8 && p != 9)
+                in->wregs |= 1u << p;
+        }
+    }
+
+    if (no_data_access(ci->id))
+        return;
+    for (int i = 0; i < x->op_count; i++) {
+        cs_x86_op *op = &x->operands[i];
+        if (op->type != X86_OP_MEM)
+            continue;
+        struct nmp_memop *m = &in->mem;
+        in->flags |= F_MEM;
+        m->insn = ci->address;
+        m->size = op->size;
+        int rd = (op->access & CS_AC_READ) != 0, wr = (op->access & CS_AC_WRITE) != 0;
+        m->access = rd && wr ? NMP_ACC_RMW : wr ? NMP_ACC_STORE : rd ? NMP_ACC_LOAD : NMP_ACC_NONE;
+        m->base = m->index = -1;
+        m->scale = (uint8_t)(op->mem.scale > 0 ? op->mem.scale : 1);
+        m->disp = op->mem.disp;
+        m->rule = NMP_RULE_AT_IP;
+        if (op->mem.segment == X86_REG_FS || op->mem.segment == X86_REG_GS) {
+            m->rule = NMP_RULE_SEGMENT;
+            break;
+        }
+        if (op->mem.index != X86_REG_INVALID && is_vector_reg(op->mem.index)) {
+            m->rule = NMP_RULE_VSIB;
+            break;
+        }
+        int b32 = 0, i32 = 0;
+        if (op->mem.base == X86_REG_RIP || op->mem.base == X86_REG_EIP) {
+            m->disp = (int64_t)(ci->address + ci->size) + op->mem.disp;
+            m->addr32 = op->mem.base == X86_REG_EIP;
+        } else if (op->mem.base != X86_REG_INVALID) {
+            m->base = (int8_t)perf_reg(op->mem.base, &b32);
+            if (m->base < 0)
+                m->rule = NMP_RULE_UNDECODABLE;
+        }
+        if (op->mem.index != X86_REG_INVALID) {
+            m->index = (int8_t)perf_reg(op->mem.index, &i32);
+            if (m->index < 0)
+                m->rule = NMP_RULE_UNDECODABLE;
+        }
+        if (b32 || i32)
+            m->addr32 = 1;
+        break;
+    }
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Linear decode of [addr, addr+len); undecodable bytes are skipped one at a time and
+ * the next instruction is marked F_GAP.  Direct branch targets inside the range mark
+ * their instruction F_TARGET.  Returns 0 or -1 (ENOMEM). */
+int nmp_cs_decode_range(struct nmp_cs *c, const uint8_t *code, size_t len, uint64_t addr,
+                        struct nmp_insn **out, size_t *nout)
+{
+    size_t cap = len / 3 + 8, n = 0, ntg = 0, tcap = 16;
+    struct nmp_insn *v = malloc(cap * sizeof *v);
+    uint64_t *tg = malloc(tcap * sizeof *tg);
+    if (!v || !tg) {
+        free(v);
+        free(tg);
+        return -1;
+    }
+    const uint8_t *p = code;
+    size_t left = len;
+    uint64_t a = addr;
+    int gap = 0;
+    while (left > 0) {
+        if (!cs_disasm_iter(c->h, &p, &left, &a, c->ci)) {
+            p++;
+            left--;
+            a++;
+            gap = 1;
+            continue;
+        }
+        if (n == cap) {
+            cap *= 2;
+            struct nmp_insn *nv = realloc(v, cap * sizeof *v);
+            if (!nv)
+                goto oom;
+            v = nv;
+        }
+        uint64_t t;
+        fill_insn(c, &v[n], &t);
+        if (gap)
+            v[n].flags |= F_GAP;
+        gap = 0;
+        n++;
+        if (t >= addr && t < addr + len) {
+            if (ntg == tcap) {
+                tcap *= 2;
+                uint64_t *nt = realloc(tg, tcap * sizeof *tg);
+                if (!nt)
+                    goto oom;
+                tg = nt;
+            }
+            tg[ntg++] = t;
+        }
+    }
+    qsort(tg, ntg, sizeof *tg, cmp_u64);
+    for (size_t i = 0, k = 0; i < n && k < ntg; i++) {
+        while (k < ntg && tg[k] < v[i].addr)
+            k++;
+        if (k < ntg && tg[k] == v[i].addr)
+            v[i].flags |= F_TARGET;
+    }
+    free(tg);
+    *out = v;
+    *nout = n;
+    return 0;
+oom:
+    free(v);
+    free(tg);
+    errno = ENOMEM;
+    return -1;
+}
+
+/* Index of the instruction starting at ip, or -1. */
+static long find_insn(const struct nmp_insn *v, size_t n, uint64_t ip)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (v[mid].addr < ip)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && v[lo].addr == ip ? (long)lo : -1;
+}
+
+/* The at_ip / skid rule on a decoded instruction list.  Returns 0, or -1 if ip is not an
+ * instruction boundary of the list. */
+int nmp_attribute(const struct nmp_insn *v, size_t n, uint64_t ip, struct nmp_memop *out)
+{
+    long i = find_insn(v, n, ip);
+    memset(out, 0, sizeof *out);
+    out->base = out->index = -1;
+    if (i < 0)
+        return -1;
+    if (v[i].flags & F_MEM) {
+        *out = v[i].mem;
+        return 0;
+    }
+    uint32_t written = 0;
+    out->rule = NMP_RULE_NO_MEM;
+    for (long j = i - 1; j >= 0; j--) {
+        const struct nmp_insn *in = &v[j];
+        if (v[j + 1].flags & (F_TARGET | F_GAP))
+            break;
+        if (in->flags & F_CF)
+            break;
+        written |= in->wregs;
+        if (!(in->flags & F_MEM))
+            continue;
+        *out = in->mem;
+        if (out->rule != NMP_RULE_AT_IP)
+            return 0; /* segment / vsib / undecodable: the nearest access is not computable */
+        uint32_t need = 0;
+        if (out->base >= 0)
+            need |= 1u << out->base;
+        if (out->index >= 0)
+            need |= 1u << out->index;
+        out->rule = (need & written) ? NMP_RULE_CLOBBERED : NMP_RULE_SKID;
+        return 0;
+    }
+    return 0;
+}
+
+void nmp_decode_code_cs(struct nmp_cs *c, const uint8_t *code, size_t len, uint64_t code_addr,
+                        uint64_t ip, int aligned, struct nmp_memop *out, int *resynced)
+{
+    memset(out, 0, sizeof *out);
+    out->base = out->index = -1;
+    if (resynced)
+        *resynced = 0;
+    if (ip < code_addr || ip >= code_addr + len) {
+        out->rule = NMP_RULE_UNREADABLE;
+        return;
+    }
+    struct nmp_insn *v = NULL;
+    size_t n = 0;
+    if (aligned) {
+        if (nmp_cs_decode_range(c, code, len, code_addr, &v, &n) == 0 &&
+            nmp_attribute(v, n, ip, out) == 0) {
+            free(v);
+            return;
+        }
+        free(v);
+        v = NULL;
+    }
+    if (resynced)
+        *resynced = 1;
+    /* Re-synchronise: the earliest start within 64 bytes before ip whose linear decode
+     * lands exactly on ip (x86 decoding converges quickly, so these paths agree). */
+    uint64_t lo = ip - code_addr > 64 ? ip - 64 : code_addr;
+    uint64_t end = ip + 16 < code_addr + len ? ip + 16 : code_addr + len;
+    uint64_t start = ip;
+    for (uint64_t s = lo; s < ip; s++) {
+        const uint8_t *p = code + (s - code_addr);
+        size_t left = (size_t)(ip - s);
+        uint64_t a = s;
+        while (left > 0 && cs_disasm_iter(c->h, &p, &left, &a, c->ci))
+            ;
+        if (left == 0 && a == ip) {
+            start = s;
+            break;
+        }
+    }
+    if (nmp_cs_decode_range(c, code + (start - code_addr), (size_t)(end - start), start, &v,
+                            &n) != 0 ||
+        nmp_attribute(v, n, ip, out) != 0) {
+        memset(out, 0, sizeof *out);
+        out->base = out->index = -1;
+        out->rule = NMP_RULE_UNDECODABLE;
+    }
+    free(v);
+}

@@ -1,0 +1,118 @@
+/* numaprof-collect: argument parsing only; the work is in sampler.c.
+ *
+ *   numaprof-collect -o DIR [--freq HZ] [--backend auto|soft|pebs|ibs]
+ *                    [--shim LIB] [--alloc-threshold BYTES]
+ *                    [-p PID --duration SECONDS] -- CMD ARGS...
+ *
+ * Exit status: the command's; 128+N if it died of signal N; 127 command not found;
+ * 126 not executable; 125 numaprof-collect itself failed (one line on stderr).
+ */
+#include "nmp_sampler.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int fail(const char *msg, const char *arg)
+{
+    fprintf(stderr, "numaprof: %s%s%s\n", msg, arg ? ": " : "", arg ? arg : "");
+    return NMP_EXIT_SELF;
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-')
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct nmp_config cfg = {.freq = NMP_DEFAULT_FREQ, .backend = NMP_REQ_AUTO,
+                             .alloc_threshold = NMP_DEFAULT_ALLOC_THRESHOLD};
+    static const struct option opts[] = {
+        {"output", required_argument, 0, 'o'},   {"freq", required_argument, 0, 'F'},
+        {"backend", required_argument, 0, 'b'},  {"shim", required_argument, 0, 's'},
+        {"alloc-threshold", required_argument, 0, 't'},
+        {"pid", required_argument, 0, 'p'},      {"duration", required_argument, 0, 'd'},
+        {0, 0, 0, 0},
+    };
+    int ch;
+    uint64_t v;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, "+o:F:b:s:t:p:d:", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'o':
+            cfg.dir = optarg;
+            break;
+        case 'F':
+            if (parse_u64(optarg, &v) || v == 0 || v > 100000)
+                return fail("--freq must be 1..100000 Hz", optarg);
+            cfg.freq = (unsigned)v;
+            break;
+        case 'b':
+            if (!strcmp(optarg, "auto"))
+                cfg.backend = NMP_REQ_AUTO;
+            else if (!strcmp(optarg, "soft"))
+                cfg.backend = NMP_REQ_SOFT;
+            else if (!strcmp(optarg, "pebs"))
+                cfg.backend = NMP_REQ_PEBS;
+            else if (!strcmp(optarg, "ibs"))
+                cfg.backend = NMP_REQ_IBS;
+            else
+                return fail("--backend must be auto, soft, pebs or ibs", optarg);
+            break;
+        case 's':
+            cfg.shim = optarg;
+            break;
+        case 't':
+            if (parse_u64(optarg, &v))
+                return fail("--alloc-threshold must be a byte count", optarg);
+            cfg.alloc_threshold = v;
+            break;
+        case 'p':
+            if (parse_u64(optarg, &v) || v == 0 || v > 0x7fffffff)
+                return fail("-p needs a process id", optarg);
+            cfg.attach_pid = (pid_t)v;
+            break;
+        case 'd': {
+            char *end;
+            cfg.duration = strtod(optarg, &end);
+            if (end == optarg || *end || cfg.duration < 0)
+                return fail("--duration must be a number of seconds", optarg);
+            break;
+        }
+        default:
+            return fail("unknown or incomplete option", argv[optind - 1]);
+        }
+    }
+    if (!cfg.dir)
+        return fail("-o DIR is required", NULL);
+    struct stat st;
+    if (stat(cfg.dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return fail("output directory does not exist", cfg.dir);
+    if (cfg.attach_pid > 0) {
+        if (optind < argc)
+            return fail("give either -p PID or a command, not both", NULL);
+    } else {
+        if (optind >= argc)
+            return fail("no command given", NULL);
+        cfg.cmd = argv + optind;
+    }
+    if (cfg.shim && access(cfg.shim, R_OK) != 0)
+        return fail("allocation shim not readable", cfg.shim);
+
+    char err[NMP_ERRLEN];
+    int rc = nmp_collect_run(&cfg, err);
+    if (err[0])
+        fprintf(stderr, "numaprof: %s\n", err);
+    return rc;
+}

@@ -1,0 +1,80 @@
+/* Software-backend address recovery (SPEC 2.2): decode the instruction at a sampled user
+ * IP with Capstone and compute its effective data address from the sampled registers,
+ * applying the skid rule when the instruction at IP has no memory operand.
+ *
+ * Two layers:
+ *  - nmp_decode_code(): pure analysis of a code buffer (used by the unit tests);
+ *  - nmp_decoder_*(): the per-process view (mappings from PERF_RECORD_MMAP2, code bytes
+ *    from the mapped ELF files or the live process, function bounds from the ELF symbol
+ *    tables) with a decode cache per (pid, ip).
+ */
+#ifndef NMP_DECODE_H
+#define NMP_DECODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "nmp_collect.h"
+
+/* Registers of PERF_SAMPLE_REGS_USER, indexed by enum perf_event_x86_regs. */
+#define NMP_NREGS 24
+#define NMP_REGS_MASK 0xff0fffULL /* AX..SS and R8..R15: every general-purpose register */
+#define NMP_REG_IP 8
+
+struct nmp_regs {
+    uint64_t r[NMP_NREGS];
+};
+
+/* Unpacks `n` values sampled with `mask` (ascending bit order) into `out`. */
+void nmp_regs_unpack(uint64_t mask, const uint64_t *vals, size_t n, struct nmp_regs *out);
+
+/* How to compute the data address of a sample at one IP: the decode of the memory
+ * operand the sample is attributed to.  rule is NMP_RULE_*; the address is meaningful
+ * only for NMP_RULE_AT_IP and NMP_RULE_SKID. */
+struct nmp_memop {
+    int64_t disp;       /* displacement; RIP-relative operands have it resolved */
+    uint64_t insn;      /* address of the instruction the sample is attributed to */
+    int8_t base, index; /* perf register index, or -1 */
+    uint8_t scale;
+    uint8_t addr32;     /* 32-bit address size: truncate */
+    uint8_t access;     /* NMP_ACC_* */
+    uint8_t size;       /* bytes, 0 unknown */
+    uint8_t rule;       /* NMP_RULE_* */
+};
+
+/* Effective address of `m` under registers `r` (0 if the rule carries no address). */
+uint64_t nmp_memop_addr(const struct nmp_memop *m, const struct nmp_regs *r);
+
+struct nmp_decoder;
+
+/* Opaque decoder (Capstone handle, per-process mappings, caches).  NULL on failure. */
+struct nmp_decoder *nmp_decoder_new(void);
+void nmp_decoder_free(struct nmp_decoder *d);
+
+/* Analyses `ip` inside `code` (bytes of [code_addr, code_addr+len)).  If `aligned`,
+ * code_addr is an instruction boundary (a function start) and the code is decoded
+ * linearly from there; otherwise instruction boundaries are re-synchronised from a
+ * window of up to 64 bytes before ip.  Fills `out` (rule set on failure too). */
+void nmp_decode_code(struct nmp_decoder *d, const uint8_t *code, size_t len,
+                     uint64_t code_addr, uint64_t ip, int aligned, struct nmp_memop *out);
+
+/* Process events from the sampler's side-band records. */
+int nmp_decoder_mmap(struct nmp_decoder *d, uint32_t pid, uint64_t start, uint64_t len,
+                     uint64_t pgoff, const char *path);
+void nmp_decoder_fork(struct nmp_decoder *d, uint32_t ppid, uint32_t pid);
+void nmp_decoder_exec(struct nmp_decoder *d, uint32_t pid);
+/* Reads /proc/<pid>/maps into the mapping list (attach mode, or a sample in an unknown
+ * mapping).  Returns the number of mappings, -1 on error. */
+int nmp_decoder_load_proc_maps(struct nmp_decoder *d, uint32_t pid);
+
+/* Decodes one software sample: fills s->addr, access, size, rule from s->pid, s->ip. */
+void nmp_decode_sample(struct nmp_decoder *d, const struct nmp_regs *regs,
+                       struct nmp_sample *s);
+
+struct nmp_decode_stats {
+    uint64_t cache_hits, cache_misses, functions, resyncs, file_reads, vm_reads;
+};
+void nmp_decoder_stats(const struct nmp_decoder *d, struct nmp_decode_stats *st);
+
+#endif
