@@ -1,0 +1,420 @@
+"""Choosing a placement per hot object (SPEC §4.2).
+
+For every hot object, every candidate policy is simulated on the measured accesses with
+the thread→node map of the target (measured on the recorded machine, otherwise the one
+the suggested OpenMP binding produces), scored by :mod:`numaprof.recommender.cost`, and
+the cheapest wins.  Candidates whose scores differ by less than the tie tolerance are
+equal; among equals the choice goes to a policy designed for the object's access pattern
+(MAi: bind policies for regular access, cyclic / random ones for irregular and random
+access, `004_a5358d4f53c122f2.txt` §II-A), then to the simplest change: no change <
+numactl / environment line < one-line patch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from numaprof.analyzer.model import Analysis, ObjectResult, Topology
+from numaprof.recommender import emit
+from numaprof.recommender.cost import (
+    TIE_TOLERANCE,
+    imbalance,
+    predict,
+    tie_tolerance,
+)
+from numaprof.recommender.model import ObjectSuggestion, Prediction, Suggestions
+from numaprof.recommender.policies import node_of_page
+
+#: Candidates, in tie-break order within the same kind of change.
+CANDIDATES = (
+    "first_touch",
+    "cyclic",
+    "parallel_init",
+    "bind_block",
+    "skew_mapp",
+    "prime_mapp",
+    "cyclic_block",
+    "random",
+    "random_block",
+    "bind_all",
+)
+SPREADING = frozenset({"cyclic", "cyclic_block", "skew_mapp", "prime_mapp", "random",
+                       "random_block", "weighted_interleave"})
+CHANGE_RANK = {"none": 0, "env": 1, "numactl": 1, "patch": 2}
+
+#: Hot data up to this size is "small shared data": pack threads (OMP_PROC_BIND=close)
+#: for cache coherence rather than spreading them for bandwidth (`002_8bc2a645f7c00486.txt`
+#: §IV-B: sizes not much bigger than the caches).
+SMALL_SHARED_BYTES = 8 << 20
+
+#: "Run on one node" needs the program's data to fit in this share of one node's memory.
+ONE_NODE_MEMORY_SHARE = 0.8
+
+
+def _fits_pattern(policy: str, pattern: str) -> bool:
+    # first_touch and the bind family place data for threads that keep their data
+    # (regular access); irregular and random access want the spreading family.
+    if pattern in ("irregular", "random"):
+        return policy in SPREADING
+    return True
+
+
+def _is_recorded(target: Topology, recorded: Topology) -> bool:
+    if target is recorded:
+        return True
+    return (not target.name and target.nodes == recorded.nodes
+            and np.array_equal(np.asarray(target.distances), np.asarray(recorded.distances)))
+
+
+def binding_places(kind: str, n_threads: int, target: Topology) -> list[int]:
+    """Node position of OpenMP threads 0..n_threads-1 under OMP_PROC_BIND=kind, OMP_PLACES=cores.
+
+    Places are the target's cpus numbered node by node.  ``spread`` with T <= P threads
+    puts thread k on place floor(k*P/T) (one per subpartition); ``close`` on place k;
+    with more threads than places both give consecutive threads the same place.
+    """
+    places = [pos for pos, node in enumerate(target.nodes) for _ in node.cpus]
+    if not places:
+        places = list(range(target.n_nodes))
+    p = len(places)
+    out = []
+    for k in range(n_threads):
+        idx = k if (kind == "close" and n_threads <= p) else k * p // max(n_threads, 1)
+        out.append(places[min(idx, p - 1)])
+    return out
+
+
+def _binding_from_env(env: dict[str, str]) -> str | None:
+    bind = (env or {}).get("OMP_PROC_BIND", "").strip().lower().split(",")[0]
+    if bind in ("close", "master", "primary"):
+        return "close"
+    if bind in ("spread", "true"):
+        return "spread"
+    return None
+
+
+def _node_label(positions, target: Topology) -> str:
+    ids = sorted({target.nodes[p].id for p in positions})
+    if len(ids) == 1:
+        return f"node {ids[0]}"
+    return "nodes " + ", ".join(str(i) for i in ids)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+class _Plan:
+    """Thread→node map of the target and the facts every object's choice needs."""
+
+    def __init__(self, analysis: Analysis, target: Topology, hot: list[ObjectResult]):
+        self.analysis = analysis
+        self.target = target
+        self.n = target.n_nodes
+        self.recorded = _is_recorded(target, analysis.topology)
+        seen: set[int] = set()
+        for o in hot:
+            seen.update(int(t) for t in np.unique(o.access.thread))
+        n_threads = len(analysis.threads)
+        self.compute = sorted(t for t in seen if 0 <= t < n_threads) or list(range(n_threads))
+        self.binding: str | None = None
+        self.binding_from_env = _binding_from_env(analysis.profile.env)
+        unbound = any(not analysis.threads[t].bound or analysis.threads[t].migrations > 0
+                      for t in self.compute if t < n_threads)
+        hot_bytes = sum(o.size for o in hot)
+        kind = self.binding_from_env or ("close" if hot_bytes <= SMALL_SHARED_BYTES else "spread")
+        pos_of_id = {node.id: p for p, node in enumerate(target.nodes)}
+        size = max(n_threads, max(seen, default=-1) + 1, 1)
+        self.thread_node = np.zeros(size, dtype=np.int64)
+        if self.recorded:
+            for i, t in enumerate(analysis.threads):
+                self.thread_node[i] = pos_of_id.get(t.node, 0)
+            if self.n > 1 and unbound and self.binding_from_env is None:
+                self.binding = kind
+        else:
+            places = binding_places(kind, len(self.compute), target)
+            self.thread_node[:] = places[0] if places else 0
+            for k, t in enumerate(self.compute):
+                self.thread_node[t] = places[k]
+            if self.n > 1 and self.binding_from_env is None:
+                self.binding = kind
+        self.kind = kind
+        self.compute_nodes = [int(self.thread_node[t]) for t in self.compute]
+        self.spread_nodes = sorted(set(self.compute_nodes))
+        self.tid_index = {t.tid: i for i, t in enumerate(analysis.threads)}
+
+    def master_index(self, o: ObjectResult) -> int:
+        ft = o.first_touch
+        if ft.master_tid is not None and ft.master_tid in self.tid_index:
+            return self.tid_index[ft.master_tid]
+        return self.compute[0] if self.compute else 0
+
+    def first_touch_nodes(self, o: ObjectResult) -> tuple[np.ndarray, str]:
+        """Node per page under first touch on the target, and how it was derived."""
+        acc = o.access
+        n_pages = int(acc.n_pages)
+        master = int(self.thread_node[self.master_index(o)])
+        per_page = getattr(acc, "first_touch_thread", None)
+        if per_page is not None:
+            per_page = np.asarray(per_page, dtype=np.int64)
+            ok = (per_page >= 0) & (per_page < len(self.thread_node))
+            nodes = np.full(n_pages, master, dtype=np.int64)
+            nodes[ok] = self.thread_node[per_page[ok]]
+            return nodes, "measured"
+        ft = o.first_touch
+        if ft.serial or ft.threads <= 1:
+            return np.full(n_pages, master, dtype=np.int64), "master"
+        # Parallel first touch without per-page data: assume the initialisation used the
+        # compute threads' static schedule (the NUMA-aware idiom of 001 §4).
+        return node_of_page("bind_block", n_pages, [], threads_nodes=self.compute_nodes), "static"
+
+
+def _change_of(policy: str, numactl_ok: bool) -> str:
+    if policy == "first_touch":
+        return "none"
+    if policy == "cyclic" and numactl_ok:
+        return "numactl"
+    return "patch"
+
+
+def _evaluate(plan: _Plan, o: ObjectResult) -> tuple[list[Prediction], str, float]:
+    acc = o.access
+    n_pages = int(acc.n_pages)
+    # "M = number of memory nodes used": the nodes the compute threads run on.  Spreading
+    # further only adds remote latency (cost.py), so spreading policies use these nodes.
+    spread_nodes = plan.spread_nodes
+    factor = plan.target.numa_factor()
+    ft_nodes, ft_how = plan.first_touch_nodes(o)
+    preds = []
+    for policy in CANDIDATES:
+        if policy == "first_touch":
+            pages = ft_nodes
+        elif policy in ("bind_block", "parallel_init"):
+            pages = node_of_page(policy, n_pages, spread_nodes, threads_nodes=plan.compute_nodes)
+        elif policy == "bind_all":
+            # The centralised placement on the node of the master thread.
+            pages = node_of_page(policy, n_pages, [int(plan.thread_node[plan.master_index(o)])])
+        else:
+            pages = node_of_page(policy, n_pages, spread_nodes)
+        preds.append(predict(policy, acc, plan.thread_node, pages, factor,
+                             active_nodes=spread_nodes))
+    return preds, ft_how, tie_tolerance(acc.weight)
+
+
+def _pick(preds: list[Prediction], pattern: str, tol: float, numactl_ok: bool) -> Prediction:
+    for p in preds:
+        p.change = _change_of(p.policy, numactl_ok)
+    best = min(p.score for p in preds)
+    equal = [p for p in preds if p.score <= best * (1.0 + tol)]
+    order = {name: i for i, name in enumerate(CANDIDATES)}
+    return min(equal, key=lambda p: (not _fits_pattern(p.policy, pattern),
+                                     CHANGE_RANK[p.change], order[p.policy]))
+
+
+def _reason(o: ObjectResult, chosen: Prediction, current: Prediction, plan: _Plan,
+            ft_how: str) -> str:
+    tgt = plan.target
+    master = int(plan.thread_node[plan.master_index(o)])
+    others = sorted(set(plan.compute_nodes) - {master})
+    serial = ft_how == "master" or (o.first_touch.serial and ft_how == "measured")
+    now = f"local {_pct(current.local_fraction)}, max/mean load {current.imbalance:.2f}"
+    new = f"local {_pct(chosen.local_fraction)}, max/mean load {chosen.imbalance:.2f}"
+    over = (f"the {plan.n} nodes" if len(plan.spread_nodes) == plan.n
+            else f"the {len(plan.spread_nodes)} nodes the threads run on")
+    if chosen.policy == "first_touch":
+        if current.local_fraction >= 0.9 and current.contention <= 1.25:
+            return (f"first touch already places each thread's pages on its own node "
+                    f"({now}); no change.")
+        return (f"no placement is predicted to beat first touch ({now}) by more than the "
+                f"sampling noise; no change.")
+    if serial and others:
+        head = (f"master-thread initialisation: all pages on {_node_label([master], tgt)}, "
+                f"threads on {_node_label(others, tgt)} read remotely ({now})")
+    elif current.imbalance > 1.5:
+        head = (f"first touch puts {_pct(current.traffic.sum(axis=0).max() / max(current.traffic.sum(), 1e-300))} "
+                f"of the accesses on one node ({now})")
+    else:
+        head = f"first touch gives {now}"
+    if chosen.policy == "parallel_init":
+        fix = ("a parallel first-touch loop with the compute loop's static schedule puts "
+               "each block on its thread's node")
+    elif chosen.policy == "bind_block":
+        fix = "placing block k on the node of thread k (bind_block) keeps accesses local"
+    elif chosen.policy == "bind_all":
+        fix = f"binding it to {_node_label([master], tgt)}, where its threads run, keeps accesses local"
+    elif o.pattern == "random":
+        fix = (f"random access from all threads cannot be made local, so {chosen.policy} "
+               f"spreads the pages over {over} to balance the load")
+    elif o.pattern == "irregular":
+        fix = (f"threads change which part they touch between phases, so {chosen.policy} "
+               f"spreads the pages over {over} to balance the load")
+    else:
+        fix = f"{chosen.policy} spreads the pages over {over} to balance the load"
+    return f"{head}; {fix} ({new})."
+
+
+def _aggregate(preds: list[Prediction], n: int, factor: np.ndarray,
+               active: list[int]) -> dict[str, float]:
+    """Local fraction, imbalance, latency and busiest node's share of several objects' traffic."""
+    tm = sum((p.traffic for p in preds if p.traffic is not None), np.zeros((n, n)))
+    total = tm.sum()
+    if total <= 0:
+        return {"local": 1.0, "imbalance": 1.0, "latency": 1.0, "max_share": 1.0 / n}
+    load = tm.sum(axis=0)
+    used = np.zeros(n, dtype=bool)
+    used[active] = True
+    used |= load > 0
+    return {"local": float(np.trace(tm) / total), "imbalance": imbalance(load[used]),
+            "latency": float((tm * factor).sum() / total), "max_share": float(load.max() / total)}
+
+
+def suggest(analysis: Analysis, target: Topology | None = None, *,
+            min_share: float = 0.02) -> Suggestions:
+    """A placement per hot object of ``analysis`` for ``target`` (default: the recorded machine).
+
+    Hot objects have at least ``min_share`` of the samples, a known pattern and per-sample
+    accesses.  Returns the choice, reason and what-if table per object, the command lines
+    to run (thread binding, numactl) with their predicted effect, and notes.
+    """
+    target = analysis.topology if target is None else target
+    target_name = target.name or "recorded machine"
+    notes: list[str] = []
+    hot, skipped = [], []
+    for o in sorted(analysis.objects, key=lambda o: -o.share):
+        if o.share < min_share:
+            continue
+        if o.pattern == "unknown" or o.access is None or len(o.access.page) == 0:
+            skipped.append(o.name)
+            continue
+        hot.append(o)
+    if skipped:
+        notes.append(f"not placed (pattern unknown or no sampled addresses): {', '.join(skipped)}.")
+    cold = sum(1 for o in analysis.objects if o.share < min_share)
+    if cold:
+        notes.append(f"{cold} object(s) below {_pct(min_share)} of the samples not considered.")
+    result = Suggestions(target=target, target_name=target_name, objects=[], notes=notes)
+    if not hot:
+        return result
+    plan = _Plan(analysis, target, hot)
+    result.thread_nodes = [int(x) for x in plan.thread_node[: len(analysis.threads)]]
+    result.binding = plan.binding
+    factor = target.numa_factor()
+
+    if plan.n == 1:
+        notes.insert(0, "the target has one NUMA node: every access is local whatever the "
+                        "placement, so nothing changes (evaluate a multi-node machine with "
+                        "--target 2s, 4s, 8n-opteron, itanium2 or an hwloc XML file).")
+    evaluated = []
+    for o in hot:
+        preds, ft_how, tol = _evaluate(plan, o)
+        evaluated.append((o, preds, ft_how, tol))
+    if any(how == "static" for _, _, how, _ in evaluated):
+        notes.append("per-page first touch not recorded for some parallel-initialised objects: "
+                     "their first touch is assumed to follow the compute threads' static schedule.")
+
+    # numactl --interleave=all applies to the whole process, so it can only stand for
+    # cyclic when it does not spoil an object that relies on first touch.
+    numactl_ok = True
+    for _attempt in range(2):
+        choices = []
+        for o, preds, _how, tol in evaluated:
+            if plan.n == 1:
+                for p in preds:
+                    p.change = "none"
+                chosen = next(p for p in preds if p.policy == "first_touch")
+            else:
+                chosen = _pick(preds, o.pattern, tol, numactl_ok)
+            choices.append(chosen)
+        if not numactl_ok or not any(c.change == "numactl" for c in choices):
+            break
+        conflict = False
+        for (_o, preds, _how, tol), c in zip(evaluated, choices, strict=True):
+            if c.policy in ("first_touch", "parallel_init"):
+                cyc = next(p for p in preds if p.policy == "cyclic")
+                if cyc.score > c.score * (1.0 + tol):
+                    conflict = True
+        if not conflict:
+            break
+        numactl_ok = False
+
+    for (o, preds, ft_how, _tol), chosen in zip(evaluated, choices, strict=True):
+        current = next(p for p in preds if p.policy == "first_touch")
+        if plan.n == 1:
+            reason = "one NUMA node: every access is local whatever the placement; nothing to place."
+        else:
+            reason = _reason(o, chosen, current, plan, ft_how)
+        result.objects.append(ObjectSuggestion(
+            name=o.name, policy=chosen.policy, reason=reason, predicted=chosen,
+            alternatives=sorted(preds, key=lambda p: p.score), patch=None, change=chosen.change,
+            current=current, size=o.size, share=o.share))
+
+    if plan.n > 1:
+        _commands(analysis, plan, result, factor)
+    return result
+
+
+def _commands(analysis: Analysis, plan: _Plan, result: Suggestions, factor: np.ndarray) -> None:
+    command = analysis.profile.command
+    now = _aggregate([s.current for s in result.objects], plan.n, factor, plan.spread_nodes)
+    new = _aggregate([s.predicted for s in result.objects], plan.n, factor, plan.spread_nodes)
+    env = emit.binding_env(plan.binding) if plan.binding else {}
+    prefix = []
+    if any(s.change == "numactl" for s in result.objects):
+        ids = [plan.target.nodes[p].id for p in plan.spread_nodes]
+        prefix = emit.interleave_args(None if len(ids) == plan.n else ids)
+    patches = [s for s in result.objects if s.change == "patch"]
+    changed = bool(prefix or patches)
+    if changed and (env or prefix):
+        comment = (f"predicted: local {_pct(now['local'])} -> {_pct(new['local'])}, "
+                   f"max/mean node load {now['imbalance']:.2f} -> {new['imbalance']:.2f}"
+                   + (" (with the patches applied)" if patches else ""))
+        result.commands.append(emit.command_line(command, env=env, prefix=prefix, comment=comment))
+    elif env:
+        comment = (f"keeps each thread on the node where its first touch put its pages: "
+                   f"predicted local {_pct(new['local'])}, max/mean node load {new['imbalance']:.2f}")
+        result.commands.append(emit.command_line(command, env=env, comment=comment))
+    if plan.binding == "spread":
+        result.notes.append("threads are bound with OMP_PROC_BIND=spread OMP_PLACES=cores: large "
+                            "data is bandwidth-bound, so spread threads over the nodes' memory "
+                            "controllers (002 §IV-A); the predictions assume this binding.")
+    elif plan.binding == "close":
+        result.notes.append("threads are packed with OMP_PROC_BIND=close OMP_PLACES=cores: the "
+                            "hot data is small and shared, so keeping threads close limits "
+                            "coherence traffic (002 §IV-B); the predictions assume this binding.")
+    if patches:
+        result.notes.append("placement changes needing a code change: "
+                            + ", ".join(f"{s.name} ({s.policy})" for s in patches) + ".")
+    if not changed:
+        result.notes.append("no placement change: first touch already places the hot data well "
+                            "for this target.")
+    _one_node(analysis, plan, result, now)
+
+
+def _one_node(analysis: Analysis, plan: _Plan, result: Suggestions, now: dict[str, float]) -> None:
+    """`numactl -N n -m n` when the data fits one node and the unchanged program gains
+    nothing from the other nodes (001 §3.1).
+
+    Rule: the compute threads fit on the node's cpus (so no compute is lost), all objects
+    fit in 80 % of its memory, and the unchanged program's predicted time is longer than a
+    one-node run's.  In a bandwidth-bound loop time goes as latency x the busiest memory
+    node's share of the traffic: 1 x 1 on one node, and for the unchanged program its mean
+    NUMA factor x its busiest node's share (master-thread initialisation: > 1 x 1).
+    """
+    target = plan.target
+    node = target.nodes[0]
+    data = sum(o.size for o in analysis.objects)
+    if len(plan.compute) > max(len(node.cpus), 1):
+        return
+    if not node.memory_bytes or data > ONE_NODE_MEMORY_SHARE * node.memory_bytes:
+        return
+    if now["latency"] * now["max_share"] <= 1.0 + TIE_TOLERANCE:
+        return
+    now_local = now["local"]
+    result.commands.append(emit.command_line(
+        analysis.profile.command, prefix=emit.one_node_args(node.id),
+        comment=(f"run on one node without code changes: predicted local {_pct(now_local)} -> "
+                 f"100% at the bandwidth of one node, cheaper than the unchanged program")))
+    result.notes.append(f"the program as it is gains nothing from the other nodes and its "
+                        f"{len(plan.compute)} thread(s) and data fit on node {node.id}: run it "
+                        f"there (numactl -N {node.id} -m {node.id}) until the placement is fixed "
+                        f"(001 §3.1).")

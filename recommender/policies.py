@@ -1,0 +1,163 @@
+"""The page→node maps of every placement policy (SPEC §4.1), defined once, vectorised.
+
+Definitions follow MAi (`004_a5358d4f53c122f2.txt` §II-A, `000_33c6b40d94544844.txt`
+Table 5).  Pages are numbered from 0 inside the array; ``nodes`` is the ordered set of M
+memory nodes the policy may use and the result holds, per page, an entry of ``nodes``.
+The C runtime ``collector/include/numaprof_place.h`` implements the same formulas; keep
+the two in step (docs/recommender.md has the exact definitions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+#: Default block size, in pages, of cyclic_block and random_block (64 KiB of 4 KiB pages).
+DEFAULT_BLOCK_PAGES = 16
+
+#: The policies of SPEC §4.1 plus the ``parallel_init`` pseudo-policy.
+POLICIES = (
+    "first_touch",
+    "bind_all",
+    "bind_block",
+    "cyclic",
+    "cyclic_block",
+    "skew_mapp",
+    "prime_mapp",
+    "random",
+    "random_block",
+    "weighted_interleave",
+    "parallel_init",
+)
+
+_U64 = np.uint64
+_GOLDEN = _U64(0x9E3779B97F4A7C15)
+_MIX1 = _U64(0xBF58476D1CE4E5B9)
+_MIX2 = _U64(0x94D049BB133111EB)
+
+
+def smallest_prime_at_least(m: int) -> int:
+    """The smallest prime P >= m (prime_mapp's number of virtual nodes)."""
+    p = max(2, int(m))
+    while any(p % d == 0 for d in range(2, int(p**0.5) + 1)):
+        p += 1
+    return p
+
+
+def splitmix64(seed: int, index: np.ndarray) -> np.ndarray:
+    """The ``index``-th output (0-based) of splitmix64 started at ``seed``, vectorised.
+
+    Used by random / random_block so that Python and C draw the same node per page.
+    """
+    with np.errstate(over="ignore"):
+        z = _U64(seed & 0xFFFFFFFFFFFFFFFF) + (np.asarray(index, dtype=_U64) + _U64(1)) * _GOLDEN
+        z = (z ^ (z >> _U64(30))) * _MIX1
+        z = (z ^ (z >> _U64(27))) * _MIX2
+        return z ^ (z >> _U64(31))
+
+
+def static_schedule_owner(n_items: int, n_threads: int) -> np.ndarray:
+    """Thread owning each item under OpenMP ``schedule(static)`` without a chunk size.
+
+    Thread k gets one contiguous block; the first ``n_items % n_threads`` threads get one
+    item more (libgomp's split).
+    """
+    if n_threads <= 0:
+        raise ValueError("static schedule needs at least one thread")
+    q, r = divmod(n_items, n_threads)
+    k = np.arange(n_threads)
+    starts = k * q + np.minimum(k, r)
+    return np.searchsorted(starts, np.arange(n_items), side="right") - 1
+
+
+def _bind_all(n_pages: int, nodes: np.ndarray, capacity_pages) -> np.ndarray:
+    if capacity_pages is None:
+        return np.full(n_pages, nodes[0], dtype=np.int64)
+    cap = np.asarray(capacity_pages, dtype=np.int64)
+    if cap.shape != nodes.shape:
+        raise ValueError("bind_all: capacity_pages needs one entry per node")
+    ends = np.cumsum(cap)
+    which = np.searchsorted(ends, np.arange(n_pages), side="right")
+    # Pages beyond the total capacity stay on the last node (the kernel would fail or
+    # fall back; the prediction keeps them somewhere visible).
+    return nodes[np.minimum(which, len(nodes) - 1)]
+
+
+def _weighted(n_pages: int, nodes: np.ndarray, weights) -> np.ndarray:
+    w = np.ones(len(nodes), dtype=np.int64) if weights is None else np.asarray(weights, dtype=np.int64)
+    if w.shape != nodes.shape or (w <= 0).any():
+        raise ValueError("weighted_interleave: one positive integer weight per node")
+    # Linux weighted_interleave_nid(): offset mod total weight, walk the cumulated weights.
+    ends = np.cumsum(w)
+    return nodes[np.searchsorted(ends, np.arange(n_pages) % int(ends[-1]), side="right")]
+
+
+def node_of_page(
+    policy: str,
+    n_pages: int,
+    nodes: Sequence[int],
+    *,
+    threads_nodes: Sequence[int] | None = None,
+    first_touch_nodes: Sequence[int] | np.ndarray | None = None,
+    block_pages: int = DEFAULT_BLOCK_PAGES,
+    seed: int = 0,
+    weights: Sequence[int] | None = None,
+    capacity_pages: Sequence[int] | None = None,
+) -> np.ndarray:
+    """Node of every page 0..n_pages-1 of an array placed with ``policy``.
+
+    - ``nodes``: the M memory nodes the policy uses, in order.
+    - ``threads_nodes``: node of each compute thread in OpenMP thread-number order
+      (bind_block, parallel_init: block k of the static schedule goes to thread k's node).
+    - ``first_touch_nodes``: node of the thread that first wrote each page (first_touch).
+    - ``block_pages``: B of cyclic_block / random_block.
+    - ``seed``: random / random_block (splitmix64 stream, identical in the C runtime).
+    - ``weights``: per-node integer weights of weighted_interleave (default all 1).
+    - ``capacity_pages``: pages each node can hold for bind_all (default: unlimited, so
+      every page goes to the first node).
+    Returns an int64 array of node ids.
+    """
+    n_pages = int(n_pages)
+    if n_pages < 0:
+        raise ValueError("n_pages must be >= 0")
+    nodes_a = np.asarray(list(nodes), dtype=np.int64)
+    m = len(nodes_a)
+    if m == 0 and policy not in ("first_touch", "bind_block", "parallel_init"):
+        raise ValueError(f"{policy}: needs at least one node")
+    i = np.arange(n_pages, dtype=np.int64)
+    b = max(1, int(block_pages))
+    if policy == "first_touch":
+        if first_touch_nodes is None:
+            raise ValueError("first_touch needs first_touch_nodes (the first toucher's node per page)")
+        ft = np.asarray(first_touch_nodes, dtype=np.int64)
+        if ft.shape != (n_pages,):
+            raise ValueError(f"first_touch_nodes has shape {ft.shape}, expected ({n_pages},)")
+        return ft.copy()
+    if policy in ("bind_block", "parallel_init"):
+        if not threads_nodes:
+            raise ValueError(f"{policy} needs threads_nodes (the node of each compute thread)")
+        tn = np.asarray(list(threads_nodes), dtype=np.int64)
+        return tn[static_schedule_owner(n_pages, len(tn))]
+    if policy == "bind_all":
+        return _bind_all(n_pages, nodes_a, capacity_pages)
+    if policy == "cyclic":
+        return nodes_a[i % m]
+    if policy == "cyclic_block":
+        return nodes_a[(i // b) % m]
+    if policy == "skew_mapp":
+        return nodes_a[(i + i // m + 1) % m]
+    if policy == "prime_mapp":
+        p = smallest_prime_at_least(m)
+        v = i % p
+        # Pages of virtual nodes v >= M are dealt cyclically over the real nodes, in page
+        # order: the c-th such page (c counted from 0) goes to node c mod M.
+        c = (i // p) * (p - m) + (v - m)
+        return nodes_a[np.where(v < m, v, c % m)]
+    if policy == "random":
+        return nodes_a[(splitmix64(seed, i) % _U64(m)).astype(np.int64)]
+    if policy == "random_block":
+        return nodes_a[(splitmix64(seed, i // b) % _U64(m)).astype(np.int64)]
+    if policy == "weighted_interleave":
+        return _weighted(n_pages, nodes_a, weights)
+    raise ValueError(f"unknown policy {policy!r} (known: {', '.join(POLICIES)})")

@@ -1,0 +1,362 @@
+"""suggest(): choices from the cost model on synthetic analyses with known right answers.
+
+Each test builds the analyzer's result objects by hand: threads, per-sample accesses
+(page, thread) drawn from a known kernel shape (Figure 15 of 000: regular, irregular,
+random; static or dynamic schedule), and the first touch (master-thread or parallel).
+"""
+
+import numpy as np
+import pytest
+
+from numaprof.analyzer.model import (
+    Analysis,
+    FirstTouch,
+    Node,
+    ObjectAccess,
+    ObjectResult,
+    ProfileInfo,
+    ThreadResult,
+    Topology,
+)
+from numaprof.recommender import suggest
+from numaprof.recommender.choose import SPREADING, binding_places
+from numaprof.recommender.policies import static_schedule_owner
+from numaprof.recommender.targets import resolve_target
+
+MiB = 1 << 20
+PAGE = 4096
+
+
+def one_node(cpus=2):
+    return Topology(nodes=(Node(0, tuple(range(cpus)), 8 << 30),), distances=np.array([[10.0]]),
+                    source="test")
+
+
+def two_node_recorded():
+    return Topology(nodes=(Node(0, (0, 1), 8 << 30), Node(1, (2, 3), 8 << 30)),
+                    distances=np.array([[10.0, 21.0], [21.0, 10.0]]), source="test")
+
+
+def threads(n, nodes=None, bound=False):
+    nodes = nodes or [0] * n
+    return [ThreadResult(tid=100 + i, pid=100, comm="app", samples=1000, cpus=[i], nodes=[nodes[i]],
+                         node=nodes[i], migrations=0, bound=bound, affinity="") for i in range(n)]
+
+
+def access_regular(n_pages, n_threads, n=8000, rng=None):
+    """Static schedule, same block in every phase: thread k samples its own block."""
+    rng = rng or np.random.default_rng(1)
+    page = rng.integers(0, n_pages, n)
+    return ObjectAccess(page=page, thread=static_schedule_owner(n_pages, n_threads)[page].astype(np.int32),
+                        weight=np.ones(n), write=np.zeros(n, bool), n_pages=n_pages)
+
+
+def access_random(n_pages, n_threads, n=8000, rng=None):
+    """Gather: every thread's accesses spread over the whole array."""
+    rng = rng or np.random.default_rng(2)
+    return ObjectAccess(page=rng.integers(0, n_pages, n), thread=rng.integers(0, n_threads, n).astype(np.int32),
+                        weight=np.ones(n), write=np.zeros(n, bool), n_pages=n_pages)
+
+
+def access_dynamic(n_pages, n_threads, n=8000, chunk_pages=4, rng=None):
+    """schedule(dynamic): chunks handed out in order to whichever thread is free, over time."""
+    rng = rng or np.random.default_rng(3)
+    n_chunks = n_pages // chunk_pages
+    owner = rng.integers(0, n_threads, n_chunks)  # who grabbed each chunk
+    time = np.sort(rng.random(n))  # chunks are processed in order: page rises with time
+    page = np.minimum((time * n_pages).astype(np.int64), n_pages - 1)
+    acc = ObjectAccess(page=page, thread=owner[np.minimum(page // chunk_pages, n_chunks - 1)].astype(np.int32),
+                       weight=np.ones(n), write=np.zeros(n, bool), n_pages=n_pages)
+    acc.time = (time * 1e9).astype(np.int64)
+    return acc
+
+
+def access_reversed(n_pages, n_threads, n=8000, rng=None):
+    """Irregular (000 Figure 15): forward static phase, then the loop run backwards."""
+    rng = rng or np.random.default_rng(4)
+    page = rng.integers(0, n_pages, n)
+    owner = static_schedule_owner(n_pages, n_threads)
+    fwd = owner[page]
+    rev = owner[n_pages - 1 - page]
+    phase2 = np.arange(n) >= n // 2
+    return ObjectAccess(page=page, thread=np.where(phase2, rev, fwd).astype(np.int32),
+                        weight=np.ones(n), write=np.zeros(n, bool), n_pages=n_pages)
+
+
+def obj(name, pattern, acc, *, serial, n_threads, share=0.3, master_tid=100):
+    ft = FirstTouch(threads=1 if serial else n_threads, nodes=[0], master_fraction=1.0 if serial else 1 / n_threads,
+                    master_tid=master_tid, sites=["main@app.c:10"], pages=acc.n_pages, serial=serial)
+    return ObjectResult(name=name, site="main@app.c:9", kind="heap", address=0x7F0000000000,
+                        size=acc.n_pages * PAGE, samples=len(acc.page), share=share, pattern=pattern,
+                        pattern_confidence=0.9, reads=0.7, writes=0.3, rmw=0.0, first_touch=ft,
+                        pages_by_node=[acc.n_pages], traffic=np.zeros((1, 1)), local_fraction=1.0,
+                        load_per_node=[1.0], imbalance=1.0, threads=n_threads, access=acc)
+
+
+def analysis(objects, ths, topo=None, env=None, command=("./app", "-n", "10")):
+    prof = ProfileInfo(path="/tmp/x", command=list(command), backend="soft", backend_reason={}, samples=10000,
+                       with_address=9500, address_coverage=0.95, lost=0, unresolved=0, outside_objects=0,
+                       complete=True, incomplete_reason=None, exit_status=0, duration_s=1.0, env=env or {},
+                       freq=1000)
+    topo = topo or one_node()
+    return Analysis(profile=prof, topology=topo, objects=objects, threads=ths, traffic=np.zeros((1, 1)),
+                    local_fraction=1.0, load_per_node=[1.0], imbalance=1.0)
+
+
+def by_name(s):
+    return {o.name: o for o in s.objects}
+
+
+BIG = 64 * MiB // PAGE  # pages of a 64 MiB array: bandwidth-bound, spread threads
+
+
+# --- the three examples of issue 2, on --target 2s --------------------------------------
+
+def example_serial_init(t=2):
+    return analysis([obj(n, "regular", access_regular(BIG, t, rng=np.random.default_rng(i)), serial=True,
+                         n_threads=t) for i, n in enumerate(("a", "b", "c"))], threads(t))
+
+
+def example_gather(t=2):
+    return analysis([
+        obj("lookup", "random", access_random(BIG, t), serial=False, n_threads=t, share=0.6),
+        obj("idx", "regular", access_regular(BIG // 2, t), serial=True, n_threads=t, share=0.3),
+        obj("hist", "regular", access_regular(BIG // 32, t), serial=False, n_threads=t, share=0.05),
+    ], threads(t))
+
+
+def example_numa_aware(t=2):
+    return analysis([obj(n, "regular", access_regular(BIG, t, rng=np.random.default_rng(i)), serial=False,
+                         n_threads=t) for i, n in enumerate(("a", "b", "c"))], threads(t))
+
+
+def test_master_initialised_stream_on_2s_gets_parallel_first_touch():
+    an = example_serial_init()
+    s = suggest(an, resolve_target("2s", an.topology))
+    for o in s.objects:
+        assert o.policy in ("parallel_init", "bind_block"), o
+        assert o.change == "patch"
+        assert o.predicted.local_fraction > 0.95
+        assert o.current.local_fraction == pytest.approx(0.5, abs=0.05)
+        assert o.current.imbalance == pytest.approx(2.0)
+        assert "master-thread initialisation: all pages on node 0, threads on node 1" in o.reason
+    # the what-if table has every candidate, best first
+    names = [a.policy for a in s.objects[0].alternatives]
+    assert {"first_touch", "parallel_init", "bind_block", "cyclic", "skew_mapp", "prime_mapp",
+            "random"} <= set(names)
+    scores = [a.score for a in s.objects[0].alternatives]
+    assert scores == sorted(scores)
+
+
+def test_gather_on_2s_spreads_the_gathered_array():
+    an = example_gather()
+    s = by_name(suggest(an, resolve_target("2s", an.topology)))
+    assert s["lookup"].policy in SPREADING
+    assert s["idx"].policy in ("parallel_init", "bind_block")
+    assert s["hist"].policy == "first_touch"
+    # numactl --interleave=all would also interleave idx and hist, which need first touch:
+    # the spreading must then be applied to lookup alone, as a patch.
+    assert s["lookup"].change == "patch"
+
+
+def test_gather_alone_uses_numactl_interleave():
+    an = example_gather()
+    an.objects = an.objects[:1]
+    s = suggest(an, resolve_target("2s", an.topology))
+    assert s.objects[0].policy == "cyclic" and s.objects[0].change == "numactl"
+    assert any("numactl --interleave=all ./app -n 10" in c for c in s.commands)
+
+
+def test_numa_aware_program_gets_no_change_no_false_alarm():
+    an = example_numa_aware()
+    for tgt in ("2s", "4s", "8n-opteron", "itanium2"):
+        s = suggest(an, resolve_target(tgt, an.topology))
+        assert [o.policy for o in s.objects] == ["first_touch"] * 3, tgt
+        assert all(o.change == "none" for o in s.objects)
+        assert not any("numactl" in c for c in s.commands)
+
+
+@pytest.mark.parametrize("make", [example_serial_init, example_gather, example_numa_aware])
+def test_recorded_one_node_machine_changes_nothing(make):
+    an = make()
+    s = suggest(an)
+    assert all(o.policy == "first_touch" and o.change == "none" for o in s.objects)
+    assert s.commands == []
+    assert any("one NUMA node" in n for n in s.notes)
+
+
+# --- agreement with the source documents (004 Table I, 000 §4) ---------------------------
+
+def test_high_numa_factor_places_regular_arrays_locally():
+    an = example_serial_init(t=16)
+    s = suggest(an, resolve_target("itanium2", an.topology))
+    assert all(o.policy in ("parallel_init", "bind_block") for o in s.objects)
+    cyc = next(a for a in s.objects[0].alternatives if a.policy == "cyclic")
+    assert cyc.local_fraction == pytest.approx(0.25, abs=0.03)
+    assert s.objects[0].predicted.score < cyc.score / 1.5
+
+
+@pytest.mark.parametrize("target", ["8n-opteron", "itanium2", "2s", "4s"])
+def test_random_arrays_are_spread(target):
+    t = 16
+    an = analysis([obj("x", "random", access_random(BIG, t), serial=True, n_threads=t)], threads(t))
+    s = suggest(an, resolve_target(target, an.topology))
+    assert s.objects[0].policy in SPREADING
+    assert s.objects[0].predicted.imbalance < 1.2
+    ft = s.objects[0].current
+    assert ft.imbalance == pytest.approx(resolve_target(target, an.topology).n_nodes)
+
+
+def test_low_factor_contention_spreads_a_parallel_initialised_random_array():
+    t = 16
+    an = analysis([obj("x", "random", access_random(BIG, t), serial=False, n_threads=t)], threads(t))
+    s = suggest(an, resolve_target("8n-opteron", an.topology))
+    assert s.objects[0].policy in SPREADING
+
+
+def test_dynamic_schedule_gets_cyclic():
+    t = 8
+    an = analysis([obj("v", "irregular", access_dynamic(BIG, t), serial=False, n_threads=t)], threads(t))
+    s = suggest(an, resolve_target("8n-opteron", an.topology))
+    o = s.objects[0]
+    assert o.policy == "cyclic"
+    # first touch by a static init leaves each time window on one node's block: the windowed
+    # contention sees it even though the whole run is balanced.
+    assert o.current.imbalance < 1.2
+    assert o.current.contention > 2.0
+
+
+def test_dynamic_schedule_without_sample_times_master_init_still_cyclic():
+    t = 8
+    acc = access_dynamic(BIG, t)
+    del acc.time
+    an = analysis([obj("v", "irregular", acc, serial=True, n_threads=t)], threads(t))
+    assert suggest(an, resolve_target("2s", an.topology)).objects[0].policy == "cyclic"
+
+
+def test_first_touch_never_chosen_for_master_initialised_shared_array():
+    for make in (access_regular, access_random, access_reversed):
+        for tgt in ("2s", "4s", "8n-opteron", "itanium2"):
+            for t in (2, 4, 16):
+                an = analysis([obj("x", "regular", make(BIG, t), serial=True, n_threads=t)], threads(t))
+                s = suggest(an, resolve_target(tgt, an.topology))
+                assert s.objects[0].policy != "first_touch", (make.__name__, tgt, t)
+
+
+def test_irregular_reversed_master_init_on_itanium2_prefers_locality_over_spreading():
+    # Half the accesses stay local with bind_block, 1/4 with a spreading policy: on a high
+    # NUMA factor machine the cost model keeps the latency advantage (004 §III-D).
+    t = 16
+    an = analysis([obj("x", "irregular", access_reversed(BIG, t), serial=True, n_threads=t)], threads(t))
+    o = suggest(an, resolve_target("itanium2", an.topology)).objects[0]
+    assert o.policy in ("parallel_init", "bind_block")
+    assert o.predicted.local_fraction == pytest.approx(0.5, abs=0.05)
+
+
+# --- thread placement and commands ---------------------------------------------------------
+
+def test_spread_binding_line_and_effect():
+    an = example_serial_init()
+    s = suggest(an, resolve_target("2s", an.topology))
+    assert s.binding == "spread"
+    line = s.commands[0]
+    assert line.startswith("OMP_PROC_BIND=spread OMP_PLACES=cores ./app -n 10  # predicted: local 50% -> 100%")
+    assert "with the patches applied" in line
+    assert s.thread_nodes == [0, 1]
+
+
+def test_run_on_one_node_for_master_init_that_fits():
+    an = example_serial_init()
+    s = suggest(an, resolve_target("2s", an.topology))
+    assert any(c.startswith("numactl -N 0 -m 0 ./app -n 10") for c in s.commands)
+
+
+def test_no_run_on_one_node_when_threads_do_not_fit():
+    an = example_serial_init(t=16)
+    s = suggest(an, resolve_target("8n-opteron", an.topology))  # 2 cores per node
+    assert not any(c.startswith("numactl -N") for c in s.commands)
+
+
+def test_no_run_on_one_node_when_data_does_not_fit():
+    an = example_serial_init()
+    for o in an.objects:
+        o.size = 40 << 30  # 3 x 40 GiB > 80 % of a 64 GiB node
+    s = suggest(an, resolve_target("2s", an.topology))
+    assert not any(c.startswith("numactl -N") for c in s.commands)
+
+
+def test_small_shared_data_packs_threads_close():
+    t = 4
+    an = analysis([obj("tab", "regular", access_regular(256, t), serial=True, n_threads=t)], threads(t))
+    s = suggest(an, resolve_target("2s", an.topology))
+    assert s.binding == "close"
+    assert s.thread_nodes == [0, 0, 0, 0]
+    # all threads on node 0 with the master's pages: first touch is right
+    assert s.objects[0].policy == "first_touch"
+
+
+def test_recorded_multi_node_uses_measured_thread_nodes_and_binds_unbound_threads():
+    t = 4
+    an = analysis([obj("a", "regular", access_regular(BIG, t), serial=True, n_threads=t)],
+                  threads(t, nodes=[0, 0, 1, 1], bound=False), topo=two_node_recorded())
+    s = suggest(an)
+    assert s.thread_nodes == [0, 0, 1, 1]
+    assert s.objects[0].policy in ("parallel_init", "bind_block")
+    assert s.commands and s.commands[0].startswith("OMP_PROC_BIND=spread OMP_PLACES=cores ")
+
+
+def test_bound_threads_on_recorded_machine_get_no_binding_line():
+    t = 4
+    an = analysis([obj("a", "regular", access_regular(BIG, t), serial=False, n_threads=t)],
+                  threads(t, nodes=[0, 0, 1, 1], bound=True), topo=two_node_recorded())
+    s = suggest(an)
+    assert s.binding is None
+    assert s.objects[0].policy == "first_touch"
+    assert s.commands == []
+
+
+def test_existing_omp_proc_bind_is_respected():
+    an = example_serial_init()
+    an.profile.env = {"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"}
+    s = suggest(an, resolve_target("2s", an.topology))
+    assert s.binding is None
+    assert s.thread_nodes == [0, 0]
+    assert not any(c.startswith("OMP_PROC_BIND") for c in s.commands)
+
+
+def test_binding_places_spread_and_close():
+    topo = resolve_target("4s", one_node())  # 16 cores per node
+    assert binding_places("spread", 4, topo) == [0, 1, 2, 3]
+    assert binding_places("spread", 8, topo) == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert binding_places("close", 4, topo) == [0, 0, 0, 0]
+    assert binding_places("close", 128, topo)[-1] == 3
+
+
+def test_cold_and_unknown_objects_are_noted_not_placed():
+    an = example_serial_init()
+    an.objects[0].share = 0.001
+    an.objects[1].pattern = "unknown"
+    s = suggest(an, resolve_target("2s", an.topology))
+    assert [o.name for o in s.objects] == ["c"]
+    assert any("b" in n and "pattern unknown" in n for n in s.notes)
+    assert any("below 2%" in n for n in s.notes)
+
+
+def test_measured_per_page_first_touch_is_used_when_present():
+    t = 2
+    acc = access_regular(BIG, t)
+    # pages first touched by the *other* thread than the one computing on them
+    acc.first_touch_thread = 1 - static_schedule_owner(BIG, t)
+    an = analysis([obj("a", "regular", acc, serial=False, n_threads=t)], threads(t))
+    o = suggest(an, resolve_target("2s", an.topology)).objects[0]
+    assert o.current.local_fraction < 0.05
+    assert o.policy in ("parallel_init", "bind_block")
+
+
+def test_measured_costs_follow_the_numa_factor():
+    # same placement, higher factor → higher score for the remote share
+    an = example_serial_init()
+    s2 = suggest(an, resolve_target("2s", an.topology)).objects[0].current
+    s8 = suggest(an, resolve_target("itanium2", an.topology)).objects[0].current
+    assert s2.latency == pytest.approx(0.5 * 1.0 + 0.5 * 2.1, abs=0.03)
+    assert s8.latency > s2.latency

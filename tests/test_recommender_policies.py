@@ -1,0 +1,145 @@
+"""Page→node maps of SPEC §4.1 (recommender/policies.py): exact definitions."""
+
+import numpy as np
+import pytest
+
+from numaprof.recommender.policies import (
+    POLICIES,
+    node_of_page,
+    smallest_prime_at_least,
+    splitmix64,
+    static_schedule_owner,
+)
+
+
+def test_cyclic_is_page_mod_m_over_the_given_nodes():
+    got = node_of_page("cyclic", 7, [3, 5, 9])
+    assert got.tolist() == [3, 5, 9, 3, 5, 9, 3]
+
+
+def test_cyclic_block_deals_blocks_of_b_pages():
+    got = node_of_page("cyclic_block", 10, [0, 1], block_pages=3)
+    assert got.tolist() == [0, 0, 0, 1, 1, 1, 0, 0, 0, 1]
+
+
+def test_skew_mapp_formula():
+    m = 4
+    got = node_of_page("skew_mapp", 40, list(range(m)))
+    want = [(i + i // m + 1) % m for i in range(40)]
+    assert got.tolist() == want
+    # the skew shifts each round by one node: round r starts on node (r + 1) mod M
+    assert got[0::m].tolist()[:4] == [1, 2, 3, 0]
+
+
+def test_smallest_prime():
+    assert [smallest_prime_at_least(m) for m in (1, 2, 3, 4, 6, 8, 9, 14)] == [2, 2, 3, 5, 7, 11, 11, 17]
+
+
+def test_prime_mapp_with_prime_m_is_cyclic():
+    assert node_of_page("prime_mapp", 30, [0, 1, 2]).tolist() == node_of_page("cyclic", 30, [0, 1, 2]).tolist()
+
+
+def test_prime_mapp_deals_virtual_overflow_cyclically():
+    # M = 4 → P = 5: page i goes to virtual node i mod 5; pages on virtual node 4 (i = 4, 9,
+    # 14, ...) are dealt over the real nodes in page order: 0, 1, 2, 3, 0, ...
+    got = node_of_page("prime_mapp", 25, [0, 1, 2, 3]).tolist()
+    assert got[:4] == [0, 1, 2, 3]
+    assert [got[i] for i in (4, 9, 14, 19, 24)] == [0, 1, 2, 3, 0]
+    assert got[5:9] == [0, 1, 2, 3]
+
+
+def test_prime_mapp_closed_form_matches_a_sequential_deal():
+    for m in (4, 6, 8):
+        p = smallest_prime_at_least(m)
+        seq, c = [], 0
+        for i in range(500):
+            v = i % p
+            if v < m:
+                seq.append(v)
+            else:
+                seq.append(c % m)
+                c += 1
+        assert node_of_page("prime_mapp", 500, list(range(m))).tolist() == seq
+
+
+def test_prime_mapp_spreads_evenly_enough():
+    counts = np.bincount(node_of_page("prime_mapp", 8000, list(range(8))), minlength=8)
+    assert counts.max() - counts.min() <= 2
+
+
+def test_static_schedule_matches_libgomp_split():
+    # 10 items over 4 threads: 3, 3, 2, 2
+    assert static_schedule_owner(10, 4).tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 3, 3]
+
+
+def test_bind_block_gives_block_k_to_thread_ks_node():
+    got = node_of_page("bind_block", 8, [0, 1], threads_nodes=[0, 0, 1, 1])
+    assert got.tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
+    got = node_of_page("bind_block", 6, [0, 1], threads_nodes=[1, 0, 1])
+    assert got.tolist() == [1, 1, 0, 0, 1, 1]
+
+
+def test_parallel_init_is_bind_block_over_the_compute_threads():
+    tn = [0, 1, 2, 3, 0, 1]
+    a = node_of_page("parallel_init", 101, range(4), threads_nodes=tn)
+    b = node_of_page("bind_block", 101, range(4), threads_nodes=tn)
+    assert np.array_equal(a, b)
+
+
+def test_bind_all_fills_first_node_before_the_next():
+    assert node_of_page("bind_all", 5, [2, 3]).tolist() == [2] * 5
+    got = node_of_page("bind_all", 7, [2, 3], capacity_pages=[3, 10])
+    assert got.tolist() == [2, 2, 2, 3, 3, 3, 3]
+
+
+def test_first_touch_returns_the_toucher_nodes():
+    ft = np.array([1, 1, 0, 2])
+    assert node_of_page("first_touch", 4, [0, 1, 2], first_touch_nodes=ft).tolist() == [1, 1, 0, 2]
+    with pytest.raises(ValueError):
+        node_of_page("first_touch", 4, [0, 1])
+    with pytest.raises(ValueError):
+        node_of_page("first_touch", 5, [0, 1], first_touch_nodes=ft)
+
+
+def test_splitmix64_reference_values():
+    # splitmix64 seeded with 0: the well-known first outputs.
+    got = splitmix64(0, np.arange(3)).tolist()
+    assert got == [0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4, 0x06C45D188009454F]
+
+
+def test_random_is_seeded_uniform_and_reproducible():
+    a = node_of_page("random", 20000, [0, 1, 2, 3], seed=7)
+    b = node_of_page("random", 20000, [0, 1, 2, 3], seed=7)
+    c = node_of_page("random", 20000, [0, 1, 2, 3], seed=8)
+    assert np.array_equal(a, b)
+    assert not np.array_equal(a, c)
+    counts = np.bincount(a, minlength=4)
+    assert counts.min() > 4500 and counts.max() < 5500
+
+
+def test_random_block_is_constant_within_a_block():
+    got = node_of_page("random_block", 64, [0, 1, 2, 3], block_pages=8, seed=1)
+    blocks = got.reshape(8, 8)
+    assert (blocks == blocks[:, :1]).all()
+    assert len(set(blocks[:, 0].tolist())) > 1
+
+
+def test_weighted_interleave_follows_the_weights():
+    got = node_of_page("weighted_interleave", 10, [0, 1], weights=[3, 2])
+    assert got.tolist() == [0, 0, 0, 1, 1, 0, 0, 0, 1, 1]
+    assert node_of_page("weighted_interleave", 6, [0, 1]).tolist() == [0, 1, 0, 1, 0, 1]
+    with pytest.raises(ValueError):
+        node_of_page("weighted_interleave", 6, [0, 1], weights=[1, 0])
+
+
+def test_every_policy_is_defined_and_unknown_is_refused():
+    for p in POLICIES:
+        got = node_of_page(p, 33, [0, 1, 2], threads_nodes=[0, 1, 2],
+                           first_touch_nodes=np.zeros(33, dtype=int))
+        assert got.shape == (33,) and set(got.tolist()) <= {0, 1, 2}
+    with pytest.raises(ValueError):
+        node_of_page("interleave_everything", 4, [0])
+
+
+def test_zero_pages():
+    assert node_of_page("skew_mapp", 0, [0, 1]).shape == (0,)
