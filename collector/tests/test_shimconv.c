@@ -1,0 +1,359 @@
+/* nmp_shim_convert on hand-written shim files: pairing of frees, realloc, munmap ranges,
+ * exec boundaries, stack dedup, totals, foreign and truncated files; the objects and
+ * stack_frames columns are read back from disk. */
+#include "nmp_collect.h"
+#include "nmp_shim_format.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int failures;
+#define CHECK(c)                                                                    \
+    do {                                                                            \
+        if (!(c)) {                                                                 \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);   \
+            failures++;                                                             \
+        }                                                                           \
+    } while (0)
+
+static char dir[2048];
+
+/* ---- writing shim files ---- */
+
+static FILE *shim_open(unsigned pid)
+{
+    char path[2200];
+    snprintf(path, sizeof path, "%s/shim.%u.bin", dir, pid);
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        abort();
+    struct nmp_shim_header h = {{0}, NMP_SHIM_VERSION, sizeof(struct nmp_shim_record)};
+    memcpy(h.magic, NMP_SHIM_MAGIC, 8);
+    fwrite(&h, sizeof h, 1, f);
+    return f;
+}
+
+static uint64_t clock_ns = 1000;
+
+static uint64_t rec(FILE *f, uint32_t type, uint32_t tid, uint64_t addr, uint64_t size,
+                    int kind, uint64_t prev, uint16_t flags, int nframes, uint64_t frame0)
+{
+    struct nmp_shim_record r;
+    memset(&r, 0, sizeof r);
+    r.type = type;
+    r.tid = tid;
+    r.time = clock_ns += 10;
+    r.addr = addr;
+    r.size = size;
+    r.kind = (uint8_t)kind;
+    r.prev = prev;
+    r.flags = flags;
+    r.nframes = (uint8_t)nframes;
+    for (int i = 0; i < nframes; i++)
+        r.frames[i] = frame0 + (uint64_t)i;
+    fwrite(&r, sizeof r, 1, f);
+    return r.time;
+}
+
+#define ALLOC(f, tid, addr, size, kind, frame0) \
+    rec(f, NMP_SHIM_ALLOC, tid, addr, size, kind, 0, 0, 3, frame0)
+#define FREE(f, addr) rec(f, NMP_SHIM_FREE, 1, addr, 0, 1, 0, 0, 0, 0)
+
+/* ---- reading the tables back ---- */
+
+struct col {
+    unsigned char *data;
+    size_t n; /* values */
+};
+
+static struct col read_col(const char *table, const char *name, const char *dtype, size_t width)
+{
+    char path[2300];
+    snprintf(path, sizeof path, "%s/%s.%s.col", dir, table, name);
+    struct col c = {0};
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL);
+    if (!f)
+        return c;
+    struct stat st;
+    CHECK(fstat(fileno(f), &st) == 0 && (st.st_mode & 0777) == 0600);
+    c.data = malloc((size_t)st.st_size + 1);
+    size_t got = fread(c.data, 1, (size_t)st.st_size, f);
+    fclose(f);
+    CHECK(got == (size_t)st.st_size && got >= 16);
+    CHECK(memcmp(c.data, "NMPCOL01", 8) == 0);
+    CHECK(strncmp((char *)c.data + 8, dtype, 8) == 0);
+    CHECK((got - 16) % width == 0);
+    c.n = (got - 16) / width;
+    return c;
+}
+
+static uint64_t at(const struct col *c, size_t i, size_t width)
+{
+    uint64_t v = 0;
+    if (i < c->n)
+        memcpy(&v, c->data + 16 + i * width, width);
+    return v;
+}
+
+struct objects {
+    struct col time, free_time, pid, tid, addr, size, kind, stack, prev;
+    size_t n;
+};
+
+static void read_objects(struct objects *o)
+{
+    o->time = read_col("objects", "time", "<u8", 8);
+    o->free_time = read_col("objects", "free_time", "<u8", 8);
+    o->pid = read_col("objects", "pid", "<u4", 4);
+    o->tid = read_col("objects", "tid", "<u4", 4);
+    o->addr = read_col("objects", "addr", "<u8", 8);
+    o->size = read_col("objects", "size", "<u8", 8);
+    o->kind = read_col("objects", "kind", "|u1", 1);
+    o->stack = read_col("objects", "stack", "<u4", 4);
+    o->prev = read_col("objects", "prev", "<u8", 8);
+    o->n = o->time.n;
+    CHECK(o->free_time.n == o->n && o->pid.n == o->n && o->tid.n == o->n && o->addr.n == o->n &&
+          o->size.n == o->n && o->kind.n == o->n && o->stack.n == o->n && o->prev.n == o->n);
+}
+
+static void free_objects(struct objects *o)
+{
+    struct col *cs[] = {&o->time, &o->free_time, &o->pid, &o->tid, &o->addr,
+                        &o->size, &o->kind, &o->stack, &o->prev};
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+        free(cs[i]->data);
+}
+
+/* index of the object allocated at time t */
+static size_t by_time(const struct objects *o, uint64_t t)
+{
+    for (size_t i = 0; i < o->n; i++)
+        if (at(&o->time, i, 8) == t)
+            return i;
+    CHECK(!"object not found");
+    return 0;
+}
+
+static int exists(const char *name)
+{
+    char path[2300];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return access(path, F_OK) == 0;
+}
+
+static void fresh_dir(const char *name)
+{
+    const char *tmp = getenv("NMP_TEST_TMP");
+    snprintf(dir, sizeof dir, "%s/%s", tmp ? tmp : "/tmp", name);
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
+    if (system(cmd) != 0)
+        abort();
+}
+
+static void test_pairing(void)
+{
+    fresh_dir("shimconv_pairing");
+    FILE *f = shim_open(100);
+    rec(f, NMP_SHIM_START, 100, 65536, 0, 0, 0, 0, 0, 0);
+    uint64_t tA = ALLOC(f, 101, 0x1000, 100000, NMP_KIND_MALLOC, 0x400100);
+    uint64_t tB = ALLOC(f, 102, 0x2000, 200000, NMP_KIND_CALLOC, 0x400100); /* same stack */
+    uint64_t fA = FREE(f, 0x1000);
+    uint64_t tC = ALLOC(f, 101, 0x1000, 300000, NMP_KIND_MALLOC, 0x500000); /* reuse */
+    FREE(f, 0x9999000); /* unmatched: ignored */
+    uint64_t fC = FREE(f, 0x1000);
+    /* realloc of a tracked block */
+    uint64_t tD = ALLOC(f, 101, 0x3000, 70000, NMP_KIND_MALLOC, 0x400100);
+    uint64_t tE = rec(f, NMP_SHIM_ALLOC, 101, 0x5000, 140000, NMP_KIND_REALLOC, 0x3000,
+                      NMP_SHIM_F_PREV_TRACKED, 3, 0x400100);
+    /* race: thread 102 got 0x6000 after the realloc freed it, before its record */
+    uint64_t tF = ALLOC(f, 101, 0x6000, 80000, NMP_KIND_MALLOC, 0x400100);
+    uint64_t tG = ALLOC(f, 102, 0x6000, 90000, NMP_KIND_ALIGNED, 0x400100);
+    uint64_t tH = rec(f, NMP_SHIM_ALLOC, 101, 0x8000, 160000, NMP_KIND_REALLOC, 0x6000,
+                      NMP_SHIM_F_PREV_TRACKED, 3, 0x400100);
+    uint64_t fG = FREE(f, 0x6000);
+    /* realloc of an untracked (small) block: nothing at prev is ended */
+    uint64_t tJ = ALLOC(f, 102, 0x7000, 90000, NMP_KIND_MALLOC, 0x400100);
+    uint64_t tI = rec(f, NMP_SHIM_ALLOC, 101, 0x9000, 100000, NMP_KIND_REALLOC, 0x7000, 0, 3,
+                      0x400100);
+    /* munmap of a range ends every mapping starting inside it, not heap blocks */
+    uint64_t tK = ALLOC(f, 101, 0x100000, 0x20000, NMP_KIND_MMAP, 0x600000);
+    uint64_t tL = ALLOC(f, 101, 0x120000, 0x10000, NMP_KIND_NUMA, 0x600000);
+    uint64_t tM = ALLOC(f, 101, 0x128000, 0x10000, NMP_KIND_MALLOC, 0x600000);
+    uint64_t tP = ALLOC(f, 101, 0x12f000, 0x10000, NMP_KIND_MMAP, 0x600000);
+    uint64_t tU = ALLOC(f, 101, 0x130000, 0x10000, NMP_KIND_MMAP, 0x600000);
+    uint64_t fKL = rec(f, NMP_SHIM_FREE, 101, 0x100000, 0x30000, NMP_KIND_MMAP, 0, 0, 0, 0);
+    /* numa_free */
+    uint64_t tN = ALLOC(f, 101, 0x200000, 0x10000, NMP_KIND_NUMA, 0x600000);
+    uint64_t fN = rec(f, NMP_SHIM_FREE, 101, 0x200000, 0, NMP_KIND_NUMA, 0, 0, 0, 0);
+    /* no stack */
+    uint64_t tQ = rec(f, NMP_SHIM_ALLOC, 101, 0x300000, 70000, NMP_KIND_MALLOC, 0, 0, 0, 0);
+    /* small-allocation totals of two threads */
+    rec(f, NMP_SHIM_TOTALS, 101, 0, 1000, 0, 10, 0, 0, 0);
+    rec(f, NMP_SHIM_TOTALS, 102, 0, UINT32_MAX + 5ULL, 0, 7, 0, 0, 0);
+    /* exec: what is live dies with the old image */
+    uint64_t tR = ALLOC(f, 100, 0x400000, 100000, NMP_KIND_MALLOC, 0x700000);
+    uint64_t exec_t = rec(f, NMP_SHIM_START, 100, 65536, 0, 0, 0, 0, 0, 0);
+    uint64_t tS = ALLOC(f, 100, 0x400000, 100000, NMP_KIND_MALLOC, 0x700000);
+    /* a record cut short by a crash */
+    struct nmp_shim_record part;
+    memset(&part, 0xab, sizeof part);
+    fwrite(&part, 1, 40, f);
+    fclose(f);
+
+    /* a second process with the same addresses */
+    f = shim_open(7);
+    rec(f, NMP_SHIM_START, 7, 65536, 0, 0, 0, 0, 0, 0);
+    uint64_t t7 = ALLOC(f, 7, 0x1000, 100000, NMP_KIND_MALLOC, 0x400100);
+    fclose(f);
+    /* not ours: reported and left alone */
+    char path[2300];
+    snprintf(path, sizeof path, "%s/shim.99.bin", dir);
+    f = fopen(path, "wb");
+    fputs("GARBAGE-GARBAGE-GARBAGE", f);
+    fclose(f);
+    /* names that are not shim files are ignored */
+    snprintf(path, sizeof path, "%s/shim.x.bin", dir);
+    fclose(fopen(path, "wb"));
+
+    struct nmp_shim_totals tot;
+    char err[NMP_ERRLEN];
+    int rc = nmp_shim_convert(dir, &tot, err);
+    CHECK(rc == 0);
+    CHECK(strstr(err, "shim.99.bin") != NULL);
+    CHECK(tot.processes == 2);
+    CHECK(tot.small_allocs == 17);
+    CHECK(tot.small_bytes == 1000ULL + UINT32_MAX + 5ULL);
+    if (tot.small_bytes != 1000ULL + UINT32_MAX + 5ULL)
+        fprintf(stderr, "small_bytes %llu\n", (unsigned long long)tot.small_bytes);
+    CHECK(tot.tracked_allocs == 20);
+    CHECK(!exists("shim.100.bin") && !exists("shim.7.bin"));
+    CHECK(exists("shim.99.bin") && exists("shim.x.bin"));
+
+    struct objects o;
+    read_objects(&o);
+    CHECK(o.n == 20);
+    /* files in pid order: pid 7 first */
+    CHECK(at(&o.pid, 0, 4) == 7 && at(&o.time, 0, 8) == t7 && at(&o.free_time, 0, 8) == 0);
+    size_t a = by_time(&o, tA), b = by_time(&o, tB), c = by_time(&o, tC);
+    CHECK(at(&o.pid, a, 4) == 100 && at(&o.tid, a, 4) == 101 && at(&o.tid, b, 4) == 102);
+    CHECK(at(&o.addr, a, 8) == 0x1000 && at(&o.size, a, 8) == 100000);
+    CHECK(at(&o.kind, a, 1) == NMP_KIND_MALLOC && at(&o.kind, b, 1) == NMP_KIND_CALLOC);
+    CHECK(at(&o.free_time, a, 8) == fA && at(&o.free_time, c, 8) == fC);
+    CHECK(at(&o.free_time, b, 8) == exec_t); /* live until the execve */
+    CHECK(at(&o.stack, a, 4) == at(&o.stack, b, 4));
+    CHECK(at(&o.stack, a, 4) != at(&o.stack, c, 4));
+    size_t d = by_time(&o, tD), e = by_time(&o, tE);
+    CHECK(at(&o.free_time, d, 8) == tE && at(&o.prev, e, 8) == 0x3000);
+    CHECK(at(&o.kind, e, 1) == NMP_KIND_REALLOC && at(&o.prev, d, 8) == 0);
+    size_t fi = by_time(&o, tF), g = by_time(&o, tG), h = by_time(&o, tH);
+    CHECK(at(&o.free_time, fi, 8) == tH);
+    CHECK(at(&o.free_time, g, 8) == fG);
+    CHECK(at(&o.free_time, h, 8) == exec_t);
+    size_t j = by_time(&o, tJ), i = by_time(&o, tI);
+    CHECK(at(&o.free_time, j, 8) == exec_t && at(&o.prev, i, 8) == 0x7000);
+    CHECK(at(&o.free_time, by_time(&o, tK), 8) == fKL);
+    CHECK(at(&o.free_time, by_time(&o, tL), 8) == fKL);
+    CHECK(at(&o.free_time, by_time(&o, tM), 8) == exec_t);
+    CHECK(at(&o.free_time, by_time(&o, tP), 8) == fKL);
+    CHECK(at(&o.free_time, by_time(&o, tU), 8) == exec_t); /* starts where the range ends */
+    CHECK(at(&o.free_time, by_time(&o, tN), 8) == fN);
+    CHECK(at(&o.stack, by_time(&o, tQ), 4) == 0xffffffffu);
+    CHECK(at(&o.free_time, by_time(&o, tR), 8) == exec_t);
+    CHECK(at(&o.free_time, by_time(&o, tS), 8) == 0);
+    /* pid 7's block at 0x1000 is not ended by pid 100's frees */
+    CHECK(at(&o.free_time, 0, 8) == 0);
+
+    /* stacks: ids 0.. in first-seen order, depth 0 innermost */
+    struct col st = read_col("stack_frames", "stack", "<u4", 4);
+    struct col dp = read_col("stack_frames", "depth", "<u2", 2);
+    struct col ip = read_col("stack_frames", "ip", "<u8", 8);
+    CHECK(st.n == dp.n && dp.n == ip.n);
+    /* distinct stacks: 0x400100.., 0x500000.., 0x600000.., 0x700000.. -> 4 x 3 frames */
+    CHECK(st.n == 12);
+    uint32_t sa = (uint32_t)at(&o.stack, a, 4);
+    int seen = 0;
+    for (size_t k = 0; k < st.n; k++) {
+        if (at(&st, k, 4) != sa)
+            continue;
+        CHECK(at(&ip, k, 8) == 0x400100 + at(&dp, k, 2));
+        seen++;
+    }
+    CHECK(seen == 3);
+    for (size_t k = 0; k < o.n; k++)
+        CHECK(at(&o.stack, k, 4) == 0xffffffffu || at(&o.stack, k, 4) < 4);
+    free(st.data);
+    free(dp.data);
+    free(ip.data);
+    free_objects(&o);
+}
+
+static void test_empty_dir(void)
+{
+    fresh_dir("shimconv_empty");
+    struct nmp_shim_totals tot;
+    char err[NMP_ERRLEN] = "x";
+    CHECK(nmp_shim_convert(dir, &tot, err) == 0);
+    CHECK(err[0] == 0);
+    CHECK(tot.processes == 0 && tot.tracked_allocs == 0);
+    struct objects o;
+    read_objects(&o);
+    CHECK(o.n == 0);
+    free_objects(&o);
+    CHECK(exists("stack_frames.ip.col"));
+    CHECK(nmp_shim_convert("/nonexistent/dir", &tot, err) < 0 && strstr(err, "/nonexistent"));
+}
+
+/* Many short-lived blocks at a few recycled addresses: the live-address table must not
+ * grow without bound or lose pairs among its tombstones. */
+static void test_many(void)
+{
+    fresh_dir("shimconv_many");
+    FILE *f = shim_open(5);
+    rec(f, NMP_SHIM_START, 5, 65536, 0, 0, 0, 0, 0, 0);
+    enum { N = 200000, LIVE = 3000 };
+    for (int k = 0; k < N; k++) {
+        uint64_t addr = 0x10000000ULL + (uint64_t)(k % 5000) * 0x100000ULL;
+        if (k >= LIVE)
+            FREE(f, 0x10000000ULL + (uint64_t)((k - LIVE) % 5000) * 0x100000ULL);
+        ALLOC(f, 5, addr, 70000, NMP_KIND_MALLOC, 0x400000 + (uint64_t)(k % 7) * 16);
+    }
+    fclose(f);
+    struct nmp_shim_totals tot;
+    char err[NMP_ERRLEN];
+    CHECK(nmp_shim_convert(dir, &tot, err) == 0);
+    CHECK(tot.tracked_allocs == N);
+    struct objects o;
+    read_objects(&o);
+    CHECK(o.n == N);
+    size_t live = 0, bad = 0;
+    for (size_t k = 0; k < o.n; k++) {
+        uint64_t ft = at(&o.free_time, k, 8);
+        if (!ft)
+            live++;
+        else if (ft <= at(&o.time, k, 8))
+            bad++;
+    }
+    CHECK(live == LIVE);
+    CHECK(bad == 0);
+    struct col st = read_col("stack_frames", "stack", "<u4", 4);
+    CHECK(st.n == 7 * 3);
+    free(st.data);
+    free_objects(&o);
+}
+
+int main(void)
+{
+    test_pairing();
+    test_empty_dir();
+    test_many();
+    if (failures)
+        fprintf(stderr, "%d failure(s)\n", failures);
+    return failures ? 1 : 0;
+}
