@@ -100,6 +100,7 @@ class ObjectResult:
     phases: list[Phase] = field(default_factory=list)
     features: dict[str, float] = field(default_factory=dict)
     access: ObjectAccess | None = None
+    unplaced_samples: int = 0  # samples whose page node is unknown (left out of traffic)
 
 
 @dataclass
@@ -135,6 +136,9 @@ class ProfileInfo:
     duration_s: float
     env: dict[str, str]
     freq: int
+    rules: dict[str, int] = field(default_factory=dict)  # samples per address rule (at_ip, skid, ...)
+    faults: int = 0  # rows of the faults table
+    throttled: int = 0
 
 
 @dataclass

@@ -13,8 +13,8 @@ import os
 from pathlib import Path
 
 import numpy as np
-from numaprof.analyzer import model
 
+from numaprof.analyzer import model
 from numaprof.errors import ProfileError
 
 FORMAT = "numaprof.profile"

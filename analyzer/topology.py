@@ -12,8 +12,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import numpy as np
-from numaprof.analyzer.model import Node, Topology
 
+from numaprof.analyzer.model import Node, Topology
 from numaprof.errors import ProfileError
 
 

@@ -235,17 +235,14 @@ def synth_run(
                     pos = (tt * 2) % 1.0
                     off = (lo + (pos * (hi - lo)).astype(np.int64)) * 8
                 elif ph == "dynamic":
+                    # schedule(dynamic): chunks are handed out in loop order to whichever
+                    # thread is free, so at any moment all threads work on neighbouring
+                    # chunks and which thread gets which part changes all the time
                     cp = a.chunk_pages * PAGE // 8
                     nchunks = max(elems // cp, 1)
                     owner = rng.integers(0, T, nchunks)
-                    # a thread's samples fall in the chunks it got
-                    chunk = np.empty(n, dtype=np.int64)
-                    for k in range(T):
-                        mine = np.flatnonzero(owner == k)
-                        sel = thr == k
-                        if len(mine) == 0:
-                            mine = np.arange(nchunks)
-                        chunk[sel] = rng.choice(mine, sel.sum())
+                    chunk = np.minimum((tt * nchunks).astype(np.int64), nchunks - 1)
+                    thr = owner[chunk]
                     off = (chunk * cp + rng.integers(0, cp, n)) * 8
                 elif ph == "random":
                     off = rng.integers(0, elems, n) * 8

@@ -1,0 +1,609 @@
+"""analyze(): profile in, :class:`~numaprof.analyzer.model.Analysis` out (SPEC §3).
+
+The steps work on whole columns at a time: attribution is a binary search per sample
+over sorted intervals, per-object statistics are bincounts over object ids, and only
+objects (not samples) are ever visited in Python loops.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from numaprof.analyzer import attribution as att
+from numaprof.analyzer import features as feat
+from numaprof.analyzer import patterns, symbols
+from numaprof.analyzer import threads as thr
+from numaprof.analyzer.model import (
+    Analysis,
+    FirstTouch,
+    ObjectAccess,
+    ObjectResult,
+    ProfileInfo,
+    Topology,
+)
+from numaprof.analyzer.profile import Profile, open_profile
+from numaprof.analyzer.topology import single_node
+from numaprof.errors import ProfileError
+
+NO_STACK = 0xFFFFFFFF
+STACK_SIZES = {8 << 20, (8 << 20) + 4096}  # glibc default thread stack (+ guard page)
+PROT_WRITE = 2
+RULE_NAMES = {0: "no_mem", 1: "at_ip", 2: "skid", 3: "hw", 10: "unreadable", 11: "undecodable",
+              12: "segment", 13: "kernel", 14: "vsib", 15: "clobbered"}
+SERIAL_MASTER = 0.9
+
+
+@dataclass
+class _Obj:
+    kind: str  # heap | static | stack | mapping
+    key: tuple
+    pid: int
+    address: int
+    size: int
+    count: int = 1
+    stack: int = NO_STACK
+    name: str = ""
+    site: str = ""
+    path: str = ""
+    alloc_rows: list | None = None  # objects-table rows (heap)
+
+
+def analyze(path_or_profile, *, top: int | None = None, object_name: str | None = None,
+            progress=None) -> Analysis:
+    """Analyse a profile (a path or an opened :class:`Profile`); see SPEC §3.
+
+    ``top`` keeps the N objects with most samples, ``object_name`` only objects with that
+    name (or site); ``progress(step, fraction)`` is called as the work advances.
+    """
+    prof = path_or_profile if isinstance(path_or_profile, Profile) else open_profile(path_or_profile)
+    step = progress or (lambda _s, _f: None)
+    findings: list[str] = []
+    step("loading", 0.0)
+    s = prof.table("samples")
+    n_all = len(s["time"])
+    try:
+        topo = prof.topology()
+    except ProfileError:
+        topo = single_node(np.unique(np.asarray(s["cpu"])).tolist())
+        findings.append("the profile has no recorded topology: assuming one NUMA node")
+    page = int(topo.page_size or 4096)
+    page_shift = page.bit_length() - 1
+    N = max(topo.n_nodes, 1)
+    node_ids = [n.id for n in topo.nodes]
+    node_index = {nid: i for i, nid in enumerate(node_ids)}  # node id → matrix row
+
+    # ---- threads (all samples) ---------------------------------------------------------
+    tt = prof.table("threads")
+    s_tid = np.asarray(s["tid"]).astype(np.int64)
+    tids = thr.thread_ids(tt, s_tid)
+    s_tidx = np.searchsorted(tids, s_tid).astype(np.int32)
+    s_cpu = np.asarray(s["cpu"])
+    step("threads", 0.1)
+    threads, tfind = thr.analyze_threads(tt, tids, s_tidx, s_cpu, s["time"], topo)
+    findings.extend(tfind)
+    cpu_row = _cpu_rows(topo, int(s_cpu.max()) + 1 if n_all else 1, node_index)
+
+    # ---- samples with a data address ----------------------------------------------------
+    step("attributing", 0.2)
+    addr_all = s["addr"]
+    has = addr_all != 0
+    with_address = int(has.sum())
+    if with_address == n_all:
+        sel = slice(None)
+    else:
+        sel = np.flatnonzero(has)
+    a_addr = np.asarray(addr_all[sel], dtype=np.uint64)
+    a_time = np.asarray(s["time"][sel], dtype=np.uint64)
+    a_pid = np.asarray(s["pid"][sel])
+    a_tidx = s_tidx[sel]
+    a_trow = cpu_row[np.asarray(s_cpu[sel])]  # matrix row of the thread's node, −1 unknown
+    a_access = np.asarray(s["access"][sel])
+    w_raw = np.asarray(s["weight"][sel])
+    a_weight = np.where(w_raw > 0, w_raw, 1).astype(np.float64) if w_raw.any() else None
+    del s_tid
+
+    mappings = symbols.Mappings(prof.table("mappings"))
+    resolver = symbols.CodeResolver(mappings)
+    objs: list[_Obj] = []
+    heap_iv = _heap_intervals(prof.table("objects"), objs)
+    static_iv = _static_intervals(mappings, objs)
+    map_iv = _mapping_intervals(prof.table("mappings"), objs)
+    ivs = att.Intervals.concat([heap_iv, static_iv, map_iv])
+    # Priority: heap allocations, then statics, then whole mappings (which contain both).
+    a_iv = np.full(len(a_addr), -1, dtype=np.int64)
+    offset = 0
+    for part in (heap_iv, static_iv, map_iv):
+        todo = np.flatnonzero(a_iv < 0) if offset else slice(None)
+        if len(part):
+            loc = att.locate(a_pid[todo], a_addr[todo], a_time[todo], part)
+            a_iv[todo] = np.where(loc >= 0, loc + offset, -1)
+        offset += len(part)
+    a_iv = a_iv.astype(np.int32)
+    a_obj = np.where(a_iv >= 0, ivs.obj[np.maximum(a_iv, 0)], -1).astype(np.int32)
+    outside = int((a_obj < 0).sum())
+
+    # ---- page nodes -------------------------------------------------------------------
+    step("placement", 0.4)
+    pkeys, pnodes = att.latest_page_nodes(prof.table("page_nodes"), page_shift)
+    if N == 1:
+        a_prow = np.zeros(len(a_addr), dtype=np.int16)  # one node: every page is on it
+    else:
+        found = att.lookup_nodes(pkeys, pnodes, att.page_keys(a_pid, a_addr, page_shift)).astype(np.int64)
+        a_prow = _rows_of_nodes(found, node_index).astype(np.int16)
+        del found
+    numa_maps = _parse_numa_maps(prof.numa_maps())
+    obj_nm = {}  # object id → pages per node row from numa_maps
+    for oi, o in enumerate(objs):
+        if o.kind == "heap":
+            pb = _numa_maps_pages(o, numa_maps, prof.table("objects"), page, node_index, N)
+            if pb is not None:
+                obj_nm[oi] = pb
+    if N > 1 and obj_nm:
+        # pages never located by move_pages: use the node numa_maps gives when it is one
+        single = np.full(len(objs) + 1, -1, dtype=np.int64)
+        for oi, pb in obj_nm.items():
+            nz = np.flatnonzero(pb)
+            if len(nz) == 1:
+                single[oi] = nz[0]
+        fill = (a_prow < 0) & (a_obj >= 0)
+        a_prow[fill] = single[a_obj[fill]]
+
+    # ---- global traffic -----------------------------------------------------------------
+    known = (a_trow >= 0) & (a_prow >= 0)
+    w_known = a_weight[known] if a_weight is not None else None
+    traffic = np.bincount(a_trow[known].astype(np.int64) * N + a_prow[known], weights=w_known,
+                          minlength=N * N).reshape(N, N)
+    del known
+    g_local, g_load, g_imb = _traffic_stats(traffic)
+
+    # ---- objects with samples --------------------------------------------------------
+    step("objects", 0.5)
+    n_obj = len(objs)
+    o_counts = np.bincount(a_obj[a_obj >= 0], minlength=n_obj) if n_obj else np.zeros(0, dtype=np.int64)
+    hot = [int(i) for i in np.argsort(-o_counts, kind="stable") if o_counts[i] > 0]
+    for oi in hot:
+        _name(objs[oi], resolver, prof)
+    if object_name is not None:
+        hot = [oi for oi in hot if object_name in (objs[oi].name, objs[oi].site)]
+    if top is not None:
+        hot = hot[: max(top, 0)]
+
+    # first touches: first fault of each page of each interval
+    ft = _first_touches(prof.table("faults"), ivs, heap_iv, static_iv, map_iv, page_shift)
+
+    order = np.argsort(a_obj, kind="stable")
+    bounds = np.searchsorted(a_obj[order], np.arange(-1, n_obj + 1))
+    t_origin = int(a_time.min()) if len(a_time) else 0
+    n_program_threads = sum(1 for t in threads if t.samples)
+    results = []
+    for k, oi in enumerate(hot):
+        step("objects", 0.5 + 0.45 * k / max(len(hot), 1))
+        idx = order[bounds[oi + 1] : bounds[oi + 2]]
+        results.append(_object_result(
+            objs[oi], oi, idx, a_addr, a_time, a_tidx, a_trow, a_prow, a_access, a_weight, a_iv, ivs,
+            N, page, with_address, ft, obj_nm.get(oi), topo, node_index, threads, resolver,
+            n_program_threads, t_origin, pkeys, pnodes))
+    step("done", 1.0)
+
+    m = prof.manifest
+    counts = m.get("counts") or {}
+    rules = {}
+    if n_all:
+        rc = np.bincount(np.asarray(s["rule"]), minlength=16)
+        rules = {RULE_NAMES.get(i, str(i)): int(c) for i, c in enumerate(rc) if c}
+    info = ProfileInfo(
+        path=str(prof.path),
+        command=list(m.get("command") or []),
+        backend=str(m.get("backend") or (m.get("collector") or {}).get("backend") or "unknown"),
+        backend_reason=dict(m.get("backend_reason") or {}),
+        samples=n_all,
+        with_address=with_address,
+        address_coverage=with_address / n_all if n_all else 0.0,
+        lost=int(counts.get("lost", 0) or 0),
+        unresolved=int(counts.get("unresolved", n_all - with_address) or 0),
+        outside_objects=outside,
+        complete=prof.complete,
+        incomplete_reason=prof.incomplete_reason,
+        exit_status=m.get("exit_status"),
+        duration_s=_duration(m, s["time"]),
+        env=dict(m.get("env") or {}),
+        freq=int((m.get("sampling") or {}).get("freq", 0) or 0),
+        rules=rules,
+        faults=len(prof.table("faults")["time"]),
+        throttled=int(counts.get("throttled", 0) or 0),
+    )
+    if not prof.complete:
+        findings.append(f"the run did not complete ({prof.incomplete_reason or 'reason unknown'}): "
+                        "the profile covers only part of it")
+    return Analysis(profile=info, topology=topo, objects=results, threads=threads, traffic=traffic,
+                    local_fraction=g_local, load_per_node=g_load, imbalance=g_imb, findings=findings)
+
+
+# ------------------------------------------------------------------------------ helpers
+
+def _cpu_rows(topo: Topology, ncpu: int, node_index: dict[int, int]) -> np.ndarray:
+    m = topo.node_of_cpu()
+    size = max([ncpu, *(c + 1 for c in m)], default=1)
+    rows = np.full(size, -1, dtype=np.int16)
+    for c, nd in m.items():
+        rows[c] = node_index.get(nd, -1)
+    if topo.n_nodes == 1:
+        rows[:] = 0  # a cpu missing from a one-node topology is still on that node
+    return rows
+
+
+def _rows_of_nodes(nodes: np.ndarray, node_index: dict[int, int]) -> np.ndarray:
+    if all(k == v for k, v in node_index.items()):
+        return np.where((nodes >= 0) & (nodes < len(node_index)), nodes, -1)
+    lut = np.full(max(node_index) + 2, -1, dtype=np.int64)
+    for nid, row in node_index.items():
+        lut[nid] = row
+    return np.where((nodes >= 0) & (nodes <= max(node_index)), lut[np.clip(nodes, 0, max(node_index))], -1)
+
+
+def _traffic_stats(t: np.ndarray) -> tuple[float, list[float], float]:
+    total = float(t.sum())
+    if total <= 0:
+        return 0.0, [0.0] * len(t), 0.0
+    load = t.sum(axis=0) / total
+    return float(np.trace(t) / total), [float(x) for x in load], float(load.max() / load.mean())
+
+
+def _duration(manifest: dict, times) -> float:
+    try:
+        a = _dt.datetime.fromisoformat(str(manifest["start_time"]).replace("Z", "+00:00"))
+        b = _dt.datetime.fromisoformat(str(manifest["end_time"]).replace("Z", "+00:00"))
+        if b >= a:
+            return (b - a).total_seconds()
+    except (KeyError, ValueError, TypeError):
+        pass
+    if len(times) < 2:
+        return 0.0
+    return float(int(times[len(times) - 1]) - int(times[0])) / 1e9
+
+
+def _heap_intervals(ot: dict, objs: list[_Obj]) -> att.Intervals:
+    n = len(ot["addr"])
+    if n == 0:
+        return att.Intervals.empty()
+    pid = np.asarray(ot["pid"]).astype(np.int64)
+    start = np.asarray(ot["addr"]).astype(np.uint64)
+    size = np.asarray(ot["size"]).astype(np.uint64)
+    t0 = np.asarray(ot["time"]).astype(np.uint64)
+    ft = np.asarray(ot["free_time"]).astype(np.uint64)
+    t1 = np.where(ft > 0, ft, att.NEVER)
+    stack = np.asarray(ot["stack"]).astype(np.int64)
+    obj = np.empty(n, dtype=np.int64)
+    groups: dict[tuple, int] = {}
+    for i, (p, st, a, sz) in enumerate(zip(pid.tolist(), stack.tolist(), start.tolist(), size.tolist(), strict=True)):
+        # allocations from the same call stack are one object ("site"); without a stack
+        # each allocation stands alone
+        key = ("heap", p, st) if st != NO_STACK else ("heap", p, -1, a, i)
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = len(objs)
+            objs.append(_Obj("heap", key, p, a, sz, count=0, stack=st, alloc_rows=[]))
+        o = objs[g]
+        o.count += 1
+        o.size = max(o.size, sz)
+        o.alloc_rows.append(i)
+        obj[i] = g
+    return att.Intervals(pid, start, start + size, t0, t1, obj)
+
+
+def _static_intervals(mappings: symbols.Mappings, objs: list[_Obj]) -> att.Intervals:
+    rows = []
+    groups: dict[tuple, int] = {}
+    seen: set[tuple[int, str]] = set()
+    for pid, (start, _, pgoff, path) in mappings.files():
+        if (pid, path) in seen:
+            continue
+        info = symbols.elf_info(path)
+        if info is None or not info.objects:
+            continue
+        bias = info.load_bias(start, pgoff)
+        if bias is None:
+            continue
+        seen.add((pid, path))
+        base = os.path.basename(path)
+        for sym in info.objects:
+            key = ("static", path, sym.name, sym.address)
+            g = groups.get(key)
+            if g is None:
+                g = groups[key] = len(objs)
+                objs.append(_Obj("static", key, pid, sym.address + bias, sym.size, name=sym.name,
+                                 site=f"{sym.section}@{base}", path=path))
+            rows.append((pid, sym.address + bias, sym.size, g))
+    if not rows:
+        return att.Intervals.empty()
+    r = np.array(rows, dtype=np.uint64)
+    n = len(rows)
+    return att.Intervals(r[:, 0].astype(np.int64), r[:, 1], r[:, 1] + r[:, 2], np.zeros(n, dtype=np.uint64),
+                         np.full(n, att.NEVER, dtype=np.uint64), r[:, 3].astype(np.int64))
+
+
+def _mapping_intervals(mt: dict, objs: list[_Obj]) -> att.Intervals:
+    n = len(mt["start"])
+    if n == 0:
+        return att.Intervals.empty()
+    prot = np.asarray(mt["prot"])
+    known_prot = bool(prot.any())
+    rows = []
+    groups: dict[tuple, int] = {}
+    for i in range(n):
+        path = str(mt["path"][i])
+        start, length = int(mt["start"][i]), int(mt["len"][i])
+        pid = int(mt["pid"][i])
+        if path.startswith("/") and known_prot and not int(prot[i]) & PROT_WRITE:
+            continue  # code and read-only file data: not an object
+        if path.startswith("[stack") or (not path and length in STACK_SIZES):
+            kind, name = "stack", path or f"stack@{start:#x}"
+        elif path.startswith("/"):
+            kind, name = "mapping", f"{os.path.basename(path)}@{start:#x}"
+        else:
+            kind, name = "mapping", path or f"anon@{start:#x}"
+        key = ("map", pid, start, length, path)
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = len(objs)
+            objs.append(_Obj(kind, key, pid, start, length, name=name, site=path or "anonymous mapping",
+                             path=path))
+        rows.append((pid, start, length, int(mt["time"][i]), g))
+    if not rows:
+        return att.Intervals.empty()
+    r = np.array(rows, dtype=np.uint64)
+    return att.Intervals(r[:, 0].astype(np.int64), r[:, 1], r[:, 1] + r[:, 2], r[:, 3],
+                         np.full(len(rows), att.NEVER, dtype=np.uint64), r[:, 4].astype(np.int64))
+
+
+def _name(o: _Obj, resolver: symbols.CodeResolver, prof: Profile) -> None:
+    if o.name or o.kind != "heap":
+        return
+    fallback = f"heap@{o.address:#x}"
+    if o.stack == NO_STACK:
+        o.name, o.site = fallback, "?"
+        return
+    frames = _stack_frames(prof)
+    ips = frames.get(o.stack, [])
+    roots = [str(prof.manifest.get("cwd") or ""), str(prof.path.parent)]
+    site = None
+    for ip in ips:
+        sl = resolver.resolve(o.pid, ip, return_address=True)
+        if sl is None:
+            continue
+        if sl.line > 0:
+            site = sl
+            break
+        if site is None:
+            site = sl  # function only; keep looking for a frame with line info
+    if site is None:
+        o.name, o.site = fallback, "?"
+        return
+    o.site = site.site if site.line > 0 else f"{site.function}@{os.path.basename(site.file)}"
+    var = None
+    if site.line > 0:
+        src = symbols.find_source(site.file, [r for r in roots if r])
+        if src is not None:
+            var = symbols.assigned_name(str(src), site.line, site.column)
+    o.name = var or o.site
+
+
+def _stack_frames(prof: Profile) -> dict[int, list[int]]:
+    cached = getattr(prof, "_nmp_frames", None)
+    if cached is not None:
+        return cached
+    sf = prof.table("stack_frames")
+    out: dict[int, list[int]] = {}
+    if len(sf["stack"]):
+        order = np.lexsort((np.asarray(sf["depth"]), np.asarray(sf["stack"])))
+        for st, ip in zip(np.asarray(sf["stack"])[order].tolist(), np.asarray(sf["ip"])[order].tolist(),
+                          strict=True):
+            out.setdefault(st, []).append(ip)
+    prof._nmp_frames = out
+    return out
+
+
+@dataclass
+class _FirstTouch:
+    iv: np.ndarray  # interval of each first-touched page
+    page: np.ndarray  # page index inside the interval
+    tid: np.ndarray
+    cpu: np.ndarray
+    ip: np.ndarray
+    pid: np.ndarray
+    obj: np.ndarray  # object id
+
+
+def _first_touches(ft: dict, ivs, heap_iv, static_iv, map_iv, page_shift) -> _FirstTouch | None:
+    n = len(ft["time"])
+    if n == 0 or len(ivs) == 0:
+        return None
+    addr = np.asarray(ft["addr"], dtype=np.uint64)
+    time = np.asarray(ft["time"], dtype=np.uint64)
+    pid = np.asarray(ft["pid"])
+    where = np.full(n, -1, dtype=np.int64)
+    offset = 0
+    for part in (heap_iv, static_iv, map_iv):
+        todo = np.flatnonzero(where < 0)
+        if len(part) and len(todo):
+            loc = att.locate(pid[todo], addr[todo], time[todo], part)
+            where[todo] = np.where(loc >= 0, loc + offset, -1)
+        offset += len(part)
+    ok = np.flatnonzero(where >= 0)
+    if len(ok) == 0:
+        return None
+    iv = where[ok]
+    pg = ((addr[ok] >> np.uint64(page_shift)) - (ivs.start[iv] >> np.uint64(page_shift))).astype(np.int64)
+    order = np.lexsort((time[ok], pg, iv))
+    iv, pg, ok = iv[order], pg[order], ok[order]
+    first = np.ones(len(ok), dtype=bool)
+    first[1:] = (iv[1:] != iv[:-1]) | (pg[1:] != pg[:-1])
+    iv, pg, ok = iv[first], pg[first], ok[first]
+    return _FirstTouch(iv, pg, np.asarray(ft["tid"])[ok].astype(np.int64), np.asarray(ft["cpu"])[ok].astype(np.int64),
+                       np.asarray(ft["ip"])[ok].astype(np.uint64), pid[ok].astype(np.int64), ivs.obj[iv])
+
+
+def _first_touch_of(oi, ft: _FirstTouch | None, topo, n_program_threads, resolver) -> FirstTouch:
+    if ft is None:
+        return FirstTouch(0, [], 0.0, None, [], 0, False)
+    sel = np.flatnonzero(ft.obj == oi)
+    if len(sel) == 0:
+        return FirstTouch(0, [], 0.0, None, [], 0, False)
+    tids, tcounts = np.unique(ft.tid[sel], return_counts=True)
+    top = int(np.argmax(tcounts))
+    master = float(tcounts[top] / len(sel))
+    cpu_node = topo.node_of_cpu()
+    nodes, ncounts = np.unique([cpu_node.get(int(c), -1) for c in ft.cpu[sel]], return_counts=True)
+    node_list = [int(n) for n in nodes[np.argsort(-ncounts, kind="stable")] if n >= 0]
+    sites: dict[str, int] = {}
+    ips, icounts = np.unique(np.stack([ft.pid[sel], ft.ip[sel].astype(np.int64)]), axis=1, return_counts=True)
+    for (p, ip), c in zip(ips.T.tolist(), icounts.tolist(), strict=True):
+        sl = resolver.resolve(int(p), int(ip) & 0xFFFFFFFFFFFFFFFF)
+        key = sl.site if sl is not None and sl.line > 0 else (f"{sl.function}@?" if sl else f"{int(ip) & 0xFFFFFFFFFFFFFFFF:#x}")
+        sites[key] = sites.get(key, 0) + c
+    site_list = [k for k, _ in sorted(sites.items(), key=lambda kv: -kv[1])][:5]
+    return FirstTouch(
+        threads=len(tids),
+        nodes=node_list,
+        master_fraction=master,
+        master_tid=int(tids[top]),
+        sites=site_list,
+        pages=len(sel),
+        serial=master >= SERIAL_MASTER and n_program_threads >= 2,
+    )
+
+
+def _object_result(o: _Obj, oi, idx, a_addr, a_time, a_tidx, a_trow, a_prow, a_access, a_weight, a_iv, ivs,
+                   N, page, with_address, ft, nm_pages, topo, node_index, threads, resolver,
+                   n_program_threads, t_origin, pkeys, pnodes) -> ObjectResult:
+    n = len(idx)
+    iv = a_iv[idx]
+    off = (a_addr[idx] - ivs.start[iv]).astype(np.int64)
+    span = (ivs.end[iv] - ivs.start[iv]).astype(np.float64)
+    pos = np.minimum(off / np.maximum(span, 1), np.nextafter(1.0, 0))
+    pg = off // page
+    acc = a_access[idx]
+    known_acc = np.count_nonzero(acc)
+    reads = float(np.count_nonzero(acc == 1) / known_acc) if known_acc else 0.0
+    stores = float(np.count_nonzero(acc == 2) / known_acc) if known_acc else 0.0
+    rmw = float(np.count_nonzero(acc == 3) / known_acc) if known_acc else 0.0
+    w = a_weight[idx] if a_weight is not None else None
+    trow, prow = a_trow[idx], a_prow[idx]
+    known = (trow >= 0) & (prow >= 0)
+    traffic = np.bincount(trow[known].astype(np.int64) * N + prow[known], weights=None if w is None else w[known],
+                          minlength=N * N).reshape(N, N)
+    local, load, imb = _traffic_stats(traffic)
+    # pages per node: numa_maps for the object's own mapping, else the sampled pages
+    if nm_pages is not None:
+        pages_by_node = [int(x) for x in nm_pages]
+    else:
+        keys = iv.astype(np.int64) * (1 << 36) + pg
+        uk, first = np.unique(keys, return_index=True)
+        pr = prow[first]
+        pages_by_node = [int(x) for x in np.bincount(pr[pr >= 0], minlength=N)[:N]]
+    page_key = iv.astype(np.int64) * (1 << 36) + pg
+    features, windows = feat.object_features(a_time[idx], a_tidx[idx], pos, page_key)
+    pattern, conf = patterns.classify(features)
+    first_touch = _first_touch_of(oi, ft, topo, n_program_threads, resolver)
+    if nm_pages is None and N == 1 and first_touch.pages > sum(pages_by_node):
+        pages_by_node = [first_touch.pages]
+    n_pages = max(1, -(-int(o.size) // page))
+    access = ObjectAccess(page=pg.astype(np.int64), thread=a_tidx[idx].astype(np.int32),
+                          # unweighted samples share one read-only 1.0 instead of n copies
+                          weight=w if w is not None else np.broadcast_to(np.float64(1.0), (n,)),
+                          write=acc >= 2, n_pages=n_pages)
+    return ObjectResult(
+        name=o.name or f"{o.kind}@{o.address:#x}",
+        site=o.site,
+        kind=o.kind,
+        address=int(o.address),
+        size=int(o.size),
+        samples=n,
+        share=n / with_address if with_address else 0.0,
+        pattern=pattern,
+        pattern_confidence=conf,
+        reads=reads,
+        writes=stores + rmw,
+        rmw=rmw,
+        first_touch=first_touch,
+        pages_by_node=pages_by_node,
+        traffic=traffic,
+        local_fraction=local,
+        load_per_node=load,
+        imbalance=imb,
+        count=o.count,
+        threads=int(len(np.unique(a_tidx[idx]))),
+        phases=patterns.phases(windows, t_origin),
+        features=features,
+        access=access,
+        unplaced_samples=int(n - known.sum()),
+    )
+
+
+# ---------------------------------------------------------------------------- numa_maps
+
+def _parse_numa_maps(texts: dict[int, str]) -> dict[int, tuple[np.ndarray, list]]:
+    """{pid: (sorted VMA starts, [(start, {node: pages}, page_bytes)])}."""
+    out = {}
+    for pid, text in texts.items():
+        rows = []
+        for line in text.splitlines():
+            parts = line.split()
+            if not parts:
+                continue
+            try:
+                start = int(parts[0], 16)
+            except ValueError:
+                continue
+            nodes: dict[int, int] = {}
+            kps = 4096
+            for p in parts[2:]:
+                if p.startswith("N") and "=" in p:
+                    k, v = p[1:].split("=", 1)
+                    if k.isdigit() and v.isdigit():
+                        nodes[int(k)] = int(v)
+                elif p.startswith("kernelpagesize_kB="):
+                    kps = int(p.split("=", 1)[1] or 4) * 1024
+            rows.append((start, nodes, kps))
+        rows.sort(key=lambda r: r[0])
+        out[pid] = (np.array([r[0] for r in rows], dtype=np.uint64), rows)
+    return out
+
+
+def _numa_maps_pages(o: _Obj, nm, ot, page, node_index, N) -> np.ndarray | None:
+    """Pages per node of a heap object from numa_maps, when each of its allocations that
+    was alive at exit has a VMA of its own (large allocations are mmap'd by malloc)."""
+    if not nm or not o.alloc_rows:
+        return None
+    total = np.zeros(N, dtype=np.int64)
+    matched = False
+    for r in o.alloc_rows:
+        if int(ot["free_time"][r]):
+            continue
+        entry = nm.get(int(ot["pid"][r]))
+        if entry is None:
+            continue
+        starts, rows = entry
+        a, size = int(ot["addr"][r]), int(ot["size"][r])
+        i = int(np.searchsorted(starts, np.uint64(a), side="right")) - 1
+        if i < 0:
+            return None
+        vstart, nodes, kps = rows[i]
+        nxt = rows[i + 1][0] if i + 1 < len(rows) else None
+        # the VMA must begin within a page before the allocation and hold no more pages
+        # than the allocation (plus its header page): then the counts are this object's
+        if a - vstart >= 2 * page or (nxt is not None and nxt < a + size):
+            return None
+        pages = sum(nodes.values()) * kps // page
+        if pages > -(-size // page) + 2:
+            return None
+        for nid, cnt in nodes.items():
+            row = node_index.get(nid)
+            if row is not None:
+                total[row] += cnt * kps // page
+        matched = True
+    return total if matched else None

@@ -1,0 +1,179 @@
+"""Per-object access features for the pattern classifier (SPEC §3.2), documented in
+docs/analyzer.md.
+
+Input: the object's samples as arrays (time, thread, relative position in the array,
+page key).  The run of the object is cut into windows of equal sample counts; inside a
+window each thread's accesses are summarised by robust percentiles of its position.
+Nothing here decides a pattern — :mod:`numaprof.analyzer.patterns` does — so a trained
+model can later consume the same features.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+BINS = 16  # spatial histogram bins for the entropy feature
+MIN_THREAD_SAMPLES = 2  # samples a thread needs in a window to count as active there
+SERIAL_SHARE = 0.9  # one thread with this share of a window's samples makes it serial
+
+
+@dataclass
+class Windows:
+    """Per-window summaries; arrays have one entry per window (W) or window×thread."""
+
+    start: np.ndarray  # int64 ns, first sample time of the window
+    end: np.ndarray  # int64 ns, last sample time
+    samples: np.ndarray  # int64
+    parallel: np.ndarray  # bool: ≥ 2 active threads
+    span: np.ndarray  # float, median per-thread span (p95 − p5 of position) in the window
+    entropy: np.ndarray  # float, median per-thread normalised spatial entropy
+    overlap: np.ndarray  # float, mean pairwise overlap of thread ranges
+    rank: np.ndarray  # (W, T) normalised rank of each thread's median position, NaN if absent
+    distance: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # (W, W) mapping distance
+
+
+def _window_ids(n: int, n_threads: int) -> tuple[np.ndarray, int]:
+    # Enough windows to see phases, few enough that each thread has ~20 samples per window.
+    w = int(np.clip(n // max(20 * n_threads, 1), 2, 16)) if n >= 4 else 1
+    return (np.arange(n, dtype=np.int64) * w) // max(n, 1), w
+
+
+def object_features(
+    time: np.ndarray,
+    thread: np.ndarray,
+    pos: np.ndarray,
+    page_key: np.ndarray,
+) -> tuple[dict[str, float], Windows]:
+    """Features of one object's samples.
+
+    ``time`` ns, ``thread`` small ints, ``pos`` position in the array in [0, 1),
+    ``page_key`` an integer per distinct page (allocation and page).  Returns the feature
+    dict and the per-window table the phase labelling uses.
+    """
+    n = len(time)
+    if n and np.any(np.diff(time.astype(np.int64)) < 0):
+        o = np.argsort(time, kind="stable")
+        time, thread, pos, page_key = time[o], thread[o], pos[o], page_key[o]
+    uthreads, tl = np.unique(thread, return_inverse=True)
+    T = len(uthreads)
+    wid, W = _window_ids(n, T)
+    feats: dict[str, float] = {"samples": float(n), "threads": float(T), "windows": float(W)}
+    if n == 0:
+        return feats, Windows(*(np.zeros(0) for _ in range(7)), rank=np.zeros((0, 0)))
+
+    # ---- per (window, thread) groups: percentiles of position -----------------------
+    g = wid * T + tl
+    order = np.lexsort((pos, g))
+    gs, ps = g[order], pos[order]
+    starts = np.flatnonzero(np.r_[True, gs[1:] != gs[:-1]])
+    counts = np.diff(np.r_[starts, n])
+    gid = gs[starts]
+    gw, gt = gid // T, gid % T
+
+    def q(frac):
+        return ps[starts + np.floor(frac * (counts - 1)).astype(np.int64)]
+
+    p5, p50, p95 = q(0.05), q(0.5), q(0.95)
+    span = p95 - p5
+    # spatial entropy of each group, normalised by what its sample count allows
+    bins = np.minimum((pos * BINS).astype(np.int64), BINS - 1)
+    h = np.bincount(g * BINS + bins, minlength=W * T * BINS).reshape(W * T, BINS)[gid]
+    prob = h / counts[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ent = -np.nansum(np.where(prob > 0, prob * np.log(prob), 0.0), axis=1)
+    cap = np.log(np.minimum(counts, BINS).astype(float))
+    ent = np.where(cap > 0, ent / np.where(cap > 0, cap, 1), 0.0)
+
+    active = counts >= MIN_THREAD_SAMPLES
+    w_samples = np.bincount(wid, minlength=W)
+    top_share = np.zeros(W)
+    np.maximum.at(top_share, gw, counts / w_samples[gw])
+    n_active = np.bincount(gw[active], minlength=W)
+    parallel = (n_active >= 2) & (top_share < SERIAL_SHARE)
+
+    w_span = np.full(W, np.nan)
+    w_ent = np.full(W, np.nan)
+    w_ovl = np.full(W, np.nan)
+    rank = np.full((W, T), np.nan)
+    for w in range(W):
+        m = (gw == w) & active
+        if not m.any():
+            m = gw == w
+        if not m.any():
+            continue
+        w_span[w] = np.median(span[m])
+        w_ent[w] = np.median(ent[m])
+        lo, hi, mid, th = p5[m], p95[m], p50[m], gt[m]
+        k = len(lo)
+        if k >= 2:
+            inter = np.clip(np.minimum(hi[:, None], hi[None, :]) - np.maximum(lo[:, None], lo[None, :]), 0, None)
+            union = np.maximum(hi[:, None], hi[None, :]) - np.minimum(lo[:, None], lo[None, :])
+            iou = np.where(union > 0, inter / np.where(union > 0, union, 1), 1.0)
+            w_ovl[w] = (iou.sum() - k) / (k * (k - 1))
+            r = np.argsort(np.argsort(mid, kind="stable"), kind="stable")
+            rank[w, th] = r / (k - 1)
+
+    # ---- stability of the thread → block mapping across parallel windows -------------
+    pw = np.flatnonzero(parallel)
+    R = rank[pw]
+    both = ~np.isnan(R[:, None, :]) & ~np.isnan(R[None, :, :])
+    diff = np.where(both, np.abs(np.nan_to_num(R[:, None, :]) - np.nan_to_num(R[None, :, :])), 0.0)
+    nboth = both.sum(axis=2)
+    dist = np.where(nboth >= 2, diff.sum(axis=2) / np.maximum(nboth, 1), np.nan)
+    full = np.full((W, W), np.nan)
+    if len(pw):
+        full[np.ix_(pw, pw)] = dist
+    iu = np.triu_indices(len(pw), 1)
+    pair_d = dist[iu] if len(pw) >= 2 else np.zeros(0)
+    pair_d = pair_d[~np.isnan(pair_d)]
+    consec = np.array([full[a, b] for a, b in zip(pw[:-1], pw[1:], strict=True)]) if len(pw) >= 2 else np.zeros(0)
+    consec = consec[~np.isnan(consec)]
+
+    # ---- page sharing and sequentiality (whole parallel part) -------------------------
+    in_par = parallel[wid]
+    if in_par.any():
+        pk, pt = page_key[in_par], tl[in_par]
+        pairs = np.unique(pk.astype(np.uint64) * np.uint64(max(T, 1)) + pt.astype(np.uint64))
+        per_page = np.unique(pairs // np.uint64(max(T, 1)), return_counts=True)[1]
+        sharing = float(np.mean(per_page > 1))
+        sharing_deg = float(np.mean(per_page))
+    else:
+        sharing, sharing_deg = 0.0, 0.0
+    o = np.lexsort((time, tl))
+    same = tl[o][1:] == tl[o][:-1]
+    d = np.diff(pos[o])[same]
+    small_stride = float(np.mean(np.abs(d) < 1.0 / 64)) if len(d) else 0.0
+    forward = float(np.mean((d >= 0) & (d < 1.0 / 64))) if len(d) else 0.0
+
+    par_groups = parallel[gw] & active
+
+    def med(x):
+        return float(np.median(x)) if len(x) else 0.0
+
+    feats.update(
+        parallel_windows=float(len(pw)),
+        serial_windows=float(W - len(pw)),
+        parallel_samples=float(in_par.sum()),
+        span_median=med(span[par_groups]),
+        span_p90=float(np.quantile(span[par_groups], 0.9)) if par_groups.any() else 0.0,
+        entropy_median=med(ent[par_groups]),
+        overlap_median=med(w_ovl[pw][~np.isnan(w_ovl[pw])]) if len(pw) else 0.0,
+        instability=float(pair_d.mean()) if len(pair_d) else 0.0,
+        instability_consecutive=float(consec.mean()) if len(consec) else 0.0,
+        instability_max=float(pair_d.max()) if len(pair_d) else 0.0,
+        window_pairs=float(len(pair_d)),
+        page_sharing=sharing,
+        threads_per_page=sharing_deg,
+        small_stride=small_stride,
+        forward_stride=forward,
+    )
+    t64 = time.astype(np.int64)
+    w_start = np.full(W, 0, dtype=np.int64)
+    w_end = np.full(W, 0, dtype=np.int64)
+    firsts = np.searchsorted(wid, np.arange(W))
+    lasts = np.searchsorted(wid, np.arange(W), side="right") - 1
+    ok = lasts >= firsts
+    w_start[ok], w_end[ok] = t64[firsts[ok]], t64[lasts[ok]]
+    return feats, Windows(w_start, w_end, w_samples, parallel, w_span, w_ent, w_ovl, rank, full)

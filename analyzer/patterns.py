@@ -1,0 +1,112 @@
+"""Deciding an object's access pattern from its features (SPEC §3.2, seed 000 Figure 15).
+
+This is the first, hand-set classifier; a scikit-learn model trained on recorded
+microbenchmarks will replace :func:`classify` and keep its signature.  Thresholds are
+the midpoints between the synthetic kinds in tests/profgen.py:
+
+* random: inside a window each thread spreads over most of the array (median span of
+  the 5–95 % position range ≳ 0.5) with a high spatial entropy;
+* otherwise structured: regular when each thread keeps its rank among the threads'
+  blocks in every parallel window (low *instability*), irregular when it changes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from numaprof.analyzer.features import Windows
+from numaprof.analyzer.model import Phase
+
+MIN_SAMPLES = 30
+RANDOM_SPAN = 0.5
+RANDOM_ENTROPY = 0.6
+INSTABILITY = 0.15  # mean |rank change| between parallel windows
+PHASE_CHANGE = 0.3
+SHARED_RANGE = 0.5  # mean overlap of the threads' ranges in a window  # rank change between consecutive windows that starts a new phase
+
+
+def _random_score(span: float, entropy: float) -> float:
+    # 0.5 at the thresholds, 1 well above both, 0 well below both
+    a = np.clip(0.5 + (span - RANDOM_SPAN) / 0.6, 0, 1)
+    b = np.clip(0.5 + (entropy - RANDOM_ENTROPY) / 0.6, 0, 1)
+    return float(min(a, b))
+
+
+def classify(features: dict[str, float]) -> tuple[str, float]:
+    """(pattern, confidence) for an object; "unknown", 0.0 when the data cannot say."""
+    n = features.get("parallel_samples", 0.0)
+    if features.get("samples", 0.0) < MIN_SAMPLES or features.get("parallel_windows", 0.0) < 1 or n < MIN_SAMPLES // 2:
+        return "unknown", 0.0
+    size = 1.0 - math.exp(-n / 150.0)
+    rs = _random_score(features["span_median"], features["entropy_median"])
+    if rs >= 0.5:
+        return "random", round(size * rs, 3)
+    margin_random = 1.0 - rs  # how clearly it is not random
+    inst = features["instability"]
+    margin = min(0.5, abs(inst - INSTABILITY) / (2 * INSTABILITY))
+    conf = size * min(0.5 + margin, margin_random)
+    if features.get("window_pairs", 0.0) < 1:
+        conf *= 0.5  # one parallel window: the mapping's stability was never tested
+    pattern = "regular" if inst < INSTABILITY else "irregular"
+    return pattern, round(float(conf), 3)
+
+
+def phases(w: Windows, t_origin: int) -> list[Phase]:
+    """Runs of windows with the same label: serial, random, regular (stable mapping) or
+    irregular (mapping changing window to window, e.g. dynamic scheduling)."""
+    W = len(w.samples)
+    labels: list[str] = []
+    seg_id: list[int] = []
+    seg = 0
+    prev_struct = None
+    for i in range(W):
+        if w.samples[i] == 0:
+            labels.append("empty")
+        elif not w.parallel[i]:
+            labels.append("serial")
+        elif _random_score(float(np.nan_to_num(w.span[i])), float(np.nan_to_num(w.entropy[i]))) >= 0.5:
+            labels.append("random")
+        elif not np.isnan(w.overlap[i]) and w.overlap[i] >= SHARED_RANGE:
+            labels.append("irregular")  # threads interleave in one region: no owner per block
+        else:
+            labels.append("structured")
+        if labels[-1] == "structured":
+            if prev_struct is not None and labels[-2] == "structured":
+                d = w.distance[prev_struct, i]
+                if not np.isnan(d) and d > PHASE_CHANGE:
+                    seg += 1
+            prev_struct = i
+        if i and labels[-1] != labels[-2]:
+            seg += 1
+        seg_id.append(seg)
+    # structured segments of one window are mapping changes: merge neighbours as irregular
+    out: list[tuple[str, list[int]]] = []
+    i = 0
+    while i < W:
+        j = i
+        while j + 1 < W and seg_id[j + 1] == seg_id[i]:
+            j += 1
+        lab = labels[i]
+        idx = list(range(i, j + 1))
+        if lab == "structured":
+            lab = "regular" if len(idx) >= 2 else "irregular"
+        if lab != "empty":
+            if out and out[-1][0] == lab and lab != "regular":
+                out[-1][1].extend(idx)
+            else:
+                out.append((lab, idx))
+        i = j + 1
+    res = []
+    for lab, idx in out:
+        res.append(
+            Phase(
+                start=int(w.start[idx[0]] - t_origin),
+                end=int(w.end[idx[-1]] - t_origin),
+                pattern=lab,
+                parallel=lab != "serial",
+                samples=int(sum(int(w.samples[k]) for k in idx)),
+            )
+        )
+    return res

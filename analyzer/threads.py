@@ -1,0 +1,146 @@
+"""Threads and their placement (SPEC §3.3): where each thread ran, migrations, binding."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from numaprof.analyzer.model import ThreadResult, Topology
+
+
+def parse_cpulist(text: str) -> set[int]:
+    """'0-3,8' → {0, 1, 2, 3, 8}; an empty or malformed list gives the empty set."""
+    out: set[int] = set()
+    for part in (text or "").replace(" ", "").split(","):
+        if not part:
+            continue
+        try:
+            if "-" in part:
+                a, b = part.split("-", 1)
+                step = 1
+                if ":" in b:
+                    b, s = b.split(":", 1)
+                    step = int(s)
+                out.update(range(int(a), int(b) + 1, step))
+            else:
+                out.add(int(part))
+        except ValueError:
+            return set()
+    return out
+
+
+def thread_ids(threads_table: dict, sample_tids: np.ndarray) -> np.ndarray:
+    """Sorted distinct tids: those of the threads table and any only seen in samples."""
+    known = np.asarray(threads_table["tid"]).astype(np.int64)
+    if len(sample_tids) > 1_000_000:
+        # np.unique on ten million values is slow; tids already known cover almost all
+        missing = sample_tids[~np.isin(sample_tids, known)] if len(known) else sample_tids
+        extra = np.unique(missing)
+    else:
+        extra = np.unique(sample_tids)
+    return np.union1d(known, extra.astype(np.int64))
+
+
+def analyze_threads(
+    threads_table: dict,
+    tids: np.ndarray,
+    s_tidx: np.ndarray,
+    s_cpu: np.ndarray,
+    s_time: np.ndarray,
+    topo: Topology,
+) -> tuple[list[ThreadResult], list[str]]:
+    """One ThreadResult per tid in ``tids`` (same order) and plain-sentence findings.
+
+    ``s_tidx`` is each sample's index into ``tids``; samples are all samples of the run
+    (with or without a data address), since placement does not depend on the address.
+    """
+    T = len(tids)
+    cpu_node_map = topo.node_of_cpu()
+    ncpu = max([int(s_cpu.max()) + 1 if len(s_cpu) else 0, *(c + 1 for c in cpu_node_map)], default=1)
+    cpu_node = np.full(ncpu, -1, dtype=np.int16)
+    for c, nd in cpu_node_map.items():
+        cpu_node[c] = nd
+    N = max(topo.n_nodes, max(cpu_node_map.values(), default=0) + 1)
+    cpu = np.asarray(s_cpu)
+    s_tidx = np.asarray(s_tidx, dtype=np.int32)
+    idx_t = np.int64 if T * max(ncpu, N) >= 2**31 else np.int32
+    counts = np.bincount(s_tidx, minlength=T)
+    cpu_counts = np.bincount(s_tidx.astype(idx_t) * ncpu + cpu, minlength=T * ncpu).reshape(T, ncpu)
+    node = cpu_node[cpu]
+    known = node >= 0
+    node_counts = np.bincount(s_tidx[known].astype(idx_t) * N + node[known], minlength=T * N).reshape(T, N)
+    del known
+
+    # migrations: node changes between consecutive samples of a thread, in time order
+    t = np.asarray(s_time)
+    if len(t) > 1 and np.all(t[1:] >= t[:-1]):
+        order = np.argsort(s_tidx, kind="stable")
+    else:
+        order = np.lexsort((t, s_tidx))
+    ot, on = s_tidx[order], node[order]
+    change = (ot[1:] == ot[:-1]) & (on[1:] != on[:-1]) & (on[1:] >= 0) & (on[:-1] >= 0)
+    migrations = np.bincount(ot[1:][change], minlength=T)
+
+    machine = {c for n in topo.nodes for c in n.cpus}
+    tmap = {int(tid): i for i, tid in enumerate(np.asarray(threads_table["tid"]).tolist())}
+    results: list[ThreadResult] = []
+    for i, tid in enumerate(tids.tolist()):
+        row = tmap.get(tid)
+        comm = str(threads_table["comm"][row]) if row is not None else ""
+        pid = int(threads_table["pid"][row]) if row is not None else 0
+        aff = ""
+        if row is not None:
+            aff = str(threads_table["affinity_last"][row]) or str(threads_table["affinity_first"][row])
+        aff_set = parse_cpulist(aff)
+        cpus = [int(c) for c in np.flatnonzero(cpu_counts[i])]
+        nodes_seen = [int(n) for n in np.argsort(-node_counts[i], kind="stable") if node_counts[i, n] > 0]
+        results.append(
+            ThreadResult(
+                tid=int(tid),
+                pid=pid,
+                comm=comm,
+                samples=int(counts[i]),
+                cpus=cpus,
+                nodes=nodes_seen,
+                node=nodes_seen[0] if nodes_seen else -1,
+                migrations=int(migrations[i]),
+                bound=bool(aff_set) and bool(machine) and not machine <= aff_set,
+                affinity=aff,
+            )
+        )
+    # threads sharing a cpu: same dominant cpu (the topology carries no SMT siblings)
+    main_cpu = {}
+    for i, r in enumerate(results):
+        if r.samples:
+            main_cpu.setdefault(int(np.argmax(cpu_counts[i])), []).append(i)
+    shared = []
+    for c, members in main_cpu.items():
+        if len(members) > 1:
+            for i in members:
+                results[i].shares_core_with = [results[j].tid for j in members if j != i]
+            shared.append((c, [results[j].tid for j in members]))
+    return results, findings(results, topo, shared)
+
+
+def findings(results: list[ThreadResult], topo: Topology, shared) -> list[str]:
+    """Plain sentences about thread placement, most important first."""
+    out = []
+    active = [r for r in results if r.samples]
+    if topo.n_nodes > 1:
+        multi = [r for r in active if len(r.nodes) > 1]
+        if multi:
+            moves = sum(r.migrations for r in multi)
+            out.append(
+                f"{len(multi)} thread{'s' if len(multi) != 1 else ''} ran on more than one node "
+                f"({moves} node change{'s' if moves != 1 else ''} seen between samples)"
+            )
+    if len(active) >= 2:
+        unbound = [r for r in active if not r.bound]
+        if unbound:
+            which = "threads are" if len(unbound) == len(active) else f"{len(unbound)} of {len(active)} threads are"
+            out.append(
+                f"{which} not bound to cpus: set OMP_PROC_BIND=close (or spread) and "
+                "OMP_PLACES=cores, or bind with numactl --physcpubind"
+            )
+    for cpu, tids in shared:
+        out.append(f"threads {', '.join(map(str, tids))} ran mostly on the same cpu {cpu}")
+    return out
