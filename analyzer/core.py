@@ -175,6 +175,13 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     # first touches: first fault of each page of each interval
     ft = _first_touches(prof.table("faults"), ivs, heap_iv, static_iv, map_iv, page_shift)
 
+    pn_index = _PageNodeIndex(pkeys, pnodes, node_index, N, page_shift)
+    iv_order = np.argsort(ivs.obj, kind="stable")
+    iv_bounds = np.searchsorted(ivs.obj[iv_order], np.arange(n_obj + 1))
+
+    def iv_members(oi):
+        return iv_order[iv_bounds[oi] : iv_bounds[oi + 1]]
+
     order = np.argsort(a_obj, kind="stable")
     bounds = np.searchsorted(a_obj[order], np.arange(-1, n_obj + 1))
     t_origin = int(a_time.min()) if len(a_time) else 0
@@ -186,7 +193,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         results.append(_object_result(
             objs[oi], oi, idx, a_addr, a_time, a_tidx, a_trow, a_prow, a_access, a_weight, a_iv, ivs,
             N, page, with_address, ft, obj_nm.get(oi), topo, node_index, threads, resolver,
-            n_program_threads, t_origin, pkeys, pnodes))
+            n_program_threads, t_origin, pn_index, iv_members(oi)))
     step("done", 1.0)
 
     m = prof.manifest
@@ -479,7 +486,7 @@ def _first_touch_of(oi, ft: _FirstTouch | None, topo, n_program_threads, resolve
 
 def _object_result(o: _Obj, oi, idx, a_addr, a_time, a_tidx, a_trow, a_prow, a_access, a_weight, a_iv, ivs,
                    N, page, with_address, ft, nm_pages, topo, node_index, threads, resolver,
-                   n_program_threads, t_origin, pkeys, pnodes) -> ObjectResult:
+                   n_program_threads, t_origin, pn_index, members) -> ObjectResult:
     n = len(idx)
     iv = a_iv[idx]
     off = (a_addr[idx] - ivs.start[iv]).astype(np.int64)
@@ -501,10 +508,7 @@ def _object_result(o: _Obj, oi, idx, a_addr, a_time, a_tidx, a_trow, a_prow, a_a
     if nm_pages is not None:
         pages_by_node = [int(x) for x in nm_pages]
     else:
-        keys = iv.astype(np.int64) * (1 << 36) + pg
-        uk, first = np.unique(keys, return_index=True)
-        pr = prow[first]
-        pages_by_node = [int(x) for x in np.bincount(pr[pr >= 0], minlength=N)[:N]]
+        pages_by_node = [int(x) for x in pn_index.pages(members, ivs, page)]
     page_key = iv.astype(np.int64) * (1 << 36) + pg
     features, windows = feat.object_features(a_time[idx], a_tidx[idx], pos, page_key)
     pattern, conf = patterns.classify(features)
@@ -542,6 +546,31 @@ def _object_result(o: _Obj, oi, idx, a_addr, a_time, a_tidx, a_trow, a_prow, a_a
         access=access,
         unplaced_samples=int(n - known.sum()),
     )
+
+
+class _PageNodeIndex:
+    """Pages per node inside address ranges, from the located pages (move_pages)."""
+
+    def __init__(self, keys, nodes, node_index, N, page_shift):
+        self.keys, self.N, self.shift = keys, N, page_shift
+        rows = _rows_of_nodes(nodes.astype(np.int64), node_index)
+        onehot = np.zeros((len(keys) + 1, N), dtype=np.int64)
+        ok = rows >= 0
+        onehot[1:][ok, rows[ok]] = 1
+        self.cum = np.cumsum(onehot, axis=0)
+
+    def pages(self, members, ivs, page) -> np.ndarray:
+        if len(self.keys) == 0 or len(members) == 0:
+            return np.zeros(self.N, dtype=np.int64)
+        t1 = ivs.t1[members]
+        alive = members[t1 == att.NEVER]
+        # reused addresses: pages are where the allocations alive at the end put them
+        use = alive if len(alive) else members
+        lo = att.page_keys(ivs.pid[use], ivs.start[use], self.shift)
+        hi = att.page_keys(ivs.pid[use], ivs.end[use] - np.uint64(1), self.shift)
+        a = np.searchsorted(self.keys, lo)
+        b = np.searchsorted(self.keys, hi, side="right")
+        return (self.cum[b] - self.cum[a]).sum(axis=0)
 
 
 # ---------------------------------------------------------------------------- numa_maps

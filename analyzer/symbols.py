@@ -201,11 +201,20 @@ def _file_path(fentries, incdirs, fi, v5, comp_dir) -> str:
     return os.path.normpath(os.path.join(directory, name))
 
 
-@lru_cache(maxsize=256)
 def elf_info(path: str) -> ElfInfo | None:
     """The parsed ELF file at ``path``, or None when absent or not ELF."""
     if ELFFile is None or not path.startswith("/"):
         return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    # keyed by identity too, so a rebuilt binary at the same path is read again
+    return _elf_info(path, st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+@lru_cache(maxsize=256)
+def _elf_info(path: str, _mtime: int, _size: int, _ino: int) -> ElfInfo | None:
     try:
         with open(path, "rb") as f:
             if f.read(4) != b"\x7fELF":

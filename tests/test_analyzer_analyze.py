@@ -1,0 +1,288 @@
+"""analyze() on synthetic profiles whose answers are known by construction (tests/profgen.py).
+
+Exact checks (attribution, first touch, traffic sums) are kept apart from statistical
+ones (pattern), which assert with margins.
+"""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import profgen  # noqa: E402
+from profgen import Array  # noqa: E402
+
+from numaprof.analyzer import analyze  # noqa: E402
+
+MiB = 1 << 20
+
+
+def by_addr(analysis, run):
+    """ObjectResult of each synthetic array, by name."""
+    out = {}
+    for a in run.arrays:
+        hit = [o for o in analysis.objects if o.address == a.addr]
+        assert len(hit) == 1, a.name
+        out[a.name] = hit[0]
+    return out
+
+
+@pytest.fixture(scope="module")
+def kinds(tmp_path_factory):
+    path = tmp_path_factory.mktemp("kinds") / "p"
+    arrays = [
+        Array("regular", 8 * MiB, ["serial_init", "regular", "regular"], samples=3000),
+        Array("reversed", 8 * MiB, ["parallel_init", "regular", "reversed"], samples=3000),
+        Array("dynamic", 8 * MiB, ["parallel_init", "dynamic", "dynamic"], samples=3000),
+        Array("random", 8 * MiB, ["parallel_init", "random", "random"], samples=3000),
+        Array("few", 1 * MiB, ["regular"], samples=20),
+        Array("serial_only", 2 * MiB, ["serial", "serial"], samples=500),
+    ]
+    run = profgen.synth_run(path, arrays, extra_samples=200, seed=3)
+    return run, analyze(path)
+
+
+def test_patterns_of_the_three_kinds(kinds):
+    run, a = kinds
+    o = by_addr(a, run)
+    assert o["regular"].pattern == "regular"
+    assert o["reversed"].pattern == "irregular"
+    assert o["dynamic"].pattern == "irregular"
+    assert o["random"].pattern == "random"
+    for k in ("regular", "reversed", "dynamic", "random"):
+        assert o[k].pattern_confidence >= 0.6, (k, o[k].pattern_confidence, o[k].features)
+    # the features that decide, with margins
+    assert o["random"].features["span_median"] > 0.7 > 0.2 > o["regular"].features["span_median"]
+    assert o["regular"].features["instability"] < 0.1
+    assert o["reversed"].features["instability"] > 0.25
+
+
+def test_unknown_below_threshold_and_serial_only(kinds):
+    run, a = kinds
+    o = by_addr(a, run)
+    assert o["few"].pattern == "unknown" and o["few"].pattern_confidence == 0.0
+    so = o["serial_only"]
+    assert so.pattern == "unknown" and so.pattern_confidence == 0.0
+    assert so.phases and all(p.pattern == "serial" and not p.parallel for p in so.phases)
+
+
+def test_serial_initialisation_is_a_phase_not_the_pattern(kinds):
+    run, a = kinds
+    reg = by_addr(a, run)["regular"]
+    assert reg.phases[0].pattern == "serial"
+    assert any(p.pattern == "regular" and p.parallel for p in reg.phases)
+    assert sum(p.samples for p in reg.phases) == reg.samples
+    rev = by_addr(a, run)["reversed"]
+    # two parallel phases whose thread ↔ block mapping differs
+    assert [p.pattern for p in rev.phases if p.samples > 500] == ["regular", "regular"]
+
+
+def test_read_write_mix(kinds):
+    run, a = kinds
+    o = by_addr(a, run)["random"]
+    # loops: 70 % loads, 20 % stores, 10 % rmw; parallel init: stores
+    assert o.reads + o.writes == pytest.approx(1.0)
+    assert 0.5 < o.reads < 0.7 and 0.05 < o.rmw < 0.15
+    assert o.writes == pytest.approx(1 - o.reads)
+
+
+def test_first_touch_serial_vs_parallel(kinds):
+    run, a = kinds
+    o = by_addr(a, run)
+    ft = o["regular"].first_touch
+    assert ft.master_fraction == 1.0 and ft.serial and ft.threads == 1
+    assert ft.master_tid == run.tids[0] and ft.nodes == [0]
+    assert ft.pages == 8 * MiB // 4096
+    assert ft.sites == ["0x402000"]  # no binary to resolve the ip: the address is the site
+    pt = o["reversed"].first_touch
+    assert pt.threads == 4 and pt.master_fraction == pytest.approx(0.25) and not pt.serial
+    assert sorted(pt.nodes) == [0, 1]
+
+
+def test_traffic_rows_sum_to_samples_per_node(kinds):
+    run, a = kinds
+    for name, o in by_addr(a, run).items():
+        if o.samples < 100:
+            continue
+        idx_of = {t.tid: i for i, t in enumerate(a.threads)}
+        node_of_thread = np.array([run.nodes_of_threads[run.tids.index(t.tid)] if t.tid in run.tids else -1
+                                   for t in a.threads])
+        acc = o.access
+        expect_rows = np.bincount(node_of_thread[acc.thread], minlength=2)
+        assert o.traffic.sum(axis=1).tolist() == expect_rows.tolist(), name
+        # columns: the node each sampled page lives on (the placement written by profgen)
+        expect_cols = np.bincount(run.page_node[name][acc.page], minlength=2)
+        assert o.traffic.sum(axis=0).tolist() == expect_cols.tolist(), name
+        assert o.local_fraction == pytest.approx(np.trace(o.traffic) / o.traffic.sum())
+        assert set(idx_of) >= set(run.tids)
+    # serial first touch put everything on node 0: column 1 is empty, imbalance = N
+    reg = by_addr(a, run)["regular"]
+    assert reg.traffic[:, 1].sum() == 0 and reg.imbalance == pytest.approx(2.0)
+    assert reg.load_per_node == [1.0, 0.0]
+    assert reg.pages_by_node == [2048, 0]
+    # parallel first touch: blocks of two threads per node, about even
+    assert by_addr(a, run)["random"].imbalance < 1.1
+    # global matrix = all located samples
+    assert a.traffic.sum() == sum(o.traffic.sum() for o in a.objects)
+
+
+def test_interleaved_placement_is_even(tmp_path):
+    profgen.synth_run(tmp_path / "p", [Array("x", 4 * MiB, ["serial_init", "random"], samples=2000,
+                                                   placement="interleave")])
+    o = analyze(tmp_path / "p").objects[0]
+    assert o.pages_by_node == [512, 512]
+    assert o.imbalance < 1.1
+    assert 0.4 < o.local_fraction < 0.6
+    assert o.first_touch.serial  # the first touch was serial even though pages were moved
+
+
+def test_profile_info_counts(kinds):
+    run, a = kinds
+    p = a.profile
+    assert p.samples == run.samples
+    assert p.with_address == run.samples - 100 and p.address_coverage == pytest.approx(p.with_address / p.samples)
+    assert p.outside_objects == 100  # extra_samples: half outside every object, half without an address
+    assert p.backend == "soft" and p.complete and p.rules["at_ip"] == p.with_address
+    assert sum(o.samples for o in a.objects) + p.outside_objects == p.with_address
+    assert p.duration_s == pytest.approx(2.0)
+
+
+def test_objects_sorted_top_and_filter(kinds, tmp_path):
+    run, a = kinds
+    counts = [o.samples for o in a.objects]
+    assert counts == sorted(counts, reverse=True)
+    path = run.path
+    assert len(analyze(path, top=2).objects) == 2
+    name = a.objects[1].name
+    only = analyze(path, object_name=name)
+    assert [o.name for o in only.objects] == [name]
+    steps = []
+    analyze(path, progress=lambda s, f: steps.append(f))
+    assert steps[-1] == 1.0 and steps == sorted(steps)
+
+
+def test_object_access_for_the_recommender(kinds):
+    run, a = kinds
+    o = by_addr(a, run)["regular"]
+    acc = o.access
+    assert len(acc.page) == len(acc.thread) == len(acc.weight) == len(acc.write) == o.samples
+    assert acc.n_pages == 2048 and acc.page.min() >= 0 and acc.page.max() < 2048
+    assert acc.page.dtype == np.int64 and acc.thread.dtype == np.int32
+    assert {a.threads[i].tid for i in np.unique(acc.thread)} == set(run.tids)
+    assert acc.write.mean() == pytest.approx(o.writes, abs=1e-9)
+
+
+def test_threads_and_findings(kinds):
+    run, a = kinds
+    assert [t.tid for t in a.threads] == run.tids
+    for t, cpu in zip(a.threads, run.cpus, strict=True):
+        assert t.cpus == [cpu] and t.migrations == 0 and not t.bound
+        assert t.node == run.nodes_of_threads[run.tids.index(t.tid)]
+    assert any("not bound" in f for f in a.findings)
+    assert sum(t.samples for t in a.threads) == run.samples
+
+
+def _hand_profile(path, samples, objects, threads=None, nodes=((0, 1), (2, 3)), page_nodes=None):
+    w = profgen.ProfileWriter(path)
+    w.manifest()
+    w.topology([list(n) for n in nodes])
+    n = len(samples["addr"])
+    cols = dict(time=samples["time"], pid=[7] * n, tid=samples["tid"], cpu=samples["cpu"], ip=[0x400000] * n,
+                addr=samples["addr"], access=samples.get("access", [1] * n))
+    if "weight" in samples:
+        cols["weight"] = samples["weight"]
+    w.table("samples", **cols)
+    k = len(objects["addr"])
+    w.table("objects", time=objects["time"], free_time=objects["free_time"], pid=[7] * k, tid=[7] * k,
+            addr=objects["addr"], size=objects["size"], kind=[1] * k, stack=objects["stack"], prev=[0] * k)
+    if threads:
+        w.table("threads", **threads)
+    if page_nodes:
+        w.table("page_nodes", time=[1] * len(page_nodes), pid=[7] * len(page_nodes),
+                page=list(page_nodes), node=list(page_nodes.values()))
+    return w
+
+
+def test_address_reused_after_free(tmp_path):
+    A = 0x7000_0000_0000
+    objects = dict(
+        time=[100, 300, 300], free_time=[200, 0, 0],
+        addr=[A, A, A + 0x100000], size=[0x100000, 0x80000, 0x1000], stack=[1, 2, 3],
+    )
+    samples = dict(
+        time=[150, 150, 250, 350, 350, 350, 90],
+        addr=[A + 8, A + 0x90000, A + 8, A + 8, A + 0x90000, A + 0x100010, A + 8],
+        tid=[7] * 7, cpu=[0] * 7,
+    )
+    _hand_profile(tmp_path / "p", samples, objects)
+    a = analyze(tmp_path / "p")
+    got = {o.address if o.size != 0x80000 else "second": o.samples for o in a.objects}
+    first = next(o for o in a.objects if o.size == 0x100000)
+    second = next(o for o in a.objects if o.size == 0x80000)
+    third = next(o for o in a.objects if o.size == 0x1000)
+    assert first.samples == 2, got  # both samples while it was alive
+    assert second.samples == 1  # A+8 at t=350; A+0x90000 is beyond its 512 KiB
+    assert third.samples == 1
+    # t=250 (freed, not yet reused), t=90 (before allocation), A+0x90000 at t=350
+    assert a.profile.outside_objects == 3
+
+
+def test_same_stack_is_one_object_with_a_count(tmp_path):
+    A = 0x7000_0000_0000
+    objects = dict(time=[10, 20, 30], free_time=[0, 0, 0], addr=[A, A + 0x200000, A + 0x400000],
+                   size=[0x100000] * 3, stack=[5, 5, 6])
+    samples = dict(time=[40, 41, 42, 43], addr=[A + 1, A + 0x200000 + 4096 * 3, A + 0x400001, A + 0x200008],
+                   tid=[7] * 4, cpu=[0] * 4)
+    _hand_profile(tmp_path / "p", samples, objects)
+    a = analyze(tmp_path / "p")
+    grouped = next(o for o in a.objects if o.count == 2)
+    assert grouped.samples == 3
+    assert sorted(grouped.access.page.tolist()) == [0, 0, 3]  # pages relative to each allocation
+    assert len(a.objects) == 2
+
+
+def test_migrations_binding_and_weights(tmp_path):
+    A = 0x7000_0000_0000
+    objects = dict(time=[1], free_time=[0], addr=[A], size=[2 * 4096], stack=[1])
+    samples = dict(
+        time=[10, 11, 12, 13, 14, 15], addr=[A, A + 4096, A, A + 4096, A, A],
+        tid=[7, 7, 7, 7, 8, 8], cpu=[0, 2, 2, 0, 1, 1], weight=[100, 0, 300, 50, 10, 10],
+    )
+    threads = dict(pid=[7, 7], tid=[7, 8], ppid=[1, 7], start_time=[0, 5], end_time=[0, 0],
+                   comm=["app", "app"], affinity_first=["0-3", "0-1"], affinity_last=["0-3", "1"],
+                   samples=[4, 2])
+    _hand_profile(tmp_path / "p", samples, objects, threads=threads, page_nodes={A: 0, A + 4096: 1})
+    a = analyze(tmp_path / "p")
+    t7, t8 = a.threads
+    assert t7.migrations == 2 and t7.nodes == [0, 1] and t7.cpus == [0, 2] and not t7.bound
+    assert t8.migrations == 0 and t8.bound and t8.affinity == "1"
+    assert any("1 thread ran on more than one node" in f for f in a.findings)
+    o = a.objects[0]
+    # weight where non-zero, else 1: (cpu0,page0)=100+10+10, (cpu2,page1)=1, (cpu2,page0)=300, (cpu0,page1)=50
+    assert o.traffic.tolist() == [[120.0, 50.0], [300.0, 1.0]]
+    assert o.pages_by_node == [1, 1]
+
+
+def test_numa_maps_preferred_for_pages_by_node(tmp_path):
+    A = 0x7000_0000_0010  # malloc's header sits before the pointer
+    objects = dict(time=[1], free_time=[0], addr=[A], size=[64 * 4096], stack=[1])
+    samples = dict(time=[10, 11], addr=[A + 8, A + 4096 * 10], tid=[7, 7], cpu=[0, 0])
+    w = _hand_profile(tmp_path / "p", samples, objects, page_nodes={A - 0x10: 0})
+    (w.path / "numa_maps.7").write_text(
+        "555555554000 default file=/bin/app mapped=1 N0=1 kernelpagesize_kB=4\n"
+        "700000000000 default anon=65 dirty=65 N0=40 N1=25 kernelpagesize_kB=4\n"
+        "7ffff7fc0000 default anon=2 N0=2 kernelpagesize_kB=4\n")
+    o = analyze(w.path).objects[0]
+    assert o.pages_by_node == [40, 25]
+    # the sample on an unlocated page is left out of the traffic and counted
+    assert o.unplaced_samples == 1 and o.traffic.sum() == 1
+
+
+def test_incomplete_profile_is_read_and_said(tmp_path):
+    run = profgen.synth_run(tmp_path / "p", [Array("x", 1 * MiB, ["parallel_init", "regular"], samples=200)])
+    profgen.ProfileWriter(run.path).manifest(complete=False, incomplete_reason="killed by SIGKILL")
+    a = analyze(run.path)
+    assert not a.profile.complete and a.profile.incomplete_reason == "killed by SIGKILL"
+    assert any("did not complete" in f for f in a.findings)

@@ -1,0 +1,194 @@
+"""Object names from real binaries: DWARF line of the allocation call + the source line
+parsed with tree-sitter; static arrays from the ELF symbol table with the load bias."""
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import profgen  # noqa: E402
+
+from numaprof.analyzer import analyze, symbols  # noqa: E402
+
+C_SRC = """\
+#include <stdlib.h>
+#include <stdio.h>
+
+double table[100000];
+
+struct S { double *buf; };
+
+int main(int argc, char **argv)
+{
+    size_t n = (size_t)argc * 1000000;
+    struct S s;
+    double *field = malloc(n * sizeof(double));
+    double *a;
+    a = (double *)calloc(n, sizeof(double));
+    s.buf = malloc(n);
+    for (size_t i = 0; i < n; i++)
+        field[i] = a[i] + table[i % 100000];
+    printf("%f %p\\n", field[n / 2], (void *)s.buf);
+    return 0;
+}
+"""
+
+F_SRC = """\
+program demo
+  implicit none
+  real(8), allocatable :: u(:), v(:,:)
+  integer :: n
+  n = 1000
+  allocate(u(n))
+  allocate(v(n, n))
+  u = 1.0d0
+  v = 2.0d0
+  print *, sum(u) + sum(v)
+end program demo
+"""
+
+BASE = 0x555555554000
+
+
+def _build(tmp_path, name, src, compiler, flags):
+    if shutil.which(compiler) is None or shutil.which("objdump") is None:
+        pytest.skip(f"{compiler} or objdump not installed")
+    s = tmp_path / name
+    s.write_text(src)
+    exe = tmp_path / (name.split(".")[0])
+    subprocess.run([compiler, *flags, "-o", str(exe), str(s)], check=True, capture_output=True)
+    return exe
+
+
+def _return_addresses(exe, callees):
+    """Link-time addresses following each call to one of ``callees`` (in code order)."""
+    out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(exe)], capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+    ras = []
+    for i, line in enumerate(out):
+        if re.search(r"\bcall\s+[0-9a-f]+ <({})@plt>".format("|".join(callees)), line):
+            nxt = out[i + 1].split(":")[0].strip()
+            ras.append(int(nxt, 16))
+    return ras
+
+
+def _mappings_for(exe):
+    """The loader's mappings of a PIE executable at BASE: one per PT_LOAD."""
+    info = symbols.elf_info(str(exe))
+    rows = []
+    for p_off, p_vaddr, _filesz, memsz in info.loads:
+        start = BASE + (p_vaddr & ~0xFFF)
+        end = BASE + p_vaddr + memsz
+        rows.append((start, ((end + 0xFFF) & ~0xFFF) - start, p_off & ~0xFFF))
+    return rows
+
+
+def _profile(tmp_path, exe, allocs, extra_samples=(), faults=()):
+    """allocs: [(return address, size)] → a profile with one allocation per call site."""
+    w = profgen.ProfileWriter(tmp_path / "prof")
+    w.manifest(cwd=str(tmp_path))
+    w.topology([[0, 1]])
+    maps = _mappings_for(exe)
+    w.table("mappings", time=[0] * len(maps), pid=[9] * len(maps), start=[m[0] for m in maps],
+            len=[m[1] for m in maps], pgoff=[m[2] for m in maps], prot=[5] * len(maps), flags=[2] * len(maps),
+            path=[str(exe)] * len(maps))
+    heap = 0x7F00_0000_0000
+    addrs = [heap + i * 0x1000_0000 for i in range(len(allocs))]
+    k = len(allocs)
+    w.table("objects", time=[1] * k, free_time=[0] * k, pid=[9] * k, tid=[9] * k, addr=addrs,
+            size=[s for _, s in allocs], kind=[1] * k, stack=list(range(1, k + 1)), prev=[0] * k)
+    w.table("stack_frames", stack=list(range(1, k + 1)), depth=[0] * k, ip=[BASE + ra for ra, _ in allocs])
+    s_addr = [a + 64 for a in addrs] + list(extra_samples)
+    n = len(s_addr)
+    w.table("samples", time=list(range(10, 10 + n)), pid=[9] * n, tid=[9] * n, cpu=[0] * n, ip=[0] * n,
+            addr=s_addr, access=[1] * n)
+    if faults:
+        nf = len(faults)
+        w.table("faults", time=[5] * nf, pid=[9] * nf, tid=[9] * nf, cpu=[0] * nf,
+                ip=[BASE + ip for ip, _ in faults], addr=[a for _, a in faults], flags=[3] * nf, source=[1] * nf)
+    return w.path, addrs
+
+
+def _address_of_line(exe, line):
+    info = symbols.elf_info(str(exe))
+    lo, hi = min(int(a) for a in info.func_addr), max(int(a) for a in info.func_addr) + 0x1000
+    for a in range(lo, hi):
+        li = info.line_at(a)
+        if li is not None and li[1] == line:
+            return a
+    raise AssertionError(f"no code for line {line}")
+
+
+def test_c_heap_names_statics_and_first_touch_site(tmp_path):
+    exe = _build(tmp_path, "mix.c", C_SRC, "gcc", ["-g", "-O1"])
+    ras = _return_addresses(exe, ["malloc", "calloc"])
+    assert len(ras) == 3
+    info = symbols.elf_info(str(exe))
+    table = next(o for o in info.objects if o.name == "table")
+    table_rt = BASE + table.address
+    loop_ip = _address_of_line(exe, 17)
+    path, addrs = _profile(tmp_path, exe, [(ra, 8 << 20) for ra in ras],
+                           extra_samples=[table_rt + 800, table_rt + 8000],
+                           faults=[(loop_ip, 0x7F00_0000_0000 + 4096 * i) for i in range(3)])
+    a = analyze(path)
+    names = {o.address: (o.name, o.site, o.kind) for o in a.objects}
+    assert names[addrs[0]] == ("field", "main@mix.c:12", "heap")
+    assert names[addrs[1]] == ("a", "main@mix.c:14", "heap")
+    assert names[addrs[2]] == ("s.buf", "main@mix.c:15", "heap")
+    st = next(o for o in a.objects if o.kind == "static")
+    assert st.name == "table" and st.samples == 2 and st.size == 800000 and st.site == ".bss@mix"
+    field = next(o for o in a.objects if o.name == "field")
+    assert field.first_touch.sites == ["main@mix.c:17"] and field.first_touch.pages == 3
+    assert a.profile.outside_objects == 0
+
+
+def test_source_moved_falls_back_to_function_at_line(tmp_path):
+    exe = _build(tmp_path, "mix.c", C_SRC, "gcc", ["-g", "-O1"])
+    ras = _return_addresses(exe, ["malloc", "calloc"])
+    (tmp_path / "mix.c").unlink()
+    path, addrs = _profile(tmp_path, exe, [(ras[0], 1 << 20)])
+    o = analyze(path).objects[0]
+    assert o.name == "main@mix.c:12" == o.site
+
+
+def test_no_binary_gives_heap_address(tmp_path):
+    exe = _build(tmp_path, "mix.c", C_SRC, "gcc", ["-g", "-O1"])
+    ras = _return_addresses(exe, ["malloc"])
+    path, addrs = _profile(tmp_path, exe, [(ras[0], 1 << 20)])
+    exe.unlink()
+    o = analyze(path).objects[0]
+    assert o.name == f"heap@{addrs[0]:#x}"
+
+
+def test_fortran_allocate_names(tmp_path):
+    exe = _build(tmp_path, "demo.f90", F_SRC, "gfortran", ["-g", "-O0"])
+    ras = _return_addresses(exe, ["malloc"])
+    assert len(ras) >= 2
+    path, addrs = _profile(tmp_path, exe, [(ras[0], 8000), (ras[1], 8_000_000)])
+    got = {o.address: (o.name, o.site) for o in analyze(path).objects}
+    assert got[addrs[0]][0] == "u" and got[addrs[0]][1].endswith("@demo.f90:6")
+    assert got[addrs[1]][0] == "v" and got[addrs[1]][1].endswith("@demo.f90:7")
+
+
+def test_assigned_name_forms(tmp_path):
+    src = tmp_path / "forms.c"
+    src.write_text(
+        "void f(void) {\n"
+        "  double *x = malloc(8);\n"
+        "  p->grid[3] = (float *) aligned_alloc(64, n);\n"
+        "  use(malloc(8));\n"
+        "  double **m = NULL, *q = calloc(1, 2);\n"
+        "}\n"
+    )
+    assert symbols.assigned_name(str(src), 2) == "x"
+    assert symbols.assigned_name(str(src), 3) == "p->grid[3]"
+    assert symbols.assigned_name(str(src), 4) is None
+    assert symbols.assigned_name(str(src), 5) == "q"
+    f = tmp_path / "m.f90"
+    f.write_text("subroutine s(n)\n  allocate(a(n), b(n,n))\nend subroutine\n")
+    assert symbols.assigned_name(str(f), 2) == "a"
+    assert symbols.assigned_name(str(f), 2, column=18) == "b"
