@@ -1,11 +1,13 @@
 /* Page placement truth for the NUMA lab: where did the kernel really put each page?
  *
- * usage: lab_place touch NPAGES
+ * usage: lab_place touch NPAGES [1 [SECONDS]]
  *          one thread first-touches NPAGES pages in order; run it under
  *          `numactl --membind=N` or `numactl --interleave=all` to test those policies.
- *        lab_place threads NPAGES NTHREADS
+ *        lab_place threads NPAGES NTHREADS [SECONDS]
  *          thread k is bound (sched_setaffinity) to the cpus of node k % nnodes and
  *          first-touches block k (NPAGES / NTHREADS pages) of the array.
+ *        SECONDS: afterwards, keep reading the array for that long (wall clock), so that a
+ *          sampling profiler sees it; placement is reported before and does not change.
  *
  * Prints, for the array:
  *   addr 0x...                     start of the mapping (matches a /proc/self/numa_maps line)
@@ -23,6 +25,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 static char *array;
@@ -115,12 +118,13 @@ static int print_numa_maps(void)
 int main(int argc, char **argv)
 {
     if (argc < 3 || (strcmp(argv[1], "touch") && strcmp(argv[1], "threads"))) {
-        fprintf(stderr, "usage: lab_place touch NPAGES | threads NPAGES NTHREADS\n");
+        fprintf(stderr, "usage: lab_place touch|threads NPAGES [NTHREADS [SECONDS]]\n");
         return 1;
     }
     page_size = sysconf(_SC_PAGESIZE);
     long npages = strtol(argv[2], NULL, 10);
     long nthreads = argc > 3 ? strtol(argv[3], NULL, 10) : 1;
+    double seconds = argc > 4 ? strtod(argv[4], NULL) : 0.0;
     nnodes = count_nodes();
     if (npages <= 0 || npages > (1L << 20) || nthreads <= 0 || npages % nthreads || nnodes <= 0) {
         fprintf(stderr, "lab_place: NPAGES must be a multiple of NTHREADS, 1 .. 2^20\n");
@@ -178,6 +182,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "lab_place: the array is not in /proc/self/numa_maps\n");
         return 1;
     }
+    fflush(stdout);
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    volatile long sum = 0;
+    do {
+        for (long i = 0; i < npages * page_size; i += 64)
+            sum += array[i];
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while ((double)(t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) * 1e-9 < seconds);
     free(pages);
     free(status);
     return 0;

@@ -1,0 +1,83 @@
+"""Lab tier: the guest has the requested topology, and pages land where the policy says.
+
+Exact checks (no statistics): the kernel's own answers (numactl -H, move_pages(2) with
+nodes=NULL, /proc/self/numa_maps) against what the topology and the policy imply.
+"""
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.lab
+
+GUESTS = {"guest2": 2, "guest4": 4}
+
+
+def _expected_matrix(labkit, name):
+    return labkit.MATRIX_2 if name == "guest2" else labkit.MATRIX_4
+
+
+@pytest.fixture(params=sorted(GUESTS))
+def guest(request):
+    name = request.param
+    return name, GUESTS[name], request.getfixturevalue(name)
+
+
+def test_numactl_shows_requested_topology(guest, labkit):
+    name, n, run = guest
+    nodes, cpus, matrix = labkit.parse_numactl_hardware(run.out("numactl"))
+    assert nodes == n
+    per_node = 2 if name == "guest2" else 1
+    assert cpus == {k: list(range(k * per_node, (k + 1) * per_node)) for k in range(n)}
+    assert matrix == _expected_matrix(labkit, name)
+
+
+def test_numaprof_topology_in_guest(guest, labkit):
+    """`numaprof topology` run inside the guest reports the guest's nodes and distances."""
+    name, n, run = guest
+    doc = json.loads(run.out("topology"))
+    topo = doc.get("topology", doc)
+    assert [node["id"] for node in topo["nodes"]] == list(range(n))
+    per_node = 2 if name == "guest2" else 1
+    assert [list(node["cpus"]) for node in topo["nodes"]] == [
+        list(range(k * per_node, (k + 1) * per_node)) for k in range(n)
+    ]
+    assert topo["distances"] == _expected_matrix(labkit, name)
+
+
+def test_membind_puts_every_page_on_the_node(guest, labkit):
+    _, n, run = guest
+    p = labkit.parse_lab_place(run.out("membind"))
+    assert p.policy == f"bind:{n - 1}"
+    assert p.nodes == [n - 1] * 64
+    assert p.numa_maps == {n - 1: 64}
+
+
+def test_interleave_alternates_nodes(guest, labkit):
+    _, n, run = guest
+    p = labkit.parse_lab_place(run.out("interleave"))
+    assert p.policy.startswith("interleave:")
+    assert all(0 <= x < n for x in p.nodes), p.nodes
+    # Pages touched in order get consecutive nodes (round robin from wherever it started).
+    assert all(p.nodes[i + 1] == (p.nodes[i] + 1) % n for i in range(len(p.nodes) - 1)), p.nodes
+    assert p.numa_maps == {k: 64 // n for k in range(n)}
+
+
+def test_first_touch_follows_the_cpu(guest, labkit):
+    """numactl --cpunodebind only moves the thread; default policy puts pages beside it."""
+    _, n, run = guest
+    p = labkit.parse_lab_place(run.out("cpunodebind"))
+    assert p.policy == "default"
+    assert p.nodes == [n - 1] * 64
+    assert p.numa_maps == {n - 1: 64}
+
+
+def test_first_touch_by_bound_threads(guest, labkit):
+    """Thread k, bound to node k, first-touches block k: block k is on node k."""
+    _, n, run = guest
+    p = labkit.parse_lab_place(run.out("threads"))
+    assert p.touchers == {k: k for k in range(n)}
+    per = 64 // n
+    assert p.nodes == [k for k in range(n) for _ in range(per)]
+    assert p.numa_maps == {k: per for k in range(n)}
+    assert labkit.counts(p.nodes, n) == [p.numa_maps.get(k, 0) for k in range(n)]
