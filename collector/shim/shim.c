@@ -331,7 +331,16 @@ __attribute__((constructor(101))) static void shim_init(void)
     if (!dir || !*dir || strlen(dir) >= sizeof g_dir - 64)
         return;
     t_guard = 1;
-    memcpy(g_dir, dir, strlen(dir) + 1);
+    g_dir[0] = 0;
+    if (dir[0] != '/') {
+        /* the program may chdir(): anchor a relative directory now */
+        if (!getcwd(g_dir, sizeof g_dir - 64) || strlen(g_dir) + strlen(dir) + 2 >= sizeof g_dir - 64) {
+            t_guard = 0;
+            return;
+        }
+        strcat(g_dir, "/");
+    }
+    strcat(g_dir, dir);
     const char *th = getenv("NUMAPROF_ALLOC_THRESHOLD");
     if (th && *th) {
         char *end;

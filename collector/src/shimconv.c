@@ -8,6 +8,8 @@
  *    allocation at `prev` (the realloc's own free
  *    happens inside the allocator before the record is written, so another thread may
  *    already have been given the old address: its allocation is the newer one);
+ *  - a new mapping closes the live mappings that start inside it (MAP_FIXED replaced
+ *    them, or they were unmapped in pieces below the threshold);
  *  - START (a new image after execve) closes everything still live.
  * Unmatched FREEs (blocks allocated before the shim was active, in the parent before a
  * fork, or just below the threshold) are ignored.  Identical call stacks share one id.
@@ -357,6 +359,10 @@ static int convert_file(struct conv *c, const char *path, uint32_t pid,
             case NMP_SHIM_ALLOC: {
                 if (r->kind == NMP_KIND_REALLOC && (r->flags & NMP_SHIM_F_PREV_TRACKED))
                     close_oldest(c, r->prev, r->time);
+                /* the kernel hands out a range only when nothing is mapped there (or
+                 * MAP_FIXED replaced it): mappings still live inside it are gone */
+                if (r->kind == NMP_KIND_MMAP || r->kind == NMP_KIND_NUMA)
+                    close_mapped_range(c, r->addr, r->size, r->time);
                 if (grow((void **)&c->objs, &c->capobjs, c->nobjs + 1, sizeof *c->objs) < 0) {
                     rc = -1;
                     break;

@@ -189,6 +189,9 @@ static void test_pairing(void)
     uint64_t tP = ALLOC(f, 101, 0x12f000, 0x10000, NMP_KIND_MMAP, 0x600000);
     uint64_t tU = ALLOC(f, 101, 0x130000, 0x10000, NMP_KIND_MMAP, 0x600000);
     uint64_t fKL = rec(f, NMP_SHIM_FREE, 101, 0x100000, 0x30000, NMP_KIND_MMAP, 0, 0, 0, 0);
+    /* MAP_FIXED over a live mapping replaces it */
+    uint64_t tV = ALLOC(f, 101, 0x180000, 0x20000, NMP_KIND_MMAP, 0x600000);
+    uint64_t tW = ALLOC(f, 101, 0x170000, 0x20000, NMP_KIND_MMAP, 0x600000);
     /* numa_free */
     uint64_t tN = ALLOC(f, 101, 0x200000, 0x10000, NMP_KIND_NUMA, 0x600000);
     uint64_t fN = rec(f, NMP_SHIM_FREE, 101, 0x200000, 0, NMP_KIND_NUMA, 0, 0, 0, 0);
@@ -232,13 +235,13 @@ static void test_pairing(void)
     CHECK(tot.small_bytes == 1000ULL + UINT32_MAX + 5ULL);
     if (tot.small_bytes != 1000ULL + UINT32_MAX + 5ULL)
         fprintf(stderr, "small_bytes %llu\n", (unsigned long long)tot.small_bytes);
-    CHECK(tot.tracked_allocs == 20);
+    CHECK(tot.tracked_allocs == 22);
     CHECK(!exists("shim.100.bin") && !exists("shim.7.bin"));
     CHECK(exists("shim.99.bin") && exists("shim.x.bin"));
 
     struct objects o;
     read_objects(&o);
-    CHECK(o.n == 20);
+    CHECK(o.n == 22);
     /* files in pid order: pid 7 first */
     CHECK(at(&o.pid, 0, 4) == 7 && at(&o.time, 0, 8) == t7 && at(&o.free_time, 0, 8) == 0);
     size_t a = by_time(&o, tA), b = by_time(&o, tB), c = by_time(&o, tC);
@@ -264,6 +267,8 @@ static void test_pairing(void)
     CHECK(at(&o.free_time, by_time(&o, tP), 8) == fKL);
     CHECK(at(&o.free_time, by_time(&o, tU), 8) == exec_t); /* starts where the range ends */
     CHECK(at(&o.free_time, by_time(&o, tN), 8) == fN);
+    CHECK(at(&o.free_time, by_time(&o, tV), 8) == tW);
+    CHECK(at(&o.free_time, by_time(&o, tW), 8) == exec_t);
     CHECK(at(&o.stack, by_time(&o, tQ), 4) == 0xffffffffu);
     CHECK(at(&o.free_time, by_time(&o, tR), 8) == exec_t);
     CHECK(at(&o.free_time, by_time(&o, tS), 8) == 0);
