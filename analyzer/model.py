@@ -27,12 +27,21 @@ class Topology:
     source: str = "hwloc"
     name: str = ""  # preset or file name when it is a --target
     page_size: int = 4096
+    # (N, N) measured latency(i, j) / latency(i, i) from `numaprof topology --measure`
+    # (analyzer/measure.py apply_measured); numa_factor() prefers it when present.
+    measured_factor: np.ndarray | None = None
 
     @property
     def n_nodes(self) -> int:
         return len(self.nodes)
 
     def numa_factor(self) -> np.ndarray:
+        """The measured latency ratio when present, else the SLIT ratio (SPEC §3.3)."""
+        if self.measured_factor is not None:
+            return np.asarray(self.measured_factor, dtype=float)
+        return self.slit_factor()
+
+    def slit_factor(self) -> np.ndarray:
         """distance(i, j) / distance(i, i) per node pair (SPEC §3.3)."""
         d = np.asarray(self.distances, dtype=float)
         return d / np.diag(d)[:, None]
@@ -64,6 +73,7 @@ class ObjectAccess:
     weight: np.ndarray  # float64 (1.0 or latency)
     write: np.ndarray  # bool: store or read-modify-write
     n_pages: int
+    time: np.ndarray | None = None  # int64 ns since the start of the run, per sample
 
 
 @dataclass
