@@ -85,10 +85,15 @@ def imbalance(load: np.ndarray) -> float:
     return float(load.max() * len(load) / total)
 
 
-def windowed_contention(access: ObjectAccess, page_node: np.ndarray, n_nodes: int,
-                        active_nodes: int) -> float | None:
+def windowed_contention(access: ObjectAccess, thread_node: np.ndarray, page_node: np.ndarray,
+                        n_nodes: int) -> float | None:
     """Traffic-weighted mean over time windows of the busiest node's load relative to the
-    fair share of ``active_nodes``, or None without sample times."""
+    fair share of the nodes whose threads are active in that window (at least 1), or None
+    without sample times.
+
+    Counting only the nodes with active threads keeps a serial phase (one thread, which
+    cannot saturate a memory node) from reading as contention.
+    """
     t = getattr(access, "time", None)
     if t is None or n_nodes < 2:
         return None
@@ -100,12 +105,15 @@ def windowed_contention(access: ObjectAccess, page_node: np.ndarray, n_nodes: in
         return None
     order = np.argsort(t, kind="stable")
     dst = np.asarray(page_node, dtype=np.int64)[np.asarray(access.page)[ok]][order]
+    src = np.asarray(thread_node, dtype=np.int64)[np.asarray(access.thread)[ok]][order]
     w = np.asarray(access.weight, dtype=float)[ok][order]
     window = np.arange(n) * k // n
     load = np.bincount(window * n_nodes + dst, weights=w, minlength=k * n_nodes).reshape(k, n_nodes)
+    active = np.bincount(window * n_nodes + src, minlength=k * n_nodes).reshape(k, n_nodes) > 0
     totals = load.sum(axis=1)
     keep = totals > 0
-    per_window = np.maximum(1.0, load[keep].max(axis=1) * active_nodes / totals[keep])
+    fair = active[keep].sum(axis=1)
+    per_window = np.maximum(1.0, load[keep].max(axis=1) * fair / totals[keep])
     return float((per_window * totals[keep]).sum() / totals[keep].sum())
 
 
@@ -143,7 +151,7 @@ def predict(policy: str, access: ObjectAccess, thread_node: np.ndarray, page_nod
     used |= load > 0
     imb = imbalance(load[used])
     cont = contention(load, k)
-    windowed = windowed_contention(access, page_node, n, k)
+    windowed = windowed_contention(access, thread_node, page_node, n)
     if windowed is not None:
         cont = max(cont, windowed)
     score = latency * cont**CONTENTION_EXPONENT

@@ -229,7 +229,7 @@ def test_dynamic_schedule_gets_cyclic():
 def test_dynamic_schedule_without_sample_times_master_init_still_cyclic():
     t = 8
     acc = access_dynamic(BIG, t)
-    del acc.time
+    acc.time = None
     an = analysis([obj("v", "irregular", acc, serial=True, n_threads=t)], threads(t))
     assert suggest(an, resolve_target("2s", an.topology)).objects[0].policy == "cyclic"
 

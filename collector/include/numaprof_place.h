@@ -1,0 +1,374 @@
+/* numaprof_place.h — apply a NUMA placement policy to an address range.
+ *
+ * Header-only, no libnuma: the raw mbind(2), move_pages(2), get_mempolicy(2) and
+ * getcpu(2) system calls.  The page→node map of every policy is the one of numaprof's
+ * recommender (recommender/policies.py, docs/recommender.md), so what `numaprof suggest`
+ * predicted is what this places, page for page:
+ *
+ *     #include <numaprof_place.h>
+ *     double *a = malloc(n * sizeof *a);
+ *     numaprof_place(a, n * sizeof *a, NUMAPROF_CYCLIC);
+ *
+ * Page i of a range is the i-th page of memory overlapping [ptr, ptr + bytes); the first
+ * one contains ptr, so partial first and last pages are placed too (with whatever else
+ * shares them).  Call it after allocating and before other threads use the range: pages
+ * already present are migrated, absent ones are populated first (MADV_POPULATE_WRITE, or
+ * a read and write back of one byte per page on kernels without it).
+ *
+ * Placement is a preference (MPOL_PREFERRED): a full node falls back to another rather
+ * than failing the program.  Functions return 0, or -1 with errno set; nothing prints
+ * and nothing exits.  Build flags: `numaprof config --cflags` (just -I to this header).
+ */
+#ifndef NUMAPROF_PLACE_H
+#define NUMAPROF_PLACE_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum numaprof_policy {
+    NUMAPROF_FIRST_TOUCH = 0,      /* reset to the default policy (no placement) */
+    NUMAPROF_BIND_ALL,             /* nodes[0] until full (capacity_pages), then nodes[1]... */
+    NUMAPROF_BIND_BLOCK,           /* static-schedule block k → node of thread k */
+    NUMAPROF_CYCLIC,               /* nodes[i mod M] */
+    NUMAPROF_CYCLIC_BLOCK,         /* nodes[(i div B) mod M] */
+    NUMAPROF_SKEW_MAPP,            /* nodes[(i + i div M + 1) mod M] */
+    NUMAPROF_PRIME_MAPP,           /* cyclic over P >= M prime virtual nodes, overflow dealt cyclically */
+    NUMAPROF_RANDOM,               /* nodes[splitmix64(seed, i) mod M] */
+    NUMAPROF_RANDOM_BLOCK,         /* nodes[splitmix64(seed, i div B) mod M] */
+    NUMAPROF_WEIGHTED_INTERLEAVE,  /* weights[] pages per node per round */
+    NUMAPROF_N_POLICIES
+};
+
+#define NUMAPROF_MAX_NODES 1024
+#define NUMAPROF_DEFAULT_BLOCK_PAGES 16
+
+/* Options of numaprof_place_ex(); zero-initialise and set what you need.  Unset
+ * (NULL / 0) fields take the defaults of numaprof_place(). */
+struct numaprof_place_opts {
+    const int *nodes;           /* the M memory nodes, in order; default: the allowed ones */
+    int n_nodes;
+    const int *threads_nodes;   /* BIND_BLOCK: node of OpenMP thread k; default: one thread per node */
+    int n_threads;
+    size_t block_pages;         /* B of CYCLIC_BLOCK / RANDOM_BLOCK; default 16 */
+    uint64_t seed;              /* RANDOM / RANDOM_BLOCK */
+    const unsigned *weights;    /* WEIGHTED_INTERLEAVE: one per node; default all 1 */
+    const size_t *capacity_pages; /* BIND_ALL: pages per node; default unlimited */
+    size_t page_size;           /* default sysconf(_SC_PAGESIZE) */
+};
+
+/* ---- internals (nmp_place_ prefix) --------------------------------------------------- */
+
+#define NMP_PLACE_MPOL_DEFAULT 0
+#define NMP_PLACE_MPOL_PREFERRED 1
+#define NMP_PLACE_MPOL_MF_MOVE (1u << 1)
+#define NMP_PLACE_MPOL_F_MEMS_ALLOWED (1u << 2)
+#define NMP_PLACE_MADV_POPULATE_WRITE 23
+#define NMP_PLACE_MASK_WORDS (NUMAPROF_MAX_NODES / (8 * sizeof(unsigned long)))
+/* Up to this many runs of equal-node pages, one mbind(2) per run; beyond, move_pages(2)
+ * page by page, which does not split the mapping into thousands of VMAs. */
+#ifndef NMP_PLACE_MAX_MBIND_RUNS
+#define NMP_PLACE_MAX_MBIND_RUNS 256
+#endif
+#define NMP_PLACE_BATCH 1024
+
+static inline uint64_t nmp_place_splitmix64(uint64_t seed, uint64_t index)
+{
+    uint64_t z = seed + (index + 1) * UINT64_C(0x9E3779B97F4A7C15);
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
+static inline size_t nmp_place_prime_at_least(size_t m)
+{
+    size_t p = m < 2 ? 2 : m;
+    for (;; p++) {
+        size_t d;
+        int prime = 1;
+        for (d = 2; d * d <= p; d++)
+            if (p % d == 0) {
+                prime = 0;
+                break;
+            }
+        if (prime)
+            return p;
+    }
+}
+
+/* Thread owning page i of n under schedule(static) over t threads (libgomp's split). */
+static inline size_t nmp_place_static_owner(size_t i, size_t n, size_t t)
+{
+    size_t q = n / t, r = n % t;
+    if (i < r * (q + 1))
+        return i / (q + 1);
+    return r + (i - r * (q + 1)) / q;
+}
+
+/* ---- public API ------------------------------------------------------------------------ */
+
+/* Node of page i (0-based) of an n_pages range under `policy`, or -1 (errno EINVAL) when
+ * the options do not define it.  FIRST_TOUCH has no node: -1 with errno ENOENT. */
+static inline int numaprof_node_of_page(enum numaprof_policy policy, size_t i, size_t n_pages,
+                                        const struct numaprof_place_opts *o)
+{
+    size_t m = (size_t)o->n_nodes, b = o->block_pages ? o->block_pages : NUMAPROF_DEFAULT_BLOCK_PAGES;
+    if (i >= n_pages || (policy != NUMAPROF_BIND_BLOCK && (m == 0 || !o->nodes))) {
+        errno = EINVAL;
+        return -1;
+    }
+    switch (policy) {
+    case NUMAPROF_FIRST_TOUCH:
+        errno = ENOENT;
+        return -1;
+    case NUMAPROF_BIND_ALL: {
+        size_t k, end = 0;
+        if (!o->capacity_pages)
+            return o->nodes[0];
+        for (k = 0; k < m; k++) {
+            end += o->capacity_pages[k];
+            if (i < end)
+                return o->nodes[k];
+        }
+        return o->nodes[m - 1];
+    }
+    case NUMAPROF_BIND_BLOCK:
+        if (o->threads_nodes && o->n_threads > 0)
+            return o->threads_nodes[nmp_place_static_owner(i, n_pages, (size_t)o->n_threads)];
+        if (m == 0 || !o->nodes) {
+            errno = EINVAL;
+            return -1;
+        }
+        return o->nodes[nmp_place_static_owner(i, n_pages, m)];
+    case NUMAPROF_CYCLIC:
+        return o->nodes[i % m];
+    case NUMAPROF_CYCLIC_BLOCK:
+        return o->nodes[(i / b) % m];
+    case NUMAPROF_SKEW_MAPP:
+        return o->nodes[(i + i / m + 1) % m];
+    case NUMAPROF_PRIME_MAPP: {
+        size_t p = nmp_place_prime_at_least(m), v = i % p;
+        if (v < m)
+            return o->nodes[v];
+        return o->nodes[((i / p) * (p - m) + (v - m)) % m];
+    }
+    case NUMAPROF_RANDOM:
+        return o->nodes[nmp_place_splitmix64(o->seed, i) % m];
+    case NUMAPROF_RANDOM_BLOCK:
+        return o->nodes[nmp_place_splitmix64(o->seed, i / b) % m];
+    case NUMAPROF_WEIGHTED_INTERLEAVE: {
+        size_t k, total = 0, r, end = 0;
+        for (k = 0; k < m; k++)
+            total += o->weights ? o->weights[k] : 1;
+        if (total == 0) {
+            errno = EINVAL;
+            return -1;
+        }
+        r = i % total;
+        for (k = 0; k < m; k++) {
+            end += o->weights ? o->weights[k] : 1;
+            if (r < end)
+                return o->nodes[k];
+        }
+        return o->nodes[m - 1];
+    }
+    default:
+        errno = EINVAL;
+        return -1;
+    }
+}
+
+/* The memory nodes this process may allocate on (get_mempolicy MPOL_F_MEMS_ALLOWED), in
+ * increasing order: up to `max` into nodes[]; returns how many, or -1 with errno. */
+static inline int numaprof_allowed_nodes(int *nodes, int max)
+{
+    unsigned long mask[NMP_PLACE_MASK_WORDS];
+    int n = 0, bit;
+    memset(mask, 0, sizeof mask);
+    if (syscall(SYS_get_mempolicy, NULL, mask, (unsigned long)NUMAPROF_MAX_NODES + 1, NULL,
+                (unsigned long)NMP_PLACE_MPOL_F_MEMS_ALLOWED) != 0) {
+        if (errno != ENOSYS)
+            return -1;
+        mask[0] = 1; /* kernel without NUMA: node 0 only */
+    }
+    for (bit = 0; bit < NUMAPROF_MAX_NODES; bit++)
+        if ((mask[bit / (8 * sizeof(unsigned long))] >> (bit % (8 * sizeof(unsigned long)))) & 1UL) {
+            if (n < max)
+                nodes[n] = bit;
+            n++;
+        }
+    return n;
+}
+
+/* Node of the cpu the calling thread runs on (getcpu(2)), or -1 with errno.  Inside an
+ * OpenMP parallel region, `tn[omp_get_thread_num()] = numaprof_current_node();` builds
+ * the threads_nodes of BIND_BLOCK. */
+static inline int numaprof_current_node(void)
+{
+    unsigned cpu = 0, node = 0;
+    if (syscall(SYS_getcpu, &cpu, &node, NULL) != 0)
+        return -1;
+    return (int)node;
+}
+
+/* Nodes of the pages of [ptr, ptr + bytes) (move_pages with nodes = NULL): up to `max`
+ * entries into out[] (negative: -errno of that page, e.g. -ENOENT not present). */
+static inline int numaprof_page_nodes(const void *ptr, size_t bytes, int *out, size_t max)
+{
+    size_t ps = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t first = (uintptr_t)ptr & ~(uintptr_t)(ps - 1);
+    size_t n = bytes ? ((uintptr_t)ptr + bytes - 1 - first) / ps + 1 : 0, done = 0;
+    void *pages[NMP_PLACE_BATCH];
+    while (done < n && done < max) {
+        size_t k, cnt = n - done < NMP_PLACE_BATCH ? n - done : NMP_PLACE_BATCH;
+        if (cnt > max - done)
+            cnt = max - done;
+        for (k = 0; k < cnt; k++)
+            pages[k] = (void *)(first + (done + k) * ps);
+        if (syscall(SYS_move_pages, 0, (unsigned long)cnt, pages, NULL, out + done, 0) != 0)
+            return -1;
+        done += cnt;
+    }
+    return 0;
+}
+
+static inline int nmp_place_populate(uintptr_t first, size_t n, size_t ps)
+{
+    size_t k;
+    if (madvise((void *)first, n * ps, NMP_PLACE_MADV_POPULATE_WRITE) == 0)
+        return 0;
+    if (errno != EINVAL)
+        return -1;
+    for (k = 0; k < n; k++) { /* kernels before 5.14: write each page's first byte back */
+        volatile char *p = (volatile char *)(first + k * ps);
+        char c = *p;
+        *p = c;
+    }
+    return 0;
+}
+
+static inline int nmp_place_mbind(uintptr_t addr, size_t len, int mode, int node)
+{
+    unsigned long mask[NMP_PLACE_MASK_WORDS];
+    memset(mask, 0, sizeof mask);
+    if (node >= 0)
+        mask[(size_t)node / (8 * sizeof(unsigned long))] |= 1UL << ((size_t)node % (8 * sizeof(unsigned long)));
+    return (int)syscall(SYS_mbind, (void *)addr, (unsigned long)len, mode, node >= 0 ? mask : NULL,
+                        node >= 0 ? (unsigned long)NUMAPROF_MAX_NODES + 1 : 0UL,
+                        node >= 0 ? NMP_PLACE_MPOL_MF_MOVE : 0u);
+}
+
+/* Place [ptr, ptr + bytes) with `policy` and options `opts` (NULL: all defaults). */
+static inline int numaprof_place_ex(void *ptr, size_t bytes, enum numaprof_policy policy,
+                                    const struct numaprof_place_opts *opts)
+{
+    struct numaprof_place_opts o;
+    int allowed[NUMAPROF_MAX_NODES];
+    size_t ps, n, i, runs, start;
+    uintptr_t first;
+    int err = 0;
+    if ((unsigned)policy >= NUMAPROF_N_POLICIES || (!ptr && bytes)) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (bytes == 0)
+        return 0;
+    memset(&o, 0, sizeof o);
+    if (opts)
+        o = *opts;
+    ps = o.page_size ? o.page_size : (size_t)sysconf(_SC_PAGESIZE);
+    first = (uintptr_t)ptr & ~(uintptr_t)(ps - 1);
+    n = ((uintptr_t)ptr + bytes - 1 - first) / ps + 1;
+    if (policy == NUMAPROF_FIRST_TOUCH)
+        return nmp_place_mbind(first, n * ps, NMP_PLACE_MPOL_DEFAULT, -1);
+    if (!o.nodes || o.n_nodes <= 0) {
+        int m = numaprof_allowed_nodes(allowed, NUMAPROF_MAX_NODES);
+        if (m <= 0)
+            return -1;
+        o.nodes = allowed;
+        o.n_nodes = m;
+    }
+    for (i = 0; i < (size_t)o.n_nodes; i++)
+        if (o.nodes[i] < 0 || o.nodes[i] >= NUMAPROF_MAX_NODES) {
+            errno = EINVAL;
+            return -1;
+        }
+    /* count runs of pages going to the same node */
+    runs = 0;
+    for (i = 0; i < n; i++) {
+        int node = numaprof_node_of_page(policy, i, n, &o);
+        if (node < 0 || node >= NUMAPROF_MAX_NODES) {
+            errno = EINVAL;
+            return -1;
+        }
+        if (i == 0 || node != numaprof_node_of_page(policy, i - 1, n, &o))
+            runs++;
+    }
+    if (runs <= NMP_PLACE_MAX_MBIND_RUNS) {
+        start = 0;
+        for (i = 1; i <= n; i++) {
+            int node = numaprof_node_of_page(policy, start, n, &o);
+            if (i < n && numaprof_node_of_page(policy, i, n, &o) == node)
+                continue;
+            if (nmp_place_mbind(first + start * ps, (i - start) * ps, NMP_PLACE_MPOL_PREFERRED, node) != 0
+                && !err)
+                err = errno;
+            start = i;
+        }
+    } else {
+        void *pages[NMP_PLACE_BATCH];
+        int nodes[NMP_PLACE_BATCH], status[NMP_PLACE_BATCH];
+        if (nmp_place_populate(first, n, ps) != 0)
+            return -1;
+        for (start = 0; start < n; start += NMP_PLACE_BATCH) {
+            size_t k, cnt = n - start < NMP_PLACE_BATCH ? n - start : NMP_PLACE_BATCH;
+            for (k = 0; k < cnt; k++) {
+                pages[k] = (void *)(first + (start + k) * ps);
+                nodes[k] = numaprof_node_of_page(policy, start + k, n, &o);
+            }
+            if (syscall(SYS_move_pages, 0, (unsigned long)cnt, pages, nodes, status,
+                        (int)NMP_PLACE_MPOL_MF_MOVE) < 0 && !err)
+                err = errno;
+            for (k = 0; k < cnt && !err; k++)
+                if (status[k] < 0 && status[k] != -EBUSY)
+                    err = -status[k];
+        }
+    }
+    if (err) {
+        errno = err;
+        return -1;
+    }
+    return 0;
+}
+
+/* Place [ptr, ptr + bytes) with `policy` over all allowed memory nodes (defaults of
+ * struct numaprof_place_opts). */
+static inline int numaprof_place(void *ptr, size_t bytes, enum numaprof_policy policy)
+{
+    return numaprof_place_ex(ptr, bytes, policy, NULL);
+}
+
+/* Same, over the given nodes (BIND_BLOCK: threads_nodes[k] = node of OpenMP thread k). */
+static inline int numaprof_place_nodes(void *ptr, size_t bytes, enum numaprof_policy policy,
+                                       const int *nodes, int n_nodes)
+{
+    struct numaprof_place_opts o;
+    memset(&o, 0, sizeof o);
+    o.nodes = nodes;
+    o.n_nodes = n_nodes;
+    return numaprof_place_ex(ptr, bytes, policy, &o);
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* NUMAPROF_PLACE_H */
