@@ -16,6 +16,7 @@ import numpy as np
 
 NEVER = np.uint64(np.iinfo(np.uint64).max)
 _MAX_WALK = 64  # overlapping candidates examined per sample in a reused-address cluster
+CHUNK = 1 << 21  # samples per step: bounds the temporaries of the searches
 
 
 @dataclass
@@ -54,7 +55,7 @@ def locate(pid: np.ndarray, addr: np.ndarray, time: np.ndarray, iv: Intervals) -
     case is detected and skips the per-pid masks).
     """
     n = len(addr)
-    out = np.full(n, -1, dtype=np.int64)
+    out = np.full(n, -1, dtype=np.int32)
     if n == 0 or len(iv) == 0:
         return out
     addr = np.asarray(addr, dtype=np.uint64)
@@ -72,15 +73,18 @@ def locate(pid: np.ndarray, addr: np.ndarray, time: np.ndarray, iv: Intervals) -
             if len(sel) == 0:
                 continue
         members = np.flatnonzero(iv.pid == p)
-        res = _locate_one(addr if sel is None else addr[sel], time if sel is None else time[sel], iv, members)
+        prep = _prepare(iv, members)
         if sel is None:
-            out = res
+            for c in range(0, n, CHUNK):
+                out[c : c + CHUNK] = _locate_one(addr[c : c + CHUNK], time[c : c + CHUNK], iv, prep)
         else:
-            out[sel] = res
+            for c in range(0, len(sel), CHUNK):
+                part = sel[c : c + CHUNK]
+                out[part] = _locate_one(addr[part], time[part], iv, prep)
     return out
 
 
-def _locate_one(addr, time, iv: Intervals, members: np.ndarray) -> np.ndarray:
+def _prepare(iv: Intervals, members: np.ndarray):
     order = members[np.argsort(iv.start[members], kind="stable")]
     st, en = iv.start[order], iv.end[order]
     run_end = np.maximum.accumulate(en)
@@ -90,7 +94,11 @@ def _locate_one(addr, time, iv: Intervals, members: np.ndarray) -> np.ndarray:
     c_start = st[c_first]
     c_end = np.maximum.reduceat(en, c_first)
     c_size = np.diff(np.append(c_first, len(order)))
+    return order, c_first, c_start, c_end, c_size
 
+
+def _locate_one(addr, time, iv: Intervals, prep) -> np.ndarray:
+    order, c_first, c_start, c_end, c_size = prep
     out = np.full(len(addr), -1, dtype=np.int64)
     c = np.searchsorted(c_start, addr, side="right") - 1
     inside = c >= 0

@@ -95,15 +95,20 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     if with_address == n_all:
         sel = slice(None)
     else:
-        sel = np.flatnonzero(has)
+        sel = has  # a boolean mask copies the same rows without an index array
     a_addr = np.asarray(addr_all[sel], dtype=np.uint64)
     a_time = np.asarray(s["time"][sel], dtype=np.uint64)
     a_pid = np.asarray(s["pid"][sel])
     a_tidx = s_tidx[sel]
     a_trow = cpu_row[np.asarray(s_cpu[sel])]  # matrix row of the thread's node, −1 unknown
     a_access = np.asarray(s["access"][sel])
-    w_raw = np.asarray(s["weight"][sel])
-    a_weight = np.where(w_raw > 0, w_raw, 1).astype(np.float64) if w_raw.any() else None
+    a_weight = None
+    if (prof.path / "samples.weight.col").exists():
+        w_raw = np.asarray(s["weight"][sel])
+        if w_raw.any():
+            a_weight = np.where(w_raw > 0, w_raw, 1).astype(np.float64)
+        del w_raw
+    del sel, has
     del s_tid
 
     mappings = symbols.Mappings(prof.table("mappings"))
@@ -114,7 +119,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     map_iv = _mapping_intervals(prof.table("mappings"), objs)
     ivs = att.Intervals.concat([heap_iv, static_iv, map_iv])
     # Priority: heap allocations, then statics, then whole mappings (which contain both).
-    a_iv = np.full(len(a_addr), -1, dtype=np.int64)
+    a_iv = np.full(len(a_addr), -1, dtype=np.int32)
     offset = 0
     for part in (heap_iv, static_iv, map_iv):
         todo = np.flatnonzero(a_iv < 0) if offset else slice(None)
@@ -122,7 +127,6 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
             loc = att.locate(a_pid[todo], a_addr[todo], a_time[todo], part)
             a_iv[todo] = np.where(loc >= 0, loc + offset, -1)
         offset += len(part)
-    a_iv = a_iv.astype(np.int32)
     a_obj = np.where(a_iv >= 0, ivs.obj[np.maximum(a_iv, 0)], -1).astype(np.int32)
     outside = int((a_obj < 0).sum())
 
@@ -132,9 +136,11 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     if N == 1:
         a_prow = np.zeros(len(a_addr), dtype=np.int16)  # one node: every page is on it
     else:
-        found = att.lookup_nodes(pkeys, pnodes, att.page_keys(a_pid, a_addr, page_shift)).astype(np.int64)
-        a_prow = _rows_of_nodes(found, node_index).astype(np.int16)
-        del found
+        a_prow = np.empty(len(a_addr), dtype=np.int16)
+        for c in range(0, len(a_addr), att.CHUNK):
+            part = slice(c, c + att.CHUNK)
+            found = att.lookup_nodes(pkeys, pnodes, att.page_keys(a_pid[part], a_addr[part], page_shift))
+            a_prow[part] = _rows_of_nodes(found.astype(np.int64), node_index)
     numa_maps = _parse_numa_maps(prof.numa_maps())
     obj_nm = {}  # object id → pages per node row from numa_maps
     for oi, o in enumerate(objs):
@@ -519,7 +525,8 @@ def _object_result(o: _Obj, oi, idx, a_addr, a_time, a_tidx, a_trow, a_prow, a_a
     access = ObjectAccess(page=pg.astype(np.int64), thread=a_tidx[idx].astype(np.int32),
                           # unweighted samples share one read-only 1.0 instead of n copies
                           weight=w if w is not None else np.broadcast_to(np.float64(1.0), (n,)),
-                          write=acc >= 2, n_pages=n_pages)
+                          write=acc >= 2, n_pages=n_pages,
+                          time=(a_time[idx] - np.uint64(t_origin)).astype(np.int64))
     return ObjectResult(
         name=o.name or f"{o.kind}@{o.address:#x}",
         site=o.site,
