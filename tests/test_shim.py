@@ -46,6 +46,7 @@ BASES = {  # base size -> objects.kind
 BASE_ALIGNED_ALLOC, BASE_NUMA = 270000, 300000
 SIZE_SIGNAL_MALLOC, SIZE_SIGNAL_MMAP = 333333, 200704
 SIZE_MAIN, SIZE_FORK_CHILD, SIZE_EXEC_CHILD = 555555, 666666, 777777
+SIZE_ALTSTACK = 444444
 
 # nmp_shim_format.h
 SHIM_RECORD = np.dtype([
@@ -188,7 +189,8 @@ def test_one_file_per_process_and_image(shimmed, raw_records):
     for r in raw_records.values():
         assert r[0]["type"] == START
         assert set(np.unique(r["type"])) <= {ALLOC, FREE, TOTALS, START}
-        assert np.all(r["nframes"][r["type"] == ALLOC] > 0)
+        allocs = (r["type"] == ALLOC) & (r["size"] != SIZE_ALTSTACK)
+        assert np.all(r["nframes"][allocs] > 0)
 
 
 def test_exec_boundary_in_the_child_file(shimmed, raw_records):
@@ -254,6 +256,10 @@ def test_signal_handler_allocations(shimmed, converted):
     maps = (objs["pid"] == main) & (objs["size"] == SIZE_SIGNAL_MMAP) & (objs["kind"] == KIND["mmap"])
     assert maps.sum() >= NSIGNAL
     assert np.all(objs["free_time"][maps] > 0)
+    # on an alternate signal stack the shim records the block but does not unwind
+    alt = (objs["pid"] == main) & (objs["size"] == SIZE_ALTSTACK)
+    assert alt.sum() == 3
+    assert np.all(objs["stack"][alt] == 0xFFFFFFFF) and np.all(objs["free_time"][alt] > 0)
 
 
 def test_fork_exec_lifetimes(shimmed, converted):
@@ -284,7 +290,7 @@ def test_innermost_frame_is_the_allocation_site(torture, converted):
     for s, d, ip in zip(frames["stack"], frames["depth"], frames["ip"], strict=True):
         stacks.setdefault(int(s), {})[int(d)] = int(ip)
     assert all(0 in st for st in stacks.values())
-    ids = set(objs["stack"].tolist())
+    ids = set(objs["stack"][objs["size"] != SIZE_ALTSTACK].tolist())
     assert 0xFFFFFFFF not in ids and ids <= set(stacks)
     for size, site in ((SIZE_MAIN, "main"), (SIZE_FORK_CHILD, "fork_child"),
                        (SIZE_EXEC_CHILD, "exec_child")):
@@ -314,7 +320,7 @@ def test_threshold_from_environment(torture, shim_lib, shimconv, tmp_path):
     objs = read_table(run.dir, "objects")
     sizes = np.asarray(objs["size"])
     assert sizes.min() >= 300000
-    for size in (SIZE_SIGNAL_MALLOC, SIZE_MAIN, SIZE_FORK_CHILD, SIZE_EXEC_CHILD):
+    for size in (SIZE_SIGNAL_MALLOC, SIZE_ALTSTACK, SIZE_MAIN, SIZE_FORK_CHILD, SIZE_EXEC_CHILD):
         assert size in sizes
     # everything smaller was counted, not recorded
     assert json.loads(r.stdout)["small_allocs"] > NTHREADS * ITERS * 10

@@ -31,6 +31,7 @@
 #include <link.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -156,7 +157,10 @@ static __attribute__((noinline)) void record_alloc(void *p, size_t size, int kin
     r.kind = (uint8_t)kind;
     r.prev = (uint64_t)(uintptr_t)prev;
     r.flags = prev_tracked ? NMP_SHIM_F_PREV_TRACKED : 0;
-    r.nframes = (uint8_t)capture(r.frames);
+    /* libgcc's unwinder needs a few KiB of stack: not on a small signal stack */
+    stack_t ss;
+    if (sigaltstack(NULL, &ss) != 0 || !(ss.ss_flags & SS_ONSTACK))
+        r.nframes = (uint8_t)capture(r.frames);
     r.time = now_ns();
     emit(&r);
     t_guard = 0;

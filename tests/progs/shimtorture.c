@@ -31,7 +31,7 @@ enum {
     BASE_MEMALIGN = 250000, BASE_POSIX_MEMALIGN = 260000, BASE_ALIGNED_ALLOC = 270000,
     BASE_VALLOC = 280000, BASE_PVALLOC = 290000, BASE_NUMA = 300000,
     SIZE_SIGNAL_MALLOC = 333333, SIZE_SIGNAL_MMAP = 200704,
-    SIZE_FORK_CHILD = 666666, SIZE_EXEC_CHILD = 777777, SIZE_MAIN = 555555,
+    SIZE_ALTSTACK = 444444, SIZE_FORK_CHILD = 666666, SIZE_EXEC_CHILD = 777777, SIZE_MAIN = 555555,
 };
 
 static int failures;
@@ -337,6 +337,38 @@ static void signal_phases(void)
            sig_bad ? "BAD" : "ok");
 }
 
+/* a handler on an alternate signal stack, raised synchronously */
+static void on_usr1(int sig)
+{
+    (void)sig;
+    unsigned char *p = malloc(SIZE_ALTSTACK);
+    if (!p)
+        sig_bad = 1;
+    else {
+        p[SIZE_ALTSTACK - 1] = 1;
+        free(p);
+    }
+}
+
+static void altstack_phase(void)
+{
+    static unsigned char stack[65536];
+    stack_t ss = {.ss_sp = stack, .ss_size = sizeof stack, .ss_flags = 0};
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr1;
+    sa.sa_flags = SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    sig_bad = 0;
+    if (sigaltstack(&ss, NULL) != 0 || sigaction(SIGUSR1, &sa, NULL) != 0)
+        sig_bad = 1;
+    for (int i = 0; i < 3; i++)
+        raise(SIGUSR1);
+    ss.ss_flags = SS_DISABLE;
+    sigaltstack(&ss, NULL);
+    printf("alternate signal stack: %s\n", sig_bad ? "BAD" : "ok");
+}
+
 /* ---- roles ---- */
 
 static int exec_child(void)
@@ -417,6 +449,7 @@ int main(int argc, char **argv)
     printf("child: %s %d\n", WIFEXITED(status) ? "exit" : "signal",
            WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
     signal_phases();
+    altstack_phase();
     free(big);
     printf("failures: %d\n", failures);
     return failures ? 1 : 0;
