@@ -349,6 +349,8 @@ def _mapping_intervals(mt: dict, objs: list[_Obj]) -> att.Intervals:
     groups: dict[tuple, int] = {}
     for i in range(n):
         path = str(mt["path"][i])
+        if path.startswith("//anon") or path == "/dev/zero (deleted)":
+            path = ""  # perf's name for anonymous memory
         start, length = int(mt["start"][i]), int(mt["len"][i])
         pid = int(mt["pid"][i])
         if path.startswith("/") and known_prot and not int(prot[i]) & PROT_WRITE:
@@ -476,7 +478,7 @@ def _first_touch_of(oi, ft: _FirstTouch | None, topo, n_program_threads, resolve
     ips, icounts = np.unique(np.stack([ft.pid[sel], ft.ip[sel].astype(np.int64)]), axis=1, return_counts=True)
     for (p, ip), c in zip(ips.T.tolist(), icounts.tolist(), strict=True):
         sl = resolver.resolve(int(p), int(ip) & 0xFFFFFFFFFFFFFFFF)
-        key = sl.site if sl is not None and sl.line > 0 else (f"{sl.function}@?" if sl else f"{int(ip) & 0xFFFFFFFFFFFFFFFF:#x}")
+        key = sl.site if sl is not None else f"{int(ip) & 0xFFFFFFFFFFFFFFFF:#x}"
         sites[key] = sites.get(key, 0) + c
     site_list = [k for k, _ in sorted(sites.items(), key=lambda kv: -kv[1])][:5]
     return FirstTouch(

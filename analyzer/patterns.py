@@ -5,7 +5,8 @@ microbenchmarks will replace :func:`classify` and keep its signature.  Threshold
 the midpoints between the synthetic kinds in tests/profgen.py:
 
 * random: inside a window each thread spreads over most of the array (median span of
-  the 5–95 % position range ≳ 0.5) with a high spatial entropy;
+  the 5–95 % position range ≳ 0.5) with a high spatial entropy, and the threads' ranges
+  coincide (overlap ≳ 0.5);
 * otherwise structured: regular when each thread keeps its rank among the threads'
   blocks in every parallel window (low *instability*), irregular when it changes.
 """
@@ -22,16 +23,20 @@ from numaprof.analyzer.model import Phase
 MIN_SAMPLES = 30
 RANDOM_SPAN = 0.5
 RANDOM_ENTROPY = 0.6
+RANDOM_OVERLAP = 0.5  # mean pairwise overlap (IoU) of the threads' 5–95 % ranges
 INSTABILITY = 0.15  # mean |rank change| between parallel windows
 PHASE_CHANGE = 0.3
 SHARED_RANGE = 0.5  # mean overlap of the threads' ranges in a window  # rank change between consecutive windows that starts a new phase
 
 
-def _random_score(span: float, entropy: float) -> float:
-    # 0.5 at the thresholds, 1 well above both, 0 well below both
+def _random_score(span: float, entropy: float, overlap: float) -> float:
+    # 0.5 at the thresholds, 1 well above all, 0 well below any.  Overlap matters with
+    # few threads: two threads each sweeping its half of the array span ~0.45 each, but
+    # their ranges are disjoint; under random access they coincide.
     a = np.clip(0.5 + (span - RANDOM_SPAN) / 0.6, 0, 1)
     b = np.clip(0.5 + (entropy - RANDOM_ENTROPY) / 0.6, 0, 1)
-    return float(min(a, b))
+    c = np.clip(0.5 + (overlap - RANDOM_OVERLAP) / 0.6, 0, 1)
+    return float(min(a, b, c))
 
 
 def classify(features: dict[str, float]) -> tuple[str, float]:
@@ -40,7 +45,7 @@ def classify(features: dict[str, float]) -> tuple[str, float]:
     if features.get("samples", 0.0) < MIN_SAMPLES or features.get("parallel_windows", 0.0) < 1 or n < MIN_SAMPLES // 2:
         return "unknown", 0.0
     size = 1.0 - math.exp(-n / 150.0)
-    rs = _random_score(features["span_median"], features["entropy_median"])
+    rs = _random_score(features["span_median"], features["entropy_median"], features["overlap_median"])
     if rs >= 0.5:
         return "random", round(size * rs, 3)
     margin_random = 1.0 - rs  # how clearly it is not random
@@ -66,7 +71,7 @@ def phases(w: Windows, t_origin: int) -> list[Phase]:
             labels.append("empty")
         elif not w.parallel[i]:
             labels.append("serial")
-        elif _random_score(float(np.nan_to_num(w.span[i])), float(np.nan_to_num(w.entropy[i]))) >= 0.5:
+        elif _random_score(*(float(np.nan_to_num(x[i])) for x in (w.span, w.entropy, w.overlap))) >= 0.5:
             labels.append("random")
         elif not np.isnan(w.overlap[i]) and w.overlap[i] >= SHARED_RANGE:
             labels.append("irregular")  # threads interleave in one region: no owner per block

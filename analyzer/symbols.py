@@ -23,6 +23,9 @@ except ImportError:  # pragma: no cover - pyelftools is a hard dependency
     ELFError = Exception
 
 SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR, SHF_TLS = 0x1, 0x2, 0x4, 0x400
+STT_OBJECT, STT_FUNC, STT_GNU_IFUNC = 1, 2, 10
+_SYM64 = np.dtype([("name", "<u4"), ("info", "u1"), ("other", "u1"), ("shndx", "<u2"),
+                   ("value", "<u8"), ("size", "<u8")])
 PAGE_MASK = ~0xFFF
 
 
@@ -35,7 +38,10 @@ class SourceLine:
 
     @property
     def site(self) -> str:
-        """``function@file.c:line`` with the file's basename."""
+        """``function@file.c:line`` with the file's basename (``function@lib.so`` without
+        line information)."""
+        if self.line <= 0:
+            return f"{self.function}@{os.path.basename(self.file)}"
         return f"{self.function}@{os.path.basename(self.file)}:{self.line}"
 
 
@@ -63,33 +69,59 @@ class ElfInfo:
         self.objects: list[StaticSymbol] = []
         funcs: dict[int, tuple[str, int]] = {}
         sections = list(self.elf.iter_sections())
+        sec_flags = np.array([sec["sh_flags"] for sec in sections] + [0], dtype=np.uint64)
         for tabname in (".symtab", ".dynsym"):
             tab = self.elf.get_section_by_name(tabname)
             if not isinstance(tab, SymbolTableSection):
                 continue
             seen = {o.address for o in self.objects}
-            for sym in tab.iter_symbols():
-                typ = sym["st_info"]["type"]
-                shndx = sym["st_shndx"]
-                if not isinstance(shndx, int) or not sym.name:
-                    continue
-                if typ == "STT_FUNC" and sym["st_value"]:
-                    funcs.setdefault(sym["st_value"], (sym.name, sym["st_size"]))
-                elif typ == "STT_OBJECT" and sym["st_size"] > 0 and sym["st_value"] not in seen:
-                    sec = sections[shndx] if shndx < len(sections) else None
-                    if sec is None:
-                        continue
-                    fl = sec["sh_flags"]
-                    if not fl & SHF_ALLOC or fl & (SHF_EXECINSTR | SHF_TLS):
-                        continue
-                    self.objects.append(
-                        StaticSymbol(sym.name, sym["st_value"], sym["st_size"], sec.name, bool(fl & SHF_WRITE))
-                    )
-                    seen.add(sym["st_value"])
+            for name, typ, shndx, value, size in self._symbols(tab, sections, sec_flags):
+                if typ in (STT_FUNC, STT_GNU_IFUNC):
+                    funcs.setdefault(value, (name, size))
+                elif value not in seen:
+                    fl = int(sec_flags[shndx])
+                    self.objects.append(StaticSymbol(name, value, size, sections[shndx].name, bool(fl & SHF_WRITE)))
+                    seen.add(value)
         order = sorted(funcs)
         self.func_addr = np.array(order, dtype=np.uint64)
         self.func_info = [funcs[a] for a in order]
         self._lines = None
+
+    def _symbols(self, tab, sections, sec_flags):
+        """(name, type, shndx, value, size) of functions and data objects of a symbol table.
+
+        ELF64 little-endian tables are decoded with numpy (pyelftools' per-symbol parsing
+        takes seconds on large binaries); other classes go through pyelftools.
+        """
+        if self.elf.elfclass == 64 and self.elf.little_endian:
+            raw = np.frombuffer(tab.data(), dtype=_SYM64)
+            strtab = sections[tab["sh_link"]].data()
+            typ = raw["info"] & 0xF
+            shndx = raw["shndx"].astype(np.int64)
+            valid = (shndx > 0) & (shndx < len(sections)) & (raw["name"] > 0)
+            fl = sec_flags[np.where(valid, shndx, len(sections))]
+            is_func = valid & ((typ == STT_FUNC) | (typ == STT_GNU_IFUNC)) & (raw["value"] > 0)
+            is_obj = (valid & (typ == STT_OBJECT) & (raw["size"] > 0) & ((fl & SHF_ALLOC) > 0)
+                      & ((fl & (SHF_EXECINSTR | SHF_TLS)) == 0))
+            for i in np.flatnonzero(is_func | is_obj).tolist():
+                off = int(raw["name"][i])
+                end = strtab.find(b"\0", off)
+                name = strtab[off : end if end >= 0 else len(strtab)].decode("utf-8", "replace")
+                yield name, int(typ[i]), int(shndx[i]), int(raw["value"][i]), int(raw["size"][i])
+            return
+        types = {"STT_FUNC": STT_FUNC, "STT_GNU_IFUNC": STT_GNU_IFUNC, "STT_LOOS": STT_GNU_IFUNC,
+                 "STT_OBJECT": STT_OBJECT}
+        for sym in tab.iter_symbols():
+            t = types.get(sym["st_info"]["type"])
+            shndx = sym["st_shndx"]
+            if t is None or not isinstance(shndx, int) or not sym.name or shndx >= len(sections):
+                continue
+            fl = int(sec_flags[shndx])
+            if t == STT_OBJECT and (sym["st_size"] <= 0 or not fl & SHF_ALLOC or fl & (SHF_EXECINSTR | SHF_TLS)):
+                continue
+            if t != STT_OBJECT and not sym["st_value"]:
+                continue
+            yield sym.name, t, shndx, sym["st_value"], sym["st_size"]
 
     # -- addresses --------------------------------------------------------------------
     def vaddr_of_offset(self, off: int) -> int | None:
@@ -300,8 +332,9 @@ class CodeResolver:
             li = info.line_at(vaddr)
             if li is not None:
                 out = SourceLine(func, li[0], li[1], li[2])
-            elif func != "?":
-                out = SourceLine(func, os.path.basename(info.path), 0)
+            else:
+                # no line table (a system library): the function and the file still help
+                out = SourceLine(func, info.path, 0)
         self._cache[key] = out
         return out
 
