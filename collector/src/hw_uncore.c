@@ -236,6 +236,20 @@ int nmp_hw_node_counters_open(struct nmp_hw_counters **out, char *why, size_t wh
     return c->n;
 }
 
+struct nmp_hw_counters *nmp_hw_node_counters_adopt(const struct nmp_hw_counter_plan *plan,
+                                                   const int *fds, int n)
+{
+    struct nmp_hw_counters *c = calloc(1, sizeof *c + (size_t)(n > 0 ? n : 0) * sizeof c->c[0]);
+    if (!c)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        c->c[i].p = plan[i];
+        c->c[i].fd = fds[i];
+    }
+    c->n = n;
+    return c;
+}
+
 int nmp_hw_node_counters_read(struct nmp_hw_counters *c, struct nmp_table *t,
                               uint64_t time_ns, int phase)
 {

@@ -20,4 +20,9 @@ struct nmp_hw_counter_plan {
 int nmp_hw_node_counters_plan(struct nmp_hw_counter_plan *plan, int max, char *why,
                               size_t whylen);
 
+/* A counters object over already-open fds (one per plan entry; it takes ownership and
+ * closes them in nmp_hw_node_counters_close).  For tests; NULL on allocation failure. */
+struct nmp_hw_counters *nmp_hw_node_counters_adopt(const struct nmp_hw_counter_plan *plan,
+                                                   const int *fds, int n);
+
 #endif

@@ -15,7 +15,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 static int failures;
 #define CHECK(c)                                                                    \
@@ -299,6 +303,104 @@ static void test_uncore_plan(void)
     nmp_hw_node_counters_close(NULL);
 }
 
+static size_t read_col(const char *dir, const char *name, void *dst, size_t max)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/counters.%s", dir, name);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    size_t n = fread(dst, 1, max, f);
+    fclose(f);
+    return n;
+}
+
+/* nmp_hw_node_counters_read: sums per (node, name), bytes = count x bytes_per_count,
+ * rows in the counters table layout.  Software page-fault counters on this process stand
+ * in for the uncore fds (uncore PMUs do not exist here). */
+static void test_counters_read(void)
+{
+    struct nmp_hw_counter_plan plan[3];
+    memset(plan, 0, sizeof plan);
+    const char *names[3] = {"imc.read_bytes", "imc.read_bytes", "imc.write_bytes"};
+    const int nodes[3] = {0, 0, 1};
+    const double bpc[3] = {64.0, 64.0, 2.0};
+    int fds[3];
+    for (int i = 0; i < 3; i++) {
+        snprintf(plan[i].name, sizeof plan[i].name, "%s", names[i]);
+        plan[i].node = nodes[i];
+        plan[i].bytes_per_count = bpc[i];
+        struct perf_event_attr a;
+        memset(&a, 0, sizeof a);
+        a.size = sizeof a;
+        a.type = PERF_TYPE_SOFTWARE;
+        a.config = PERF_COUNT_SW_PAGE_FAULTS;
+        a.read_format = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING;
+        a.exclude_kernel = 1;
+        fds[i] = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+        if (fds[i] < 0) {
+            fprintf(stderr, "skip counters read: perf_event_open: %s\n", strerror(errno));
+            for (int j = 0; j < i; j++)
+                close(fds[j]);
+            return;
+        }
+    }
+    size_t len = 64 * 4096;
+    char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(m != MAP_FAILED);
+    if (m != MAP_FAILED) {
+        for (size_t off = 0; off < len; off += 4096)
+            m[off] = 1;
+        munmap(m, len);
+    }
+    uint64_t v[3][3];
+    for (int i = 0; i < 3; i++) {
+        CHECK(ioctl(fds[i], PERF_EVENT_IOC_DISABLE, 0) == 0);
+        CHECK(read(fds[i], v[i], sizeof v[i]) == (ssize_t)sizeof v[i]);
+        CHECK(v[i][0] >= 64); /* at least one fault per touched page */
+    }
+    struct nmp_hw_counters *c = nmp_hw_node_counters_adopt(plan, fds, 3);
+    CHECK(c != NULL);
+    if (!c)
+        return;
+    const char *tmp = getenv("NMP_TEST_TMP");
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/hw_counters.%d", tmp ? tmp : "/tmp", (int)getpid());
+    mkdir(dir, 0700);
+    static const struct nmp_coldef cols[] = {{"time", NMP_U64}, {"phase", NMP_U8},
+                                             {"node", NMP_I16}, {"name", NMP_STR},
+                                             {"value", NMP_U64}};
+    struct nmp_table *t = nmp_table_create(dir, "counters", cols, 5);
+    CHECK(t != NULL);
+    if (t) {
+        CHECK_EQ(nmp_hw_node_counters_read(c, t, 1234, 2), 2);
+        CHECK_EQ(nmp_table_close(t), 0);
+        uint64_t time[4], value[4], name[4];
+        int16_t node[4];
+        uint8_t phase[4];
+        char heap[256];
+        CHECK_EQ(read_col(dir, "time.col", time, 16 + 16 + 1), 32);
+        CHECK_EQ(time[2], 1234);
+        CHECK_EQ(read_col(dir, "phase.col", phase, 16 + 2 + 1), 18);
+        CHECK_EQ(phase[16], 2);
+        CHECK_EQ(read_col(dir, "node.col", node, 16 + 4 + 1), 20);
+        CHECK_EQ(node[8], 0);
+        CHECK_EQ(node[9], 1);
+        CHECK_EQ(read_col(dir, "value.col", value, 16 + 16 + 1), 32);
+        CHECK_EQ(value[2], (v[0][0] + v[1][0]) * 64);
+        CHECK_EQ(value[3], v[2][0] * 2);
+        CHECK_EQ(read_col(dir, "name.col", name, 16 + 16 + 1), 32);
+        size_t hn = read_col(dir, "name.heap", heap, sizeof heap - 1);
+        heap[hn] = 0;
+        CHECK(name[2] < hn && strcmp(heap + name[2], "imc.read_bytes") == 0);
+        CHECK(name[3] < hn && strcmp(heap + name[3], "imc.write_bytes") == 0);
+    }
+    nmp_hw_node_counters_close(c);
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+}
+
 static void test_list_events(void)
 {
     char buf[16384];
@@ -330,6 +432,7 @@ int main(void)
     test_ibs_attrs();
     test_pebs_sysfs_fallback();
     test_uncore_plan();
+    test_counters_read();
     test_list_events();
     if (failures)
         fprintf(stderr, "%d failure(s)\n", failures);
