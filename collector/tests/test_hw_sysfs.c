@@ -375,9 +375,9 @@ static void test_counters_read(void)
     if (t) {
         CHECK_EQ(nmp_hw_node_counters_read(c, t, 1234, 2), 2);
         CHECK_EQ(nmp_table_close(t), 0);
-        uint64_t time[4], value[4], name[4];
-        int16_t node[4];
-        uint8_t phase[4];
+        uint64_t time[8], value[8], name[8];
+        int16_t node[16];
+        uint8_t phase[32];
         char heap[256];
         CHECK_EQ(read_col(dir, "time.col", time, 16 + 16 + 1), 32);
         CHECK_EQ(time[2], 1234);
