@@ -1,4 +1,4 @@
-/* nmp_counters_snapshot on a fixture sysroot (two nodes, a non-node directory, a
+/* nmp_counters_snapshot and nmp_numa_maps_copy on a fixture sysroot (two nodes, a non-node directory, a
  * malformed line) and on this machine; rows read back from the column files. */
 #include "nmp_collect.h"
 
@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <errno.h>
+#include <unistd.h>
 
 static int failures;
 #define CHECK(c)                                                                    \
@@ -116,6 +118,25 @@ int main(void)
         CHECK(value[r] == want[w].value);
     }
 
+    /* numa_maps: copied whole, 0600, no temporary left; a missing process is an error */
+    static const char maps[] =
+        "00400000 default file=/bin/app mapped=1 N0=1 kernelpagesize_kB=4\n"
+        "7f0000000000 interleave:0-1 anon=512 dirty=512 N0=256 N1=256 kernelpagesize_kB=4\n";
+    put(root, "proc/4242/numa_maps", maps);
+    CHECK(nmp_numa_maps_copy(4242, out) == 0);
+    char mpath[2300];
+    snprintf(mpath, sizeof mpath, "%s/numa_maps.4242", out);
+    FILE *mf = fopen(mpath, "r");
+    char got[512] = "";
+    CHECK(mf && fread(got, 1, sizeof got - 1, mf) == strlen(maps));
+    if (mf)
+        fclose(mf);
+    CHECK(strcmp(got, maps) == 0);
+    CHECK(stat(mpath, &st) == 0 && (st.st_mode & 0777) == 0600);
+    CHECK(nmp_numa_maps_copy(4243, out) < 0 && errno == ENOENT);
+    snprintf(cmd, sizeof cmd, "ls -A '%s' | grep -q tmp", out);
+    CHECK(system(cmd) != 0);
+
     /* no NUMA statistics at all: an error, not an empty success */
     char nothing[4200];
     snprintf(nothing, sizeof nothing, "%s/nothing", root);
@@ -126,6 +147,7 @@ int main(void)
 
     /* this machine (real /sys and /proc) has at least node0 */
     unsetenv("NUMAPROF_SYSROOT");
+    CHECK(nmp_numa_maps_copy(getpid(), out) == 0);
     t = nmp_counters_open(out);
     CHECK(t && nmp_counters_snapshot(t, 1, 2) == 0 && nmp_table_rows(t) >= 6);
     nmp_table_close(t);
