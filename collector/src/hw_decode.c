@@ -207,8 +207,9 @@ int nmp_ibs_parse_raw(const void *data, uint32_t size, struct nmp_ibs_op *op)
         op->br_target = r[i++];
     if ((op->caps & NMP_IBS_CAPS_OPDATA4) && i < n)
         op->data4 = r[i++];
-    /* op_en (17) and op_val (18) of IBS_OP_CTL */
-    if (!(op->ctl >> 17 & 1) && !(op->ctl >> 18 & 1))
+    /* a valid op sample has op_en (17) and op_val (18) of IBS_OP_CTL set
+     * (hw-sampling.md section 4; amd-sample-raw.c) */
+    if (!(op->ctl >> 17 & 1) || !(op->ctl >> 18 & 1))
         return -1;
     return 0;
 }

@@ -508,8 +508,12 @@ static void test_ibs_record(void)
     CHECK_EQ(op.br_target, 0xb0b0);
     CHECK_EQ(op.data4, 0xd4d4);
     CHECK_EQ(op.nregs, 9);
-    /* op_en and op_val clear: not an op sample */
+    /* op_en or op_val clear: not a valid op sample */
     n = ibs_body(&b, 0, 7, 0, 0x401500);
+    CHECK_EQ(nmp_hw_decode(NMP_BACKEND_IBS, &a, b.b, n, &s), -1);
+    n = ibs_body(&b, 0, 7, 1ULL << 18, 0x401500);
+    CHECK_EQ(nmp_hw_decode(NMP_BACKEND_IBS, &a, b.b, n, &s), -1);
+    n = ibs_body(&b, 0, 7, 1ULL << 17, 0x401500);
     CHECK_EQ(nmp_hw_decode(NMP_BACKEND_IBS, &a, b.b, n, &s), -1);
     /* kernel IP: kept, marked (the sampler drops it by header.misc) */
     n = ibs_body(&b, 0, 7, CTL_VALID, 0xffffffff81000000ULL);
