@@ -1,0 +1,147 @@
+"""The source files a profile depends on, and their hashes at record time.
+
+`suggest --apply` patches the user's sources only if each file still has the content the
+profiled binary was built from (SPEC §4.3).  After the run, `record` calls
+`write_sources_json` with the executables (and the user's shared objects) it saw; the
+file names come from the DWARF line-program file tables, so every source that
+contributed a line to the binary is covered, headers included.  System files (under
+/usr) and files that no longer exist are left out: they are never patched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+from numaprof.errors import ProfileError
+
+SOURCES_FILE = "sources.json"
+SCHEMA = "numaprof.sources/1"
+
+# Files under these prefixes belong to the system (libc, compiler headers): never patched.
+_SYSTEM_PREFIXES = ("/usr/", "/lib/", "/lib64/", "/opt/rh/")
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """Hex sha256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _decode(value) -> str:
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+
+
+def dwarf_source_files(executable_path: str | os.PathLike) -> list[str]:
+    """Absolute paths named by the DWARF line-program file tables of one ELF file.
+
+    Returns an empty list for a file that is not ELF or has no debug information: a
+    stripped binary simply gives `--apply` nothing it may patch.
+    """
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+
+    paths: list[str] = []
+    try:
+        f = open(executable_path, "rb")
+    except OSError:
+        return paths
+    with f:
+        try:
+            elf = ELFFile(f)
+            if not elf.has_dwarf_info():
+                return paths
+            dwarf = elf.get_dwarf_info()
+            for cu in dwarf.iter_CUs():
+                lp = dwarf.line_program_for_CU(cu)
+                if lp is None:
+                    continue
+                top = cu.get_top_DIE()
+                comp_attr = top.attributes.get("DW_AT_comp_dir")
+                comp_dir = _decode(comp_attr.value) if comp_attr else ""
+                dirs = [_decode(d) for d in lp.header.get("include_directory", ())]
+                version = lp.header.get("version", cu.header.version)
+                for fe in lp.header.get("file_entry", ()):
+                    name = _decode(fe.name)
+                    idx = fe.dir_index
+                    # DWARF 5 numbers directories from 0 (entry 0 is the compilation
+                    # directory); DWARF 2-4 use 0 for the compilation directory and
+                    # number the table from 1.
+                    if version >= 5:
+                        d = dirs[idx] if idx < len(dirs) else comp_dir
+                    else:
+                        d = comp_dir if idx == 0 else (dirs[idx - 1] if idx - 1 < len(dirs) else "")
+                    if not os.path.isabs(d):
+                        d = os.path.join(comp_dir, d)
+                    full = name if os.path.isabs(name) else os.path.join(d, name)
+                    paths.append(os.path.normpath(full))
+        except (ELFError, ValueError, KeyError, IndexError):
+            # A corrupt or unusual debug section: hash what was read so far.
+            pass
+    seen: set[str] = set()
+    return [p for p in paths if not (p in seen or seen.add(p))]
+
+
+def hash_sources(executable_paths) -> dict[str, str]:
+    """Map each user source file of the given ELF files to its sha256.
+
+    Only files that exist on disk and are not system files (under /usr) are kept; paths
+    are absolute and resolved through symbolic links, since that is what `--apply`
+    writes to.
+    """
+    result: dict[str, str] = {}
+    for exe in executable_paths:
+        for path in dwarf_source_files(exe):
+            real = os.path.realpath(path)
+            if real in result or real.startswith(_SYSTEM_PREFIXES):
+                continue
+            if not os.path.isfile(real):
+                continue
+            try:
+                result[real] = sha256_file(real)
+            except OSError:
+                continue
+    return dict(sorted(result.items()))
+
+
+def write_sources_json(profile_dir: str | os.PathLike, executable_paths) -> dict[str, str]:
+    """Hash the sources of `executable_paths` and store them as `sources.json` in the profile.
+
+    The file is created 0600 like the rest of the profile.  Returns the mapping written.
+    """
+    hashes = hash_sources(executable_paths)
+    doc = {"schema": SCHEMA, "files": hashes}
+    path = os.path.join(os.fspath(profile_dir), SOURCES_FILE)
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
+    return hashes
+
+
+def read_sources_json(profile_dir: str | os.PathLike) -> dict[str, str]:
+    """The path -> sha256 map stored by `write_sources_json`.
+
+    Raises ProfileError when the profile has none (recorded before sources were hashed)
+    or the file is not a `numaprof.sources/1` document.
+    """
+    path = os.path.join(os.fspath(profile_dir), SOURCES_FILE)
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except FileNotFoundError:
+        raise ProfileError(
+            f"{profile_dir} has no {SOURCES_FILE}: the source hashes were not recorded; "
+            "re-record to patch sources") from None
+    except (OSError, ValueError) as e:
+        raise ProfileError(f"cannot read {path}: {e}") from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(
+            doc.get("files"), dict):
+        raise ProfileError(f"{path} is not a {SCHEMA} document")
+    return {str(k): str(v) for k, v in doc["files"].items()}
