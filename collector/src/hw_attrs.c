@@ -284,6 +284,13 @@ static int build_ibs(const struct nmp_hw_options *opt, struct nmp_hw_event *ev, 
     if (nmp_hw_exists(NMP_PMU_DIR "/ibs_op/format/cnt_ctl") &&
         nmp_hw_sysfs_encode("ibs_op", "cnt_ctl=1", &a, why, whylen) < 0)
         return -1;
+    /* swfilt (config2:0, newer kernels): lets the kernel honour exclude_kernel/user/hv by
+     * dropping samples in software instead of refusing them with -EINVAL (perf_ibs_init
+     * and perf_ibs_handle_irq, L arch/x86/events/amd/ibs.c @003c0414).  Our attr keeps
+     * every exclude_* at 0 either way; this only makes a caller's exclude_kernel legal. */
+    if (nmp_hw_exists(NMP_PMU_DIR "/ibs_op/format/swfilt") &&
+        nmp_hw_sysfs_encode("ibs_op", "swfilt=1", &a, why, whylen) < 0)
+        return -1;
     if (opt && opt->l3missonly) {
         if (!nmp_hw_exists(NMP_PMU_DIR "/ibs_op/format/l3missonly")) {
             snprintf(why, whylen, "ibs_op has no l3missonly format (IBS L3-miss filtering "

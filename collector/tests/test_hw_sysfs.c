@@ -158,6 +158,7 @@ static void test_ibs_attrs(void)
     struct perf_event_attr *a = &ev[0].attr;
     CHECK_EQ(a->type, 97);
     CHECK_EQ(a->config, 1ULL << 19); /* cnt_ctl: count ops */
+    CHECK_EQ(a->config2, 1);         /* swfilt, where the PMU has it (this tree) */
     CHECK_EQ(a->sample_period, 0x40000);
     CHECK_EQ(a->sample_period & 0xf, 0);
     CHECK(!a->exclude_user && !a->exclude_kernel && !a->exclude_hv && !a->exclude_idle &&
@@ -187,6 +188,7 @@ static void test_ibs_attrs(void)
     opt.l3missonly = 0;
     CHECK_EQ(nmp_hw_build(NMP_BACKEND_IBS, &opt, NULL, 0, ev, 4, why, sizeof why), 1);
     CHECK(ev[0].attr.sample_type & PERF_SAMPLE_PHYS_ADDR);
+    CHECK_EQ(ev[0].attr.config2, 0); /* no swfilt format in this tree */
 
     /* Skylake tree: paranoid 2, no capability: no PHYS_ADDR; no ibs_op */
     use_root("sysroot-skx");
