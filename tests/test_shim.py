@@ -193,6 +193,15 @@ def test_one_file_per_process_and_image(shimmed, raw_records):
         assert np.all(r["nframes"][allocs] > 0)
 
 
+def test_threads_running_at_exit_are_counted(shimmed, raw_records):
+    tid = int(re.search(r"^lingering thread (\d+)$", shimmed.proc.stderr, re.M).group(1))
+    r = raw_records[shimmed.roles["main"]]
+    totals = r[(r["type"] == TOTALS) & (r["tid"] == tid)]
+    assert len(totals) == 1, "reported once, by the exit path"
+    assert 1000 <= int(totals["prev"][0]) < 1100  # LINGER_ALLOCS plus the thread's own
+    assert int(totals["size"][0]) >= 1000 * 100
+
+
 def test_exec_boundary_in_the_child_file(shimmed, raw_records):
     r = raw_records[shimmed.roles["fork_child"]]
     start_idx = np.flatnonzero(r["type"] == START)

@@ -31,9 +31,11 @@ enum nmp_shim_rectype {
     NMP_SHIM_ALLOC = 1,  /* addr, size, kind, prev (realloc), frames */
     NMP_SHIM_FREE = 2,   /* addr; size = munmap length (0 for free()); kind: 1 free,
                             5 munmap, 6 numa_free */
-    NMP_SHIM_TOTALS = 3, /* one thread's allocations below the threshold:
-                            size = bytes, prev = count; addr = records this process
-                            could not write so far (disk full) */
+    NMP_SHIM_TOTALS = 3, /* one thread's allocations below the threshold (at its exit,
+                            or at process exit for threads still running): size = bytes,
+                            prev = count; in the process-exit record of tid 0 or the
+                            exiting thread, addr = records that could not be written
+                            (disk full) */
     NMP_SHIM_START = 4,  /* a process image started recording; addr = threshold */
 };
 

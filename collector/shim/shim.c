@@ -6,7 +6,7 @@
  * its call stack to <NUMAPROF_DIR>/shim.<pid>.bin (format: nmp_shim_format.h), and so is
  * the release of such a block (free, realloc, munmap, numa_free).  Smaller allocations
  * only bump per-thread counters (no stack walk), written as one TOTALS record when the
- * thread or the process ends.  Without NUMAPROF_DIR the shim only forwards calls.
+ * thread ends, or at process exit for the threads still running then.  Without NUMAPROF_DIR the shim only forwards calls.
  *
  * Properties the target relies on:
  *  - Reentrant: a thread-local guard passes allocations made while the shim itself is
@@ -70,8 +70,20 @@ static int (*real_munmap)(void *, size_t);
 
 static NMP_TLS int t_guard;
 static NMP_TLS uint32_t t_tid;
-static NMP_TLS int t_registered;
-static NMP_TLS uint64_t t_small_allocs, t_small_bytes;
+
+/* Counters of the allocations below the threshold: one slot per live thread rather than
+ * plain thread-locals, so that process exit can also report the threads still running
+ * then (an OpenMP pool is never joined).  Only the owner writes its slot. */
+#define NMP_SLOTS 1024
+enum { SLOT_FREE, SLOT_OWNED, SLOT_TAKEN, SLOT_FLUSHING };
+struct slot {
+    uint32_t state, tid;
+    uint64_t allocs, bytes;
+    char pad[40];
+};
+static struct slot g_slots[NMP_SLOTS] __attribute__((aligned(64)));
+static struct slot g_overflow; /* threads beyond NMP_SLOTS: updated atomically */
+static NMP_TLS struct slot *t_slot;
 
 /* ---- async-signal-safe helpers ---- */
 
@@ -113,7 +125,8 @@ static uint32_t tid(void)
 
 static void emit(struct nmp_shim_record *r)
 {
-    r->tid = tid();
+    if (!r->tid)
+        r->tid = tid();
     if (!r->time)
         r->time = now_ns();
     for (;;) {
@@ -181,37 +194,87 @@ static void record_free(void *p, size_t len, int kind)
     errno = saved;
 }
 
-static void flush_totals(void)
+static void emit_totals(uint32_t owner, uint64_t allocs, uint64_t bytes, uint64_t dropped)
 {
-    if (!t_small_allocs && !__atomic_load_n(&g_dropped, __ATOMIC_RELAXED))
+    if (!allocs && !dropped)
         return;
     struct nmp_shim_record r;
     memset(&r, 0, sizeof r);
     r.type = NMP_SHIM_TOTALS;
-    r.size = t_small_bytes;
-    r.prev = t_small_allocs;
-    r.addr = __atomic_load_n(&g_dropped, __ATOMIC_RELAXED);
-    t_small_allocs = t_small_bytes = 0;
+    r.tid = owner;
+    r.size = bytes;
+    r.prev = allocs;
+    r.addr = dropped;
     emit(&r);
+}
+
+static __attribute__((noinline)) struct slot *claim_slot(void)
+{
+    for (int i = 0; i < NMP_SLOTS; i++) {
+        uint32_t expect = SLOT_FREE;
+        if (__atomic_load_n(&g_slots[i].state, __ATOMIC_RELAXED) == SLOT_FREE &&
+            __atomic_compare_exchange_n(&g_slots[i].state, &expect, SLOT_OWNED, 0,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+            struct slot *s = &g_slots[i];
+            s->tid = tid();
+            __atomic_store_n(&s->allocs, 0, __ATOMIC_RELAXED);
+            __atomic_store_n(&s->bytes, 0, __ATOMIC_RELAXED);
+            t_slot = s;
+            /* a non-NULL value makes the key's destructor run at thread exit */
+            if (g_key_ok)
+                pthread_setspecific(g_key, (void *)1);
+            return s;
+        }
+    }
+    return t_slot = &g_overflow;
+}
+
+static inline void count_small(size_t n)
+{
+    struct slot *s = t_slot;
+    if (__builtin_expect(!s, 0))
+        s = claim_slot();
+    if (__builtin_expect(s == &g_overflow, 0)) {
+        __atomic_add_fetch(&s->allocs, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&s->bytes, n, __ATOMIC_RELAXED);
+        return;
+    }
+    /* owner-only plain updates; the relaxed stores keep the exit path's reads whole */
+    __atomic_store_n(&s->allocs, s->allocs + 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->bytes, s->bytes + n, __ATOMIC_RELAXED);
 }
 
 static void thread_exit(void *unused)
 {
     (void)unused;
-    if (g_active)
-        flush_totals();
+    struct slot *s = t_slot;
+    t_slot = &g_overflow; /* what this thread still allocates while it ends */
+    if (!g_active || !s || s == &g_overflow)
+        return;
+    uint32_t expect = SLOT_OWNED;
+    /* unless process exit has already reported this slot */
+    if (__atomic_compare_exchange_n(&s->state, &expect, SLOT_FLUSHING, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_RELAXED)) {
+        emit_totals(s->tid, s->allocs, s->bytes, 0);
+        __atomic_store_n(&s->state, SLOT_FREE, __ATOMIC_RELEASE);
+    }
 }
 
-static inline void count_small(size_t n)
+/* At process exit: every live thread's counters, the overflow and the lost records. */
+static void flush_all_totals(void)
 {
-    t_small_allocs++;
-    t_small_bytes += n;
-    if (__builtin_expect(!t_registered, 0)) {
-        t_registered = 1;
-        /* a non-NULL value makes the key's destructor run at thread exit */
-        if (g_key_ok)
-            pthread_setspecific(g_key, (void *)1);
+    for (int i = 0; i < NMP_SLOTS; i++) {
+        struct slot *s = &g_slots[i];
+        uint32_t expect = SLOT_OWNED;
+        if (__atomic_load_n(&s->state, __ATOMIC_RELAXED) == SLOT_OWNED &&
+            __atomic_compare_exchange_n(&s->state, &expect, SLOT_TAKEN, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_RELAXED))
+            emit_totals(s->tid, __atomic_load_n(&s->allocs, __ATOMIC_RELAXED),
+                        __atomic_load_n(&s->bytes, __ATOMIC_RELAXED), 0);
     }
+    emit_totals(0, __atomic_exchange_n(&g_overflow.allocs, 0, __ATOMIC_RELAXED),
+                __atomic_exchange_n(&g_overflow.bytes, 0, __ATOMIC_RELAXED),
+                __atomic_load_n(&g_dropped, __ATOMIC_RELAXED));
 }
 
 /* ---- the per-process file ---- */
@@ -266,8 +329,10 @@ static void atfork_child(void)
     if (!g_active)
         return;
     t_guard = 1;
-    /* the parent's counters stay the parent's */
-    t_small_allocs = t_small_bytes = 0;
+    /* the parent's counters stay the parent's; its other threads do not exist here */
+    memset(g_slots, 0, sizeof g_slots);
+    memset(&g_overflow, 0, sizeof g_overflow);
+    t_slot = NULL;
     __atomic_store_n(&g_dropped, 0, __ATOMIC_RELAXED);
     close(g_fd);
     g_fd = -1;
@@ -374,7 +439,7 @@ __attribute__((destructor(101))) static void shim_fini(void)
         return;
     int g = t_guard;
     t_guard = 1;
-    flush_totals();
+    flush_all_totals();
     copy_numa_maps();
     t_guard = g;
 }

@@ -8,6 +8,7 @@
  * role and where the marked allocation sites are, for the test to check the shim's
  * records.  Large allocations use distinctive sizes: BASE_<allocator> + 100*thread + iter.
  */
+#define _GNU_SOURCE /* gettid */
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -369,6 +370,37 @@ static void altstack_phase(void)
     printf("alternate signal stack: %s\n", sig_bad ? "BAD" : "ok");
 }
 
+/* A thread still running when the process exits (like an OpenMP pool thread): its small
+ * allocations must be counted all the same. */
+enum { LINGER_ALLOCS = 1000 };
+static volatile int linger_ready;
+
+static void *linger(void *arg)
+{
+    (void)arg;
+    fprintf(stderr, "lingering thread %ld\n", (long)gettid());
+    for (int i = 0; i < LINGER_ALLOCS; i++) {
+        char *p = malloc(100);
+        if (p)
+            p[99] = 1;
+        free(p);
+    }
+    __atomic_store_n(&linger_ready, 1, __ATOMIC_RELEASE);
+    for (;;)
+        pause();
+    return NULL;
+}
+
+static void start_lingering_thread(void)
+{
+    pthread_t th;
+    if (pthread_create(&th, NULL, linger, NULL) != 0)
+        return;
+    pthread_detach(th);
+    while (!__atomic_load_n(&linger_ready, __ATOMIC_ACQUIRE))
+        usleep(1000);
+}
+
 /* ---- roles ---- */
 
 static int exec_child(void)
@@ -450,6 +482,7 @@ int main(int argc, char **argv)
            WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
     signal_phases();
     altstack_phase();
+    start_lingering_thread();
     free(big);
     printf("failures: %d\n", failures);
     return failures ? 1 : 0;
