@@ -652,14 +652,23 @@ def _c_loop_header(src: _Source, loop) -> tuple[str, bool, object] | str:
     return var, declared, bound
 
 
-def _c_locals(src: _Source, body) -> set[str]:
-    names = set()
+def _c_locals(src: _Source, body) -> dict[str, str]:
+    """Variables declared inside the loop body -> ``array`` | ``pointer`` | ``scalar``.
+
+    Local arrays and scalars are private to an iteration; a local pointer is not: it
+    points into memory other iterations may share.
+    """
+    names: dict[str, str] = {}
     for n in _walk(body):
         if n.type == "declaration":
             for d in n.children_by_field_name("declarator"):
                 name = _declarator_name(d)
+                inner = d.child_by_field_name("declarator") if d.type == "init_declarator" \
+                    else d
+                kind = {"array_declarator": "array", "pointer_declarator": "pointer"}.get(
+                    inner.type if inner is not None else "", "scalar")
                 if name:
-                    names.add(name)
+                    names[name] = kind
     return names
 
 
@@ -671,7 +680,7 @@ def _c_check_loop(src: _Source, loop, func) -> str | None:
     var, declared, _bound = header
     body = loop.child_by_field_name("body")
     local = _c_locals(src, body)
-    local.discard(var)
+    local.pop(var, None)
     written: dict[str, object] = {}  # non-local arrays written as name[var]
     for n in _walk(body):
         t = n.type
@@ -722,7 +731,7 @@ def _c_check_loop(src: _Source, loop, func) -> str | None:
     return None
 
 
-def _c_check_write(src: _Source, target, var: str, local: set[str],
+def _c_check_write(src: _Source, target, var: str, local: dict[str, str],
                    written: dict) -> str | None:
     if target is None:
         return "the loop writes through an expression the check cannot follow"
@@ -738,7 +747,10 @@ def _c_check_write(src: _Source, target, var: str, local: set[str],
         base = _strip_parens(target.child_by_field_name("argument"))
         idx = _strip_parens(target.child_by_field_name("index"))
         if base is not None and base.type == "identifier" and src.text(base) in local:
-            return None
+            if local[src.text(base)] == "array":
+                return None
+            return (f"the loop writes `{src.text(target)}` through `{src.text(base)}`, a "
+                    "pointer that may reach memory other iterations use")
         if base is None or base.type != "identifier" or idx is None or \
                 idx.type != "identifier" or src.text(idx) != var:
             arr = src.text(base) if base is not None and base.type == "identifier" else "x"
@@ -749,8 +761,8 @@ def _c_check_write(src: _Source, target, var: str, local: set[str],
     if t == "field_expression":
         base = _strip_parens(target.child_by_field_name("argument"))
         op = target.child_by_field_name("operator")
-        if base is not None and base.type == "identifier" and src.text(base) in local \
-                and op is not None and src.text(op) == ".":
+        if base is not None and base.type == "identifier" and \
+                local.get(src.text(base)) == "scalar" and op is not None and src.text(op) == ".":
             return None
         return f"the loop writes the member `{src.text(target)}`, shared by all iterations"
     if t == "pointer_expression":

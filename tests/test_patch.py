@@ -173,6 +173,7 @@ C_CASES = [
     ("UNSAFE: bound is changed", 3, ["scalar `n`"]),
     ("UNSAFE: steps by two", 2, ["step `k` by one"]),
     ("UNSAFE: goto", 3, ["goto"]),
+    ("UNSAFE: writes through a pointer local", 3, ["`row[1]`", "pointer"]),
 ]
 
 
@@ -191,6 +192,13 @@ def test_safe_c_loop_with_pure_math_and_locals(tmp_path):
     assert isinstance(p, Patch), p
     new = lines(p.new_text)
     assert new[new.index("    for (size_t k = 0; k < n; ++k) {") - 1] == f"    {C_PRAGMA}"
+
+
+def test_local_array_writes_are_private(tmp_path):
+    src = copy(tmp_path, DATA / "loops.c")
+    p = parallelize_first_touch(src, loop_line(src.read_text(), "SAFE: a local array", 3))
+    assert isinstance(p, Patch), p
+    assert added(p) == [f"    {C_PRAGMA}"]
 
 
 def test_nested_outer_loop_is_chosen_when_it_is_safe(tmp_path):

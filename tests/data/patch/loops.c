@@ -84,6 +84,20 @@ double work(double *a, double *b, double *x, size_t n, int *flags)
     for (size_t k = 0; k < n; k += 2)
         a[k] = 0.0;
 
+    /* UNSAFE: writes through a pointer local to the body */
+    for (size_t k = 0; k < n - 1; k++) {
+        double *row = a + k;
+        row[1] = 0.0;
+    }
+
+    /* SAFE: a local array is private to the iteration */
+    for (size_t k = 0; k < n; k++) {
+        double tmp[2];
+        tmp[0] = x[k];
+        tmp[1] = 2.0 * x[k];
+        b[k] = tmp[0] + tmp[1];
+    }
+
     /* UNSAFE: goto */
     for (size_t k = 0; k < n; k++) {
         if (flags[k])

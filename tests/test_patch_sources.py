@@ -1,0 +1,86 @@
+"""Source hashes from DWARF (recommender/sources.py): what `--apply` checks against."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from numaprof.errors import ProfileError
+from numaprof.recommender.sources import (
+    dwarf_source_files,
+    hash_sources,
+    read_sources_json,
+    write_sources_json,
+)
+
+MAIN_C = """\
+#include <stdio.h>
+#include "inc/util.h"
+int main(void) { printf("%d\\n", twice(21)); return 0; }
+"""
+UTIL_H = "static inline int twice(int x) { return 2 * x; }\n"
+
+
+@pytest.fixture(params=["-gdwarf-5", "-gdwarf-4"])
+def program(tmp_path, request) -> tuple[Path, Path, Path]:
+    """A program built from a relative path, so the DWARF names need the comp dir."""
+    src = tmp_path / "src"
+    (src / "inc").mkdir(parents=True)
+    (src / "main.c").write_text(MAIN_C)
+    (src / "inc" / "util.h").write_text(UTIL_H)
+    exe = tmp_path / "prog"
+    subprocess.run(["gcc", request.param, "-O0", "-o", exe, "main.c"], cwd=src, check=True)
+    return exe, src / "main.c", src / "inc" / "util.h"
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_hashes_cover_the_user_sources_and_no_system_headers(program):
+    exe, main_c, util_h = program
+    assert str(main_c) in dwarf_source_files(exe)
+    hashes = hash_sources([exe])
+    assert hashes == {str(main_c): sha(main_c), str(util_h): sha(util_h)}
+
+
+def test_missing_deleted_and_non_elf_files_give_nothing(program, tmp_path):
+    exe, main_c, util_h = program
+    util_h.unlink()
+    assert hash_sources([exe]) == {str(main_c): sha(main_c)}
+    assert hash_sources([tmp_path / "nope"]) == {}
+    script = tmp_path / "run.sh"
+    script.write_text("#!/bin/sh\n")
+    assert hash_sources([script]) == {}
+
+
+def test_stripped_binary_gives_nothing(program, tmp_path):
+    exe, _, _ = program
+    stripped = tmp_path / "stripped"
+    subprocess.run(["strip", "-o", stripped, exe], check=True)
+    assert hash_sources([stripped]) == {}
+
+
+def test_sources_json_round_trip_and_permissions(program, tmp_path):
+    exe, main_c, _ = program
+    prof = tmp_path / "numaprof.data"
+    prof.mkdir()
+    written = write_sources_json(prof, [exe])
+    assert stat.S_IMODE((prof / "sources.json").stat().st_mode) == 0o600
+    assert read_sources_json(prof) == written and str(main_c) in written
+
+
+def test_read_sources_json_refuses_missing_and_foreign(tmp_path):
+    with pytest.raises(ProfileError, match="no sources.json"):
+        read_sources_json(tmp_path)
+    (tmp_path / "sources.json").write_text(json.dumps({"schema": "other/9", "files": {}}))
+    with pytest.raises(ProfileError, match="not a numaprof.sources/1"):
+        read_sources_json(tmp_path)
+    (tmp_path / "sources.json").write_text("{truncated")
+    with pytest.raises(ProfileError, match="cannot read"):
+        read_sources_json(tmp_path)
