@@ -21,6 +21,7 @@ from numaprof.recommender.cost import (
     imbalance,
     predict,
     tie_tolerance,
+    time_windows,
 )
 from numaprof.recommender.model import ObjectSuggestion, Prediction, Suggestions
 from numaprof.recommender.policies import node_of_page
@@ -116,7 +117,7 @@ class _Plan:
         for o in hot:
             seen.update(int(t) for t in np.unique(o.access.thread))
         n_threads = len(analysis.threads)
-        self.compute = sorted(t for t in seen if 0 <= t < n_threads) or list(range(n_threads))
+        self.compute = sorted(t for t in seen if t >= 0) or list(range(max(n_threads, 1)))
         self.binding: str | None = None
         self.binding_from_env = _binding_from_env(analysis.profile.env)
         unbound = any(not analysis.threads[t].bound or analysis.threads[t].migrations > 0
@@ -185,6 +186,7 @@ def _evaluate(plan: _Plan, o: ObjectResult) -> tuple[list[Prediction], str, floa
     spread_nodes = plan.spread_nodes
     factor = plan.target.numa_factor()
     ft_nodes, ft_how = plan.first_touch_nodes(o)
+    windows = time_windows(acc, plan.n)
     preds = []
     for policy in CANDIDATES:
         if policy == "first_touch":
@@ -197,7 +199,7 @@ def _evaluate(plan: _Plan, o: ObjectResult) -> tuple[list[Prediction], str, floa
         else:
             pages = node_of_page(policy, n_pages, spread_nodes)
         preds.append(predict(policy, acc, plan.thread_node, pages, factor,
-                             active_nodes=spread_nodes))
+                             active_nodes=spread_nodes, windows=windows))
     return preds, ft_how, tie_tolerance(acc.weight)
 
 

@@ -85,33 +85,43 @@ def imbalance(load: np.ndarray) -> float:
     return float(load.max() * len(load) / total)
 
 
-def windowed_contention(access: ObjectAccess, thread_node: np.ndarray, page_node: np.ndarray,
-                        n_nodes: int) -> float | None:
-    """Traffic-weighted mean over time windows of the busiest node's load relative to the
-    fair share of the nodes whose threads are active in that window (at least 1), or None
-    without sample times.
-
-    Counting only the nodes with active threads keeps a serial phase (one thread, which
-    cannot saturate a memory node) from reading as contention.
-    """
+def time_windows(access: ObjectAccess, n_nodes: int) -> tuple[np.ndarray, int] | None:
+    """Equal-length time windows over the accesses: (window index per sample, count), or
+    None without sample times or with too few samples for ``n_nodes`` nodes."""
     t = getattr(access, "time", None)
     if t is None or n_nodes < 2:
         return None
-    ok = _valid(access, len(page_node))
-    t = np.asarray(t)[ok]
-    n = len(t)
-    k = min(MAX_WINDOWS, n // (WINDOW_SAMPLES_PER_NODE * n_nodes))
+    t = np.asarray(t, dtype=np.int64)
+    k = min(MAX_WINDOWS, len(t) // (WINDOW_SAMPLES_PER_NODE * n_nodes))
     if k < 2:
         return None
-    order = np.argsort(t, kind="stable")
-    dst = np.asarray(page_node, dtype=np.int64)[np.asarray(access.page)[ok]][order]
-    src = np.asarray(thread_node, dtype=np.int64)[np.asarray(access.thread)[ok]][order]
-    w = np.asarray(access.weight, dtype=float)[ok][order]
-    window = np.arange(n) * k // n
+    lo, hi = int(t.min()), int(t.max())
+    window = ((t - lo).astype(np.float64) * k / (hi - lo + 1)).astype(np.int64)
+    return np.minimum(window, k - 1), k
+
+
+def windowed_contention(access: ObjectAccess, thread_node: np.ndarray, page_node: np.ndarray,
+                        n_nodes: int, windows: tuple[np.ndarray, int] | None) -> float | None:
+    """Traffic-weighted mean over time windows of the busiest node's load relative to the
+    fair share of the nodes whose threads are active in that window (at least 1).
+
+    Counting only the nodes with active threads keeps a serial phase (one thread, which
+    cannot saturate a memory node) from reading as contention.  None without windows.
+    """
+    if windows is None:
+        return None
+    window, k = windows
+    ok = _valid(access, len(page_node))
+    window = window[ok]
+    dst = np.asarray(page_node, dtype=np.int64)[np.asarray(access.page)[ok]]
+    src = np.asarray(thread_node, dtype=np.int64)[np.asarray(access.thread)[ok]]
+    w = np.asarray(access.weight, dtype=float)[ok]
     load = np.bincount(window * n_nodes + dst, weights=w, minlength=k * n_nodes).reshape(k, n_nodes)
     active = np.bincount(window * n_nodes + src, minlength=k * n_nodes).reshape(k, n_nodes) > 0
     totals = load.sum(axis=1)
     keep = totals > 0
+    if not keep.any():
+        return None
     fair = active[keep].sum(axis=1)
     per_window = np.maximum(1.0, load[keep].max(axis=1) * fair / totals[keep])
     return float((per_window * totals[keep]).sum() / totals[keep].sum())
@@ -128,7 +138,7 @@ def contention(load: np.ndarray, active_nodes: int) -> float:
 
 def predict(policy: str, access: ObjectAccess, thread_node: np.ndarray, page_node: np.ndarray,
             factor: np.ndarray, active_nodes: Sequence[int] | None = None,
-            change: str = "none") -> Prediction:
+            change: str = "none", windows: tuple[np.ndarray, int] | None | bool = True) -> Prediction:
     """Predicted traffic, local fraction, imbalance and score of one placement.
 
     ``active_nodes``: node positions the compute threads run on (default: every node).
@@ -151,7 +161,9 @@ def predict(policy: str, access: ObjectAccess, thread_node: np.ndarray, page_nod
     used |= load > 0
     imb = imbalance(load[used])
     cont = contention(load, k)
-    windowed = windowed_contention(access, thread_node, page_node, n)
+    if windows is True:
+        windows = time_windows(access, n)
+    windowed = windowed_contention(access, thread_node, page_node, n, windows or None)
     if windowed is not None:
         cont = max(cont, windowed)
     score = latency * cont**CONTENTION_EXPONENT

@@ -360,3 +360,39 @@ def test_measured_costs_follow_the_numa_factor():
     s8 = suggest(an, resolve_target("itanium2", an.topology)).objects[0].current
     assert s2.latency == pytest.approx(0.5 * 1.0 + 0.5 * 2.1, abs=0.03)
     assert s8.latency > s2.latency
+
+
+def with_serial_init_phase(acc, n_threads, init_samples=3000):
+    """Prepend a serial initialisation sampled in time: thread 0 writes the pages in order."""
+    t_loop = np.sort(np.random.default_rng(9).random(len(acc.page))) * 1e9 + 1e9
+    init_pages = np.linspace(0, acc.n_pages - 1, init_samples).astype(np.int64)
+    out = ObjectAccess(page=np.concatenate([init_pages, acc.page]),
+                       thread=np.concatenate([np.zeros(init_samples, np.int32), acc.thread]),
+                       weight=np.ones(init_samples + len(acc.page)),
+                       write=np.concatenate([np.ones(init_samples, bool), acc.write]),
+                       n_pages=acc.n_pages)
+    out.time = np.concatenate([np.linspace(0, 0.9e9, init_samples), t_loop]).astype(np.int64)
+    return out
+
+
+def test_serial_phase_is_not_contention():
+    # One thread writing the array in order hits one node at a time under a block
+    # placement, but one thread cannot saturate a memory node: no contention from it.
+    t = 8
+    acc = with_serial_init_phase(access_regular(BIG, t), t)
+    an = analysis([obj("a", "regular", acc, serial=True, n_threads=t)], threads(t))
+    o = suggest(an, resolve_target("8n-opteron", an.topology)).objects[0]
+    assert o.policy in ("parallel_init", "bind_block")
+    assert o.predicted.contention < 1.3
+    assert o.current.contention > 4  # master-initialised: every thread loads node 0
+
+
+def test_windowed_contention_keeps_numa_aware_as_is():
+    t = 8
+    acc = access_regular(BIG, t)
+    acc.time = np.random.default_rng(4).integers(0, 10**9, len(acc.page))
+    an = analysis([obj("a", "regular", acc, serial=False, n_threads=t)], threads(t))
+    for tgt in ("2s", "8n-opteron", "itanium2"):
+        o = suggest(an, resolve_target(tgt, an.topology)).objects[0]
+        assert o.policy == "first_touch", tgt
+        assert o.current.contention < 1.3
