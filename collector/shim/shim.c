@@ -180,7 +180,7 @@ static __attribute__((noinline)) void record_alloc(void *p, size_t size, int kin
     errno = saved;
 }
 
-static void record_free(void *p, size_t len, int kind)
+static __attribute__((noinline, cold)) void record_free(void *p, size_t len, int kind)
 {
     int saved = errno;
     struct nmp_shim_record r;
@@ -448,6 +448,15 @@ __attribute__((destructor(101))) static void shim_fini(void)
 
 #define TRACKING() (__builtin_expect(g_active, 1) && !t_guard)
 
+/* Was this heap block at or above the threshold?  glibc keeps the chunk size (plus three
+ * flag bits) in the word before the block, and a chunk is never smaller than its usable
+ * size: small blocks are ruled out without a call. */
+static inline int tracked_block(void *p)
+{
+    size_t chunk = ((const size_t *)p)[-1] & ~(size_t)7;
+    return chunk >= g_threshold && malloc_usable_size(p) >= g_threshold;
+}
+
 NMP_EXPORT void *malloc(size_t n)
 {
     void *p = __libc_malloc(n);
@@ -475,7 +484,7 @@ NMP_EXPORT void *calloc(size_t n, size_t m)
 
 NMP_EXPORT void free(void *p)
 {
-    if (p && TRACKING() && malloc_usable_size(p) >= g_threshold)
+    if (p && TRACKING() && tracked_block(p))
         record_free(p, 0, 1); /* before the block can be handed to another thread */
     __libc_free(p);
 }
@@ -484,7 +493,7 @@ NMP_EXPORT void *realloc(void *p, size_t n)
 {
     if (!TRACKING())
         return __libc_realloc(p, n);
-    int old_tracked = p && malloc_usable_size(p) >= g_threshold;
+    int old_tracked = p && tracked_block(p);
     if (n < g_threshold) {
         if (old_tracked)
             record_free(p, 0, 1);
