@@ -102,6 +102,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     a_tidx = s_tidx[sel]
     a_trow = cpu_row[np.asarray(s_cpu[sel])]  # matrix row of the thread's node, −1 unknown
     a_access = np.asarray(s["access"][sel])
+    a_ip = np.asarray(s["ip"][sel])  # the loop each access came from (pattern contexts)
     a_weight = None
     if (prof.path / "samples.weight.col").exists():
         w_raw = np.asarray(s["weight"][sel])
@@ -197,7 +198,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         step("objects", 0.5 + 0.45 * k / max(len(hot), 1))
         idx = order[bounds[oi + 1] : bounds[oi + 2]]
         results.append(_object_result(
-            objs[oi], oi, idx, a_addr, a_time, a_tidx, a_trow, a_prow, a_access, a_weight, a_iv, ivs,
+            objs[oi], oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow, a_access, a_weight, a_iv, ivs,
             N, page, with_address, ft, obj_nm.get(oi), topo, node_index, threads, resolver,
             n_program_threads, t_origin, pn_index, iv_members(oi)))
     step("done", 1.0)
@@ -492,7 +493,7 @@ def _first_touch_of(oi, ft: _FirstTouch | None, topo, n_program_threads, resolve
     )
 
 
-def _object_result(o: _Obj, oi, idx, a_addr, a_time, a_tidx, a_trow, a_prow, a_access, a_weight, a_iv, ivs,
+def _object_result(o: _Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow, a_access, a_weight, a_iv, ivs,
                    N, page, with_address, ft, nm_pages, topo, node_index, threads, resolver,
                    n_program_threads, t_origin, pn_index, members) -> ObjectResult:
     n = len(idx)
@@ -518,7 +519,7 @@ def _object_result(o: _Obj, oi, idx, a_addr, a_time, a_tidx, a_trow, a_prow, a_a
     else:
         pages_by_node = [int(x) for x in pn_index.pages(members, ivs, page)]
     page_key = iv.astype(np.int64) * (1 << 36) + pg
-    features, windows = feat.object_features(a_time[idx], a_tidx[idx], pos, page_key)
+    features, windows = feat.object_features(a_time[idx], a_tidx[idx], pos, page_key, a_ip[idx])
     pattern, conf = patterns.classify(features)
     first_touch = _first_touch_of(oi, ft, topo, n_program_threads, resolver)
     if nm_pages is None and N == 1 and first_touch.pages > sum(pages_by_node):
@@ -550,7 +551,7 @@ def _object_result(o: _Obj, oi, idx, a_addr, a_time, a_tidx, a_trow, a_prow, a_a
         imbalance=imb,
         count=o.count,
         threads=int(len(np.unique(a_tidx[idx]))),
-        phases=patterns.phases(windows, t_origin),
+        phases=patterns.phases(windows, t_origin, pattern),
         features=features,
         access=access,
         unplaced_samples=int(n - known.sum()),

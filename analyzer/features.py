@@ -32,6 +32,7 @@ class Windows:
     overlap: np.ndarray  # float, mean pairwise overlap of thread ranges
     rank: np.ndarray  # (W, T) normalised rank of each thread's median position, NaN if absent
     distance: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # (W, W) mapping distance
+    step: np.ndarray = field(default_factory=lambda: np.zeros(0))  # median |step| of a thread's samples
 
 
 def _window_ids(n: int, n_threads: int) -> tuple[np.ndarray, int]:
@@ -45,17 +46,21 @@ def object_features(
     thread: np.ndarray,
     pos: np.ndarray,
     page_key: np.ndarray,
+    ip: np.ndarray | None = None,
 ) -> tuple[dict[str, float], Windows]:
     """Features of one object's samples.
 
     ``time`` ns, ``thread`` small ints, ``pos`` position in the array in [0, 1),
-    ``page_key`` an integer per distinct page (allocation and page).  Returns the feature
-    dict and the per-window table the phase labelling uses.
+    ``page_key`` an integer per distinct page (allocation and page), ``ip`` the sampled
+    instruction (its loop) when known.  Returns the feature dict and the per-window table
+    the phase labelling uses.
     """
     n = len(time)
+    if ip is None:
+        ip = np.zeros(n, dtype=np.uint64)
     if n and np.any(np.diff(time.astype(np.int64)) < 0):
         o = np.argsort(time, kind="stable")
-        time, thread, pos, page_key = time[o], thread[o], pos[o], page_key[o]
+        time, thread, pos, page_key, ip = time[o], thread[o], pos[o], page_key[o], ip[o]
     uthreads, tl = np.unique(thread, return_inverse=True)
     T = len(uthreads)
     wid, W = _window_ids(n, T)
@@ -141,12 +146,30 @@ def object_features(
         sharing_deg = float(np.mean(per_page))
     else:
         sharing, sharing_deg = 0.0, 0.0
+    # steps between a thread's consecutive samples: independent positions under random
+    # access (median |step| = 1 − 1/√2 ≈ 0.29), short steps inside a sweep or a chunk
     o = np.lexsort((time, tl))
-    same = tl[o][1:] == tl[o][:-1]
+    same = (tl[o][1:] == tl[o][:-1]) & in_par[o][1:] & in_par[o][:-1]
     d = np.diff(pos[o])[same]
     small_stride = float(np.mean(np.abs(d) < 1.0 / 64)) if len(d) else 0.0
     forward = float(np.mean((d >= 0) & (d < 1.0 / 64))) if len(d) else 0.0
+    step_w = wid[o][1:][same]
+    w_step = np.full(W, np.nan)
+    if len(d):
+        ad = np.abs(d)
+        so = np.lexsort((ad, step_w))
+        sw, sd = step_w[so], ad[so]
+        first = np.searchsorted(sw, np.arange(W))
+        cnt = np.searchsorted(sw, np.arange(W), side="right") - first
+        has = cnt > 0
+        w_step[has] = sd[first[has] + (cnt[has] - 1) // 2]
 
+    # consecutive samples of *different* threads: close positions mean the threads move
+    # through the array together (dynamic scheduling hands out neighbouring chunks)
+    cross = (tl[1:] != tl[:-1]) & in_par[1:] & in_par[:-1]
+    cross_step = float(np.median(np.abs(np.diff(pos))[cross])) if cross.any() else 1.0
+
+    ctx = _contexts(ip, tl, pos, T, in_par)
     par_groups = parallel[gw] & active
 
     def med(x):
@@ -168,6 +191,11 @@ def object_features(
         threads_per_page=sharing_deg,
         small_stride=small_stride,
         forward_stride=forward,
+        step_median=float(np.median(np.abs(d))) if len(d) else 0.0,
+        step_pairs=float(len(d)),
+        cross_step_median=cross_step,
+        cross_pairs=float(cross.sum()),
+        **ctx,
     )
     t64 = time.astype(np.int64)
     w_start = np.full(W, 0, dtype=np.int64)
@@ -176,4 +204,73 @@ def object_features(
     lasts = np.searchsorted(wid, np.arange(W), side="right") - 1
     ok = lasts >= firsts
     w_start[ok], w_end[ok] = t64[firsts[ok]], t64[lasts[ok]]
-    return feats, Windows(w_start, w_end, w_samples, parallel, w_span, w_ent, w_ovl, rank, full)
+    return feats, Windows(w_start, w_end, w_samples, parallel, w_span, w_ent, w_ovl, rank, full, w_step)
+
+
+MIN_CONTEXT_SAMPLES = 10
+
+
+def _contexts(ip, tl, pos, T, in_par) -> dict[str, float]:
+    """Features per code context (the sampled instruction, i.e. the loop).
+
+    A loop run backwards and a loop run forwards touch the same array with a different
+    thread ↔ block mapping; when they alternate faster than a time window they can only
+    be told apart by the instruction that made the access.  Per context: the overlap of
+    the threads' ranges (disjoint under a static partition, coinciding under random
+    access) and the thread ranks, compared between contexts.
+    """
+    out = {"contexts": 0.0, "context_overlap": 0.0, "context_span": 0.0, "context_instability": 0.0}
+    sel = np.flatnonzero(in_par)
+    if len(sel) == 0 or T < 2:
+        return out
+    uip, ci = np.unique(ip[sel], return_inverse=True)
+    C = len(uip)
+    g = ci.astype(np.int64) * T + tl[sel]
+    p = pos[sel]
+    order = np.lexsort((p, g))
+    gs, ps = g[order], p[order]
+    starts = np.flatnonzero(np.r_[True, gs[1:] != gs[:-1]])
+    counts = np.diff(np.r_[starts, len(gs)])
+    gid = gs[starts]
+    gc, gt = gid // T, gid % T
+
+    def q(frac):
+        return ps[starts + np.floor(frac * (counts - 1)).astype(np.int64)]
+
+    lo, mid, hi = q(0.05), q(0.5), q(0.95)
+    ok = counts >= 3
+    ranks = np.full((C, T), np.nan)
+    ovl, spans, weights = [], [], []
+    for c in np.unique(gc[ok]).tolist():
+        m = ok & (gc == c)
+        k = int(m.sum())
+        n_c = int(counts[m].sum())
+        if k < 2 or n_c < MIN_CONTEXT_SAMPLES:
+            continue
+        a, b = lo[m], hi[m]
+        inter = np.clip(np.minimum(b[:, None], b[None, :]) - np.maximum(a[:, None], a[None, :]), 0, None)
+        union = np.maximum(b[:, None], b[None, :]) - np.minimum(a[:, None], a[None, :])
+        iou = np.where(union > 0, inter / np.where(union > 0, union, 1), 1.0)
+        ovl.append((iou.sum() - k) / (k * (k - 1)))
+        spans.append(float(np.median(b - a)))
+        weights.append(n_c)
+        r = np.argsort(np.argsort(mid[m], kind="stable"), kind="stable")
+        ranks[c, gt[m]] = r / (k - 1)
+    if not weights:
+        return out
+    w = np.asarray(weights, dtype=float)
+    out["contexts"] = float(len(weights))
+    out["context_overlap"] = float(np.average(ovl, weights=w))
+    out["context_span"] = float(np.average(spans, weights=w))
+    used = np.flatnonzero(~np.isnan(ranks).all(axis=1))
+    dists, dw = [], []
+    cn = np.bincount(gc, weights=counts, minlength=C)
+    for i, a in enumerate(used.tolist()):
+        for b in used[i + 1 :].tolist():
+            both = ~np.isnan(ranks[a]) & ~np.isnan(ranks[b])
+            if both.sum() >= 2:
+                dists.append(float(np.abs(ranks[a, both] - ranks[b, both]).mean()))
+                dw.append(min(cn[a], cn[b]))
+    if dists:
+        out["context_instability"] = float(np.average(dists, weights=dw))
+    return out

@@ -24,19 +24,23 @@ MIN_SAMPLES = 30
 RANDOM_SPAN = 0.5
 RANDOM_ENTROPY = 0.6
 RANDOM_OVERLAP = 0.5  # mean pairwise overlap (IoU) of the threads' 5–95 % ranges
+RANDOM_STEP = 0.15  # median |position step| between a thread's consecutive samples
 INSTABILITY = 0.15  # mean |rank change| between parallel windows
 PHASE_CHANGE = 0.3
 SHARED_RANGE = 0.5  # mean overlap of the threads' ranges in a window  # rank change between consecutive windows that starts a new phase
 
 
-def _random_score(span: float, entropy: float, overlap: float) -> float:
+def _random_score(span: float, entropy: float, overlap: float, step: float) -> float:
     # 0.5 at the thresholds, 1 well above all, 0 well below any.  Overlap matters with
     # few threads: two threads each sweeping its half of the array span ~0.45 each, but
-    # their ranges are disjoint; under random access they coincide.
+    # their ranges are disjoint; under random access they coincide.  The step between a
+    # thread's consecutive samples separates random access from phases that alternate
+    # faster than a window (a loop run backwards then forwards every iteration).
     a = np.clip(0.5 + (span - RANDOM_SPAN) / 0.6, 0, 1)
     b = np.clip(0.5 + (entropy - RANDOM_ENTROPY) / 0.6, 0, 1)
     c = np.clip(0.5 + (overlap - RANDOM_OVERLAP) / 0.6, 0, 1)
-    return float(min(a, b, c))
+    d = np.clip(0.5 + (step - RANDOM_STEP) / 0.2, 0, 1)
+    return float(min(a, b, c, d))
 
 
 def classify(features: dict[str, float]) -> tuple[str, float]:
@@ -45,22 +49,39 @@ def classify(features: dict[str, float]) -> tuple[str, float]:
     if features.get("samples", 0.0) < MIN_SAMPLES or features.get("parallel_windows", 0.0) < 1 or n < MIN_SAMPLES // 2:
         return "unknown", 0.0
     size = 1.0 - math.exp(-n / 150.0)
-    rs = _random_score(features["span_median"], features["entropy_median"], features["overlap_median"])
+    step = features["step_median"] if features.get("step_pairs", 0.0) >= 10 else 1.0
+    cross = features.get("cross_step_median", 1.0) if features.get("cross_pairs", 0.0) >= 10 else 1.0
+    overlap = features["overlap_median"]
+    if features.get("contexts", 0.0) >= 1:
+        # inside one loop the threads' ranges must coincide too (see features._contexts)
+        overlap = min(overlap, features["context_overlap"])
+    rs = min(_random_score(features["span_median"], features["entropy_median"], overlap, step),
+             float(np.clip(0.5 + (cross - RANDOM_STEP) / 0.2, 0, 1)))
     if rs >= 0.5:
         return "random", round(size * rs, 3)
     margin_random = 1.0 - rs  # how clearly it is not random
-    inst = features["instability"]
-    margin = min(0.5, abs(inst - INSTABILITY) / (2 * INSTABILITY))
+    # irregular: the thread ↔ block mapping changes between windows (instability), or
+    # inside them — the threads' ranges coincide although each moves locally
+    inst = max(features["instability"], features.get("context_instability", 0.0)) / INSTABILITY
+    shared = features["overlap_median"] / SHARED_RANGE
+    if features.get("contexts", 0.0) >= 1:
+        shared = min(shared, features["context_overlap"] / SHARED_RANGE)
+    score = max(inst, shared)  # 1 at the threshold
+    margin = min(0.5, abs(score - 1.0) / 2)
     conf = size * min(0.5 + margin, margin_random)
-    if features.get("window_pairs", 0.0) < 1:
+    if features.get("window_pairs", 0.0) < 1 and shared < 1:
         conf *= 0.5  # one parallel window: the mapping's stability was never tested
-    pattern = "regular" if inst < INSTABILITY else "irregular"
+    pattern = "regular" if score < 1.0 else "irregular"
     return pattern, round(float(conf), 3)
 
 
-def phases(w: Windows, t_origin: int) -> list[Phase]:
+def phases(w: Windows, t_origin: int, pattern: str | None = None) -> list[Phase]:
     """Runs of windows with the same label: serial, random, regular (stable mapping) or
-    irregular (mapping changing window to window, e.g. dynamic scheduling)."""
+    irregular (mapping changing window to window, e.g. dynamic scheduling).
+
+    ``pattern`` is the object's decided pattern: windows look random on their own when
+    loops alternate faster than a window, so only a random object has random phases.
+    """
     W = len(w.samples)
     labels: list[str] = []
     seg_id: list[int] = []
@@ -71,7 +92,8 @@ def phases(w: Windows, t_origin: int) -> list[Phase]:
             labels.append("empty")
         elif not w.parallel[i]:
             labels.append("serial")
-        elif _random_score(*(float(np.nan_to_num(x[i])) for x in (w.span, w.entropy, w.overlap))) >= 0.5:
+        elif pattern in (None, "random") and _random_score(
+                *(float(np.nan_to_num(x[i], nan=1.0)) for x in (w.span, w.entropy, w.overlap, w.step))) >= 0.5:
             labels.append("random")
         elif not np.isnan(w.overlap[i]) and w.overlap[i] >= SHARED_RANGE:
             labels.append("irregular")  # threads interleave in one region: no owner per block

@@ -121,7 +121,9 @@ class Array:
     ``phases`` items: "serial_init" (thread 0 writes it all: master-thread first touch),
     "parallel_init" (static blocks, each thread writes its own), "regular" (static
     partition), "reversed" (static partition, thread k gets the block of thread T-1-k),
-    "shifted" (thread k gets block k+1), "dynamic" (chunks dealt to random threads),
+    "shifted" (thread k gets block k+1), "alternating" (a forward and a backward loop,
+    two instructions, taking turns faster than a time window), "dynamic" (chunks handed
+    out in loop order to random threads),
     "random" (uniform gathers over the whole array), "serial" (thread 0 alone reads it all).
     """
 
@@ -227,12 +229,19 @@ def synth_run(
                 thr = rng.integers(0, T, n)
                 tt = rng.random(n)  # position in the phase, 0..1
                 elems = a.size // 8
-                if ph in ("regular", "reversed", "shifted"):
-                    blk = {"regular": thr, "reversed": T - 1 - thr, "shifted": (thr + 1) % T}[ph]
+                ip_sub = None
+                if ph in ("regular", "reversed", "shifted", "alternating"):
+                    if ph == "alternating":
+                        # a forward loop (ip +0) and a backward loop (ip +8) take turns
+                        # 40 times per phase: faster than any time window can resolve
+                        ip_sub = (np.floor(tt * 40).astype(np.int64) % 2) * 8
+                        blk = np.where(ip_sub == 0, thr, T - 1 - thr)
+                    else:
+                        blk = {"regular": thr, "reversed": T - 1 - thr, "shifted": (thr + 1) % T}[ph]
                     lo = blk * elems // T
                     hi = (blk + 1) * elems // T
-                    # each thread sweeps its block twice during the phase
-                    pos = (tt * 2) % 1.0
+                    # each thread sweeps its block twice during the phase (or once per turn)
+                    pos = (tt * (80 if ph == "alternating" else 2)) % 1.0
                     off = (lo + (pos * (hi - lo)).astype(np.int64)) * 8
                 elif ph == "dynamic":
                     # schedule(dynamic): chunks are handed out in loop order to whichever
@@ -255,7 +264,7 @@ def synth_run(
                 order = np.argsort(tt, kind="stable")
                 times_frac = tt[order]
                 _emit(cols, wts, rng, t, phase_ns, off[order], thr[order], tids, thread_cpus, a, a.mix,
-                      ai, weight, frac=times_frac)
+                      ai, weight, frac=times_frac, ip_add=None if ip_sub is None else ip_sub[order])
             t += phase_ns
         # where the pages live
         if a.placement == "first_touch":
@@ -314,14 +323,14 @@ def synth_run(
     return run
 
 
-def _emit(cols, wts, rng, t, phase_ns, off, thr, tids, thread_cpus, a, mix, ai, weight, frac=None):
+def _emit(cols, wts, rng, t, phase_ns, off, thr, tids, thread_cpus, a, mix, ai, weight, frac=None, ip_add=None):
     n = len(off)
     if frac is None:
         frac = np.linspace(0, 1, n, endpoint=False)
     cols["time"].append(t + (frac * phase_ns).astype(np.int64))
     cols["tid"].append(np.asarray(tids)[thr])
     cols["cpu"].append(np.asarray(thread_cpus)[thr])
-    cols["ip"].append(np.full(n, 0x403000 + 0x40 * ai))
+    cols["ip"].append(np.full(n, 0x403000 + 0x40 * ai) + (0 if ip_add is None else ip_add))
     cols["addr"].append(a.addr + off)
     p = np.asarray(mix, dtype=float)
     cols["access"].append(rng.choice([1, 2, 3], n, p=p / p.sum()))

@@ -59,6 +59,28 @@ def test_patterns_of_the_three_kinds(kinds):
     assert o["reversed"].features["instability"] > 0.25
 
 
+def test_loops_alternating_faster_than_windows(tmp_path):
+    """A backward and a forward loop in turn each iteration: every window sees both, so
+    only the instruction (the loop) separates irregular from random."""
+    run = profgen.synth_run(tmp_path / "p", [
+        Array("alt", 8 * MiB, ["parallel_init", "alternating", "alternating"], samples=3000),
+        Array("rnd", 8 * MiB, ["parallel_init", "random", "random"], samples=3000),
+    ])
+    o = by_addr(analyze(run.path), run)
+    assert o["alt"].pattern == "irregular", o["alt"].features
+    assert o["alt"].features["overlap_median"] > 0.5  # per window it looks shared...
+    assert o["alt"].features["context_overlap"] < 0.2  # ...but not inside one loop
+    assert o["alt"].features["context_instability"] > 0.3
+    assert all(p.pattern != "random" for p in o["alt"].phases)
+    assert o["rnd"].pattern == "random"
+
+
+def test_dynamic_threads_move_together(kinds):
+    run, a = kinds
+    f = by_addr(a, run)["dynamic"].features
+    assert f["cross_step_median"] < 0.05 < 0.2 < by_addr(a, run)["random"].features["cross_step_median"]
+
+
 def test_unknown_below_threshold_and_serial_only(kinds):
     run, a = kinds
     o = by_addr(a, run)
