@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 import numpy as np
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+
+def console(file=None) -> Console:
+    """A console for reports: the terminal's width, or 160 columns when piped to a file."""
+    con = Console(file=file, highlight=False)
+    if not con.is_terminal:
+        con = Console(file=file, highlight=False, width=160)
+    return con
 
 
 def human_bytes(n: int) -> str:

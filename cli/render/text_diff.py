@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from rich.console import Console
 from rich.table import Table
 
 from numaprof.analyzer.model import Analysis
-from numaprof.cli.render.text_common import pct
+from numaprof.cli.render.text_common import console, pct
 
 
 def pairs(before: Analysis, after: Analysis):
@@ -36,7 +35,7 @@ def to_json(before: Analysis, after: Analysis) -> dict:
 
 
 def render(before: Analysis, after: Analysis) -> None:
-    con = Console(highlight=False)
+    con = console()
     con.print(f"[bold]before[/bold] {before.profile.path}   [bold]after[/bold] {after.profile.path}")
     con.print(f"program: local {pct(before.local_fraction)} -> {pct(after.local_fraction)}, "
               f"node load max/mean {before.imbalance:.2f} -> {after.imbalance:.2f}")

@@ -8,16 +8,14 @@ from rich.console import Console
 from rich.table import Table
 
 from numaprof.analyzer.model import Analysis
-from numaprof.cli.render.text_common import heatmap, human_bytes, pct
+from numaprof.cli.render.text_common import console, heatmap, human_bytes, pct
 
 SOFT_NOTE = ("software backend: register sampling is biased toward long-latency (cache-missing) "
              "instructions, like a latency-weighted sample; stores are under-represented")
 
 
 def _console(out: Path | None) -> Console:
-    if out is None:
-        return Console(highlight=False)
-    return Console(file=open(out, "w"), highlight=False, width=140)  # noqa: SIM115
+    return console(open(out, "w") if out is not None else None)  # noqa: SIM115
 
 
 def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
@@ -28,8 +26,10 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
     con.print(f"command      {' '.join(p.command)}   (exit {p.exit_status}, {p.duration_s:.2f} s)")
     if not p.complete:
         con.print(f"[yellow]incomplete profile: {p.incomplete_reason}[/yellow]")
-    others = "; ".join(f"{k}: {v}" for k, v in p.backend_reason.items() if k != p.backend)
-    con.print(f"backend      {p.backend}" + (f"   ({others})" if others else ""))
+    con.print(f"backend      {p.backend}")
+    for k, v in p.backend_reason.items():
+        if k != p.backend:
+            con.print(f"  not {k}: {v}", overflow="ellipsis", no_wrap=True, soft_wrap=False)
     con.print(f"samples      {p.samples}  with a data address {p.with_address} "
               f"({pct(p.address_coverage)})  lost {p.lost}  unresolved {p.unresolved}  "
               f"outside any object {p.outside_objects}")
@@ -46,7 +46,8 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
     for col, just in (("name", "left"), ("site", "left"), ("size", "right"),
                       ("samples", "right"), ("pattern", "left"), ("R/W", "right"),
                       ("first touch", "left"), ("pages by node", "left"), ("local", "right")):
-        table.add_column(col, justify=just)
+        table.add_column(col, justify=just, no_wrap=col not in ("site", "pages by node"),
+                         overflow="fold")
     for o in a.objects[:top]:
         ft = o.first_touch
         if ft.pages == 0:

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from rich.console import Console
 from rich.table import Table
 
 from numaprof.analyzer.model import Analysis
-from numaprof.cli.render.text_common import pct
+from numaprof.cli.render.text_common import console, pct
 
 
 def render(s, analysis: Analysis, top: int | None = None) -> None:
-    con = Console(highlight=False)
+    con = console()
     t = s.target
     con.print(f"[bold]numaprof suggest[/bold]  target {s.target_name}: {t.n_nodes} node(s), "
               f"NUMA factor max {float(t.numa_factor().max()):.2f}")

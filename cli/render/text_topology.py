@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from rich.console import Console
 from rich.table import Table
 
 from numaprof.analyzer.model import Topology
-from numaprof.cli.render.text_common import human_bytes
+from numaprof.cli.render.text_common import console, human_bytes
 
 
 def render(t: Topology) -> None:
-    con = Console(highlight=False)
+    con = console()
     label = f" ({t.name})" if t.name else ""
     con.print(f"[bold]{t.n_nodes} NUMA node(s){label}[/bold], source {t.source}")
     nodes = Table(title_justify="left")
