@@ -233,15 +233,17 @@ def synth_run(
                 if ph in ("regular", "reversed", "shifted", "alternating"):
                     if ph == "alternating":
                         # a forward loop (ip +0) and a backward loop (ip +8) take turns
-                        # 40 times per phase: faster than any time window can resolve
-                        ip_sub = (np.floor(tt * 40).astype(np.int64) % 2) * 8
+                        # 5000 times per phase: faster than the sampling, as with a
+                        # cache-resident array, so a thread's samples land at independent
+                        # places of whichever block the current loop gives it
+                        ip_sub = (np.floor(tt * 5000).astype(np.int64) % 2) * 8
                         blk = np.where(ip_sub == 0, thr, T - 1 - thr)
                     else:
                         blk = {"regular": thr, "reversed": T - 1 - thr, "shifted": (thr + 1) % T}[ph]
                     lo = blk * elems // T
                     hi = (blk + 1) * elems // T
                     # each thread sweeps its block twice during the phase (or once per turn)
-                    pos = (tt * (80 if ph == "alternating" else 2)) % 1.0
+                    pos = rng.random(n) if ph == "alternating" else (tt * 2) % 1.0
                     off = (lo + (pos * (hi - lo)).astype(np.int64)) * 8
                 elif ph == "dynamic":
                     # schedule(dynamic): chunks are handed out in loop order to whichever
