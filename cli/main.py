@@ -8,7 +8,7 @@ import traceback
 import click
 
 from numaprof import __version__
-from numaprof.cli import record, report, suggest, topology
+from numaprof.cli import events, lab, record, report, suggest, topology
 from numaprof.errors import NumaprofError
 
 
@@ -33,6 +33,8 @@ for _module, _name in (
     (report, "report"),
     (suggest, "suggest"),
     (topology, "topology"),
+    (lab, "lab"),
+    (events, "events"),
 ):
     group.add_command(_module.command, _name)
 
