@@ -239,7 +239,8 @@ def measure(topology: Topology, *, size_mib: int = 256, reps: int = 5,
         raise UsageError(f"repetitions must be at least 1, not {reps}")
     if threads is not None and threads < 1:
         raise UsageError(f"threads must be at least 1, not {threads}")
-    exe = Path(executable) if executable is not None else measure_executable()
+    # absolute: Path("./x") prints as "x", which subprocess would look up in PATH
+    exe = Path(executable).absolute() if executable is not None else measure_executable()
     argv = [str(exe), "--size-mib", str(size_mib), "--reps", str(reps)]
     if threads is not None:
         argv += ["--threads", str(threads)]

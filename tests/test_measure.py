@@ -285,3 +285,11 @@ def test_measure_checks_its_arguments_and_the_executable(measure_exe, xdg, tmp_p
     with pytest.raises(NumaprofError, match="topology has"):
         M.measure(elsewhere, size_mib=2, reps=1, executable=measure_exe)
     assert M.load_cached(elsewhere) is None
+
+
+def test_measure_runs_a_relative_executable(measure_exe, xdg, tmp_path, monkeypatch):
+    (tmp_path / "bin").mkdir()
+    os.symlink(measure_exe, tmp_path / "bin" / "numaprof-measure")
+    monkeypatch.chdir(tmp_path / "bin")
+    m = M.measure(this_machine(), size_mib=2, reps=1, executable="./numaprof-measure")
+    assert m.latency_ns.shape == (this_machine().n_nodes,) * 2

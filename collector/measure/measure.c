@@ -196,11 +196,11 @@ static int nmp_load_nodes(struct nmp_node **out, const cpu_set_t *allowed)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/sys/devices/system/node", nmp_root);
-    DIR *d = opendir(path);
     int cap = 8, n = 0;
     struct nmp_node *nodes = calloc((size_t)cap, sizeof *nodes);
     if (!nodes)
         return -1;
+    DIR *d = opendir(path);
     if (d) {
         struct dirent *e;
         while ((e = readdir(d))) {
@@ -247,6 +247,10 @@ static int nmp_load_nodes(struct nmp_node **out, const cpu_set_t *allowed)
         }
         nd->sys_cpus = ncpus;
         nd->cpus = malloc(sizeof(int) * (size_t)(ncpus ? ncpus : 1));
+        if (!nd->cpus) {
+            free(cpus);
+            return -1;
+        }
         for (int c = 0; c < ncpus; c++)
             if (cpus[c] < CPU_SETSIZE && CPU_ISSET(cpus[c], allowed))
                 nd->cpus[nd->ncpus++] = cpus[c];
@@ -561,6 +565,11 @@ static void nmp_measure_pair(const struct nmp_node *cpu, const struct nmp_node *
 
     size_t loads = lines > NMP_MIN_LOADS ? lines : NMP_MIN_LOADS;
     double *v = malloc(sizeof *v * (size_t)o->reps);
+    if (!v) {
+        nmp_error("cpu node %d, memory node %d: out of memory", cpu->id, mem->id);
+        nmp_free(&b);
+        return;
+    }
     nmp_chase_ns(b.p, lines < 65536 ? lines : 65536); /* warm the page tables */
     for (int r = 0; r < o->reps; r++)
         v[r] = nmp_chase_ns(b.p, loads);
@@ -713,6 +722,10 @@ int main(int argc, char **argv)
     double *bw = malloc(sizeof *bw * (size_t)(n * n));
     double *placed = malloc(sizeof *placed * (size_t)(n * n));
     int *threads = calloc((size_t)n, sizeof *threads);
+    if (!lat || !bw || !placed || !threads) {
+        fputs("numaprof-measure: out of memory\n", stderr);
+        return 1;
+    }
     for (int i = 0; i < n; i++) {
         threads[i] = o.threads ? o.threads : nodes[i].ncpus;
         for (int j = 0; j < n; j++) {
@@ -769,6 +782,16 @@ int main(int argc, char **argv)
     }
     puts("]\n}");
     fflush(stdout);
+
+    for (int k = 0; k < nmp_nerrors; k++)
+        free(nmp_errors[k]);
+    for (int i = 0; i < n; i++)
+        free(nodes[i].cpus);
+    free(nodes);
+    free(lat);
+    free(bw);
+    free(placed);
+    free(threads);
     return nmp_nerrors ? 1 : 0;
 
 usage:
