@@ -136,6 +136,9 @@ static void emit(struct nmp_shim_record *r)
         if (n < 0 && errno == EINTR)
             continue;
         __atomic_add_fetch(&g_dropped, 1, __ATOMIC_RELAXED);
+        /* part of a record (disk full): whatever followed would be misaligned */
+        if (n > 0)
+            __atomic_store_n(&g_active, 0, __ATOMIC_RELAXED);
         return;
     }
 }

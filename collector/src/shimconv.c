@@ -15,8 +15,9 @@
  * fork, or just below the threshold) are ignored.  Identical call stacks share one id.
  *
  * A file with a foreign header is left in place and named in `err`, and the conversion of
- * the others still succeeds (returns 0 with err set); the converted files are removed only
- * after both tables were written successfully.
+ * the others still succeeds (returns 0 with err set); so does a file whose records become
+ * invalid part-way (what precedes is kept).  The converted files are removed only after
+ * both tables were written successfully.
  */
 #include "nmp_collect.h"
 #include "nmp_shim_format.h"
@@ -341,7 +342,8 @@ static int convert_file(struct conv *c, const char *path, uint32_t pid,
         return -1;
     }
     size_t have = 0; /* bytes in recs */
-    int rc = 0;
+    uint64_t index = 0; /* of recs[0] in the file */
+    int rc = 0, damaged = 0;
     for (;;) {
         n = read(fd, (char *)recs + have, CHUNK * sizeof *recs - have);
         if (n < 0 && errno == EINTR)
@@ -353,8 +355,18 @@ static int convert_file(struct conv *c, const char *path, uint32_t pid,
         }
         have += (size_t)n;
         size_t nrec = have / sizeof *recs;
-        for (size_t k = 0; k < nrec && rc == 0; k++) {
+        for (size_t k = 0; k < nrec && rc == 0 && !damaged; k++) {
             const struct nmp_shim_record *r = &recs[k];
+            if (r->type < NMP_SHIM_ALLOC || r->type > NMP_SHIM_START ||
+                r->nframes > NMP_SHIM_MAX_FRAMES ||
+                (r->type == NMP_SHIM_ALLOC && (r->kind < NMP_KIND_MALLOC || r->kind > NMP_KIND_NUMA))) {
+                /* the shim stops after a partial write; a file that goes on past one is
+                 * misaligned from here: keep what came before */
+                set_err(err, "%s: damaged record %llu; the rest of the file is ignored", path,
+                        (unsigned long long)(index + k));
+                damaged = 1;
+                break;
+            }
             switch (r->type) {
             case NMP_SHIM_ALLOC: {
                 if (r->kind == NMP_KIND_REALLOC && (r->flags & NMP_SHIM_F_PREV_TRACKED))
@@ -408,6 +420,9 @@ static int convert_file(struct conv *c, const char *path, uint32_t pid,
                 set_err(err, "%s: out of memory", path);
             break;
         }
+        if (damaged)
+            break;
+        index += nrec;
         size_t used = nrec * sizeof *recs;
         memmove(recs, (char *)recs + used, have - used);
         have -= used;
@@ -509,6 +524,8 @@ int nmp_shim_convert(const char *dir, struct nmp_shim_totals *totals, char *err)
         } else if (r > 0) {
             set_err(err, "%s", ferr); /* foreign file: reported, others still converted */
         } else {
+            if (ferr[0])
+                set_err(err, "%s", ferr); /* damaged tail: reported, the rest converted */
             done[i] = 1;
             tot.processes++;
         }

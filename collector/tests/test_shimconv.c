@@ -299,6 +299,29 @@ static void test_pairing(void)
     free_objects(&o);
 }
 
+/* A damaged record (a partial write followed by more data) ends the file's conversion:
+ * what came before is kept, the damage is reported. */
+static void test_damaged(void)
+{
+    fresh_dir("shimconv_damaged");
+    FILE *f = shim_open(11);
+    rec(f, NMP_SHIM_START, 11, 65536, 0, 0, 0, 0, 0, 0);
+    uint64_t t0 = ALLOC(f, 11, 0x1000, 100000, NMP_KIND_MALLOC, 0x400000);
+    fwrite("partial", 1, 7, f);
+    ALLOC(f, 11, 0x2000, 100000, NMP_KIND_MALLOC, 0x400000);
+    ALLOC(f, 11, 0x3000, 100000, NMP_KIND_MALLOC, 0x400000);
+    fclose(f);
+    struct nmp_shim_totals tot;
+    char err[NMP_ERRLEN];
+    CHECK(nmp_shim_convert(dir, &tot, err) == 0);
+    CHECK(strstr(err, "shim.11.bin: damaged record 2") != NULL);
+    struct objects o;
+    read_objects(&o);
+    /* the misaligned rest ("part..." as a record type) is not read as objects */
+    CHECK(o.n == 1 && at(&o.time, 0, 8) == t0);
+    free_objects(&o);
+}
+
 static void test_empty_dir(void)
 {
     fresh_dir("shimconv_empty");
@@ -357,6 +380,7 @@ int main(void)
 {
     test_pairing();
     test_empty_dir();
+    test_damaged();
     test_many();
     if (failures)
         fprintf(stderr, "%d failure(s)\n", failures);
