@@ -444,6 +444,18 @@ def place_after_allocation(path: str, line: int, var: str | None, policy_const: 
         many = "more than one allocation" if chosen else "no allocation"
         return Refusal(path, line, f"{many} {what} at {where}", "numactl")
     call, stmt, target = chosen[0]
+    func = stmt.parent
+    while func is not None and func.type != "function_definition":
+        func = func.parent
+    if func is not None and any(
+            n.type == "return_statement" and n.named_children
+            and src.text(_strip_parens(n.named_children[0]) or n) == target
+            for n in _walk(func)):
+        # An allocation wrapper: a placement here would hit every caller's arrays.
+        fname = _declarator_name_of_function(func)
+        return Refusal(path, line, f"the allocation at {where} is in `{fname}`, which returns "
+                                   "it: a wrapper shared by other allocations; not placing "
+                                   "there", "numactl")
     size = size_expr or _size_expression(src, call)
     if size is None:
         return Refusal(path, line, f"the size argument of the allocation at {where} has "
@@ -1119,3 +1131,123 @@ def parallelize_first_touch(path: str, line: int, *, root: str | None = None
     if src.lang == "c":
         return _c_parallelize(src, path, line, root)
     return _f_parallelize(src, path, line, root)
+
+
+# ------------------------------------------------- from analyzer results to patches
+
+def parse_site(site: str) -> tuple[str, str, int] | None:
+    """``func@file.c:42`` -> (func, file, 42); None without a line number."""
+    func, at, rest = site.partition("@")
+    if not at:
+        return None
+    file, colon, line = rest.rpartition(":")
+    if not colon or not line.isdigit() or not file:
+        return None
+    return func, file, int(line)
+
+
+def _defines_function(path: str, func: str) -> bool:
+    src = _load(path)
+    if isinstance(src, Refusal):
+        return False
+    if src.lang == "c":
+        return any(n.type == "function_definition" and _declarator_name_of_function(n) == func
+                   for n in _walk(src.root))
+    stmts = ("program_statement", "subroutine_statement", "function_statement")
+    for n in _walk(src.root):
+        if n.type in stmts:
+            name = next((c for c in n.named_children if c.type == "name"), None)
+            if name is not None and _f_name(src, name) == func.lower():
+                return True
+    return False
+
+
+def resolve_source(file: str, source_paths: Iterable[str], func: str | None = None) -> str | None:
+    """The recorded source path a DWARF/site file name refers to, or None.
+
+    Sites name files by basename; with `func`, only a file that defines that function
+    qualifies, which also tells apart several recorded files of the same name.
+    """
+    paths = list(source_paths)
+    if os.path.isabs(file):
+        return file if file in paths else None
+    suffix = "/" + file.lstrip("./")
+    found = [p for p in paths if p.endswith(suffix)]
+    if func:
+        # Also with one candidate: a file of that name that does not define the
+        # function is not the one the profile's line numbers refer to.
+        found = [p for p in found if _defines_function(p, func)]
+    return found[0] if len(found) == 1 else None
+
+
+def _is_identifier(name: str) -> bool:
+    return name.isidentifier()
+
+
+def patch_for_object(obj, policy: str, source_paths: Iterable[str], *,
+                     root: str | None = None) -> Patch | Refusal | None:
+    """The source patch that applies `policy` to an analyzed object (an ObjectResult).
+
+    - ``parallel_init``: `parallelize_first_touch` on the object's first-touch sites,
+      most pages first; the first site that can be made parallel wins.
+    - a placement policy: `place_after_allocation` at a heap object's allocation site,
+      or `place_static` for a static array before its first touch.
+    - ``first_touch`` (no change) and objects of other kinds: None.
+
+    `source_paths` are the files recorded with the profile (`sources.read_sources_json`)
+    — only those are ever patched.
+    """
+    paths = list(source_paths)
+    if policy == "first_touch":
+        return None
+    if policy == "parallel_init":
+        refusals = []
+        for site in obj.first_touch.sites:
+            parsed = parse_site(site)
+            if parsed is None:
+                continue
+            func, file, line = parsed
+            path = resolve_source(file, paths, func)
+            if path is None:
+                refusals.append(Refusal(file, line, f"{file} is not among the recorded sources"))
+                continue
+            result = parallelize_first_touch(path, line, root=root)
+            if isinstance(result, Patch):
+                return result
+            refusals.append(result)
+        if refusals:
+            return refusals[0]
+        return Refusal("", 0, f"no source line is known for the first touch of `{obj.name}`")
+    policy_constant(policy)  # ValueError for a policy without a runtime constant
+    if obj.kind == "heap":
+        parsed = parse_site(obj.site)
+        if parsed is None:
+            return Refusal("", 0, f"the allocation site of `{obj.name}` has no source line",
+                           "numactl")
+        func, file, line = parsed
+        path = resolve_source(file, paths, func)
+        if path is None:
+            return Refusal(file, line, f"{file} is not among the recorded sources", "numactl")
+        var = obj.name if _is_identifier(obj.name) else None
+        return place_after_allocation(path, line, var, policy, root=root)
+    if obj.kind == "static":
+        touches = [t for t in (parse_site(s) for s in obj.first_touch.sites) if t is not None]
+        tried = []
+        for func, file, line in touches:
+            path = resolve_source(file, paths, func)
+            if path is None or path in tried:
+                continue
+            tried.append(path)
+            result = place_static(path, obj.name, policy, before_line=line, root=root)
+            if isinstance(result, Patch):
+                return result
+        # Defined in another file than the one touching it: place at the start of main.
+        for path in paths:
+            if path in tried or _language(path) != "c":
+                continue
+            src = _load(path, want="c")
+            if not isinstance(src, Refusal) and _file_scope_array(src, obj.name) is not None:
+                return place_static(path, obj.name, policy, root=root)
+        return Refusal("", 0, f"no recorded C source defines the static array `{obj.name}`",
+                       "numactl")
+    return None

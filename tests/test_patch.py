@@ -21,6 +21,7 @@ from numaprof.recommender.patch import (
     Refusal,
     merge_patches,
     parallelize_first_touch,
+    patch_for_object,
     place_after_allocation,
     place_static,
     policy_constant,
@@ -281,16 +282,16 @@ def test_allocation_refusals(tmp_path):
 def test_size_with_side_effects_and_unbraced_body_are_refused(tmp_path):
     src = tmp_path / "odd.c"
     src.write_text("#include <stdlib.h>\n"
-                   "double *f(size_t n, int c)\n{\n"
-                   "    double *p = malloc(n++ * sizeof(double));\n"
+                   "double *p;\n"
+                   "void f(size_t n, int c)\n{\n"
+                   "    p = malloc(n++ * sizeof(double));\n"
                    "    double *q = NULL;\n"
                    "    if (c)\n"
                    "        q = malloc(n);\n"
-                   "    free(q);\n"
-                   "    return p;\n}\n")
-    refusal(place_after_allocation(src, 4, "p", "cyclic"), "side effects")
-    refusal(place_after_allocation(src, 7, "q", "cyclic"), "body of an `if` without braces")
-    p = place_after_allocation(src, 4, "p", "cyclic", size_expr="n * sizeof(double)")
+                   "    free(q);\n}\n")
+    refusal(place_after_allocation(src, 5, "p", "cyclic"), "side effects")
+    refusal(place_after_allocation(src, 8, "q", "cyclic"), "body of an `if` without braces")
+    p = place_after_allocation(src, 5, "p", "cyclic", size_expr="n * sizeof(double)")
     assert "    numaprof_place(p, n * sizeof(double), NUMAPROF_CYCLIC);" in added(p)
 
 
@@ -312,6 +313,16 @@ def test_posix_memalign_and_code_sharing_the_line(tmp_path):
     new = lines(p.new_text)
     assert new[new.index("        return;") + 1] == \
         "    numaprof_place(p, n * 8, NUMAPROF_RANDOM);"
+
+
+def test_allocation_inside_a_wrapper_is_refused(tmp_path):
+    src = tmp_path / "wrap.c"
+    src.write_text("#include <stdlib.h>\n"
+                   "void *xmalloc(size_t n)\n{\n"
+                   "    void *p = malloc(n);\n"
+                   "    if (!p)\n        abort();\n"
+                   "    return (p);\n}\n")
+    refusal(place_after_allocation(src, 4, "p", "cyclic"), "`xmalloc`, which returns it")
 
 
 def test_place_static_before_the_pragma_of_its_first_touch_loop(tmp_path):
@@ -433,3 +444,54 @@ def test_fortran_example_reconstructed_exactly(tmp_path):
     # The example's other loops already have directives.
     refusal(parallelize_first_touch(EXAMPLES / "fortran_arrays.f90", touch + 1),
             "already runs under", "!$omp parallel do")
+
+
+# ---------------------------------------------- from analyzer results to patches
+
+def obj(name: str, site: str, kind: str, sites: list[str]):
+    import numpy as np
+
+    from numaprof.analyzer.model import FirstTouch, ObjectResult
+
+    ft = FirstTouch(threads=1, nodes=[0], master_fraction=1.0, master_tid=1, sites=sites,
+                    pages=10, serial=True)
+    return ObjectResult(name=name, site=site, kind=kind, address=0, size=1 << 20, samples=9,
+                        share=0.3, pattern="regular", pattern_confidence=0.9, reads=0.5,
+                        writes=0.5, rmw=0.0, first_touch=ft, pages_by_node=[256],
+                        traffic=np.zeros((1, 1)), local_fraction=1.0, load_per_node=[1.0],
+                        imbalance=1.0)
+
+
+def test_patch_for_object_parallel_init_and_heap_placement(tmp_path):
+    src = copy(tmp_path, EXAMPLES / "serial_init.c")
+    other = tmp_path / "other" / "serial_init.c"  # same basename, no main()
+    other.parent.mkdir()
+    other.write_text("int helper(void) { return 1; }\n")
+    text = lines(src.read_text())
+    store = text.index("        a[j] = 0.0;") + 1
+    alloc = text.index("    double *a = malloc(n * sizeof(double));") + 1
+    a = obj("a", f"main@serial_init.c:{alloc}", "heap", [f"main@serial_init.c:{store}"])
+    paths = [str(other), str(src)]
+    p = patch_for_object(a, "parallel_init", paths, root=tmp_path)
+    assert isinstance(p, Patch) and added(p) == [f"    {C_PRAGMA}"] and p.path == str(src)
+    p = patch_for_object(a, "cyclic", paths, root=tmp_path)
+    assert "    numaprof_place(a, n * sizeof(double), NUMAPROF_CYCLIC);" in added(p)
+    assert patch_for_object(a, "first_touch", paths) is None
+    refusal(patch_for_object(a, "cyclic", [str(other)]), "not among the recorded sources")
+    nameless = obj(f"main@serial_init.c:{alloc}", f"main@serial_init.c:{alloc}", "heap", [])
+    assert isinstance(patch_for_object(nameless, "random", paths), Patch)
+
+
+def test_patch_for_object_static_and_refused_parallel_init(tmp_path):
+    src = copy(tmp_path, EXAMPLES / "gather.c")
+    text = lines(src.read_text())
+    idx_store = text.index("        idx[i] = (uint32_t)(x % n);") + 1
+    idx = obj("idx", "main@gather.c:19", "heap", [f"main@gather.c:{idx_store}"])
+    r = patch_for_object(idx, "parallel_init", [str(src)])
+    refusal(r, "scalar `x` declared outside")
+    assert r.fallback == "bind_block"
+    spmv = copy(tmp_path, EXAMPLES / "spmv.c")
+    y_store = lines(spmv.read_text()).index("        y[r] = 0.0;") + 1
+    y = obj("y", ".bss@spmv", "static", [f"main@spmv.c:{y_store}"])
+    p = patch_for_object(y, "bind_block", [str(src), str(spmv)])
+    assert "    numaprof_place(y, sizeof(y), NUMAPROF_BIND_BLOCK);" in added(p)
