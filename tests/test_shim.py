@@ -41,7 +41,7 @@ BASES = {  # base size -> objects.kind
     200000: KIND["malloc"], 210000: KIND["calloc"], 220000: KIND["realloc"],
     70000: KIND["realloc"], 230000: KIND["realloc"], 240000: KIND["mmap"],
     250000: KIND["aligned"], 260000: KIND["aligned"], 280000: KIND["aligned"],
-    290000: KIND["aligned"],
+    290000: KIND["aligned"], 310000: KIND["mmap"], 320000: KIND["mmap"],
 }
 BASE_ALIGNED_ALLOC, BASE_NUMA = 270000, 300000
 SIZE_SIGNAL_MALLOC, SIZE_SIGNAL_MMAP = 333333, 200704

@@ -2,9 +2,9 @@
  *
  * With NUMAPROF_DIR set, every allocation of at least NUMAPROF_ALLOC_THRESHOLD bytes
  * (default 64 KiB) through malloc, calloc, realloc, reallocarray, posix_memalign,
- * aligned_alloc, memalign, valloc, pvalloc, mmap/mmap64 and numa_alloc_* is appended with
- * its call stack to <NUMAPROF_DIR>/shim.<pid>.bin (format: nmp_shim_format.h), and so is
- * the release of such a block (free, realloc, munmap, numa_free).  Smaller allocations
+ * aligned_alloc, memalign, valloc, pvalloc, mmap/mmap64/mremap and numa_alloc_* is appended
+ * with its call stack to <NUMAPROF_DIR>/shim.<pid>.bin (format: nmp_shim_format.h), and so
+ * is the release of such a block (free, realloc, munmap, mremap, numa_free).  Smaller allocations
  * only bump per-thread counters (no stack walk), written as one TOTALS record when the
  * thread ends, or at process exit for the threads still running then.  Without NUMAPROF_DIR the shim only forwards calls.
  *
@@ -67,6 +67,7 @@ static int g_key_ok;
 static uint64_t g_dropped;             /* records write(2) refused (atomic) */
 static void *(*real_mmap)(void *, size_t, int, int, int, off_t);
 static int (*real_munmap)(void *, size_t);
+static void *(*real_mremap)(void *, size_t, size_t, int, ...);
 
 static NMP_TLS int t_guard;
 static NMP_TLS uint32_t t_tid;
@@ -422,6 +423,7 @@ __attribute__((constructor(101))) static void shim_init(void)
     }
     real_mmap = (void *(*)(void *, size_t, int, int, int, off_t))dlsym(RTLD_NEXT, "mmap");
     real_munmap = (int (*)(void *, size_t))dlsym(RTLD_NEXT, "munmap");
+    real_mremap = (void *(*)(void *, size_t, size_t, int, ...))dlsym(RTLD_NEXT, "mremap");
     dl_iterate_phdr(find_text, (void *)(uintptr_t)&capture);
     /* loads libgcc_s now, so that no later backtrace (maybe in a signal handler) has to */
     void *warm[4];
@@ -584,6 +586,37 @@ NMP_EXPORT int munmap(void *addr, size_t len)
     if (real_munmap)
         return real_munmap(addr, len);
     return (int)syscall(SYS_munmap, addr, len);
+}
+
+/* A mapping that grows, shrinks or moves: the old one ends (recorded before the call, as
+ * its range may be reused as soon as the kernel let go of it), the result is a new one. */
+NMP_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
+{
+    void *want = NULL;
+    if (flags & MREMAP_FIXED) {
+        va_list ap;
+        va_start(ap, flags);
+        want = va_arg(ap, void *);
+        va_end(ap);
+    }
+    int track = TRACKING() && (old_len >= g_threshold || new_len >= g_threshold);
+    if (track && old_len >= g_threshold)
+        record_free(old, old_len, NMP_KIND_MMAP);
+    void *p;
+    if (real_mremap)
+        p = real_mremap(old, old_len, new_len, flags, want);
+    else {
+        long r = syscall(SYS_mremap, old, old_len, new_len, flags, want);
+        p = r < 0 && r > -4096 ? MAP_FAILED : (void *)r;
+    }
+    if (track && p != MAP_FAILED && new_len >= g_threshold)
+        record_alloc(p, new_len, NMP_KIND_MMAP, NULL, 0);
+    else if (track && p == MAP_FAILED && old_len >= g_threshold) {
+        int saved = errno;
+        record_alloc(old, old_len, NMP_KIND_MMAP, NULL, 0); /* it was not ended after all */
+        errno = saved;
+    }
+    return p;
 }
 
 /* ---- libnuma (only when the program uses it; resolved on first use) ---- */

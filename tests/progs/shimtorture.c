@@ -31,6 +31,7 @@ enum {
     BASE_REALLOC_MID = 70000, BASE_REALLOCARRAY = 230000, BASE_MMAP = 240000,
     BASE_MEMALIGN = 250000, BASE_POSIX_MEMALIGN = 260000, BASE_ALIGNED_ALLOC = 270000,
     BASE_VALLOC = 280000, BASE_PVALLOC = 290000, BASE_NUMA = 300000,
+    BASE_MREMAP_FROM = 310000, BASE_MREMAP_TO = 320000,
     SIZE_SIGNAL_MALLOC = 333333, SIZE_SIGNAL_MMAP = 200704,
     SIZE_ALTSTACK = 444444, SIZE_FORK_CHILD = 666666, SIZE_EXEC_CHILD = 777777, SIZE_MAIN = 555555,
 };
@@ -175,6 +176,24 @@ static void *worker(void *arg)
             h = use(p, BASE_MMAP + off, seed, h);
             if (munmap(p, BASE_MMAP + off) != 0)
                 fail("munmap", t, i);
+        }
+        /* a mapping that grows (and may move) */
+        p = mmap(NULL, BASE_MREMAP_FROM + off, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            fail("mmap for mremap", t, i);
+        else {
+            p[BASE_MREMAP_FROM + off - 1] = 0x44;
+            unsigned char *q = mremap(p, BASE_MREMAP_FROM + off, BASE_MREMAP_TO + off, MREMAP_MAYMOVE);
+            if (q == MAP_FAILED) {
+                fail("mremap", t, i);
+                munmap(p, BASE_MREMAP_FROM + off);
+            } else {
+                if (q[BASE_MREMAP_FROM + off - 1] != 0x44)
+                    fail("mremap contents", t, i);
+                h = use(q, BASE_MREMAP_TO + off, seed, h);
+                munmap(q, BASE_MREMAP_TO + off);
+            }
         }
         p = memalign(4096, BASE_MEMALIGN + off);
         if (!p || ((uintptr_t)p & 4095))
