@@ -293,3 +293,23 @@ def test_measure_runs_a_relative_executable(measure_exe, xdg, tmp_path, monkeypa
     monkeypatch.chdir(tmp_path / "bin")
     m = M.measure(this_machine(), size_mib=2, reps=1, executable="./numaprof-measure")
     assert m.latency_ns.shape == (this_machine().n_nodes,) * 2
+
+
+def test_program_refuses_a_buffer_larger_than_the_free_memory(measure_exe, tmp_path):
+    # MPOL_BIND would not spill to another node: the OOM killer, not an error, would follow.
+    cpus = ",".join(map(str, this_machine().nodes[0].cpus))
+    node = tmp_path / "sys" / "devices" / "system" / "node" / "node0"
+    node.mkdir(parents=True)
+    (node / "cpulist").write_text(cpus + "\n")
+    (node / "meminfo").write_text("Node 0 MemTotal:  1048576 kB\nNode 0 MemFree:  3072 kB\n")
+    env = {**os.environ, "NUMAPROF_SYSROOT": str(tmp_path)}
+    proc = subprocess.run([str(measure_exe), "--size-mib", "4", "--reps", "1"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 1
+    data = json.loads(proc.stdout)
+    assert data["latency_ns"] == [[None]]
+    assert data["errors"] == ["cpu node 0, memory node 0: 4 MiB do not fit in the node's 3 MiB "
+                              "of free memory (use --size-mib)"]
+    proc = subprocess.run([str(measure_exe), "--size-mib", "2", "--reps", "1"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stdout

@@ -49,6 +49,7 @@ struct nmp_node {
     int ncpus;
     int sys_cpus; /* cpus listed in sysfs, allowed or not */
     long long mem_kb;
+    long long free_kb; /* -1: unknown */
 };
 
 struct nmp_opts {
@@ -256,13 +257,15 @@ static int nmp_load_nodes(struct nmp_node **out, const cpu_set_t *allowed)
                 nd->cpus[nd->ncpus++] = cpus[c];
         free(cpus);
 
-        nd->mem_kb = -1; /* unknown: assume it has memory */
+        nd->mem_kb = nd->free_kb = -1; /* unknown: assume it has memory */
         snprintf(path, sizeof path, "/sys/devices/system/node/node%d/meminfo", nd->id);
         text = nmp_bind_available ? nmp_read_file(path) : NULL;
         if (text) {
             char *p = strstr(text, "MemTotal:");
             if (p)
                 nd->mem_kb = strtoll(p + 9, NULL, 10);
+            if ((p = strstr(text, "MemFree:")))
+                nd->free_kb = strtoll(p + 8, NULL, 10);
             free(text);
         }
     }
@@ -542,6 +545,14 @@ static void nmp_measure_pair(const struct nmp_node *cpu, const struct nmp_node *
         return;
     }
 
+    /* MPOL_BIND does not spill to other nodes: a buffer larger than the node's free
+     * memory would end in the OOM killer, not in an error. */
+    if (mem->free_kb >= 0 && (long long)(o->size >> 10) > mem->free_kb / 10 * 9) {
+        nmp_error("cpu node %d, memory node %d: %zu MiB do not fit in the node's %lld MiB "
+                  "of free memory (use --size-mib)", cpu->id, mem->id, o->size >> 20,
+                  mem->free_kb >> 10);
+        return;
+    }
     int rc = nmp_alloc_on(&b, o->size, mem->id, o->hugepages);
     if (rc == -2 && cpu == mem && (errno == ENOSYS || errno == EPERM)) {
         /* Without mbind the memory of a thread bound to node i lands on node i under the
