@@ -1217,7 +1217,9 @@ def patch_for_object(obj, policy: str, source_paths: Iterable[str], *,
             refusals.append(result)
         if refusals:
             return refusals[0]
-        return Refusal("", 0, f"no source line is known for the first touch of `{obj.name}`")
+        where = ", ".join(obj.first_touch.sites) or "no recorded site"
+        return Refusal("", 0, f"`{obj.name}` was first touched at {where}, with no source "
+                              "line to patch (a library call such as memset?)")
     policy_constant(policy)  # ValueError for a policy without a runtime constant
     if obj.kind == "heap":
         parsed = parse_site(obj.site)
