@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -1347,6 +1348,11 @@ static int write_collector_json(struct collector *c, const struct nmp_shim_total
             " \"decoder\": {\"cache_hits\": %" PRIu64 ", \"cache_misses\": %" PRIu64
             ", \"functions\": %" PRIu64 ", \"resyncs\": %" PRIu64 "},\n",
             ds.cache_hits, ds.cache_misses, ds.functions, ds.resyncs);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    uint64_t self_ns = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000ULL +
+                       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ULL;
+    fprintf(f, " \"collector_cpu_ns\": %" PRIu64 ",\n", self_ns);
     fputs(" \"warnings\": [", f);
     for (int i = 0; i < c->nwarn; i++) {
         if (i)
