@@ -459,21 +459,29 @@ def _first_touches(ft: dict, ivs, heap_iv, static_iv, map_iv, page_shift) -> _Fi
     first = np.ones(len(ok), dtype=bool)
     first[1:] = (iv[1:] != iv[:-1]) | (pg[1:] != pg[:-1])
     iv, pg, ok = iv[first], pg[first], ok[first]
+    # grouped by object so that each object's first touches are one slice
+    by_obj = np.argsort(ivs.obj[iv], kind="stable")
+    iv, pg, ok = iv[by_obj], pg[by_obj], ok[by_obj]
+    obj = ivs.obj[iv]
     return _FirstTouch(iv, pg, np.asarray(ft["tid"])[ok].astype(np.int64), np.asarray(ft["cpu"])[ok].astype(np.int64),
-                       np.asarray(ft["ip"])[ok].astype(np.uint64), pid[ok].astype(np.int64), ivs.obj[iv])
+                       np.asarray(ft["ip"])[ok].astype(np.uint64), pid[ok].astype(np.int64), obj)
 
 
 def _first_touch_of(oi, ft: _FirstTouch | None, topo, n_program_threads, resolver) -> FirstTouch:
     if ft is None:
         return FirstTouch(0, [], 0.0, None, [], 0, False)
-    sel = np.flatnonzero(ft.obj == oi)
-    if len(sel) == 0:
+    sel = slice(int(np.searchsorted(ft.obj, oi)), int(np.searchsorted(ft.obj, oi, side="right")))
+    pages = sel.stop - sel.start
+    if pages == 0:
         return FirstTouch(0, [], 0.0, None, [], 0, False)
     tids, tcounts = np.unique(ft.tid[sel], return_counts=True)
     top = int(np.argmax(tcounts))
-    master = float(tcounts[top] / len(sel))
+    master = float(tcounts[top] / pages)
     cpu_node = topo.node_of_cpu()
-    nodes, ncounts = np.unique([cpu_node.get(int(c), -1) for c in ft.cpu[sel]], return_counts=True)
+    lut = np.full(max([int(ft.cpu[sel].max()) + 1, *(c + 1 for c in cpu_node)]), -1, dtype=np.int64)
+    for c, nd in cpu_node.items():
+        lut[c] = nd
+    nodes, ncounts = np.unique(lut[ft.cpu[sel]], return_counts=True)
     node_list = [int(n) for n in nodes[np.argsort(-ncounts, kind="stable")] if n >= 0]
     sites: dict[str, int] = {}
     ips, icounts = np.unique(np.stack([ft.pid[sel], ft.ip[sel].astype(np.int64)]), axis=1, return_counts=True)
@@ -488,7 +496,7 @@ def _first_touch_of(oi, ft: _FirstTouch | None, topo, n_program_threads, resolve
         master_fraction=master,
         master_tid=int(tids[top]),
         sites=site_list,
-        pages=len(sel),
+        pages=pages,
         serial=master >= SERIAL_MASTER and n_program_threads >= 2,
     )
 

@@ -126,6 +126,9 @@ class ThreadResult:
     bound: bool  # affinity mask narrower than the machine
     affinity: str
     shares_core_with: list[int] = field(default_factory=list)
+    # thread → node map over time: (ns since the run's first sample, node) at the first
+    # sample and at every node change (at most 1000 entries)
+    timeline: list[tuple[int, int]] = field(default_factory=list)
 
 
 @dataclass

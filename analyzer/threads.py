@@ -79,6 +79,7 @@ def analyze_threads(
     ot, on = s_tidx[order], node[order]
     change = (ot[1:] == ot[:-1]) & (on[1:] != on[:-1]) & (on[1:] >= 0) & (on[:-1] >= 0)
     migrations = np.bincount(ot[1:][change], minlength=T)
+    timelines = _timelines(ot, on, t, order, T)
 
     machine = {c for n in topo.nodes for c in n.cpus}
     tmap = {int(tid): i for i, tid in enumerate(np.asarray(threads_table["tid"]).tolist())}
@@ -105,12 +106,14 @@ def analyze_threads(
                 migrations=int(migrations[i]),
                 bound=bool(aff_set) and bool(machine) and not machine <= aff_set,
                 affinity=aff,
+                timeline=timelines[i],
             )
         )
     # threads sharing a cpu: same dominant cpu (the topology carries no SMT siblings)
     main_cpu = {}
     for i, r in enumerate(results):
-        if r.samples:
+        # only threads that mostly stayed on one cpu: a migrating thread shares nothing
+        if r.samples >= 10 and cpu_counts[i].max() >= 0.5 * r.samples:
             main_cpu.setdefault(int(np.argmax(cpu_counts[i])), []).append(i)
     shared = []
     for c, members in main_cpu.items():
@@ -119,6 +122,28 @@ def analyze_threads(
                 results[i].shares_core_with = [results[j].tid for j in members if j != i]
             shared.append((c, [results[j].tid for j in members]))
     return results, findings(results, topo, shared)
+
+
+TIMELINE_MAX = 1000
+
+
+def _timelines(ot, on, t, order, T) -> list[list[tuple[int, int]]]:
+    out: list[list[tuple[int, int]]] = [[] for _ in range(T)]
+    known = np.flatnonzero(on >= 0)
+    if len(known) == 0:
+        return out
+    kt, kn = ot[known], on[known]
+    # a point where a thread's (known) node differs from its previous known sample
+    point = np.ones(len(known), dtype=bool)
+    point[1:] = (kt[1:] != kt[:-1]) | (kn[1:] != kn[:-1])
+    idx = np.flatnonzero(point)
+    th = kt[idx]
+    idx = idx[np.arange(len(idx)) - np.searchsorted(th, th) < TIMELINE_MAX]  # first N per thread
+    times = np.asarray(t)[order][known][idx].astype(np.int64)
+    t0 = int(np.asarray(t).min())
+    for th, tm, nd in zip(kt[idx].tolist(), (times - t0).tolist(), kn[idx].tolist(), strict=True):
+        out[th].append((tm, int(nd)))
+    return out
 
 
 def findings(results: list[ThreadResult], topo: Topology, shared) -> list[str]:

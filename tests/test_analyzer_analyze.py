@@ -281,6 +281,7 @@ def test_migrations_binding_and_weights(tmp_path):
     t7, t8 = a.threads
     assert t7.migrations == 2 and t7.nodes == [0, 1] and t7.cpus == [0, 2] and not t7.bound
     assert t8.migrations == 0 and t8.bound and t8.affinity == "1"
+    assert t7.timeline == [(0, 0), (1, 1), (3, 0)] and t8.timeline == [(4, 0)]
     assert any("1 thread ran on more than one node" in f for f in a.findings)
     o = a.objects[0]
     # weight where non-zero, else 1: (cpu0,page0)=100+10+10, (cpu2,page1)=1, (cpu2,page0)=300, (cpu0,page1)=50
@@ -309,3 +310,20 @@ def test_incomplete_profile_is_read_and_said(tmp_path):
     a = analyze(run.path)
     assert not a.profile.complete and a.profile.incomplete_reason == "killed by SIGKILL"
     assert any("did not complete" in f for f in a.findings)
+
+
+def test_processes_are_attributed_separately(tmp_path):
+    """Two processes (fork, MPI ranks) use the same virtual addresses for different data."""
+    A = 0x7000_0000_0000
+    w = profgen.ProfileWriter(tmp_path / "p")
+    w.manifest()
+    w.topology([[0, 1]])
+    w.table("objects", time=[1, 1], free_time=[0, 0], pid=[7, 8], tid=[7, 8], addr=[A, A],
+            size=[0x10000, 0x1000], kind=[1, 1], stack=[1, 2], prev=[0, 0])
+    w.table("samples", time=[5, 6, 7, 8], pid=[7, 8, 8, 7], tid=[7, 8, 8, 7], cpu=[0, 1, 1, 0],
+            ip=[0] * 4, addr=[A + 0x8000, A + 0x8000, A + 8, A + 8], access=[1] * 4)
+    a = analyze(w.path)
+    big = next(o for o in a.objects if o.size == 0x10000)
+    small = next(o for o in a.objects if o.size == 0x1000)
+    assert big.samples == 2 and small.samples == 1
+    assert a.profile.outside_objects == 1  # pid 8's A+0x8000 is beyond its 4 KiB object
