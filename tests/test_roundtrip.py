@@ -4,11 +4,14 @@ collector/tests/test_roundtrip.c writes each table of docs/profile-format.md wit
 values below (byte patterns, maxima of every width, negative node ids, empty / long /
 non-ASCII strings).  Each column is read twice: by the minimal reader here (header dtype,
 np.memmap at offset 16, strings from the .heap), which checks the documented layout
-itself, and by the analyzer's read_table, which the rest of numaprof uses.
+itself, and by the analyzer's read_table, which the rest of numaprof uses.  The topology
+files written through hwloc are read back with the analyzer's two topology loaders.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import stat
 import subprocess
@@ -22,9 +25,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 try:
     from numaprof.analyzer.profile import read_table
+    from numaprof.analyzer.topology import load_hwloc_xml, load_topology_json
 except ImportError:  # plain `pytest` from elsewhere: use the checkout
     sys.path.insert(0, str(ROOT))
     from numaprof.analyzer.profile import read_table
+    from numaprof.analyzer.topology import load_hwloc_xml, load_topology_json
 
 M8, M4, M2, M1 = 2**64 - 1, 2**32 - 1, 2**16 - 1, 2**8 - 1
 LONG_PATH = "/" + "a" * 2999
@@ -185,3 +190,94 @@ def test_a_cut_short_table_drops_the_partial_row(written, tmp_path):
     t = read_table(d, "samples")
     assert all(len(v) == 2 for v in t.values())
     assert np.asarray(t["time"]).tolist() == EXPECTED["samples"]["time"][1][:2]
+
+
+# Two packages; the tree lists node 1 first (hwloc logical order != node id) and the
+# SLIT is asymmetric, so a mix-up of rows, columns or node order shows.
+PU = ('<object type="Core" os_index="{i}" cpuset="{m}" complete_cpuset="{m}">'
+      '<object type="PU" os_index="{i}" cpuset="{m}" complete_cpuset="{m}"/></object>')
+
+
+def _package(pkg: int, node: int, cpus: list[int], mem: int) -> str:
+    mask = hex(sum(1 << c for c in cpus))
+    nodemask = hex(1 << node)
+    pus = "".join(PU.format(i=c, m=hex(1 << c)) for c in cpus)
+    return (f'<object type="Package" os_index="{pkg}" cpuset="{mask}" complete_cpuset="{mask}" '
+            f'nodeset="{nodemask}" complete_nodeset="{nodemask}">'
+            f'<object type="NUMANode" os_index="{node}" cpuset="{mask}" complete_cpuset="{mask}" '
+            f'nodeset="{nodemask}" complete_nodeset="{nodemask}" local_memory="{mem}">'
+            f'<page_type size="4096" count="{mem // 4096}"/></object>{pus}</object>')
+
+
+CANNED_XML = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE topology SYSTEM "hwloc2.dtd">\n'
+    '<topology version="2.0"><object type="Machine" os_index="0" cpuset="0x0000000f" '
+    'complete_cpuset="0x0000000f" allowed_cpuset="0x0000000f" nodeset="0x3" '
+    'complete_nodeset="0x3" allowed_nodeset="0x3">'
+    + _package(0, 1, [0, 1], 2 << 30) + _package(1, 0, [2, 3], 1 << 30)
+    + '</object><distances2 type="NUMANode" nbobjs="2" kind="5" name="NUMALatency" '
+    'indexing="os"><indexes length="4">0 1 </indexes>'
+    '<u64values length="12">10 21 31 10 </u64values></distances2></topology>\n'
+)
+
+
+@pytest.fixture(scope="module")
+def topology_writer(tmp_path_factory) -> Path:
+    if shutil.which("gcc") is None or shutil.which("pkg-config") is None:
+        pytest.skip("needs gcc and pkg-config")
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "hwloc"], capture_output=True,
+                           text=True)
+    if flags.returncode != 0:
+        pytest.skip("needs libhwloc-dev")
+    exe = tmp_path_factory.mktemp("topo") / "topology_main"
+    src = ROOT / "collector" / "src"
+    r = subprocess.run(["gcc", "-O1", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE",
+                        f"-I{ROOT / 'collector' / 'include'}", f"-I{src}",
+                        str(ROOT / "tests" / "progs" / "topology_main.c"), str(src / "topology.c"),
+                        str(src / "util.c"), "-o", str(exe), *flags.stdout.split()],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return exe
+
+
+def _write_topology(exe: Path, out: Path, xmlfile: Path | None):
+    env = {k: v for k, v in os.environ.items() if k != "HWLOC_XMLFILE"}
+    if xmlfile:
+        env["HWLOC_XMLFILE"] = str(xmlfile)
+    out.mkdir()
+    r = subprocess.run([str(exe), str(out)], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    for name in ("topology.json", "topology.xml"):
+        assert stat.S_IMODE((out / name).stat().st_mode) == 0o600
+    assert sorted(p.name for p in out.iterdir()) == ["topology.json", "topology.xml"]
+
+
+def test_canned_topology_both_loaders_agree(topology_writer, tmp_path):
+    xml = tmp_path / "canned.xml"
+    xml.write_text(CANNED_XML)
+    out = tmp_path / "prof"
+    _write_topology(topology_writer, out, xml)
+    raw = json.loads((out / "topology.json").read_text())
+    assert raw["nodes"] == [{"id": 0, "cpus": [2, 3], "memory_bytes": 1 << 30},
+                            {"id": 1, "cpus": [0, 1], "memory_bytes": 2 << 30}]
+    assert raw["distances"] == [[10, 21], [31, 10]]  # row = from node id, column = to
+    assert (raw["pus"], raw["cores"], raw["packages"], raw["page_size"]) == (4, 4, 2, 4096)
+    assert raw["source"].startswith("hwloc 2.")
+    from_json = load_topology_json(out / "topology.json")
+    from_xml = load_hwloc_xml(out / "topology.xml")
+    for t in (from_json, from_xml):
+        assert [(n.id, n.cpus, n.memory_bytes) for n in t.nodes] == \
+            [(0, (2, 3), 1 << 30), (1, (0, 1), 2 << 30)]
+        assert t.distances.tolist() == [[10, 21], [31, 10]]
+
+
+def test_this_machine_both_loaders_agree(topology_writer, tmp_path):
+    out = tmp_path / "prof"
+    _write_topology(topology_writer, out, None)
+    from_json = load_topology_json(out / "topology.json")
+    from_xml = load_hwloc_xml(out / "topology.xml")
+    assert from_json.nodes == from_xml.nodes
+    assert from_json.distances.tolist() == from_xml.distances.tolist()
+    assert np.all(np.diag(from_json.distances) == 10)
+    assert sum(len(n.cpus) for n in from_json.nodes) == json.loads(
+        (out / "topology.json").read_text())["pus"]

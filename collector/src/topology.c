@@ -127,6 +127,14 @@ static int write_json(hwloc_topology_t topo, FILE *f)
     }
     for (int i = 0; i < nn; i++)
         nodes[i] = hwloc_get_obj_by_type(topo, HWLOC_OBJ_NUMANODE, (unsigned)i);
+    /* by node id (os_index), as numactl and the kernel number them, whatever order the
+     * hwloc tree has them in */
+    for (int i = 1; i < nn; i++)
+        for (int j = i; j > 0 && nodes[j - 1]->os_index > nodes[j]->os_index; j--) {
+            hwloc_obj_t tmp = nodes[j];
+            nodes[j] = nodes[j - 1];
+            nodes[j - 1] = tmp;
+        }
 
     uint64_t page_size = (uint64_t)sysconf(_SC_PAGESIZE);
     fprintf(f, "{\"source\": \"hwloc %s\", \"nodes\": [", HWLOC_VERSION);
