@@ -175,7 +175,12 @@ def apply(patches: Iterable[Patch], root: str, profile_hashes: dict[str, str],
     the combined diff.
     """
     root = os.path.abspath(root)
-    merged = merge_patches(list(patches), root) if patches else []
+    patches = list(patches)
+    check(patches, profile_hashes)  # before merging: the user's edit is the likely cause
+    try:
+        merged = merge_patches(patches, root)
+    except (ValueError, OSError) as e:
+        raise NumaprofError(f"{e}; nothing was patched") from e
     merged.sort(key=lambda p: p.path)
     diff = "".join(p.diff for p in merged)
     checked = check(merged, profile_hashes)

@@ -185,12 +185,26 @@ def _load(path: str, want: str | None = None) -> _Source | Refusal:
             data = f.read()
     except OSError as e:
         return Refusal(path, 0, f"cannot read {path}: {e.strerror or e}")
-    src = _Source(path, data, lang)
-    if src.root.has_error:
-        return Refusal(path, 0, f"{os.path.basename(path)} does not parse cleanly "
-                                "(macros or extensions the parser does not know); "
-                                "not patching it")
-    return src
+    return _Source(path, data, lang)
+
+
+def _parse_refusal(src: _Source, node, line: int) -> Refusal | None:
+    """Refuse when the code around the patch did not parse cleanly.
+
+    Only the function (or, outside functions, the file) being patched must parse:
+    an unknown macro elsewhere in the file does not stop a patch here.
+    """
+    n = node if node is not None else src.root
+    if not n.has_error:
+        return None
+    return Refusal(src.path, line, f"{os.path.basename(src.path)} does not parse cleanly "
+                                   f"around line {line} (macros or extensions the parser "
+                                   "does not know); not patching it")
+
+
+def _function_at(src: _Source, row: int):
+    return next((f for f in _walk(src.root)
+                 if f.type == "function_definition" and _contains_row(f, row)), None)
 
 
 def _walk(node) -> Iterator:
@@ -266,7 +280,9 @@ def merge_patches(patches: Iterable[Patch], root: str | None = None) -> list[Pat
     """
     by_path: dict[str, list[Patch]] = {}
     for p in patches:
-        by_path.setdefault(p.path, []).append(p)
+        # Two names of one file (a symbolic link) must become one patch, or the second
+        # write would undo the first.
+        by_path.setdefault(os.path.realpath(p.path), []).append(p)
     merged = []
     for path, group in by_path.items():
         hashes = {p.original_hash for p in group}
@@ -414,6 +430,9 @@ def place_after_allocation(path: str, line: int, var: str | None, policy_const: 
     if isinstance(src, Refusal):
         return Refusal(path, line, src.reason)
     row = line - 1
+    bad = _parse_refusal(src, _function_at(src, row), line)
+    if bad is not None:
+        return bad
     candidates = []
     for n in _walk(src.root):
         if n.type != "call_expression":
@@ -549,6 +568,9 @@ def place_static(path: str, symbol: str, policy_const: str, before_line: int | N
         while stmt.prev_named_sibling is not None and stmt.prev_named_sibling.type == \
                 "preproc_call":
             stmt = stmt.prev_named_sibling
+    bad = _parse_refusal(src, func, line)
+    if bad is not None:
+        return bad
     if stmt.start_byte < decl.end_byte:
         return Refusal(path, line, f"`{symbol}` is defined after the place it is first "
                                    f"touched in {name}", "numactl")
@@ -828,8 +850,10 @@ def _c_omp_context(src: _Source, node, func) -> str | None:
 
 def _c_parallelize(src: _Source, path: str, line: int, root: str | None) -> Patch | Refusal:
     row = line - 1
-    func = next((f for f in _walk(src.root)
-                 if f.type == "function_definition" and _contains_row(f, row)), None)
+    func = _function_at(src, row)
+    bad = _parse_refusal(src, func, line)
+    if bad is not None:
+        return bad
     loops = [n for n in _walk(func if func is not None else src.root)
              if n.type == "for_statement" and _contains_row(n, row)]
     where = f"{os.path.basename(path)}:{line}"
@@ -1081,6 +1105,9 @@ def _f_parallelize(src: _Source, path: str, line: int, root: str | None) -> Patc
     unit = loops[0].parent
     while unit is not None and unit.type not in _F_UNITS:
         unit = unit.parent
+    bad = _parse_refusal(src, unit, line)
+    if bad is not None:
+        return bad
     omp = _f_omp_context(src, loops[-1], unit)
     if omp is not None:
         return Refusal(path, line, f"the loop at {where} already runs under `{omp}`")

@@ -121,7 +121,7 @@ def test_patches_made_from_another_text_are_refused(tree):
     patches = tree.patches()
     tree.a.write_text(tree.a.read_text() + "\n")
     tree.hashes[str(tree.a)] = sha256_file(tree.a)  # as if recorded after the edit
-    with pytest.raises(ValueError, match="changed since its patches were made"):
+    with pytest.raises(NumaprofError, match="made from another version"):
         apply(patches, tree.root, tree.hashes, tree.backup)
 
 
@@ -229,3 +229,19 @@ def test_apply_follows_symlinks_to_the_real_file(tree):
     assert link.is_symlink() and "#pragma omp parallel for" in tree.a.read_text()
     revert(str(tree.backup))
     assert link.is_symlink() and tree.unchanged()
+
+
+def test_patches_through_a_link_and_the_real_name_merge_into_one(tree):
+    link = tree.root / "alias.c"
+    link.symlink_to(tree.a)
+    lines = tree.a.read_text().splitlines()
+    via_link = parallelize_first_touch(link, lines.index("        a[j] = 0.0;") + 1,
+                                       root=tree.root)
+    direct = place_after_allocation(tree.a, lines.index(
+        "    double *a = malloc(n * sizeof(double));") + 1, "a", "cyclic", root=tree.root)
+    r = apply([via_link, direct], tree.root, tree.hashes, tree.backup)
+    assert r.files == [str(tree.a)]
+    text = tree.a.read_text()
+    assert "#pragma omp parallel for" in text and "numaprof_place(a," in text
+    revert(str(tree.backup))
+    assert tree.unchanged()

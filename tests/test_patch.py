@@ -495,3 +495,21 @@ def test_patch_for_object_static_and_refused_parallel_init(tmp_path):
     y = obj("y", ".bss@spmv", "static", [f"main@spmv.c:{y_store}"])
     p = patch_for_object(y, "bind_block", [str(src), str(spmv)])
     assert "    numaprof_place(y, sizeof(y), NUMAPROF_BIND_BLOCK);" in added(p)
+
+
+def test_parse_errors_elsewhere_do_not_stop_a_patch_here(tmp_path):
+    src = tmp_path / "macro.c"
+    src.write_text("#include <stdlib.h>\n"
+                   "void odd(double *x)\n{\n"
+                   "    for (int i = 0; i < 4; i++)\n"
+                   "        x[i] = @@ 1;\n"
+                   "}\n"
+                   "int main(void)\n{\n"
+                   "    double *a = malloc(8 * sizeof(double));\n"
+                   "    for (int i = 0; i < 8; i++)\n"
+                   "        a[i] = 0.0;\n"
+                   "    free(a);\n"
+                   "    return 0;\n}\n")
+    refusal(parallelize_first_touch(src, 5), "does not parse cleanly around line 5")
+    assert isinstance(parallelize_first_touch(src, 11), Patch)
+    assert isinstance(place_after_allocation(src, 9, "a", "cyclic"), Patch)
