@@ -1,0 +1,54 @@
+"""A profile recorded by numaprof-collect on this project's VM (tests/data/profile-gather):
+`OMP_NUM_THREADS=2 numaprof record ./gather 16 30` (examples/gather.c).
+
+Only what does not depend on the binary still being the recorded one is checked: the
+profile is real C-written data, names come from examples/gather when it matches.
+"""
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from numaprof.analyzer import analyze
+from numaprof.analyzer.profile import open_profile
+from numaprof.errors import ProfileError
+
+DATA = Path(__file__).parent / "data" / "profile-gather"
+
+
+def test_recorded_gather():
+    a = analyze(DATA)
+    p = a.profile
+    assert p.backend == "soft" and p.complete and p.samples == 613
+    assert p.with_address == 393 and p.outside_objects == 0
+    assert sum(p.rules.values()) == p.samples
+    lookup = a.objects[0]
+    assert lookup.kind == "heap" and lookup.size == 16 << 20
+    assert lookup.pattern == "random" and lookup.pattern_confidence > 0.5
+    assert lookup.reads > 0.9
+    # parallel first touch over a static schedule: both threads placed half the pages
+    assert lookup.first_touch.threads == 2 and lookup.first_touch.master_fraction < 0.6
+    assert lookup.first_touch.pages == 4096
+    assert len(a.threads) == 2 and all(t.samples > 100 for t in a.threads)
+    assert a.topology.n_nodes == 1 and a.local_fraction == 1.0
+    assert np.asarray(a.traffic).sum() == p.with_address
+
+
+def test_recorded_cut_short(tmp_path):
+    d = tmp_path / "cut"
+    shutil.copytree(DATA, d)
+    col = d / "samples.addr.col"
+    col.write_bytes(col.read_bytes()[: 16 + 8 * 300 + 5])
+    a = analyze(d)
+    assert a.profile.samples == 300
+
+
+def test_recorded_foreign_version(tmp_path):
+    d = tmp_path / "v2"
+    shutil.copytree(DATA, d)
+    m = (d / "manifest.json").read_text().replace('"version": 1', '"version": 2', 1)
+    (d / "manifest.json").write_text(m)
+    with pytest.raises(ProfileError, match="version 2, this numaprof reads version 1"):
+        open_profile(d)
