@@ -10,9 +10,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import profgen  # noqa: E402
+
 from numaprof.analyzer.profile import open_profile, read_table  # noqa: E402
 from numaprof.analyzer.topology import load_hwloc_xml, load_topology_json, parse_cpuset  # noqa: E402
-
 from numaprof.errors import ProfileError  # noqa: E402
 
 
