@@ -706,11 +706,62 @@ def _c_locals(src: _Source, body) -> dict[str, str]:
     return names
 
 
+_CONSTANT_NODES = frozenset({
+    "number_literal", "char_literal", "character", "escape_sequence", "binary_expression",
+    "unary_expression", "parenthesized_expression", "sizeof_expression", "cast_expression",
+    "type_descriptor", "primitive_type", "sized_type_specifier", "type_identifier",
+    "conditional_expression", "comment",
+})
+
+
+def _c_macros(src: _Source) -> dict[str, str | None]:
+    """Macros #defined in the file: name -> body text (None for function-like ones)."""
+    macros: dict[str, str | None] = {}
+    for n in _walk(src.root):
+        if n.type in ("preproc_def", "preproc_function_def"):
+            name = n.child_by_field_name("name")
+            value = n.child_by_field_name("value")
+            if name is None:
+                continue
+            macros[src.text(name)] = None if n.type == "preproc_function_def" else (
+                src.text(value) if value is not None else "")
+    return macros
+
+
+def _c_macro_is_constant(name: str, macros: dict[str, str | None], depth: int = 0) -> bool:
+    """Whether an object-like macro expands to a constant expression (``N``, ``(1 << 20)``)."""
+    body = macros.get(name)
+    if body is None or depth > 8:
+        return False
+    if not body.strip():
+        return True
+    tree = _parser("c").parse(f"long long numaprof_m_ = ({body});\n".encode())
+    decl = tree.root_node.named_children[0] if tree.root_node.named_children else None
+    if decl is None or tree.root_node.has_error:
+        return False
+    value = decl.child_by_field_name("declarator").child_by_field_name("value")
+    for n in _walk(value):
+        if not n.is_named or n.type in _CONSTANT_NODES:
+            continue
+        if n.type == "identifier" and n.text.decode() in macros and \
+                _c_macro_is_constant(n.text.decode(), macros, depth + 1):
+            continue
+        return False
+    return True
+
+
 def _c_check_loop(src: _Source, loop, func) -> str | None:
     """None when `loop` is provably safe to run with ``omp parallel for``; else the reason."""
     header = _c_loop_header(src, loop)
     if isinstance(header, str):
         return header
+    macros = _c_macros(src)
+    for n in _walk(loop):
+        if n.type == "identifier" and src.text(n) in macros and \
+                not _c_macro_is_constant(src.text(n), macros):
+            # A macro can expand to anything (a call, an assignment): the check cannot
+            # see into it, so only constant ones are accepted.
+            return f"the loop uses the macro `{src.text(n)}`, which the check cannot see into"
     var, declared, _bound = header
     body = loop.child_by_field_name("body")
     local = _c_locals(src, body)

@@ -175,6 +175,7 @@ C_CASES = [
     ("UNSAFE: steps by two", 2, ["step `k` by one"]),
     ("UNSAFE: goto", 3, ["goto"]),
     ("UNSAFE: writes through a pointer local", 3, ["`row[1]`", "pointer"]),
+    ("UNSAFE: a macro that writes", 2, ["macro `TOTAL`"]),
 ]
 
 
@@ -193,6 +194,12 @@ def test_safe_c_loop_with_pure_math_and_locals(tmp_path):
     assert isinstance(p, Patch), p
     new = lines(p.new_text)
     assert new[new.index("    for (size_t k = 0; k < n; ++k) {") - 1] == f"    {C_PRAGMA}"
+
+
+def test_constant_macro_bound_is_accepted(tmp_path):
+    src = copy(tmp_path, DATA / "loops.c")
+    p = parallelize_first_touch(src, loop_line(src.read_text(), "SAFE: a constant macro", 2))
+    assert isinstance(p, Patch), p
 
 
 def test_local_array_writes_are_private(tmp_path):

@@ -5,6 +5,9 @@
 #include <stdlib.h>
 
 #define N 1000
+#define HALF (N / 2)
+#define TOTAL total_count
+static long total_count;
 
 static double grid[N];
 static double table[N];
@@ -96,6 +99,16 @@ double work(double *a, double *b, double *x, size_t n, int *flags)
         tmp[0] = x[k];
         tmp[1] = 2.0 * x[k];
         b[k] = tmp[0] + tmp[1];
+    }
+
+    /* SAFE: a constant macro in the bound */
+    for (size_t k = 0; k < HALF; k++)
+        a[k] = 1.0;
+
+    /* UNSAFE: a macro that writes a global */
+    for (size_t k = 0; k < n; k++) {
+        a[k] = 0.5;
+        TOTAL++;
     }
 
     /* UNSAFE: goto */
