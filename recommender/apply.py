@@ -33,9 +33,11 @@ from dataclasses import dataclass
 
 from numaprof.errors import NumaprofError
 from numaprof.recommender.patch import Patch, merge_patches
+from numaprof.recommender.sources import read_sources_json
 
 BACKUP_SCHEMA = "numaprof.apply-backup/1"
 MANIFEST = "manifest.json"
+BACKUP_DIRNAME = "apply-backup"
 
 
 @dataclass
@@ -344,3 +346,24 @@ def revert(backup_dir: str) -> list[str]:
         _fsync_dir(d)
     shutil.rmtree(backup_dir)
     return [e["path"] for e in todo]
+
+
+def backup_dir_of(profile_dir: str | os.PathLike) -> str:
+    """Where `apply_to_profile` keeps the originals: ``<profile>/apply-backup``."""
+    return os.path.join(os.fspath(profile_dir), BACKUP_DIRNAME)
+
+
+def apply_to_profile(profile_dir: str | os.PathLike, patches: Iterable[Patch],
+                     root: str | None = None, dry_run: bool = False) -> ApplyResult:
+    """`apply` with the hashes of the profile's sources.json and its apply-backup directory.
+
+    `root` (default: the current directory) is what diff paths are relative to.
+    """
+    hashes = read_sources_json(profile_dir)
+    return apply(patches, root or os.getcwd(), hashes, backup_dir_of(profile_dir),
+                 dry_run=dry_run)
+
+
+def revert_profile(profile_dir: str | os.PathLike) -> list[str]:
+    """`revert` the last `apply_to_profile` of this profile."""
+    return revert(backup_dir_of(profile_dir))

@@ -58,6 +58,7 @@ PURE_F_FUNCTIONS = frozenset({
     "modulo", "min", "max", "dble", "real", "int", "nint", "float", "sign", "dsqrt",
     "dsin", "dcos", "dexp", "dlog", "dabs", "cmplx", "aimag", "conjg", "iand", "ior",
     "ieor", "ishft", "atan", "atan2", "asin", "acos", "sinh", "cosh", "tanh",
+    "size", "lbound", "ubound", "len", "huge", "tiny", "epsilon", "kind",
 })
 
 # Allocators: name -> index of the byte-count argument (calloc multiplies two).

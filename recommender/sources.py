@@ -94,7 +94,10 @@ def hash_sources(executable_paths) -> dict[str, str]:
     writes to.
     """
     result: dict[str, str] = {}
-    for exe in executable_paths:
+    exes = dict.fromkeys(os.path.realpath(e) for e in executable_paths)
+    for exe in exes:
+        if exe.startswith(_SYSTEM_PREFIXES):
+            continue  # system libraries: their sources are never the user's to patch
         for path in dwarf_source_files(exe):
             real = os.path.realpath(path)
             if real in result or real.startswith(_SYSTEM_PREFIXES):

@@ -6,6 +6,7 @@ including that no temporary files are left beside the sources.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -244,4 +245,22 @@ def test_patches_through_a_link_and_the_real_name_merge_into_one(tree):
     text = tree.a.read_text()
     assert "#pragma omp parallel for" in text and "numaprof_place(a," in text
     revert(str(tree.backup))
+    assert tree.unchanged()
+
+
+def test_profile_level_apply_and_revert(tree, tmp_path):
+    from numaprof.errors import ProfileError
+    from numaprof.recommender.apply import apply_to_profile, revert_profile
+    from numaprof.recommender.sources import SCHEMA
+
+    profile = tmp_path / "profile"
+    with pytest.raises(ProfileError, match="no sources.json"):
+        apply_to_profile(profile, tree.patches(), root=tree.root)
+    (profile / "sources.json").write_text(json.dumps({"schema": SCHEMA,
+                                                      "files": tree.hashes}))
+    r = apply_to_profile(profile, tree.patches(), root=tree.root, dry_run=True)
+    assert r.diff and tree.unchanged()
+    r = apply_to_profile(profile, tree.patches(), root=tree.root)
+    assert r.backup_dir == str(profile / "apply-backup") and not tree.unchanged()
+    assert sorted(revert_profile(profile)) == sorted([str(tree.a), str(tree.b)])
     assert tree.unchanged()
