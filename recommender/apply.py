@@ -215,13 +215,16 @@ def apply(patches: Iterable[Patch], root: str, profile_hashes: dict[str, str],
         _fsync_dir(os.path.join(backup_dir, "files"))
         _write_manifest(backup_dir, {"schema": BACKUP_SCHEMA, "state": "applying",
                                      "root": root, "files": entries})
-    except OSError as e:
+    except BaseException as e:
+        # No source file has changed yet: dropping the partial backup undoes everything.
         shutil.rmtree(backup_dir, ignore_errors=True)
-        raise NumaprofError(f"cannot write the backup in {backup_dir}: "
-                            f"{e.strerror or e}; nothing was patched") from e
+        if isinstance(e, OSError):
+            raise NumaprofError(f"cannot write the backup in {backup_dir}: "
+                                f"{_describe(e)}; nothing was patched") from e
+        raise
 
     temps: list[str] = []
-    replaced: list[dict] = []
+    replaced = 0
     try:
         # 2. Every new text on disk beside its target before the first rename.
         for (p, _), entry in zip(checked, entries, strict=True):
@@ -230,13 +233,15 @@ def apply(patches: Iterable[Patch], root: str, profile_hashes: dict[str, str],
         # 3. The renames: the only step that changes the user's tree.
         for tmp, entry in zip(temps, entries, strict=True):
             _replace(tmp, entry["path"])
-            replaced.append(entry)
+            replaced += 1
         for d in {os.path.dirname(e["path"]) for e in entries}:
             _fsync_dir(d)
     except BaseException as e:
-        for tmp in temps[len(replaced):]:
+        for tmp in temps[replaced:]:
             _unlink_quietly(tmp)
-        failed = _restore(backup_dir, replaced)
+        # Decide what to restore from the files themselves, not from a counter an
+        # interruption could have caught between a rename and its bookkeeping.
+        failed = _restore(backup_dir, [e for e in entries if _is_patched(e)])
         if failed:
             raise NumaprofError(
                 f"applying failed ({_describe(e)}) and {_plural(failed)} could not be "
@@ -251,6 +256,14 @@ def apply(patches: Iterable[Patch], root: str, profile_hashes: dict[str, str],
     _write_manifest(backup_dir, {"schema": BACKUP_SCHEMA, "state": "applied", "root": root,
                                  "files": entries})
     return ApplyResult(diff=diff, files=files, backup_dir=backup_dir, applied=True)
+
+
+def _is_patched(entry: dict) -> bool:
+    try:
+        current = _sha256(_read(entry["path"]))
+    except OSError:
+        return True  # unreadable: try to put the original back
+    return current == entry["patched_sha256"] != entry["original_sha256"]
 
 
 def _describe(e: BaseException) -> str:

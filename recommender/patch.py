@@ -1259,10 +1259,6 @@ def resolve_source(file: str, source_paths: Iterable[str], func: str | None = No
     return found[0] if len(found) == 1 else None
 
 
-def _is_identifier(name: str) -> bool:
-    return name.isidentifier()
-
-
 def patch_for_object(obj, policy: str, source_paths: Iterable[str], *,
                      root: str | None = None) -> Patch | Refusal | None:
     """The source patch that applies `policy` to an analyzed object (an ObjectResult).
@@ -1309,7 +1305,7 @@ def patch_for_object(obj, policy: str, source_paths: Iterable[str], *,
         path = resolve_source(file, paths, func)
         if path is None:
             return Refusal(file, line, f"{file} is not among the recorded sources", "numactl")
-        var = obj.name if _is_identifier(obj.name) else None
+        var = obj.name if obj.name.isidentifier() else None
         return place_after_allocation(path, line, var, policy, root=root)
     if obj.kind == "static":
         touches = [t for t in (parse_site(s) for s in obj.first_touch.sites) if t is not None]

@@ -264,3 +264,29 @@ def test_profile_level_apply_and_revert(tree, tmp_path):
     assert r.backup_dir == str(profile / "apply-backup") and not tree.unchanged()
     assert sorted(revert_profile(profile)) == sorted([str(tree.a), str(tree.b)])
     assert tree.unchanged()
+
+
+def test_interrupt_between_rename_and_bookkeeping_still_restores(tree, monkeypatch):
+    calls = []
+    real = apply_mod._replace
+
+    def rename_then_interrupt(src, dst):
+        calls.append(dst)
+        real(src, dst)  # the first file is replaced ...
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # ... and Ctrl-C arrives before apply notes it
+
+    monkeypatch.setattr(apply_mod, "_replace", rename_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        apply(tree.patches(), tree.root, tree.hashes, tree.backup)
+    assert tree.unchanged() and not tree.backup.exists() and not tree.stray_files()
+
+
+def test_interrupt_while_backing_up_leaves_no_backup(tree, monkeypatch):
+    def interrupted(path, data, mode):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(apply_mod, "_write_new", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        apply(tree.patches(), tree.root, tree.hashes, tree.backup)
+    assert tree.unchanged() and not tree.backup.exists()
