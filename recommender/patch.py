@@ -1309,7 +1309,7 @@ def patch_for_object(obj, policy: str, source_paths: Iterable[str], *,
         return place_after_allocation(path, line, var, policy, root=root)
     if obj.kind == "static":
         touches = [t for t in (parse_site(s) for s in obj.first_touch.sites) if t is not None]
-        tried = []
+        tried, first_refusal = [], None
         for func, file, line in touches:
             path = resolve_source(file, paths, func)
             if path is None or path in tried:
@@ -1318,6 +1318,7 @@ def patch_for_object(obj, policy: str, source_paths: Iterable[str], *,
             result = place_static(path, obj.name, policy, before_line=line, root=root)
             if isinstance(result, Patch):
                 return result
+            first_refusal = first_refusal or result
         # Defined in another file than the one touching it: place at the start of main.
         for path in paths:
             if path in tried or _language(path) != "c":
@@ -1325,6 +1326,6 @@ def patch_for_object(obj, policy: str, source_paths: Iterable[str], *,
             src = _load(path, want="c")
             if not isinstance(src, Refusal) and _file_scope_array(src, obj.name) is not None:
                 return place_static(path, obj.name, policy, root=root)
-        return Refusal("", 0, f"no recorded C source defines the static array `{obj.name}`",
-                       "numactl")
+        return first_refusal or Refusal(
+            "", 0, f"no recorded C source defines the static array `{obj.name}`", "numactl")
     return None

@@ -520,3 +520,12 @@ def test_parse_errors_elsewhere_do_not_stop_a_patch_here(tmp_path):
     refusal(parallelize_first_touch(src, 5), "does not parse cleanly around line 5")
     assert isinstance(parallelize_first_touch(src, 11), Patch)
     assert isinstance(place_after_allocation(src, 9, "a", "cyclic"), Patch)
+
+
+def test_patch_for_object_fortran_static_placement_is_refused_as_c_only(tmp_path):
+    src = copy(tmp_path, DATA / "loops.f90")
+    line = loop_line(src.read_text(), "SAFE: element-wise", 2)
+    u = obj("u", ".bss@loops", "static", [f"loops@loops.f90:{line}"])
+    refusal(patch_for_object(u, "cyclic", [str(src)]), "only inserted into C sources")
+    p = patch_for_object(u, "parallel_init", [str(src)])
+    assert isinstance(p, Patch) and f"  {F_DIRECTIVE}" in added(p)
