@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import sys
@@ -27,29 +28,46 @@ def machine_topology():
                               text=True)
         if proc.returncode != 0:
             raise NumaprofError(f"lstopo failed: {proc.stderr.strip().splitlines()[-1:]}")
-        return load_hwloc_xml(xml)
+        return dataclasses.replace(load_hwloc_xml(xml), name="this machine")
 
 
 @click.command()
 @click.option("--profile", "profile", type=click.Path(path_type=Path), default=None,
               help="Show the topology recorded in this profile instead of this machine's.")
 @target_option
+@click.option("--measure", "do_measure", is_flag=True,
+              help="Measure latency (pointer chase) and bandwidth (triad) for every pair of "
+              "cpu node and memory node, and cache the result for this machine.")
+@click.option("--size-mib", type=click.IntRange(min=1), default=256, show_default=True,
+              help="With --measure: buffer size per pair.")
+@click.option("--reps", type=click.IntRange(min=1), default=5, show_default=True,
+              help="With --measure: repetitions per pair.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
-def command(profile, target, fmt):
+def command(profile, target, do_measure, size_mib, reps, fmt):
     """Show NUMA nodes, their cpus and memory, the SLIT distances and the NUMA factor.
 
-    Without options: this machine, read with hwloc.  --profile: the machine a profile was
-    recorded on.  --target: a preset (2s, 4s, 8n-opteron, itanium2) or an hwloc XML file.
+    Without options: this machine, read with hwloc, with the measured NUMA factor when
+    `--measure` has been run here before (cached per machine).  --profile: the machine a
+    profile was recorded on.  --target: a preset (2s, 4s, 8n-opteron, itanium2) or an hwloc
+    XML file.  --measure: measure latency and bandwidth per node pair now (the method of
+    000 §3.1, Table 4); timings in a VM or the NUMA lab are not NUMA evidence.
     """
     from numaprof.cli.render import text_topology
 
+    measurement = None
     if profile is not None:
         from numaprof.analyzer.profile import open_profile
 
         topo = open_profile(profile).topology()
     else:
+        from numaprof.analyzer.measure import apply_measured, load_cached, measure
+
         topo = machine_topology()
+        measurement = (measure(topo, size_mib=size_mib, reps=reps) if do_measure
+                       else load_cached(topo))
+        if measurement is not None:
+            topo = apply_measured(topo, measurement)
     if target is not None:
         from numaprof.recommender.targets import resolve_target
 
@@ -57,6 +75,9 @@ def command(profile, target, fmt):
     if fmt == "json":
         from numaprof.cli.render import json_report
 
-        sys.stdout.write(json_report.dumps(json_report.topology(topo)))
+        doc = json_report.topology(topo)
+        if measurement is not None:
+            doc["measured"] = measurement.to_json()
+        sys.stdout.write(json_report.dumps(doc))
     else:
-        text_topology.render(topo)
+        text_topology.render(topo, measurement)

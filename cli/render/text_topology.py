@@ -8,7 +8,7 @@ from numaprof.analyzer.model import Topology
 from numaprof.cli.render.text_common import console, human_bytes
 
 
-def render(t: Topology) -> None:
+def render(t: Topology, measurement=None) -> None:
     con = console()
     label = f" ({t.name})" if t.name else ""
     con.print(f"[bold]{t.n_nodes} NUMA node(s){label}[/bold], source {t.source}")
@@ -18,8 +18,13 @@ def render(t: Topology) -> None:
     for n in t.nodes:
         nodes.add_row(str(n.id), _cpulist(n.cpus), human_bytes(n.memory_bytes))
     con.print(nodes)
-    for title, m, fmt in (("distances (SLIT)", t.distances, "{:.0f}"),
-                          ("NUMA factor", t.numa_factor(), "{:.2f}")):
+    matrices = [("distances (SLIT)", t.distances, "{:.0f}"),
+                ("NUMA factor" + (" (measured latency ratio)" if measurement is not None
+                                  else " (SLIT ratio)"), t.numa_factor(), "{:.2f}")]
+    if measurement is not None:
+        matrices += [("measured latency (ns)", measurement.latency_ns, "{:.0f}"),
+                     ("measured bandwidth (GB/s)", measurement.bandwidth_gbs, "{:.1f}")]
+    for title, m, fmt in matrices:
         table = Table(title=title, title_justify="left")
         table.add_column("from \\ to")
         for n in t.nodes:
