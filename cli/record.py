@@ -210,6 +210,39 @@ def _finish(cfg: RecordConfig, manifest: dict, rc: int) -> dict:
     return manifest
 
 
+SYSTEM_PREFIXES = ("/usr/", "/lib/", "/lib64/", "/opt/", "/snap/")
+
+
+def _hash_sources(cfg: RecordConfig) -> None:
+    """Stores the hashes of the user's source files (sources.json) for `suggest --apply`.
+
+    The executables are the program and the user's own shared objects seen mapped in the
+    run; system files are never patched, so they are left out.
+    """
+    from numaprof.analyzer.profile import read_table
+    from numaprof.recommender.sources import write_sources_json
+
+    executables: list[str] = []
+    try:
+        paths_seen = read_table(cfg.output, "mappings")["path"]
+    except Exception:  # a run that wrote no mappings: only the command itself
+        paths_seen = []
+    if cfg.command:
+        exe = shutil.which(cfg.command[0])
+        if exe:
+            executables.append(os.path.realpath(exe))
+    ours = os.path.realpath(paths.libexec_dir()) + os.sep  # the shim is not the user's code
+    for p in dict.fromkeys(str(x) for x in paths_seen):
+        if (p.startswith("/") and not p.startswith(SYSTEM_PREFIXES) and os.path.isfile(p)
+                and not os.path.realpath(p).startswith(ours)):
+            executables.append(os.path.realpath(p))
+    try:
+        write_sources_json(cfg.output, list(dict.fromkeys(executables)))
+    except OSError as e:
+        print(f"numaprof: warning: cannot hash the sources ({e.strerror}); "
+              "suggest --apply will refuse to patch", file=sys.stderr)
+
+
 def _summary(cfg: RecordConfig, manifest: dict) -> str:
     counts = manifest.get("counts", {})
     n = counts.get("samples", 0)
@@ -244,6 +277,7 @@ def run_record(cfg: RecordConfig, argv: list[str]) -> int:
             old.rename(cfg.output)
         return COLLECTOR_FAILED
     manifest = _finish(cfg, manifest, rc)
+    _hash_sources(cfg)
     _write_json_atomic(manifest_path, manifest)
     if manifest["counts"] or manifest["collector"]:
         print(_summary(cfg, manifest), file=sys.stderr)
