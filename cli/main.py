@@ -8,7 +8,7 @@ import traceback
 import click
 
 from numaprof import __version__
-from numaprof.cli import events, lab, record, report, suggest, topology
+from numaprof.cli import config, events, lab, record, report, suggest, topology
 from numaprof.errors import NumaprofError
 
 
@@ -35,6 +35,7 @@ for _module, _name in (
     (topology, "topology"),
     (lab, "lab"),
     (events, "events"),
+    (config, "config"),
 ):
     group.add_command(_module.command, _name)
 

@@ -23,7 +23,11 @@ from numaprof.cli.render import progress_callback
               show_default=True, help="Output format (json: the numaprof.suggest/1 schema).")
 @top_option
 @object_option
-def command(profile, target, fmt, top, object_name):
+@click.option("--apply", "do_apply", is_flag=True,
+              help="Apply the source patches (all or none; originals kept for --revert).")
+@click.option("--dry-run", is_flag=True, help="Show the patches as one diff; change nothing.")
+@click.option("--revert", is_flag=True, help="Restore the files the last --apply changed.")
+def command(profile, target, fmt, top, object_name, do_apply, dry_run, revert):
     """Suggest a placement policy for each hot array of PROFILE (default ./numaprof.data).
 
     Every candidate policy is simulated on the measured accesses (which thread touched
@@ -36,14 +40,53 @@ def command(profile, target, fmt, top, object_name):
     from numaprof.recommender import suggest
     from numaprof.recommender.targets import resolve_target
 
+    if revert:
+        from numaprof.recommender.apply import revert_profile
+
+        restored = revert_profile(profile)
+        click.echo(f"numaprof: restored {len(restored)} file(s): " + ", ".join(restored),
+                   err=True)
+        return
     cfg = SuggestConfig(profile=profile, target=target, format=fmt, top=top,
                         object_name=object_name)
     with progress_callback(enabled=cfg.format == "text") as progress:
         analysis = analyze(cfg.profile, object_name=cfg.object_name, progress=progress)
     topo = resolve_target(cfg.target, analysis.topology)
     result = suggest(analysis, topo)
+    patches = _patches(result, analysis, cfg.profile)
+    if dry_run or do_apply:
+        _apply(cfg.profile, patches, dry_run=dry_run)
+        return
     if cfg.format == "json":
         sys.stdout.write(json_suggest.dumps(json_suggest.suggestion(result, analysis,
                                                                    top=cfg.top)))
     else:
         text_suggest.render(result, analysis, top=cfg.top)
+
+
+def _patches(result, analysis, profile):
+    """Source patches for the suggestions, against the sources hashed at record time."""
+    import os
+
+    from numaprof.recommender.fixes import attach_patches
+    from numaprof.recommender.sources import SOURCES_FILE, read_sources_json
+
+    if not (profile / SOURCES_FILE).exists():
+        return []
+    return attach_patches(result, analysis, list(read_sources_json(profile)), os.getcwd())
+
+
+def _apply(profile, patches, dry_run: bool) -> None:
+    from numaprof.errors import NumaprofError
+    from numaprof.recommender.apply import apply_to_profile
+
+    if not patches:
+        raise NumaprofError("no source patch to apply (nothing to change, or no source line "
+                            "could be patched: see `numaprof suggest`)", exit_code=1)
+    result = apply_to_profile(profile, patches, dry_run=dry_run)
+    if dry_run:
+        sys.stdout.write(result.diff)
+        return
+    click.echo(f"numaprof: patched {len(result.files)} file(s): {', '.join(result.files)}; "
+               f"originals kept in {result.backup_dir} (undo: numaprof suggest {profile} "
+               "--revert); rebuild with the flags of `numaprof config --cflags`", err=True)
