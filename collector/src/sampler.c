@@ -329,11 +329,13 @@ static char *affinity_of(struct collector *c, uint32_t tid)
     return out;
 }
 
-static void update_affinities(struct collector *c)
+/* Every live thread's affinity (or, with only_new, only of threads not read yet, so
+ * short-lived threads get theirs on the next fast tick). */
+static void update_affinities(struct collector *c, int only_new)
 {
     for (size_t i = 0; i < c->nthreads; i++) {
         struct thread *t = &c->threads[i];
-        if (!t->alive)
+        if (!t->alive || (only_new && t->aff_first))
             continue;
         char *a = affinity_of(c, t->tid);
         if (!a)
@@ -510,12 +512,24 @@ static struct ev *add_ev(struct collector *c, int fd, int kind, int attr_idx, ui
     return e;
 }
 
+/* The event of a record's id (evs is sorted by id once all are open). */
 static const struct ev *ev_of(const struct collector *c, uint64_t id)
 {
-    for (int i = 0; i < c->nev; i++)
-        if (c->evs[i].id == id)
-            return &c->evs[i];
-    return NULL;
+    int lo = 0, hi = c->nev;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (c->evs[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < c->nev && c->evs[lo].id == id ? &c->evs[lo] : NULL;
+}
+
+static int cmp_ev(const void *a, const void *b)
+{
+    const struct ev *x = a, *y = b;
+    return x->id < y->id ? -1 : x->id > y->id;
 }
 
 static void base_attr(const struct collector *c, struct perf_event_attr *a, int launch)
@@ -819,6 +833,7 @@ static int open_events(struct collector *c, pid_t pid, int launch)
         }
     }
     free(owner);
+    qsort(c->evs, (size_t)c->nev, sizeof *c->evs, cmp_ev);
     return rc;
 }
 
@@ -1443,7 +1458,7 @@ static void status_from_wait(struct collector *c, int st)
 
 static void tick_slow(struct collector *c)
 {
-    update_affinities(c);
+    update_affinities(c, 0);
     copy_numa_maps(c);
     flush_tables(c);
 }
@@ -1501,6 +1516,7 @@ static void run_loop(struct collector *c, int sfd, int pidfd, uint64_t deadline)
         now = nmp_now_ns();
         if (now >= next_tick) {
             query_pages(c);
+            update_affinities(c, 1);
             next_tick = now + TICK_NS;
         }
         if (now >= next_slow) {
@@ -1513,7 +1529,7 @@ static void run_loop(struct collector *c, int sfd, int pidfd, uint64_t deadline)
         for (int i = 0; i < c->nev; i++)
             ioctl(c->evs[i].fd, PERF_EVENT_IOC_DISABLE, 0);
         copy_numa_maps(c);
-        update_affinities(c);
+        update_affinities(c, 0);
     }
     drain(c);
     query_pages(c);
