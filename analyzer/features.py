@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 BINS = 16  # spatial histogram bins for the entropy feature
+MAX_SAMPLES = 262_144  # samples the features look at (contiguous runs beyond that)
+SUBSAMPLE_RUNS = 64
 MIN_THREAD_SAMPLES = 2  # samples a thread needs in a window to count as active there
 SERIAL_SHARE = 0.9  # one thread with this share of a window's samples makes it serial
 
@@ -61,16 +63,28 @@ def object_features(
     if n and np.any(np.diff(time.astype(np.int64)) < 0):
         o = np.argsort(time, kind="stable")
         time, thread, pos, page_key, ip = time[o], thread[o], pos[o], page_key[o], ip[o]
+    n_all = n
+    all_time = time
+    if n > MAX_SAMPLES:
+        # Millions of samples say nothing more about the pattern than a few hundred
+        # thousand, and cost seconds and gigabytes.  Keep contiguous runs spread over the
+        # object's lifetime, so that steps between neighbouring samples stay as recorded.
+        run = MAX_SAMPLES // SUBSAMPLE_RUNS
+        starts = np.linspace(0, n - run, SUBSAMPLE_RUNS).astype(np.int64)
+        keep = (starts[:, None] + np.arange(run)[None, :]).ravel()
+        time, thread, pos, page_key, ip = time[keep], thread[keep], pos[keep], page_key[keep], ip[keep]
+        n = len(keep)
     uthreads, tl = np.unique(thread, return_inverse=True)
     T = len(uthreads)
     wid, W = _window_ids(n, T)
-    feats: dict[str, float] = {"samples": float(n), "threads": float(T), "windows": float(W)}
+    feats: dict[str, float] = {"samples": float(n_all), "threads": float(T), "windows": float(W),
+                               "feature_samples": float(n)}
     if n == 0:
         return feats, Windows(*(np.zeros(0) for _ in range(7)), rank=np.zeros((0, 0)))
 
     # ---- per (window, thread) groups: percentiles of position -----------------------
     g = wid * T + tl
-    order = np.lexsort((pos, g))
+    order = _group_order(g, pos)
     gs, ps = g[order], pos[order]
     starts = np.flatnonzero(np.r_[True, gs[1:] != gs[:-1]])
     counts = np.diff(np.r_[starts, n])
@@ -148,7 +162,8 @@ def object_features(
         sharing, sharing_deg = 0.0, 0.0
     # steps between a thread's consecutive samples: independent positions under random
     # access (median |step| = 1 − 1/√2 ≈ 0.29), short steps inside a sweep or a chunk
-    o = np.lexsort((time, tl))
+    # samples are in time order: a stable sort by thread keeps it inside each thread
+    o = np.argsort(tl.astype(np.int16) if T < 2**15 else tl, kind="stable")
     same = (tl[o][1:] == tl[o][:-1]) & in_par[o][1:] & in_par[o][:-1]
     d = np.diff(pos[o])[same]
     small_stride = float(np.mean(np.abs(d) < 1.0 / 64)) if len(d) else 0.0
@@ -157,12 +172,8 @@ def object_features(
     w_step = np.full(W, np.nan)
     if len(d):
         ad = np.abs(d)
-        so = np.lexsort((ad, step_w))
-        sw, sd = step_w[so], ad[so]
-        first = np.searchsorted(sw, np.arange(W))
-        cnt = np.searchsorted(sw, np.arange(W), side="right") - first
-        has = cnt > 0
-        w_step[has] = sd[first[has] + (cnt[has] - 1) // 2]
+        for w in np.unique(step_w).tolist():
+            w_step[w] = np.median(ad[step_w == w])
 
     # consecutive samples of *different* threads: close positions mean the threads move
     # through the array together (dynamic scheduling hands out neighbouring chunks)
@@ -204,10 +215,20 @@ def object_features(
     lasts = np.searchsorted(wid, np.arange(W), side="right") - 1
     ok = lasts >= firsts
     w_start[ok], w_end[ok] = t64[firsts[ok]], t64[lasts[ok]]
+    if n_all != n:
+        # windows count the object's samples, not the subsample's
+        cut = np.searchsorted(all_time, w_start[1:].astype(all_time.dtype))
+        w_samples = np.diff(np.concatenate([[0], cut, [n_all]]))
     return feats, Windows(w_start, w_end, w_samples, parallel, w_span, w_ent, w_ovl, rank, full, w_step)
 
 
 MIN_CONTEXT_SAMPLES = 10
+
+
+def _group_order(g: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """Order by group, then position: one float sort instead of a two-key lexsort (pos
+    is in [0, 1), so group + pos keeps groups apart; 3-4x faster on millions)."""
+    return np.argsort(g + np.minimum(pos, 0.9999999), kind="quicksort")
 
 
 def _contexts(ip, tl, pos, T, in_par) -> dict[str, float]:
@@ -227,7 +248,7 @@ def _contexts(ip, tl, pos, T, in_par) -> dict[str, float]:
     C = len(uip)
     g = ci.astype(np.int64) * T + tl[sel]
     p = pos[sel]
-    order = np.lexsort((p, g))
+    order = _group_order(g, p)
     gs, ps = g[order], p[order]
     starts = np.flatnonzero(np.r_[True, gs[1:] != gs[:-1]])
     counts = np.diff(np.r_[starts, len(gs)])

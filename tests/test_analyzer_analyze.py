@@ -327,3 +327,18 @@ def test_processes_are_attributed_separately(tmp_path):
     small = next(o for o in a.objects if o.size == 0x1000)
     assert big.samples == 2 and small.samples == 1
     assert a.profile.outside_objects == 1  # pid 8's A+0x8000 is beyond its 4 KiB object
+
+
+def test_features_on_a_subsample_agree(kinds, monkeypatch):
+    """Large objects are classified from contiguous runs of their samples."""
+    from numaprof.analyzer import features
+
+    run, full = kinds
+    monkeypatch.setattr(features, "MAX_SAMPLES", 2048)
+    monkeypatch.setattr(features, "SUBSAMPLE_RUNS", 16)
+    sub = analyze(run.path)
+    for name in ("regular", "reversed", "dynamic", "random"):
+        a, b = by_addr(full, run)[name], by_addr(sub, run)[name]
+        assert b.features["feature_samples"] == 2048 < b.samples
+        assert b.pattern == a.pattern, name
+        assert sum(p.samples for p in b.phases) == b.samples
