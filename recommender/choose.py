@@ -127,12 +127,12 @@ class _Plan:
         pos_of_id = {node.id: p for p, node in enumerate(target.nodes)}
         size = max(n_threads, max(seen, default=-1) + 1, 1)
         self.thread_node = np.zeros(size, dtype=np.int64)
-        if self.recorded:
+        if self.recorded and not (unbound and self.binding_from_env is None and self.n > 1):
+            # Threads stay where they were measured: keep the measured map.
             for i, t in enumerate(analysis.threads):
                 self.thread_node[i] = pos_of_id.get(t.node, 0)
-            if self.n > 1 and unbound and self.binding_from_env is None:
-                self.binding = kind
         else:
+            # Another machine, or unbound threads that the suggested binding will place.
             places = binding_places(kind, len(self.compute), target)
             self.thread_node[:] = places[0] if places else 0
             for k, t in enumerate(self.compute):
@@ -156,7 +156,7 @@ class _Plan:
         n_pages = int(acc.n_pages)
         master = int(self.thread_node[self.master_index(o)])
         per_page = getattr(acc, "first_touch_thread", None)
-        if per_page is not None:
+        if per_page is not None and len(per_page) == n_pages:
             per_page = np.asarray(per_page, dtype=np.int64)
             ok = (per_page >= 0) & (per_page < len(self.thread_node))
             nodes = np.full(n_pages, master, dtype=np.int64)

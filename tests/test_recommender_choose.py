@@ -305,6 +305,25 @@ def test_recorded_multi_node_uses_measured_thread_nodes_and_binds_unbound_thread
     assert s.commands and s.commands[0].startswith("OMP_PROC_BIND=spread OMP_PLACES=cores ")
 
 
+def test_bound_threads_keep_their_measured_nodes():
+    t = 4
+    an = analysis([obj("a", "regular", access_regular(BIG, t), serial=False, n_threads=t)],
+                  threads(t, nodes=[0, 1, 0, 1], bound=True), topo=two_node_recorded())
+    s = suggest(an)
+    assert s.thread_nodes == [0, 1, 0, 1]
+    # static blocks 0..3 alternate between the nodes: bind_block follows the threads
+    o = s.objects[0]
+    assert o.policy == "first_touch" and o.current.local_fraction > 0.95
+
+
+def test_unbound_threads_on_recorded_machine_are_predicted_with_the_binding():
+    t = 4
+    an = analysis([obj("a", "regular", access_regular(BIG, t), serial=True, n_threads=t)],
+                  threads(t, nodes=[0, 0, 0, 0], bound=False), topo=two_node_recorded())
+    s = suggest(an)
+    assert s.binding == "spread" and s.thread_nodes == [0, 0, 1, 1]
+
+
 def test_bound_threads_on_recorded_machine_get_no_binding_line():
     t = 4
     an = analysis([obj("a", "regular", access_regular(BIG, t), serial=False, n_threads=t)],

@@ -100,6 +100,21 @@ static int do_place(void)
         perror("numaprof_current_node");
         return 1;
     }
+    for (int k = m - 1; k >= 0; k--) {
+        if (numaprof_bind_to_node(allowed[k]) != 0) {
+            perror("numaprof_bind_to_node");
+            return 1;
+        }
+        if (numaprof_current_node() != allowed[k]) {
+            fprintf(stderr, "bound to node %d, running on %d\n", allowed[k], numaprof_current_node());
+            return 1;
+        }
+    }
+    errno = 0;
+    if (numaprof_bind_to_node(NUMAPROF_MAX_NODES - 1) != -1 || errno != ENOENT) {
+        fprintf(stderr, "binding to a missing node did not fail with ENOENT\n");
+        return 1;
+    }
     for (int policy = 1; policy < NUMAPROF_N_POLICIES; policy++) {
         for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
             size_t bytes = sizes[s];
@@ -132,6 +147,13 @@ static int do_place(void)
             memset(&o, 0, sizeof o);
             o.nodes = allowed;
             o.n_nodes = m;
+            printf("pages %s %zu %d", names[policy], bytes, m);
+            for (i = 0; i < (size_t)m; i++)
+                printf(" %d", allowed[i]);
+            printf(" :");
+            for (i = 0; i < n; i++)
+                printf(" %d", where[i]);
+            printf("\n");
             for (i = 0; i < n; i++) {
                 int want = numaprof_node_of_page((enum numaprof_policy)policy, i, n, &o);
                 if (where[i] != want) {
@@ -225,14 +247,34 @@ def test_c_and_python_maps_agree_page_for_page(exe):
         assert got == want, (p, n, nodes, tn, b, seed, w, cap)
 
 
+def check_pages_against_python(stdout: str, min_nodes: int = 1) -> int:
+    """Every `pages POLICY BYTES M nodes... : node per page` line equals policies.py's map."""
+    n_lines = 0
+    for line in stdout.splitlines():
+        if not line.startswith("pages "):
+            continue
+        head, pages = line.split(" : ")
+        words = head.split()
+        policy, m = words[1], int(words[3])
+        nodes = [int(x) for x in words[4:4 + m]]
+        got = [int(x) for x in pages.split()]
+        assert m >= min_nodes, line[:200]
+        # defaults of numaprof_place(): all allowed nodes; bind_block one block per node
+        want = node_of_page(policy, len(got), nodes, threads_nodes=nodes).tolist()
+        assert got == want, (policy, words[2], got[:40], want[:40])
+        n_lines += 1
+    return n_lines
+
+
 def place_ok(exe: Path, env=None):
     proc = subprocess.run([str(exe), "place"], capture_output=True, text=True, timeout=300,
                           env={**os.environ, **(env or {})})
     if proc.returncode != 0 and ("Operation not permitted" in proc.stderr
                                  or "Function not implemented" in proc.stderr):
         pytest.skip(f"NUMA system calls refused here: {proc.stderr.strip()}")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
     assert proc.stdout.count(" ok") == len(C_POLICIES) - 1
+    assert check_pages_against_python(proc.stdout) == (len(C_POLICIES) - 1) * 5
 
 
 def test_place_puts_every_page_where_the_map_says(exe):
@@ -251,3 +293,38 @@ def test_place_under_sanitizers(tmp_path):
     if probe.returncode != 0:
         pytest.skip("no ASan/UBSan runtime")
     place_ok(build(tmp_path, *flags), env={"ASAN_OPTIONS": "detect_leaks=1"})
+
+
+_LAB_MAIN = (
+    "import sys\n"
+    "from numaprof.cli import lab, main\n"
+    "if 'lab' not in main.group.commands:\n"
+    "    main.group.add_command(lab.command, 'lab')\n"
+    "main.main(sys.argv[1:])\n"
+)
+
+
+@pytest.mark.lab
+def test_lab_four_nodes_c_placement_equals_python_model(tmp_path):
+    """SPEC §4.1: on a 4-node guest, every page placed by numaprof_place.h is on the node
+    recommender/policies.py gives, for every policy, for ranges that are not a multiple
+    of the page size."""
+    import sys
+
+    from numaprof.errors import NumaprofError
+    from numaprof.lab.runner import find_tools
+
+    try:
+        find_tools()
+    except NumaprofError as e:
+        if os.environ.get("NUMAPROF_LAB_REQUIRED"):
+            pytest.fail(f"the NUMA lab is required but unavailable: {e}")
+        pytest.skip(f"the NUMA lab is unavailable: {e}")
+    exe = build(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run([sys.executable, "-c", _LAB_MAIN, "lab", "--nodes", "4", "--timeout", "900",
+                           "--", str(exe), "place"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=1000)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.count(" ok") == len(C_POLICIES) - 1, proc.stdout[-3000:]
+    assert check_pages_against_python(proc.stdout, min_nodes=4) == (len(C_POLICIES) - 1) * 5

@@ -23,8 +23,10 @@
 #define NUMAPROF_PLACE_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -73,6 +75,7 @@ struct numaprof_place_opts {
 #define NMP_PLACE_MPOL_MF_MOVE (1u << 1)
 #define NMP_PLACE_MPOL_F_MEMS_ALLOWED (1u << 2)
 #define NMP_PLACE_MADV_POPULATE_WRITE 23
+#define NMP_PLACE_MADV_NOHUGEPAGE 15
 #define NMP_PLACE_MASK_WORDS (NUMAPROF_MAX_NODES / (8 * sizeof(unsigned long)))
 /* Up to this many runs of equal-node pages, one mbind(2) per run; beyond, move_pages(2)
  * page by page, which does not split the mapping into thousands of VMAs. */
@@ -220,6 +223,50 @@ static inline int numaprof_current_node(void)
     return (int)node;
 }
 
+/* Bind the calling thread to the cpus of `node` (its /sys cpulist, sched_setaffinity(2)):
+ * the thread-placement half of bind_block when OpenMP binding is not available.
+ * Returns 0, or -1 with errno (ENOENT: no such node, EINVAL: no cpus). */
+static inline int numaprof_bind_to_node(int node)
+{
+    char path[64], list[4096];
+    unsigned long mask[NMP_PLACE_MASK_WORDS];
+    const char *c;
+    int fd, any = 0;
+    ssize_t len;
+    if (node < 0 || node >= NUMAPROF_MAX_NODES) {
+        errno = EINVAL;
+        return -1;
+    }
+    snprintf(path, sizeof path, "/sys/devices/system/node/node%d/cpulist", node);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    len = read(fd, list, sizeof list - 1);
+    close(fd);
+    if (len < 0)
+        return -1;
+    list[len] = 0;
+    memset(mask, 0, sizeof mask);
+    for (c = list; *c && *c != '\n';) {
+        char *end;
+        unsigned long lo = strtoul(c, &end, 10), hi = lo, cpu;
+        if (end == c)
+            break;
+        if (*end == '-')
+            hi = strtoul(end + 1, &end, 10);
+        for (cpu = lo; cpu <= hi && cpu < NUMAPROF_MAX_NODES; cpu++) {
+            mask[cpu / (8 * sizeof(unsigned long))] |= 1UL << (cpu % (8 * sizeof(unsigned long)));
+            any = 1;
+        }
+        c = *end == ',' ? end + 1 : end;
+    }
+    if (!any) {
+        errno = EINVAL;
+        return -1;
+    }
+    return syscall(SYS_sched_setaffinity, 0, sizeof mask, mask) == 0 ? 0 : -1;
+}
+
 /* Nodes of the pages of [ptr, ptr + bytes) (move_pages with nodes = NULL): up to `max`
  * entries into out[] (negative: -errno of that page, e.g. -ENOENT not present). */
 static inline int numaprof_page_nodes(const void *ptr, size_t bytes, int *out, size_t max)
@@ -267,13 +314,95 @@ static inline int nmp_place_mbind(uintptr_t addr, size_t len, int mode, int node
                         node >= 0 ? NMP_PLACE_MPOL_MF_MOVE : 0u);
 }
 
+/* Fault page `addr` in again on `node`: copy it out, drop it (MADV_DONTNEED), write it
+ * back with the thread's policy preferring `node`.  For pages migration cannot move one
+ * by one, typically 4 KiB parts of a transparent huge page.  Private memory only. */
+static inline int nmp_place_refault(uintptr_t addr, size_t ps, int node)
+{
+    unsigned long old_mask[NMP_PLACE_MASK_WORDS], mask[NMP_PLACE_MASK_WORDS];
+    unsigned char copy[65536];
+    int old_mode = 0, rc = 0;
+    if (ps > sizeof copy)
+        return EINVAL;
+    memset(old_mask, 0, sizeof old_mask);
+    memset(mask, 0, sizeof mask);
+    mask[(size_t)node / (8 * sizeof(unsigned long))] |= 1UL << ((size_t)node % (8 * sizeof(unsigned long)));
+    if (syscall(SYS_get_mempolicy, &old_mode, old_mask, (unsigned long)NUMAPROF_MAX_NODES + 1, NULL, 0UL) != 0)
+        return errno;
+    if (syscall(SYS_set_mempolicy, NMP_PLACE_MPOL_PREFERRED, mask, (unsigned long)NUMAPROF_MAX_NODES + 1) != 0)
+        return errno;
+    memcpy(copy, (const void *)addr, ps);
+    if (madvise((void *)addr, ps, MADV_DONTNEED) != 0)
+        rc = errno;
+    memcpy((void *)addr, copy, ps);
+    if (syscall(SYS_set_mempolicy, old_mode, old_mode ? old_mask : NULL,
+                old_mode ? (unsigned long)NUMAPROF_MAX_NODES + 1 : 0UL) != 0 && !rc)
+        rc = errno;
+    return rc;
+}
+
+/* Move the pages of [first, first + n pages) that are present but not on their node.
+ * mbind(MPOL_MF_MOVE) without MPOL_MF_STRICT skips pages it cannot migrate silently, and
+ * move_pages(2) moves a transparent huge page whole or, asked for its 4 KiB parts one by
+ * one, leaves them in a state it reports as absent: so this pass queries every page,
+ * moves the strays, then faults in again those still astray or reported absent.
+ * Returns 0 or an errno. */
+static inline int nmp_place_fix_present(uintptr_t first, size_t n, size_t ps,
+                                        enum numaprof_policy policy,
+                                        const struct numaprof_place_opts *o)
+{
+    void *pages[NMP_PLACE_BATCH], *move[NMP_PLACE_BATCH];
+    int where[NMP_PLACE_BATCH], to[NMP_PLACE_BATCH], status[NMP_PLACE_BATCH];
+    size_t start, k, cnt, nm;
+    int attempt;
+    for (attempt = 0; attempt < 4; attempt++) {
+        int astray = 0;
+        for (start = 0; start < n; start += NMP_PLACE_BATCH) {
+            cnt = n - start < NMP_PLACE_BATCH ? n - start : NMP_PLACE_BATCH;
+            for (k = 0; k < cnt; k++)
+                pages[k] = (void *)(first + (start + k) * ps);
+            if (syscall(SYS_move_pages, 0, (unsigned long)cnt, pages, NULL, where, 0) != 0)
+                return errno;
+            nm = 0;
+            for (k = 0; k < cnt; k++) {
+                int node = numaprof_node_of_page(policy, start + k, n, o);
+                /* absent pages take the policy when touched; after a failed move they
+                 * may be parts of a huge page in migration: fault those in again too */
+                if (where[k] == node || (where[k] < 0 && (attempt == 0 || attempt == 3)))
+                    continue;
+                move[nm] = pages[k];
+                to[nm++] = node;
+            }
+            if (nm == 0)
+                continue;
+            astray = 1;
+            if (attempt == 3) /* moved, faulted in again twice, still astray */
+                return EBUSY;
+            if (attempt == 0) {
+                if (syscall(SYS_move_pages, 0, (unsigned long)nm, move, to, status,
+                            (int)NMP_PLACE_MPOL_MF_MOVE) < 0 && errno != EBUSY && errno != ENOENT)
+                    return errno;
+            } else {
+                for (k = 0; k < nm; k++) {
+                    int rc = nmp_place_refault((uintptr_t)move[k], ps, to[k]);
+                    if (rc)
+                        return rc;
+                }
+            }
+        }
+        if (!astray)
+            return 0;
+    }
+    return 0;
+}
+
 /* Place [ptr, ptr + bytes) with `policy` and options `opts` (NULL: all defaults). */
 static inline int numaprof_place_ex(void *ptr, size_t bytes, enum numaprof_policy policy,
                                     const struct numaprof_place_opts *opts)
 {
     struct numaprof_place_opts o;
     int allowed[NUMAPROF_MAX_NODES];
-    size_t ps, n, i, runs, start;
+    size_t ps, n, i, runs, start, shortest;
     uintptr_t first;
     int err = 0;
     if ((unsigned)policy >= NUMAPROF_N_POLICIES || (!ptr && bytes)) {
@@ -302,17 +431,28 @@ static inline int numaprof_place_ex(void *ptr, size_t bytes, enum numaprof_polic
             errno = EINVAL;
             return -1;
         }
-    /* count runs of pages going to the same node */
+    /* count runs of pages going to the same node, and the shortest one */
     runs = 0;
+    shortest = n;
+    start = 0;
     for (i = 0; i < n; i++) {
         int node = numaprof_node_of_page(policy, i, n, &o);
         if (node < 0 || node >= NUMAPROF_MAX_NODES) {
             errno = EINVAL;
             return -1;
         }
+        if (i > 0 && node != numaprof_node_of_page(policy, i - 1, n, &o)) {
+            shortest = i - start < shortest ? i - start : shortest;
+            start = i;
+        }
         if (i == 0 || node != numaprof_node_of_page(policy, i - 1, n, &o))
             runs++;
     }
+    shortest = n - start < shortest ? n - start : shortest;
+    /* A transparent huge page would put 2 MiB on one node: keep them out of ranges whose
+     * placement changes at a finer grain. */
+    if (runs > 1 && shortest * ps < ((size_t)2 << 20))
+        (void)madvise((void *)first, n * ps, NMP_PLACE_MADV_NOHUGEPAGE);
     if (runs <= NMP_PLACE_MAX_MBIND_RUNS) {
         start = 0;
         for (i = 1; i <= n; i++) {
@@ -324,25 +464,11 @@ static inline int numaprof_place_ex(void *ptr, size_t bytes, enum numaprof_polic
                 err = errno;
             start = i;
         }
-    } else {
-        void *pages[NMP_PLACE_BATCH];
-        int nodes[NMP_PLACE_BATCH], status[NMP_PLACE_BATCH];
-        if (nmp_place_populate(first, n, ps) != 0)
-            return -1;
-        for (start = 0; start < n; start += NMP_PLACE_BATCH) {
-            size_t k, cnt = n - start < NMP_PLACE_BATCH ? n - start : NMP_PLACE_BATCH;
-            for (k = 0; k < cnt; k++) {
-                pages[k] = (void *)(first + (start + k) * ps);
-                nodes[k] = numaprof_node_of_page(policy, start + k, n, &o);
-            }
-            if (syscall(SYS_move_pages, 0, (unsigned long)cnt, pages, nodes, status,
-                        (int)NMP_PLACE_MPOL_MF_MOVE) < 0 && !err)
-                err = errno;
-            for (k = 0; k < cnt && !err; k++)
-                if (status[k] < 0 && status[k] != -EBUSY)
-                    err = -status[k];
-        }
+    } else if (nmp_place_populate(first, n, ps) != 0) {
+        return -1;
     }
+    if (!err)
+        err = nmp_place_fix_present(first, n, ps, policy, &o);
     if (err) {
         errno = err;
         return -1;
