@@ -324,13 +324,15 @@ def _static_intervals(mappings: symbols.Mappings, objs: list[_Obj]) -> att.Inter
             continue
         seen.add((pid, path))
         base = os.path.basename(path)
-        for sym in info.objects:
+        commons = info.common_blocks() if any(o.section.startswith(".bss") for o in info.objects) else {}
+        for sym in _split_commons(info.objects, commons):
             key = ("static", path, sym.name, sym.address)
             g = groups.get(key)
             if g is None:
                 g = groups[key] = len(objs)
-                objs.append(_Obj("static", key, pid, sym.address + bias, sym.size, name=sym.name,
-                                 site=f"{sym.section}@{base}", path=path))
+                name, site = _static_name(sym, base)
+                objs.append(_Obj("static", key, pid, sym.address + bias, sym.size, name=name, site=site,
+                                 path=path))
             rows.append((pid, sym.address + bias, sym.size, g))
     if not rows:
         return att.Intervals.empty()
@@ -338,6 +340,36 @@ def _static_intervals(mappings: symbols.Mappings, objs: list[_Obj]) -> att.Inter
     n = len(rows)
     return att.Intervals(r[:, 0].astype(np.int64), r[:, 1], r[:, 1] + r[:, 2], np.zeros(n, dtype=np.uint64),
                          np.full(n, att.NEVER, dtype=np.uint64), r[:, 3].astype(np.int64))
+
+
+def _split_commons(objects: list[symbols.StaticSymbol], commons: dict) -> list[symbols.StaticSymbol]:
+    """Replace each Fortran COMMON block symbol by its member arrays (from DWARF); a
+    member extends to the next one, the last to the end of the block."""
+    if not commons:
+        return objects
+    out = []
+    for sym in objects:
+        members = commons.get(sym.name)
+        if not members or not all(sym.address <= a < sym.address + sym.size for _, a in members):
+            out.append(sym)
+            continue
+        ends = [a for _, a in members[1:]] + [sym.address + sym.size]
+        block = sym.name.rstrip("_")
+        for (name, addr), end in zip(members, ends, strict=True):
+            if end > addr:
+                out.append(symbols.StaticSymbol(name, addr, end - addr, f"/{block}/ {sym.section}", sym.writable))
+    return out
+
+
+def _static_name(sym: symbols.StaticSymbol, base: str) -> tuple[str, str]:
+    """(name, site) of a static array; gfortran's module variables ``__mod_MOD_var`` are
+    named ``var``, their module goes to the site."""
+    name, site = sym.name, f"{sym.section}@{base}"
+    if name.startswith("__") and "_MOD_" in name:
+        module, var = name[2:].split("_MOD_", 1)
+        if module and var:
+            return var, f"module {module} {site}"
+    return name, site
 
 
 def _mapping_intervals(mt: dict, objs: list[_Obj]) -> att.Intervals:

@@ -86,6 +86,7 @@ class ElfInfo:
         self.func_addr = np.array(order, dtype=np.uint64)
         self.func_info = [funcs[a] for a in order]
         self._lines = None
+        self._common: dict[str, list[tuple[str, int]]] | None = None
 
     def _symbols(self, tab, sections, sec_flags):
         """(name, type, shndx, value, size) of functions and data objects of a symbol table.
@@ -192,6 +193,41 @@ class ElfInfo:
         self._lines = (a[order], np.array(files, dtype=np.int32)[order], np.array(lines, dtype=np.int32)[order],
                        np.array(cols, dtype=np.int32)[order], ends_arr, names)
 
+    def common_blocks(self) -> dict[str, list[tuple[str, int]]]:
+        """Fortran COMMON blocks from DWARF: {linkage name: [(member, link-time address)]}.
+
+        A COMMON block is one ELF symbol holding several arrays; its members are reported
+        as objects of their own.  Only Fortran compile units are walked.
+        """
+        if self._common is not None:
+            return self._common
+        out: dict[str, list[tuple[str, int]]] = {}
+        if self.elf.has_dwarf_info():
+            try:
+                dw = self.elf.get_dwarf_info()
+                for cu in dw.iter_CUs():
+                    top = cu.get_top_DIE()
+                    lang = top.attributes.get("DW_AT_language")
+                    if lang is None or lang.value not in _FORTRAN_LANGS:
+                        continue
+                    for die in cu.iter_DIEs():
+                        if die.tag != "DW_TAG_common_block":
+                            continue
+                        block = _attr_str(die, "DW_AT_linkage_name") or _attr_str(die, "DW_AT_name")
+                        members = []
+                        for ch in die.iter_children():
+                            loc = ch.attributes.get("DW_AT_location")
+                            name = _attr_str(ch, "DW_AT_name")
+                            v = loc.value if loc is not None else None
+                            if name and isinstance(v, list) and len(v) == 9 and v[0] == 0x03:  # DW_OP_addr
+                                members.append((name, int.from_bytes(bytes(v[1:9]), "little")))
+                        if block and len(members) >= 2:
+                            out.setdefault(block, sorted(members, key=lambda m: m[1]))
+            except (ELFError, KeyError, IndexError, ValueError, AttributeError):
+                pass
+        self._common = out
+        return out
+
     def line_at(self, vaddr: int) -> tuple[str, int, int] | None:
         """(file, line, column) of a link-time code address, from the DWARF line table."""
         if self._lines is None:
@@ -206,6 +242,10 @@ class ElfInfo:
         if i < 0 or end[i] or ln[i] == 0:
             return None
         return names[f[i]], int(ln[i]), int(col[i])
+
+
+# DW_LANG_Fortran77, 90, 95, 03, 08 (DWARF 5 §7.12)
+_FORTRAN_LANGS = {0x07, 0x08, 0x0E, 0x22, 0x23, 0x2A}
 
 
 def _s(v) -> str:

@@ -192,3 +192,35 @@ def test_assigned_name_forms(tmp_path):
     f.write_text("subroutine s(n)\n  allocate(a(n), b(n,n))\nend subroutine\n")
     assert symbols.assigned_name(str(f), 2) == "a"
     assert symbols.assigned_name(str(f), 2, column=18) == "b"
+
+
+F_COMMON = """\
+module fields
+  implicit none
+  double precision :: w(4096)
+end module fields
+
+program common_demo
+  use fields
+  implicit none
+  double precision :: u(8192), v(4096)
+  common /grid/ u, v
+  u = 1.0d0
+  v = 2.0d0
+  w = u(1:4096) + v
+  print *, sum(w)
+end program common_demo
+"""
+
+
+def test_fortran_common_members_and_module_arrays(tmp_path):
+    exe = _build(tmp_path, "common_demo.f90", F_COMMON, "gfortran", ["-g", "-O0"])
+    info = symbols.elf_info(str(exe))
+    grid = next(o for o in info.objects if o.name == "grid_")
+    w = next(o for o in info.objects if o.name.endswith("_MOD_w"))
+    u0, v0 = BASE + grid.address, BASE + grid.address + 8192 * 8
+    path, _ = _profile(tmp_path, exe, [], extra_samples=[u0 + 8, u0 + 8000 * 8, v0 + 16, BASE + w.address + 64])
+    got = {o.name: o for o in analyze(path).objects}
+    assert got["u"].samples == 2 and got["u"].size == 8192 * 8 and got["u"].site.startswith("/grid/")
+    assert got["v"].samples == 1 and got["v"].size == 4096 * 8
+    assert got["w"].samples == 1 and got["w"].site.startswith("module fields")
