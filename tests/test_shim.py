@@ -46,7 +46,7 @@ BASES = {  # base size -> objects.kind
 BASE_ALIGNED_ALLOC, BASE_NUMA = 270000, 300000
 SIZE_SIGNAL_MALLOC, SIZE_SIGNAL_MMAP = 333333, 200704
 SIZE_MAIN, SIZE_FORK_CHILD, SIZE_EXEC_CHILD = 555555, 666666, 777777
-SIZE_ALTSTACK = 444444
+SIZE_ALTSTACK, SIZE_LEAF = 444444, 454545
 
 # nmp_shim_format.h
 SHIM_RECORD = np.dtype([
@@ -333,3 +333,24 @@ def test_threshold_from_environment(torture, shim_lib, shimconv, tmp_path):
         assert size in sizes
     # everything smaller was counted, not recorded
     assert json.loads(r.stdout)["small_allocs"] > NTHREADS * ITERS * 10
+
+
+@pytest.mark.skipif(shutil.which("addr2line") is None, reason="needs addr2line")
+def test_same_site_and_stack_pointer_different_callers(torture, shimmed, converted):
+    """The shim caches stacks by stack pointer; a cached stack must not be reused when
+    the same site is reached through another caller at the same depth."""
+    _, objs, frames = converted
+    sites = _site_lines()
+    k = np.flatnonzero((objs["pid"] == shimmed.roles["main"]) & (objs["size"] == SIZE_LEAF))
+    k = k[np.argsort(objs["time"][k])]
+    assert len(k) == 6
+    stack_ids = objs["stack"][k].tolist()
+    assert stack_ids[0::2] == [stack_ids[0]] * 3 and stack_ids[1::2] == [stack_ids[1]] * 3
+    assert stack_ids[0] != stack_ids[1]
+    for sid, path in ((stack_ids[0], "path_a"), (stack_ids[1], "path_b")):
+        sel = frames["stack"] == sid
+        ips = dict(zip(frames["depth"][sel].tolist(), frames["ip"][sel].tolist(), strict=True))
+        lines = [_run(["addr2line", "-e", str(torture), hex(ips[d] - 1)]).stdout.strip()
+                 for d in (0, 1)]
+        assert lines[0].endswith(f"shimtorture.c:{sites['leaf']}"), lines
+        assert lines[1].endswith(f"shimtorture.c:{sites[path]}"), lines

@@ -26,7 +26,6 @@
 
 #include <dlfcn.h>
 #include <errno.h>
-#include <execinfo.h>
 #include <fcntl.h>
 #include <link.h>
 #include <malloc.h>
@@ -42,6 +41,7 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
+#include <unwind.h>
 #include <unistd.h>
 
 #define NMP_EXPORT __attribute__((visibility("default")))
@@ -144,21 +144,134 @@ static void emit(struct nmp_shim_record *r)
     }
 }
 
+/* ---- call stacks ----
+ *
+ * Unwinding (libgcc, DWARF CFI) costs microseconds, and programs allocate their large
+ * blocks again and again from the same places.  So each thread keeps the stacks it
+ * unwound together with the stack addresses where their return addresses live (CFA - 8
+ * of the frame below, x86-64), keyed by the stack pointer at the allocation.  A later
+ * allocation at the same stack pointer reuses a cached stack only if every cached return
+ * address is still in its slot, innermost first: the innermost slot belongs to the
+ * shim's own live frame, so each match proves the next slot is a live frame of the same
+ * function too.  Stacks through signal frames are not cached.
+ */
+#define NMP_UNWIND_MAX (NMP_SHIM_MAX_FRAMES + 8)
+#define NMP_CACHE_SETS 16
+#define NMP_CACHE_WAYS 4
+
+struct stack_entry {
+    uintptr_t sp;   /* key: address of a local of record_alloc */
+    uint32_t nframes;
+    uint32_t pad;
+    uint64_t frames[NMP_SHIM_MAX_FRAMES];
+    uintptr_t slots[NMP_SHIM_MAX_FRAMES]; /* where frames[k] is stored on the stack */
+};
+
+struct stack_cache {
+    struct stack_entry e[NMP_CACHE_SETS][NMP_CACHE_WAYS];
+    uint8_t next[NMP_CACHE_SETS]; /* round-robin victim per set */
+};
+
+static NMP_TLS struct stack_cache *t_cache;
+static NMP_TLS int t_cache_failed;
+
+struct unwind {
+    int n, signal_frame;
+    uint64_t ip[NMP_UNWIND_MAX];
+    uint64_t cfa[NMP_UNWIND_MAX];
+};
+
+static _Unwind_Reason_Code unwind_step(struct _Unwind_Context *ctx, void *arg)
+{
+    struct unwind *u = arg;
+    if (u->n >= NMP_UNWIND_MAX)
+        return _URC_END_OF_STACK;
+    int before = 0;
+    u->ip[u->n] = _Unwind_GetIPInfo(ctx, &before);
+    u->cfa[u->n] = _Unwind_GetCFA(ctx);
+    u->signal_frame |= before;
+    u->n++;
+    return _URC_NO_REASON;
+}
+
 static int in_shim(uintptr_t a) { return a >= g_text_lo && a < g_text_hi; }
 
-/* The call stack of the allocation, innermost first, starting at the return address into
- * the caller of the allocator: the shim's own frames are dropped by address. */
-static __attribute__((noinline)) unsigned capture(uint64_t *frames)
+/* Unwinds into `e` (frames from the return address into the allocator's caller on, the
+ * shim's own frames dropped by address).  Returns 1 if the result may be cached. */
+static __attribute__((noinline)) int unwind_into(struct stack_entry *e)
 {
-    void *buf[NMP_SHIM_MAX_FRAMES + 8];
-    int n = backtrace(buf, NMP_SHIM_MAX_FRAMES + 8);
+    struct unwind u;
+    u.n = u.signal_frame = 0;
+    _Unwind_Backtrace(unwind_step, &u);
     int i = 0;
-    while (i < n && in_shim((uintptr_t)buf[i]))
+    while (i < u.n && in_shim((uintptr_t)u.ip[i]))
         i++;
     unsigned k = 0;
-    for (; i < n && k < NMP_SHIM_MAX_FRAMES; i++)
-        frames[k++] = (uint64_t)(uintptr_t)buf[i];
-    return k;
+    for (; i < u.n && k < NMP_SHIM_MAX_FRAMES && u.ip[i]; i++, k++) {
+        e->frames[k] = u.ip[i];
+        /* libgcc's context for a frame carries the CFA of the frame it was unwound
+         * from, where the call pushed this frame's return address */
+        e->slots[k] = (uintptr_t)u.cfa[i] - 8;
+    }
+    e->nframes = k;
+    return !u.signal_frame && i > 0 && k > 0;
+}
+
+static int still_valid(const struct stack_entry *e, uintptr_t sp)
+{
+    if (e->sp != sp || !e->nframes)
+        return 0;
+    for (uint32_t k = 0; k < e->nframes; k++) {
+        uintptr_t slot = e->slots[k];
+        if (slot <= sp || *(const uint64_t *)slot != e->frames[k])
+            return 0;
+    }
+    return 1;
+}
+
+/* Fills r->frames / r->nframes.  `sp` identifies the stack position of the caller. */
+static void call_stack(struct nmp_shim_record *r, uintptr_t sp)
+{
+    struct stack_cache *c = t_cache;
+    unsigned set = (unsigned)((sp >> 4) ^ (sp >> 10)) % NMP_CACHE_SETS;
+    if (c) {
+        for (int w = 0; w < NMP_CACHE_WAYS; w++) {
+            const struct stack_entry *e = &c->e[set][w];
+            if (still_valid(e, sp)) {
+                r->nframes = (uint8_t)e->nframes;
+                memcpy(r->frames, e->frames, e->nframes * sizeof e->frames[0]);
+                return;
+            }
+        }
+    }
+    /* libgcc's unwinder needs a few KiB of stack: not on a small signal stack */
+    stack_t ss;
+    if (sigaltstack(NULL, &ss) == 0 && (ss.ss_flags & SS_ONSTACK))
+        return;
+    if (!c && !t_cache_failed) {
+        /* mmap, not malloc: this may run in a signal handler */
+        void *m = real_mmap ? real_mmap(NULL, sizeof *c, PROT_READ | PROT_WRITE,
+                                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                            : MAP_FAILED;
+        if (m == MAP_FAILED)
+            t_cache_failed = 1;
+        else {
+            t_cache = c = m;
+            if (g_key_ok)
+                pthread_setspecific(g_key, (void *)1); /* unmapped at thread exit */
+        }
+    }
+    struct stack_entry tmp, *e = &tmp;
+    if (c) {
+        e = &c->e[set][c->next[set]];
+        c->next[set] = (uint8_t)((c->next[set] + 1) % NMP_CACHE_WAYS);
+    }
+    e->sp = 0; /* invalid while being filled (a signal handler may look) */
+    int cacheable = unwind_into(e);
+    r->nframes = (uint8_t)e->nframes;
+    memcpy(r->frames, e->frames, e->nframes * sizeof e->frames[0]);
+    if (cacheable)
+        e->sp = sp;
 }
 
 static __attribute__((noinline)) void record_alloc(void *p, size_t size, int kind,
@@ -174,10 +287,7 @@ static __attribute__((noinline)) void record_alloc(void *p, size_t size, int kin
     r.kind = (uint8_t)kind;
     r.prev = (uint64_t)(uintptr_t)prev;
     r.flags = prev_tracked ? NMP_SHIM_F_PREV_TRACKED : 0;
-    /* libgcc's unwinder needs a few KiB of stack: not on a small signal stack */
-    stack_t ss;
-    if (sigaltstack(NULL, &ss) != 0 || !(ss.ss_flags & SS_ONSTACK))
-        r.nframes = (uint8_t)capture(r.frames);
+    call_stack(&r, (uintptr_t)&r);
     r.time = now_ns();
     emit(&r);
     t_guard = 0;
@@ -251,6 +361,15 @@ static inline void count_small(size_t n)
 static void thread_exit(void *unused)
 {
     (void)unused;
+    struct stack_cache *c = t_cache;
+    t_cache = NULL;
+    t_cache_failed = 1; /* a tracked allocation while the thread ends: no new cache */
+    if (c) {
+        if (real_munmap)
+            real_munmap(c, sizeof *c);
+        else
+            syscall(SYS_munmap, c, sizeof *c);
+    }
     struct slot *s = t_slot;
     t_slot = &g_overflow; /* what this thread still allocates while it ends */
     if (!g_active || !s || s == &g_overflow)
@@ -424,10 +543,10 @@ __attribute__((constructor(101))) static void shim_init(void)
     real_mmap = (void *(*)(void *, size_t, int, int, int, off_t))dlsym(RTLD_NEXT, "mmap");
     real_munmap = (int (*)(void *, size_t))dlsym(RTLD_NEXT, "munmap");
     real_mremap = (void *(*)(void *, size_t, size_t, int, ...))dlsym(RTLD_NEXT, "mremap");
-    dl_iterate_phdr(find_text, (void *)(uintptr_t)&capture);
-    /* loads libgcc_s now, so that no later backtrace (maybe in a signal handler) has to */
-    void *warm[4];
-    backtrace(warm, 4);
+    dl_iterate_phdr(find_text, (void *)(uintptr_t)&unwind_into);
+    /* the unwinder's first use initialises it: not in a signal handler later */
+    struct stack_entry warm;
+    unwind_into(&warm);
     g_key_ok = pthread_key_create(&g_key, thread_exit) == 0;
     pthread_atfork(NULL, NULL, atfork_child);
     if (open_file() == 0) {

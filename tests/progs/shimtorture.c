@@ -33,7 +33,7 @@ enum {
     BASE_VALLOC = 280000, BASE_PVALLOC = 290000, BASE_NUMA = 300000,
     BASE_MREMAP_FROM = 310000, BASE_MREMAP_TO = 320000,
     SIZE_SIGNAL_MALLOC = 333333, SIZE_SIGNAL_MMAP = 200704,
-    SIZE_ALTSTACK = 444444, SIZE_FORK_CHILD = 666666, SIZE_EXEC_CHILD = 777777, SIZE_MAIN = 555555,
+    SIZE_ALTSTACK = 444444, SIZE_LEAF = 454545, SIZE_FORK_CHILD = 666666, SIZE_EXEC_CHILD = 777777, SIZE_MAIN = 555555,
 };
 
 static int failures;
@@ -79,6 +79,40 @@ static __attribute__((noinline)) void *site_exec_child(void)
 static __attribute__((noinline)) void *site_main(void)
 {
     return malloc(SIZE_MAIN); /* SITE main */
+}
+
+/* One allocation site reached through two callers with identical frames: the stack
+ * pointer at the allocation is the same, the call stacks are not. */
+static __attribute__((noinline)) void *site_leaf(size_t n)
+{
+    return malloc(n); /* SITE leaf */
+}
+
+static __attribute__((noinline)) void *path_a(size_t n)
+{
+    void *p = site_leaf(n); /* SITE path_a */
+    return p;
+}
+
+static __attribute__((noinline)) void *path_b(size_t n)
+{
+    void *p = site_leaf(n); /* SITE path_b */
+    return p;
+}
+
+static void two_paths(void)
+{
+    int bad = 0;
+    for (int i = 0; i < 6; i++) {
+        void *(*path)(size_t) = (i & 1) ? path_b : path_a;
+        unsigned char *p = path(SIZE_LEAF);
+        if (!p)
+            bad = 1;
+        else
+            p[SIZE_LEAF - 1] = (unsigned char)i;
+        free(p);
+    }
+    printf("two paths: %s\n", bad ? "BAD" : "ok");
 }
 
 struct job {
@@ -501,6 +535,7 @@ int main(int argc, char **argv)
            WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
     signal_phases();
     altstack_phase();
+    two_paths();
     start_lingering_thread();
     free(big);
     printf("failures: %d\n", failures);
