@@ -16,13 +16,7 @@ import numpy as np
 
 from numaprof.analyzer.model import Analysis, ObjectResult, Topology
 from numaprof.recommender import emit
-from numaprof.recommender.cost import (
-    TIE_TOLERANCE,
-    imbalance,
-    predict,
-    tie_tolerance,
-    time_windows,
-)
+from numaprof.recommender.cost import TIE_TOLERANCE, Replay, imbalance, tie_tolerance
 from numaprof.recommender.model import ObjectSuggestion, Prediction, Suggestions
 from numaprof.recommender.policies import node_of_page
 
@@ -186,7 +180,7 @@ def _evaluate(plan: _Plan, o: ObjectResult) -> tuple[list[Prediction], str, floa
     spread_nodes = plan.spread_nodes
     factor = plan.target.numa_factor()
     ft_nodes, ft_how = plan.first_touch_nodes(o)
-    windows = time_windows(acc, plan.n)
+    replay = Replay(acc, plan.thread_node, plan.n, n_pages)
     preds = []
     for policy in CANDIDATES:
         if policy == "first_touch":
@@ -198,8 +192,7 @@ def _evaluate(plan: _Plan, o: ObjectResult) -> tuple[list[Prediction], str, floa
             pages = node_of_page(policy, n_pages, [int(plan.thread_node[plan.master_index(o)])])
         else:
             pages = node_of_page(policy, n_pages, spread_nodes)
-        preds.append(predict(policy, acc, plan.thread_node, pages, factor,
-                             active_nodes=spread_nodes, windows=windows))
+        preds.append(replay.predict(policy, pages, factor, active_nodes=spread_nodes))
     return preds, ft_how, tie_tolerance(acc.weight)
 
 

@@ -56,9 +56,92 @@ def tie_tolerance(weight: np.ndarray) -> float:
     return max(TIE_TOLERANCE, 2.0 / np.sqrt(n_eff))
 
 
-def _valid(access: ObjectAccess, n_pages: int) -> np.ndarray:
-    page = np.asarray(access.page)
-    return (page >= 0) & (page < n_pages)
+class Replay:
+    """One object's measured accesses, prepared once and replayed under every placement.
+
+    Everything that does not depend on the placement (valid samples, the accessing
+    threads' nodes, weights, time windows and which nodes have active threads in each
+    window) is computed here, so each candidate costs one gather and two bincounts.
+    """
+
+    def __init__(self, access: ObjectAccess, thread_node: np.ndarray, n_nodes: int,
+                 n_pages: int | None = None, windows: tuple[np.ndarray, int] | None | bool = True):
+        n = self.n = int(n_nodes)
+        n_pages = int(access.n_pages if n_pages is None else n_pages)
+        page = np.asarray(access.page)
+        ok = (page >= 0) & (page < n_pages)
+        every = bool(ok.all())
+        self.page = page if every else page[ok]
+        thread = np.asarray(access.thread)
+        thread = thread if every else thread[ok]
+        self.src_row = np.asarray(thread_node, dtype=np.int32)[thread] * np.int32(n)
+        w = np.asarray(access.weight, dtype=np.float64)
+        w = w if every else w[ok]
+        # unweighted samples (all 1.0, often a broadcast view) need no weights in bincount
+        self.w = None if (w.strides == (0,) and w.size and w[0] == 1.0) or np.all(w == 1.0) else w
+        if windows is True:
+            windows = time_windows(access, n)
+        self.window_row = None
+        if windows:
+            window, k = windows
+            window = np.asarray(window) if every else np.asarray(window)[ok]
+            self.k = k
+            self.window_row = window.astype(np.int32) * np.int32(n)
+            src = self.src_row // np.int32(n)
+            active = np.bincount(self.window_row + src, minlength=k * n).reshape(k, n) > 0
+            self.active_per_window = active.sum(axis=1)
+
+    def traffic(self, page_node: np.ndarray) -> np.ndarray:
+        """Predicted (N, N) traffic for a placement (node position per page)."""
+        n = self.n
+        dst = np.asarray(page_node, dtype=np.int32)[self.page]
+        self._dst = dst
+        return np.bincount(self.src_row + dst, weights=self.w, minlength=n * n).reshape(n, n)
+
+    def windowed_contention(self) -> float | None:
+        """Contention averaged over time windows, for the placement last passed to traffic()."""
+        if self.window_row is None:
+            return None
+        n, k = self.n, self.k
+        load = np.bincount(self.window_row + self._dst, weights=self.w,
+                           minlength=k * n).reshape(k, n)
+        totals = load.sum(axis=1)
+        keep = totals > 0
+        if not keep.any():
+            return None
+        per_window = np.maximum(1.0, load[keep].max(axis=1) * self.active_per_window[keep]
+                                / totals[keep])
+        return float((per_window * totals[keep]).sum() / totals[keep].sum())
+
+    def predict(self, policy: str, page_node: np.ndarray, factor: np.ndarray,
+                active_nodes: Sequence[int] | None = None, change: str = "none") -> Prediction:
+        """Predicted traffic, local fraction, imbalance and score of one placement.
+
+        ``active_nodes``: node positions the compute threads run on (default: every node).
+        The reported imbalance is max/mean over the nodes in use (those and every node
+        that serves traffic), so a 2-thread program on an 8-node machine is not called
+        unbalanced for leaving 6 nodes idle.
+        """
+        n = self.n
+        tm = self.traffic(page_node)
+        total = tm.sum()
+        if total <= 0:
+            return Prediction(policy, 1.0, 1.0, 1.0, change=change, traffic=tm)
+        local = float(np.trace(tm) / total)
+        latency = float((tm * factor).sum() / total)
+        active = list(range(n)) if active_nodes is None else sorted({int(a) for a in active_nodes})
+        load = tm.sum(axis=0)
+        used = np.zeros(n, dtype=bool)
+        used[active] = True
+        used |= load > 0
+        imb = imbalance(load[used])
+        cont = contention(load, max(1, len(active)))
+        windowed = self.windowed_contention()
+        if windowed is not None:
+            cont = max(cont, windowed)
+        score = latency * cont**CONTENTION_EXPONENT
+        return Prediction(policy=policy, local_fraction=local, imbalance=imb, score=score,
+                          latency=latency, contention=cont, change=change, traffic=tm)
 
 
 def traffic_matrix(access: ObjectAccess, thread_node: np.ndarray, page_node: np.ndarray,
@@ -68,12 +151,7 @@ def traffic_matrix(access: ObjectAccess, thread_node: np.ndarray, page_node: np.
     ``thread_node[t]`` is the node position of Analysis.threads[t]; ``page_node[p]`` the
     node position of page p.  Accesses to pages outside the object are ignored.
     """
-    ok = _valid(access, len(page_node))
-    src = np.asarray(thread_node, dtype=np.int64)[np.asarray(access.thread)[ok]]
-    dst = np.asarray(page_node, dtype=np.int64)[np.asarray(access.page)[ok]]
-    w = np.asarray(access.weight, dtype=float)[ok]
-    flat = np.bincount(src * n_nodes + dst, weights=w, minlength=n_nodes * n_nodes)
-    return flat.reshape(n_nodes, n_nodes)
+    return Replay(access, thread_node, n_nodes, len(page_node), windows=None).traffic(page_node)
 
 
 def imbalance(load: np.ndarray) -> float:
@@ -100,33 +178,6 @@ def time_windows(access: ObjectAccess, n_nodes: int) -> tuple[np.ndarray, int] |
     return np.minimum(window, k - 1), k
 
 
-def windowed_contention(access: ObjectAccess, thread_node: np.ndarray, page_node: np.ndarray,
-                        n_nodes: int, windows: tuple[np.ndarray, int] | None) -> float | None:
-    """Traffic-weighted mean over time windows of the busiest node's load relative to the
-    fair share of the nodes whose threads are active in that window (at least 1).
-
-    Counting only the nodes with active threads keeps a serial phase (one thread, which
-    cannot saturate a memory node) from reading as contention.  None without windows.
-    """
-    if windows is None:
-        return None
-    window, k = windows
-    ok = _valid(access, len(page_node))
-    window = window[ok]
-    dst = np.asarray(page_node, dtype=np.int64)[np.asarray(access.page)[ok]]
-    src = np.asarray(thread_node, dtype=np.int64)[np.asarray(access.thread)[ok]]
-    w = np.asarray(access.weight, dtype=float)[ok]
-    load = np.bincount(window * n_nodes + dst, weights=w, minlength=k * n_nodes).reshape(k, n_nodes)
-    active = np.bincount(window * n_nodes + src, minlength=k * n_nodes).reshape(k, n_nodes) > 0
-    totals = load.sum(axis=1)
-    keep = totals > 0
-    if not keep.any():
-        return None
-    fair = active[keep].sum(axis=1)
-    per_window = np.maximum(1.0, load[keep].max(axis=1) * fair / totals[keep])
-    return float((per_window * totals[keep]).sum() / totals[keep].sum())
-
-
 def contention(load: np.ndarray, active_nodes: int) -> float:
     """Busiest node's load over the fair share of ``active_nodes`` nodes, at least 1."""
     load = np.asarray(load, dtype=float)
@@ -138,34 +189,8 @@ def contention(load: np.ndarray, active_nodes: int) -> float:
 
 def predict(policy: str, access: ObjectAccess, thread_node: np.ndarray, page_node: np.ndarray,
             factor: np.ndarray, active_nodes: Sequence[int] | None = None,
-            change: str = "none", windows: tuple[np.ndarray, int] | None | bool = True) -> Prediction:
-    """Predicted traffic, local fraction, imbalance and score of one placement.
-
-    ``active_nodes``: node positions the compute threads run on (default: every node).
-    The reported imbalance is max/mean over the nodes in use (those and every node that
-    serves traffic), so a 2-thread program on an 8-node machine is not called unbalanced
-    for leaving 6 nodes idle.
-    """
-    n = factor.shape[0]
-    tm = traffic_matrix(access, thread_node, page_node, n)
-    total = tm.sum()
-    if total <= 0:
-        return Prediction(policy, 1.0, 1.0, 1.0, change=change, traffic=tm)
-    local = float(np.trace(tm) / total)
-    latency = float((tm * factor).sum() / total)
-    active = list(range(n)) if active_nodes is None else sorted(set(int(a) for a in active_nodes))
-    k = max(1, len(active))
-    load = tm.sum(axis=0)
-    used = np.zeros(n, dtype=bool)
-    used[active] = True
-    used |= load > 0
-    imb = imbalance(load[used])
-    cont = contention(load, k)
-    if windows is True:
-        windows = time_windows(access, n)
-    windowed = windowed_contention(access, thread_node, page_node, n, windows or None)
-    if windowed is not None:
-        cont = max(cont, windowed)
-    score = latency * cont**CONTENTION_EXPONENT
-    return Prediction(policy=policy, local_fraction=local, imbalance=imb, score=score,
-                      latency=latency, contention=cont, change=change, traffic=tm)
+            change: str = "none") -> Prediction:
+    """Predicted traffic, local fraction, imbalance and score of one placement of ``access``
+    (see :meth:`Replay.predict`; build a Replay to score several placements)."""
+    replay = Replay(access, thread_node, factor.shape[0], len(page_node))
+    return replay.predict(policy, page_node, factor, active_nodes, change)

@@ -98,6 +98,8 @@ def resolve_target(spec: str | None, recorded: Topology, *, threads: int | None 
         from numaprof.analyzer.topology import load_hwloc_xml
 
         return load_hwloc_xml(spec)
+    if spec.endswith(".xml") or os.sep in spec:
+        raise UsageError(f"--target {spec}: no such hwloc XML file (presets: {', '.join(PRESETS)})")
     raise UsageError(
         f"unknown --target {spec!r}: use a preset ({', '.join(PRESETS)}) or an hwloc XML file"
     )

@@ -59,6 +59,11 @@ def test_unknown_target_is_a_one_line_usage_error():
     assert e.value.exit_code == 2
 
 
+def test_missing_xml_file_is_named(tmp_path):
+    with pytest.raises(UsageError, match="no such hwloc XML file"):
+        resolve_target(str(tmp_path / "server.xml"), RECORDED)
+
+
 HWLOC_XML = """<?xml version="1.0" encoding="UTF-8"?>
 <!DOCTYPE topology SYSTEM "hwloc2.dtd">
 <topology version="2.0">
