@@ -264,6 +264,16 @@ def _pump(src, dst) -> None:
     src.close()
 
 
+class _Terminated(Exception):
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_terminated(signum, _frame):
+    raise _Terminated(signum)
+
+
 def run(config: LabConfig, tools: LabTools | None = None) -> int:
     """Boots the guest, runs the command with its output streamed, returns its exit status."""
     check_shareable(config.cwd)
@@ -288,6 +298,12 @@ def run(config: LabConfig, tools: LabTools | None = None) -> int:
                  for pipe, out in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr))]
         for t in pumps:
             t.start()
+        # The guest runs in its own session (so that it can be killed as a whole): turn
+        # SIGTERM / SIGHUP into killing it, or it would outlive us.
+        previous = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                previous[sig] = signal.signal(sig, _raise_terminated)
         try:
             rc = proc.wait(timeout=config.timeout)
         except subprocess.TimeoutExpired:
@@ -301,6 +317,13 @@ def run(config: LabConfig, tools: LabTools | None = None) -> int:
             _kill_group(proc)
             raise NumaprofError("lab: interrupted; the guest was killed",
                                 exit_code=INTERRUPT_EXIT) from None
+        except _Terminated as t:
+            _kill_group(proc)
+            raise NumaprofError(f"lab: terminated by signal {t.signum}; the guest was killed",
+                                exit_code=128 + t.signum) from None
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
         for t in pumps:
             t.join(timeout=10)
         try:
