@@ -1,0 +1,230 @@
+"""Unit tests of `numaprof lab` without a guest: topology building and validation, presets,
+the vng command line, the guest script, and the missing-tool messages."""
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from numaprof.cli.lab import lab_config
+from numaprof.errors import NumaprofError, UsageError
+from numaprof.lab import runner
+from numaprof.lab.topology import OPTERON_TABLE4, PRESETS, build_topology, parse_size
+
+
+def _valid_slit(m):
+    n = len(m)
+    return all(m[i][i] == 10 for i in range(n)) and all(
+        10 < m[i][j] <= 254 for i in range(n) for j in range(n) if i != j)
+
+
+# ---- topology -----------------------------------------------------------------------
+
+def test_defaults_two_nodes_remote_20():
+    t = build_topology()
+    assert (t.nodes, t.cpus_per_node, t.mem_per_node) == (2, 1, 512 << 20)
+    assert t.distances == ((10, 20), (20, 10))
+
+
+def test_distance_sets_both_directions_unless_both_given():
+    t = build_topology(nodes=3, distances=["0,1=15", "2,0=30"])
+    assert t.distances == ((10, 15, 30), (15, 10, 20), (30, 20, 10))
+    a = build_topology(nodes=2, distances=["0,1=12", "1,0=14"])
+    assert a.distances == ((10, 12), (14, 10))
+    assert not a.is_symmetric()
+
+
+def test_distance_overrides_a_preset_entry():
+    t = build_topology(preset="4s", distances=["1,3=31"])
+    assert t.distances[1][3] == t.distances[3][1] == 31
+    assert t.distances[0][1] == 21
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(nodes=2, distances=["0,1=10"]), "between 11 and 254"),
+    (dict(nodes=2, distances=["0,1=255"]), "between 11 and 254"),
+    (dict(nodes=2, distances=["0,0=12"]), "to itself must be 10"),
+    (dict(nodes=2, distances=["0,2=20"]), "node 2 does not exist"),
+    (dict(nodes=2, distances=["0,1=20", "0,1=21"]), "given twice"),
+    (dict(nodes=2, distances=["0-1=20"]), "the form is I,J=D"),
+    (dict(nodes=0), "between 1 and 16"),
+    (dict(nodes=17), "between 1 and 16"),
+    (dict(nodes=1, distances=["0,0=10"]), "single node"),
+    (dict(preset="4s", nodes=2), "has 4 nodes"),
+    (dict(preset="16s"), "unknown preset"),
+    (dict(cpus_per_node=0), "at least 1"),
+    (dict(nodes=16, cpus_per_node=5), "at most 64"),
+    (dict(mem_per_node="128M"), "at least 256M"),
+    (dict(mem_per_node="lots"), "cannot read size"),
+])
+def test_inconsistent_topologies_are_refused(kwargs, words):
+    with pytest.raises(UsageError) as e:
+        build_topology(**kwargs)
+    assert words in str(e.value)
+    assert "\n" not in str(e.value)
+    assert e.value.exit_code == 2
+
+
+def test_sizes():
+    assert parse_size("512M") == 512 << 20
+    assert parse_size("1G") == parse_size("1GiB") == parse_size("1024") == 1 << 30
+
+
+def test_presets_are_valid_slit_matrices():
+    sizes = {"2s": 2, "4s": 4, "8n-opteron": 8, "itanium2": 4}
+    for name, m in PRESETS.items():
+        assert len(m) == sizes[name] and all(len(r) == len(m) for r in m)
+        assert _valid_slit(m), name
+        t = build_topology(preset=name)
+        assert t.nodes == sizes[name] and t.distances == m
+    assert PRESETS["2s"] == ((10, 21), (21, 10))
+
+
+def test_opteron_preset_is_table4_times_ten():
+    """000 Table 4 x 10, rounded half up; the two factors that round to 10 become 11."""
+    m = PRESETS["8n-opteron"]
+    for i in range(8):
+        for j in range(8):
+            if i == j:
+                continue
+            want = int(OPTERON_TABLE4[i][j] * 10 + 0.5)
+            assert m[i][j] == max(want, 11), (i, j)
+    assert m[0][1] == 16  # 1.55, the largest factor
+    assert m[3][6] == m[6][7] == 11  # 1.0337 and 1.024
+    assert all(m[i][j] == m[j][i] for i in range(8) for j in range(8))
+
+
+def test_itanium2_factors_between_2_and_2_5():
+    m = PRESETS["itanium2"]
+    remote = {m[i][j] for i in range(4) for j in range(4) if i != j}
+    assert min(remote) == 20 and max(remote) == 25
+
+
+# ---- vng command line -----------------------------------------------------------------
+
+def _tools(tmp_path):
+    return runner.LabTools(vng=tmp_path / "vng", qemu=tmp_path / "qemu",
+                           kernel=Path("/boot/vmlinuz-6.1.0-test"))
+
+
+def test_vng_command_line(tmp_path):
+    topo = build_topology(nodes=2, cpus_per_node=2, mem_per_node="1G",
+                          distances=["0,1=12", "1,0=14"])
+    argv = runner.build_vng_command(_tools(tmp_path), topo, Path("/work/x"),
+                                    Path("/tmp/state"), Path("/tmp/state/run.sh"))
+    assert argv[:4] == [str(tmp_path / "vng"), "--disable-kvm", "--run",
+                        "/boot/vmlinuz-6.1.0-test"]
+    joined = " ".join(argv)
+    assert "--cpus 4 -m 2048M" in joined
+    assert "--numa 1024M,cpus=0-1 --numa 1024M,cpus=2-3" in joined
+    assert "--numa-distance 0,1=12 --numa-distance 1,0=14" in joined
+    assert "--rwdir /work/x --rwdir /tmp/state --cwd /work/x" in joined
+    assert argv[-2:] == ["--exec", "/bin/sh /tmp/state/run.sh"]
+
+
+def test_every_ordered_pair_is_passed():
+    args = runner.vng_topology_args(build_topology(preset="8n-opteron"))
+    dists = [args[k + 1] for k, a in enumerate(args) if a == "--numa-distance"]
+    assert len(dists) == 8 * 7
+    assert "6,7=11" in dists and "7,6=11" in dists
+    assert args.count("--numa") == 8 and "256M" not in " ".join(args)
+
+
+def test_single_node_has_no_distances():
+    args = runner.vng_topology_args(build_topology(nodes=1, cpus_per_node=2))
+    assert args == ["--cpus", "2", "-m", "512M", "--numa", "512M,cpus=0-1"]
+
+
+def test_guest_script_runs_in_cwd_and_records_status(tmp_path):
+    env = runner.guest_environment({"PATH": "/opt/bin", "OMP_NUM_THREADS": "2",
+                                    "PWD": "/x", "SSH_AUTH_SOCK": "/s", "WEIRD-NAME": "1",
+                                    "QUOTED": "a 'b' $c"})
+    assert env["PATH"].startswith("/opt/bin:") and env["PATH"].endswith(":/bin")
+    assert "PWD" not in env and "SSH_AUTH_SOCK" not in env and "WEIRD-NAME" not in env
+    status = tmp_path / "status"
+    script = runner.guest_script(("sh", "-c", "echo \"$QUOTED\" > out; exit 5"), tmp_path,
+                                 status, env)
+    (tmp_path / "run.sh").write_text(script)
+    proc = subprocess.run(["/bin/sh", str(tmp_path / "run.sh")], cwd="/",
+                          env={"PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 5
+    assert status.read_text().strip() == "5"
+    assert (tmp_path / "out").read_text() == "a 'b' $c\n"
+
+
+def test_command_not_found_is_127(tmp_path):
+    status = tmp_path / "status"
+    script = runner.guest_script(("no-such-command-here",), tmp_path, status,
+                                 {"PATH": "/usr/bin:/bin"})
+    (tmp_path / "run.sh").write_text(script)
+    subprocess.run(["/bin/sh", str(tmp_path / "run.sh")], capture_output=True)
+    assert status.read_text().strip() == "127"
+
+
+@pytest.mark.parametrize("path", ["/", "/tmp/a b", "/tmp/a=b", "/tmp/a,b"])
+def test_unshareable_directories(path):
+    with pytest.raises(UsageError):
+        runner.check_shareable(Path(path))
+
+
+def test_cli_config(tmp_path):
+    cfg = lab_config(None, 2, "512M", ("0,1=12",), "4s", 60.0, None, ("./app", "-x"),
+                     tmp_path)
+    assert cfg.topology.nodes == 4 and cfg.topology.total_cpus == 8
+    assert cfg.command == ("./app", "-x") and cfg.timeout == 60.0 and cfg.cwd == tmp_path
+    with pytest.raises(UsageError, match="no command"):
+        lab_config(None, 1, "512M", (), None, None, None, (), tmp_path)
+    with pytest.raises(UsageError, match="positive"):
+        lab_config(None, 1, "512M", (), None, 0.0, None, ("true",), tmp_path)
+
+
+# ---- missing tools ----------------------------------------------------------------------
+
+def test_missing_qemu_names_the_package(monkeypatch):
+    monkeypatch.setattr(runner.shutil, "which", lambda name: None)
+    with pytest.raises(NumaprofError) as e:
+        runner.find_qemu()
+    assert "qemu-system-x86" in str(e.value) and "make setup" in str(e.value)
+
+
+def test_missing_vng_names_the_package(monkeypatch, tmp_path):
+    monkeypatch.setattr(runner.shutil, "which", lambda name: None)
+    monkeypatch.setattr(runner.sys, "executable", str(tmp_path / "python"))
+    with pytest.raises(NumaprofError) as e:
+        runner.find_vng()
+    assert "virtme-ng==1.42" in str(e.value) and "make setup" in str(e.value)
+
+
+def test_missing_kernel_names_the_package(monkeypatch, tmp_path):
+    monkeypatch.delenv("NUMAPROF_LAB_KERNEL", raising=False)
+    with pytest.raises(NumaprofError) as e:
+        runner.find_kernel(boot=tmp_path)
+    assert "linux-image-amd64" in str(e.value) and "make setup" in str(e.value)
+
+
+def test_newest_kernel_is_chosen(monkeypatch, tmp_path):
+    monkeypatch.delenv("NUMAPROF_LAB_KERNEL", raising=False)
+    for v in ("6.1.0-9-amd64", "6.1.0-56-amd64", "6.1.0-10-amd64"):
+        (tmp_path / f"vmlinuz-{v}").write_text("")
+    monkeypatch.setattr(runner.Path, "is_dir", lambda self: True)
+    assert runner.find_kernel(boot=tmp_path).name == "vmlinuz-6.1.0-56-amd64"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can read any file")
+def test_unreadable_kernel(tmp_path):
+    k = tmp_path / "vmlinuz-x"
+    k.write_text("")
+    k.chmod(0)
+    with pytest.raises(NumaprofError, match="not readable"):
+        runner.find_kernel(k)
+
+
+def test_static_busybox_detection(tmp_path):
+    assert not runner._is_static_elf(Path(sys.executable).resolve())  # dynamic
+    notelf = tmp_path / "x"
+    notelf.write_text("#!/bin/sh\n")
+    notelf.chmod(stat.S_IRWXU)
+    assert not runner._is_static_elf(notelf)
