@@ -228,3 +228,15 @@ def test_static_busybox_detection(tmp_path):
     notelf.write_text("#!/bin/sh\n")
     notelf.chmod(stat.S_IRWXU)
     assert not runner._is_static_elf(notelf)
+
+
+def test_presets_agree_with_suggest_targets():
+    """The lab boots the machines `suggest --target` evaluates for (SLIT-rounded)."""
+    from numaprof.recommender.targets import PRESETS as TARGETS
+
+    assert set(TARGETS) == set(PRESETS)
+    for name, target in TARGETS.items():
+        m = PRESETS[name]
+        for i, row in enumerate(target.distances):
+            for j, d in enumerate(row):
+                assert m[i][j] == (10 if i == j else max(11, int(d + 0.5 + 1e-9))), (name, i, j)
