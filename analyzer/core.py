@@ -159,6 +159,29 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         fill = (a_prow < 0) & (a_obj >= 0)
         a_prow[fill] = single[a_obj[fill]]
 
+    # first touches: first fault of each page of each interval
+    ft = _first_touches(prof.table("faults"), ivs, heap_iv, static_iv, map_iv, page_shift)
+    ft_rows = None
+    inferred = np.zeros(len(a_addr), dtype=bool)
+    if ft is not None:
+        ft_rows = cpu_row[np.minimum(ft.cpu, len(cpu_row) - 1)] if len(cpu_row) else np.full(len(ft.cpu), -1)
+        ft_rows = np.where(ft.cpu < len(cpu_row), ft_rows, -1)
+    if N > 1 and ft is not None:
+        # pages never located: under Linux's default policy a page lives on the node of
+        # the cpu that first touched it; such samples are counted as inferred
+        miss = np.flatnonzero((a_prow < 0) & (a_iv >= 0))
+        if len(miss):
+            fk = ft.iv.astype(np.int64) * (1 << 36) + ft.page
+            fo = np.argsort(fk, kind="stable")
+            fk = fk[fo]
+            ivm = a_iv[miss]
+            pgm = ((a_addr[miss] >> np.uint64(page_shift)) - (ivs.start[ivm] >> np.uint64(page_shift))).astype(np.int64)
+            key = ivm.astype(np.int64) * (1 << 36) + pgm
+            j = np.minimum(np.searchsorted(fk, key), len(fk) - 1)
+            hit = (fk[j] == key) & (ft_rows[fo[j]] >= 0)
+            a_prow[miss[hit]] = ft_rows[fo[j[hit]]]
+            inferred[miss[hit]] = True
+
     # ---- global traffic -----------------------------------------------------------------
     known = (a_trow >= 0) & (a_prow >= 0)
     w_known = a_weight[known] if a_weight is not None else None
@@ -179,9 +202,6 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     if top is not None:
         hot = hot[: max(top, 0)]
 
-    # first touches: first fault of each page of each interval
-    ft = _first_touches(prof.table("faults"), ivs, heap_iv, static_iv, map_iv, page_shift)
-
     pn_index = _PageNodeIndex(pkeys, pnodes, node_index, N, page_shift)
     iv_order = np.argsort(ivs.obj, kind="stable")
     iv_bounds = np.searchsorted(ivs.obj[iv_order], np.arange(n_obj + 1))
@@ -199,7 +219,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         idx = order[bounds[oi + 1] : bounds[oi + 2]]
         results.append(_object_result(
             objs[oi], oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow, a_access, a_weight, a_iv, ivs,
-            N, page, with_address, ft, obj_nm.get(oi), topo, node_index, threads, resolver,
+            N, page, with_address, ft, ft_rows, inferred, obj_nm.get(oi), topo, node_index, threads, resolver,
             n_program_threads, t_origin, pn_index, iv_members(oi)))
     step("done", 1.0)
 
@@ -419,6 +439,7 @@ def _name(o: _Obj, resolver: symbols.CodeResolver, prof: Profile) -> None:
     ips = frames.get(o.stack, [])
     roots = [str(prof.manifest.get("cwd") or ""), str(prof.path.parent)]
     site = None
+    innermost = True
     for ip in ips:
         sl = resolver.resolve(o.pid, ip, return_address=True)
         if sl is None:
@@ -426,8 +447,11 @@ def _name(o: _Obj, resolver: symbols.CodeResolver, prof: Profile) -> None:
         if sl.line > 0:
             site = sl
             break
-        if site is None:
-            site = sl  # function only; keep looking for a frame with line info
+        # Without line info only the innermost resolvable frame names the site (main@app
+        # of a binary built without -g); outer ones are start-up code (__libc_start_main).
+        if innermost and sl.function != "?":
+            site = sl
+        innermost = False
     if site is None:
         o.name, o.site = fallback, "?"
         return
@@ -534,7 +558,7 @@ def _first_touch_of(oi, ft: _FirstTouch | None, topo, n_program_threads, resolve
 
 
 def _object_result(o: _Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow, a_access, a_weight, a_iv, ivs,
-                   N, page, with_address, ft, nm_pages, topo, node_index, threads, resolver,
+                   N, page, with_address, ft, ft_rows, inferred, nm_pages, topo, node_index, threads, resolver,
                    n_program_threads, t_origin, pn_index, members) -> ObjectResult:
     n = len(idx)
     iv = a_iv[idx]
@@ -553,17 +577,24 @@ def _object_result(o: _Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_pro
     traffic = np.bincount(trow[known].astype(np.int64) * N + prow[known], weights=None if w is None else w[known],
                           minlength=N * N).reshape(N, N)
     local, load, imb = _traffic_stats(traffic)
-    # pages per node: numa_maps for the object's own mapping, else the sampled pages
+    # pages per node: numa_maps for the object's own mapping, else the located pages,
+    # else the nodes of the first touches
     if nm_pages is not None:
-        pages_by_node = [int(x) for x in nm_pages]
+        pages_by_node, pages_source = [int(x) for x in nm_pages], "numa_maps"
     else:
-        pages_by_node = [int(x) for x in pn_index.pages(members, ivs, page)]
+        pages_by_node, pages_source = [int(x) for x in pn_index.pages(members, ivs, page)], "move_pages"
     page_key = iv.astype(np.int64) * (1 << 36) + pg
     features, windows = feat.object_features(a_time[idx], a_tidx[idx], pos, page_key, a_ip[idx])
     pattern, conf = patterns.classify(features)
     first_touch = _first_touch_of(oi, ft, topo, n_program_threads, resolver)
-    if nm_pages is None and N == 1 and first_touch.pages > sum(pages_by_node):
-        pages_by_node = [first_touch.pages]
+    if nm_pages is None and first_touch.pages and (
+            sum(pages_by_node) == 0 or (N == 1 and first_touch.pages > sum(pages_by_node))):
+        lo, hi = np.searchsorted(ft.obj, oi), np.searchsorted(ft.obj, oi, side="right")
+        rows = ft_rows[lo:hi]
+        pages_by_node = [int(x) for x in np.bincount(rows[rows >= 0], minlength=N)[:N]]
+        pages_source = "first_touch"
+    if sum(pages_by_node) == 0:
+        pages_source = "none"
     n_pages = max(1, -(-int(o.size) // page))
     access = ObjectAccess(page=pg.astype(np.int64), thread=a_tidx[idx].astype(np.int32),
                           # unweighted samples share one read-only 1.0 instead of n copies
@@ -595,6 +626,8 @@ def _object_result(o: _Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_pro
         features=features,
         access=access,
         unplaced_samples=int(n - known.sum()),
+        inferred_samples=int(inferred[idx].sum()),
+        pages_source=pages_source,
     )
 
 

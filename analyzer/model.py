@@ -111,6 +111,8 @@ class ObjectResult:
     features: dict[str, float] = field(default_factory=dict)
     access: ObjectAccess | None = None
     unplaced_samples: int = 0  # samples whose page node is unknown (left out of traffic)
+    inferred_samples: int = 0  # samples whose page node was taken from the page's first touch
+    pages_source: str = ""  # where pages_by_node comes from: numa_maps | move_pages | first_touch | none
 
 
 @dataclass

@@ -138,6 +138,7 @@ class Array:
     free_time: int = 0
     placement: str = "first_touch"  # first_touch | node<k> | interleave
     chunk_pages: int = 4  # dynamic chunk size
+    located: bool = True  # False: no page_nodes rows (move_pages never answered for it)
 
 
 @dataclass
@@ -279,8 +280,9 @@ def synth_run(
             raise ValueError(a.placement)
         run.page_node[a.name] = pnode
         run.first_toucher[a.name] = toucher
-        pn_page.append(a.addr + np.arange(npages) * PAGE)
-        pn_node.append(pnode)
+        if a.located:
+            pn_page.append(a.addr + np.arange(npages) * PAGE)
+            pn_node.append(pnode)
     if extra_samples:
         # samples with addresses outside every object, and samples without an address
         n = extra_samples

@@ -342,3 +342,16 @@ def test_features_on_a_subsample_agree(kinds, monkeypatch):
         assert b.features["feature_samples"] == 2048 < b.samples
         assert b.pattern == a.pattern, name
         assert sum(p.samples for p in b.phases) == b.samples
+
+
+def test_unlocated_pages_take_the_first_touch_node(tmp_path):
+    run = profgen.synth_run(tmp_path / "p", [
+        Array("serial", 4 * MiB, ["serial_init", "regular"], samples=2000, located=False),
+        Array("parallel", 4 * MiB, ["parallel_init", "regular"], samples=2000, located=False),
+    ])
+    o = by_addr(analyze(run.path), run)
+    s, p = o["serial"], o["parallel"]
+    assert s.pages_source == "first_touch" and s.pages_by_node == [1024, 0]
+    assert s.inferred_samples == s.samples and s.unplaced_samples == 0
+    assert s.traffic[:, 1].sum() == 0 and s.imbalance == pytest.approx(2.0)
+    assert p.pages_by_node == [512, 512] and p.local_fraction > 0.95
