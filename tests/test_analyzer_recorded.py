@@ -52,3 +52,34 @@ def test_recorded_foreign_version(tmp_path):
     (d / "manifest.json").write_text(m)
     with pytest.raises(ProfileError, match="version 2, this numaprof reads version 1"):
         open_profile(d)
+
+
+LAB = Path(__file__).parent / "data"
+
+
+def test_lab_two_nodes_serial_initialisation():
+    """serial_init 8 20 recorded inside `numaprof lab --nodes 2` (one cpu per node): one
+    thread first-touched everything on node 0, the other thread reads it remotely."""
+    a = analyze(LAB / "lab2-serial_init")
+    assert a.topology.n_nodes == 2
+    hot = a.objects[0]
+    assert hot.kind == "heap" and hot.size == 8 << 20 and hot.pattern == "regular"
+    ft = hot.first_touch
+    assert ft.serial and ft.master_fraction == 1.0 and ft.nodes == [0]
+    # move_pages answered -EFAULT for most pages (queried after the free): the first touch
+    # gives their node
+    assert hot.pages_source == "first_touch" and hot.pages_by_node[1] == 0
+    assert hot.traffic[:, 1].sum() == 0 and hot.traffic[1, 0] > 0.3 * hot.traffic.sum()
+    assert hot.imbalance == 2.0 and hot.local_fraction < 0.7
+    assert {t.node for t in a.threads} == {0, 1}
+
+
+def test_lab_two_nodes_parallel_initialisation():
+    """numa_aware 8 20 in the same guest: each thread's block lives on its node."""
+    a = analyze(LAB / "lab2-numa_aware")
+    hot = a.objects[0]
+    assert hot.first_touch.threads == 2 and not hot.first_touch.serial
+    assert sorted(hot.first_touch.nodes) == [0, 1]
+    assert hot.pages_source == "move_pages" and min(hot.pages_by_node) > 0.3 * sum(hot.pages_by_node)
+    assert hot.local_fraction > 0.95 and hot.imbalance < 1.3
+    assert a.local_fraction > 0.95
