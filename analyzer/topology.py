@@ -82,7 +82,7 @@ def load_hwloc_xml(path: str | os.PathLike) -> Topology:
 
     NUMA nodes come from the NUMANode objects (os_index, local_memory, cpuset → PU os
     indexes); distances from the ``distances2`` element named NUMALatency (or any
-    NUMANode latency matrix), else 10 local / 20 remote.
+    NUMANode latency matrix; hwloc 1.x ``distances``), else 10 local / 20 remote.
     """
     p = Path(path)
     try:
@@ -140,11 +140,32 @@ def load_hwloc_xml(path: str | os.PathLike) -> Topology:
             for b in range(k):
                 if idx[a] in index and idx[b] in index:
                     dist[index[idx[a]], index[idx[b]]] = m[a, b]
+    if best is None:
+        v1 = _v1_distances(root, n)
+        if v1 is not None:
+            dist = v1
     _check_distances(dist, n, str(p))
     version = root.get("version", "")
     hv = next((i.get("value") for i in root.iter("info") if i.get("name") == "hwlocVersion"), None)
     src = f"hwloc {hv}" if hv else f"hwloc XML {version}".strip()
     return Topology(nodes=tuple(nodes), distances=dist, source=src, name=p.name, page_size=page_size)
+
+
+def _v1_distances(root, n: int) -> np.ndarray | None:
+    """hwloc 1.x: <distances nbobjs=N latency_base=B><latency value=v/>...: B × v, the
+    NUMA nodes in logical (os index) order."""
+    for d in root.iter("distances"):
+        try:
+            k = int(d.get("nbobjs", 0))
+            base = float(d.get("latency_base", 1) or 1)
+            vals = [float(e.get("value", "nan")) for e in d.findall("latency")]
+        except ValueError:
+            continue
+        if k == n and len(vals) == k * k:
+            m = np.asarray(vals).reshape(k, k) * base
+            if np.all(np.isfinite(m)):
+                return np.round(m, 6)
+    return None
 
 
 def single_node(cpus: list[int], page_size: int = 4096) -> Topology:

@@ -168,3 +168,34 @@ def test_hwloc_xml_garbage(tmp_path):
     f.write_text("<topology><object")
     with pytest.raises(ProfileError, match="hwloc XML"):
         load_hwloc_xml(f)
+
+
+V1_XML = """<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE topology SYSTEM "hwloc.dtd">
+<topology>
+  <object type="Machine" os_index="0" cpuset="0x0000000f" local_memory="0">
+    <object type="NUMANode" os_index="0" cpuset="0x00000003" local_memory="1073741824">
+      <object type="PU" os_index="0" cpuset="0x00000001"/>
+      <object type="PU" os_index="1" cpuset="0x00000002"/>
+    </object>
+    <object type="NUMANode" os_index="1" cpuset="0x0000000c" local_memory="1073741824">
+      <object type="PU" os_index="2" cpuset="0x00000004"/>
+      <object type="PU" os_index="3" cpuset="0x00000008"/>
+    </object>
+    <distances nbobjs="2" relative_depth="1" latency_base="10.000000">
+      <latency value="1.000000"/>
+      <latency value="2.100000"/>
+      <latency value="2.100000"/>
+      <latency value="1.000000"/>
+    </distances>
+  </object>
+</topology>
+"""
+
+
+def test_hwloc_v1_xml(tmp_path):
+    f = tmp_path / "v1.xml"
+    f.write_text(V1_XML)
+    t = load_hwloc_xml(f)
+    assert [n.cpus for n in t.nodes] == [(0, 1), (2, 3)]
+    assert t.distances.tolist() == [[10, 21], [21, 10]]
