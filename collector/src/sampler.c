@@ -713,7 +713,12 @@ static int open_task_events(struct collector *c, pid_t pid, int launch, int *own
             int group = -1;
             for (int h = 0; h < c->nhw; h++) {
                 a = c->hw_attrs[h];
+                /* the backend's exclude_* bits stay (IBS cannot exclude the kernel; its
+                 * kernel samples are dropped by header.misc) */
+                unsigned ek = a.exclude_kernel, eh = a.exclude_hv;
                 base_attr(c, &a, launch);
+                a.exclude_kernel = ek;
+                a.exclude_hv = eh;
                 if (h > 0)
                     a.disabled = 0, a.enable_on_exec = 0; /* members follow the leader */
                 long fd = perf_open(&a, pid, cpu, group);
@@ -978,11 +983,19 @@ static void on_soft_sample(struct collector *c, const uint8_t *body, size_t len,
         table_fail(c, "samples");
 }
 
-static void on_hw_sample(struct collector *c, const struct ev *e, const uint8_t *body, size_t len)
+static void on_hw_sample(struct collector *c, const struct ev *e, uint16_t misc,
+                         const uint8_t *body, size_t len)
 {
     struct nmp_sample s;
     memset(&s, 0, sizeof s);
-    if (nmp_hw_decode((enum nmp_backend)c->backend, &c->hw_attrs[e->attr_idx], body, len, &s) != 0) {
+    if (!nmp_hw_misc_is_user(misc)) {
+        c->outside_user++;
+        return;
+    }
+    int r = nmp_hw_decode((enum nmp_backend)c->backend, &c->hw_attrs[e->attr_idx], body, len, &s);
+    if (r == NMP_HW_SKIP)
+        return; /* a helper event of the group (e.g. mem-loads-aux), not a memory sample */
+    if (r != 0) {
         c->hw_decode_errors++;
         return;
     }
@@ -1055,7 +1068,7 @@ static void on_record(struct collector *c, const uint8_t *rec, uint32_t len, uin
         if (e->kind == EV_SOFT)
             on_soft_sample(c, b, blen, e->sample_type);
         else if (e->kind == EV_HW)
-            on_hw_sample(c, e, b, blen);
+            on_hw_sample(c, e, h.misc, b, blen);
         else if (e->kind == EV_FAULT_SW || e->kind == EV_FAULT_TP)
             on_fault(c, e, b, blen);
         break;
@@ -1456,11 +1469,16 @@ static void status_from_wait(struct collector *c, int st)
     }
 }
 
-static void tick_slow(struct collector *c)
+/* Returns the delay until the next slow tick: ~1 s, longer when copying numa_maps (a
+ * page-table walk of every mapping) is expensive, so it stays under ~1 % of a cpu. */
+static uint64_t tick_slow(struct collector *c)
 {
     update_affinities(c, 0);
+    uint64_t t0 = nmp_now_ns();
     copy_numa_maps(c);
+    uint64_t spent = nmp_now_ns() - t0;
     flush_tables(c);
+    return spent * 100 > SLOW_TICK_NS ? spent * 100 : SLOW_TICK_NS;
 }
 
 /* Polls the rings and the signals until the command exits (or the attach time is up). */
@@ -1520,8 +1538,7 @@ static void run_loop(struct collector *c, int sfd, int pidfd, uint64_t deadline)
             next_tick = now + TICK_NS;
         }
         if (now >= next_slow) {
-            tick_slow(c);
-            next_slow = now + SLOW_TICK_NS;
+            next_slow = now + tick_slow(c);
         }
     }
     free(pfd);
