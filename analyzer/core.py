@@ -128,7 +128,10 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
             loc = att.locate(a_pid[todo], a_addr[todo], a_time[todo], part)
             a_iv[todo] = np.where(loc >= 0, loc + offset, -1)
         offset += len(part)
-    a_obj = np.where(a_iv >= 0, ivs.obj[np.maximum(a_iv, 0)], -1).astype(np.int32)
+    if len(ivs):
+        a_obj = np.where(a_iv >= 0, ivs.obj[np.maximum(a_iv, 0)], -1).astype(np.int32)
+    else:
+        a_obj = np.full(len(a_iv), -1, dtype=np.int32)
     outside = int((a_obj < 0).sum())
 
     # ---- page nodes -------------------------------------------------------------------

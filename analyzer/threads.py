@@ -159,7 +159,8 @@ def findings(results: list[ThreadResult], topo: Topology, shared) -> list[str]:
                 f"({moves} node change{'s' if moves != 1 else ''} seen between samples)"
             )
     if len(active) >= 2:
-        unbound = [r for r in active if not r.bound]
+        # threads whose affinity was not recorded are neither bound nor unbound
+        unbound = [r for r in active if not r.bound and r.affinity]
         if unbound:
             which = "threads are" if len(unbound) == len(active) else f"{len(unbound)} of {len(active)} threads are"
             out.append(

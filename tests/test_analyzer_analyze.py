@@ -355,3 +355,20 @@ def test_unlocated_pages_take_the_first_touch_node(tmp_path):
     assert s.inferred_samples == s.samples and s.unplaced_samples == 0
     assert s.traffic[:, 1].sum() == 0 and s.imbalance == pytest.approx(2.0)
     assert p.pages_by_node == [512, 512] and p.local_fraction > 0.95
+
+
+def test_degenerate_profiles(tmp_path):
+    w = profgen.ProfileWriter(tmp_path / "empty")
+    w.manifest()
+    w.topology([[0, 1]])
+    a = analyze(w.path)
+    assert a.profile.samples == 0 and a.objects == [] and a.threads == [] and a.traffic.sum() == 0
+    # no topology, no objects, a cpu the machine does not list, no affinity recorded
+    w = profgen.ProfileWriter(tmp_path / "bare")
+    w.manifest()
+    w.table("samples", time=[1, 2, 3], pid=[5] * 3, tid=[5, 6, 6], cpu=[0, 7, 7], ip=[1, 2, 3],
+            addr=[0x1000, 0x2000, 0], access=[1, 2, 0])
+    a = analyze(w.path)
+    assert a.topology.n_nodes == 1 and a.profile.outside_objects == 2 and a.traffic.tolist() == [[2]]
+    assert any("no recorded topology" in f for f in a.findings)
+    assert not any("not bound" in f for f in a.findings)
