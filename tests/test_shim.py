@@ -147,10 +147,21 @@ def raw_records(shimmed):
     for f in sorted(shimmed.dir.glob("shim.*.bin")):
         data = f.read_bytes()
         assert data[:8] == b"NMPSHIM1", f
-        version, recsize = np.frombuffer(data[8:16], "<u4")
-        assert (version, recsize) == (1, SHIM_RECORD.itemsize)
-        assert (len(data) - 16) % recsize == 0, "records are written whole"
-        out[int(f.name.split(".")[1])] = np.frombuffer(data[16:], SHIM_RECORD)
+        version, recsize, header_size = np.frombuffer(data[8:20], "<u4")
+        assert (version, recsize, header_size) == (2, SHIM_RECORD.itemsize, 4096)
+        next_slot = int(np.frombuffer(data[24:32], "<u8")[0])
+        assert (len(data) - header_size) % recsize == 0, "slots are whole"
+        recs = np.frombuffer(data[header_size:], SHIM_RECORD)
+        # mapped mode: slots are claimed in order; the rest of the last chunk is empty
+        assert next_slot <= len(recs) and not recs["type"][next_slot:].any()
+        recs = recs[:next_slot]
+        # every claimed slot was completed; the only empty ones are the unused end of the
+        # previous image's last chunk, right before the START of the exec'd image
+        empty = np.flatnonzero(recs["type"] == 0)
+        if len(empty):
+            runs_end = empty[np.append(np.diff(empty) != 1, True)]
+            assert np.all(recs["type"][runs_end + 1] == START), f
+        out[int(f.name.split(".")[1])] = recs[recs["type"] != 0]
     return out
 
 
@@ -354,3 +365,27 @@ def test_same_site_and_stack_pointer_different_callers(torture, shimmed, convert
                  for d in (0, 1)]
         assert lines[0].endswith(f"shimtorture.c:{sites['leaf']}"), lines
         assert lines[1].endswith(f"shimtorture.c:{sites[path]}"), lines
+
+
+def test_write_mode_records_the_same(torture, shim_lib, shimconv, shimmed, converted, tmp_path):
+    """The fallback (one write(2) per record, NUMAPROF_SHIM_MODE=write) gives the same
+    objects as the mapped file."""
+    run = Run(torture, shim_lib, tmp_path / "p", {"NUMAPROF_SHIM_MODE": "write"})
+    assert run.proc.stdout == shimmed.proc.stdout and run.proc.returncode == 0
+    for f in run.dir.glob("shim.*.bin"):
+        assert (f.stat().st_size - 4096) % SHIM_RECORD.itemsize == 0
+        assert np.frombuffer(f.read_bytes()[24:32], "<u8")[0] == 0, "no slot was claimed"
+    r = _run([str(shimconv), str(run.dir)])
+    assert r.returncode == 0, r.stdout
+    got = {k: np.asarray(v) for k, v in read_table(run.dir, "objects").items()}
+    _, want, _ = converted
+    # same allocations (sizes and kinds, per role), apart from signal phase 2, whose
+    # number of handler mmaps and loop mallocs depends on timing
+    def summary(objs, roles):
+        phase2 = (objs["kind"] == KIND["malloc"]) & (objs["size"] >= 250000) & (objs["size"] < 250007)
+        keep = (objs["size"] != SIZE_SIGNAL_MMAP) & ~phase2
+        role = np.where(objs["pid"] == roles["main"], 0, 1)[keep]
+        return sorted(zip(role.tolist(), objs["size"][keep].tolist(),
+                          objs["kind"][keep].tolist(), (objs["free_time"][keep] > 0).tolist(),
+                          strict=True))
+    assert summary(got, run.roles) == summary(want, shimmed.roles)

@@ -1,12 +1,18 @@
-/* Records the LD_PRELOAD shim appends to <NUMAPROF_DIR>/shim.<pid>.bin.
+/* Records the LD_PRELOAD shim writes to <NUMAPROF_DIR>/shim.<pid>.bin.
  * Owned by collector/shim; read by collector/src/shimconv.c.
  *
- * The file starts with a struct nmp_shim_header, written once by the process image that
- * creates it.  Then fixed-size struct nmp_shim_record entries follow, each written with
- * one write(2) to an O_APPEND descriptor, so that threads and signal handlers never
- * interleave and file order is causal: a FREE is written before the memory is released,
- * an ALLOC after it was obtained, so an address reused by another thread is always
- * recorded after the free of its previous owner.
+ * The file starts with a NMP_SHIM_HEADER_SIZE-byte header (struct nmp_shim_header, then
+ * zeros), written once by the process image that creates it.  Fixed-size struct
+ * nmp_shim_record slots follow.  The shim maps the file shared and claims slot `next`
+ * with an atomic increment of the header's counter, fills it and stores `type` last:
+ * threads and signal handlers never share a slot, no system call is made per record,
+ * and what was stored survives a crash (the page cache keeps it).  A slot whose type is
+ * still 0 was never completed (a process killed while writing it, or the unused end of
+ * the last mapped chunk) and is skipped.  Where the file cannot be mapped, the shim
+ * falls back to one write(2) per record to an O_APPEND descriptor: same layout.
+ * Slot order is causal either way: a FREE claims its slot before the memory is released,
+ * an ALLOC after it was obtained, so an address reused by another thread always comes
+ * after the free of its previous owner.
  *
  * Every process image (the first one and each one after an execve, which keeps the pid
  * and so appends to the same file) writes one START record first: allocations still live
@@ -18,13 +24,17 @@
 #include <stdint.h>
 
 #define NMP_SHIM_MAGIC "NMPSHIM1"
-#define NMP_SHIM_VERSION 1
+#define NMP_SHIM_VERSION 2
 #define NMP_SHIM_MAX_FRAMES 16
+#define NMP_SHIM_HEADER_SIZE 4096 /* records start here, page-aligned for mmap */
 
 struct nmp_shim_header {
     char magic[8];        /* NMP_SHIM_MAGIC, not NUL-terminated */
     uint32_t version;     /* NMP_SHIM_VERSION */
     uint32_t record_size; /* sizeof(struct nmp_shim_record) */
+    uint32_t header_size; /* NMP_SHIM_HEADER_SIZE */
+    uint32_t pad;
+    uint64_t next;        /* slots claimed so far (mapped mode) */
 };
 
 enum nmp_shim_rectype {
@@ -63,7 +73,7 @@ struct nmp_shim_record {
     uint64_t frames[NMP_SHIM_MAX_FRAMES];
 };
 
-_Static_assert(sizeof(struct nmp_shim_header) == 16, "shim header layout");
+_Static_assert(sizeof(struct nmp_shim_header) == 32, "shim header layout");
 _Static_assert(sizeof(struct nmp_shim_record) == 48 + 8 * NMP_SHIM_MAX_FRAMES,
                "shim record layout");
 

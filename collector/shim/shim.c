@@ -11,9 +11,11 @@
  * Properties the target relies on:
  *  - Reentrant: a thread-local guard passes allocations made while the shim itself is
  *    working (backtrace, dlsym, libnuma's internal mmap) straight to the real allocator.
- *  - Thread- and signal-safe: a record is built on the stack and written with one
- *    write(2) to an O_APPEND descriptor; the recording path uses no locks and no stdio,
- *    only clock_gettime, backtrace (libgcc_s loaded in the constructor) and write.
+ *  - Thread- and signal-safe: a record is built on the stack and copied into a slot of
+ *    the shared-mapped file claimed by an atomic increment (or, where the file cannot be
+ *    mapped, written with one write(2) to an O_APPEND descriptor); the recording path
+ *    uses no locks and no stdio, only clock_gettime, the libgcc unwinder (initialised in
+ *    the constructor) and system calls.
  *  - Fork-safe: the child of fork() opens shim.<childpid>.bin (pthread_atfork).
  *  - Exec-safe: the environment survives execve; the new image's constructor appends a
  *    START record to the same file (same pid) and its own records after it.
@@ -39,6 +41,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unwind.h>
@@ -60,6 +63,12 @@ extern void *__libc_pvalloc(size_t);
 static int g_active;                   /* set once the file is open */
 static uint64_t g_threshold = 65536;
 static int g_fd = -1;
+/* Mapped mode (nmp_shim_format.h): the header and the chunks of the file, chunk k holding
+ * NMP_CHUNK0 << k slots; NULL where not mapped yet.  g_hdr NULL: write(2) mode. */
+#define NMP_CHUNK0 256u /* slots: 256 * 176 bytes = 11 pages */
+#define NMP_CHUNKS 26
+static struct nmp_shim_header *g_hdr;
+static char *g_chunks[NMP_CHUNKS];
 static char g_dir[3072];
 static uintptr_t g_text_lo, g_text_hi; /* the shim's own code: frames to skip */
 static pthread_key_t g_key;
@@ -124,12 +133,78 @@ static uint32_t tid(void)
     return t_tid;
 }
 
+static void *sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+    long r = syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+    return r < 0 && r > -4096 ? MAP_FAILED : (void *)r;
+}
+
+/* Slots [first, first + count) of chunk k. */
+static void chunk_range(unsigned k, uint64_t *first, uint64_t *count)
+{
+    *first = (uint64_t)NMP_CHUNK0 * ((1ULL << k) - 1);
+    *count = (uint64_t)NMP_CHUNK0 << k;
+}
+
+/* Maps chunk k (allocating its disk blocks first: a shared mapping of a hole would raise
+ * SIGBUS in the target when the disk is full).  Only system calls: signal-safe. */
+static __attribute__((noinline)) char *map_chunk(unsigned k)
+{
+    uint64_t first, count;
+    chunk_range(k, &first, &count);
+    off_t off = NMP_SHIM_HEADER_SIZE + (off_t)(first * sizeof(struct nmp_shim_record));
+    size_t len = (size_t)count * sizeof(struct nmp_shim_record);
+    if (syscall(SYS_fallocate, g_fd, 0, off, (off_t)len) != 0) {
+        struct stat st;
+        /* a file system without fallocate: extend the file instead */
+        if (errno != EOPNOTSUPP || fstat(g_fd, &st) != 0 ||
+            (st.st_size < off + (off_t)len && ftruncate(g_fd, off + (off_t)len) != 0))
+            return NULL;
+    }
+    char *m = sys_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, g_fd, off);
+    if (m == MAP_FAILED)
+        return NULL;
+    char *expect = NULL;
+    if (!__atomic_compare_exchange_n(&g_chunks[k], &expect, m, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE)) {
+        syscall(SYS_munmap, m, len); /* another thread (or a signal handler) was first */
+        return expect;
+    }
+    return m;
+}
+
+static struct nmp_shim_record *claim_slot_in_file(void)
+{
+    uint64_t idx = __atomic_fetch_add(&g_hdr->next, 1, __ATOMIC_RELAXED);
+    unsigned k = 63 - (unsigned)__builtin_clzll(idx / NMP_CHUNK0 + 1);
+    if (k >= NMP_CHUNKS)
+        return NULL;
+    uint64_t first, count;
+    chunk_range(k, &first, &count);
+    char *base = __atomic_load_n(&g_chunks[k], __ATOMIC_ACQUIRE);
+    if (!base && !(base = map_chunk(k)))
+        return NULL;
+    return (struct nmp_shim_record *)base + (idx - first);
+}
+
 static void emit(struct nmp_shim_record *r)
 {
     if (!r->tid)
         r->tid = tid();
     if (!r->time)
         r->time = now_ns();
+    if (g_hdr) {
+        struct nmp_shim_record *slot = claim_slot_in_file();
+        if (!slot) {
+            __atomic_add_fetch(&g_dropped, 1, __ATOMIC_RELAXED);
+            return;
+        }
+        /* the type last: a reader never takes a half-written slot for a record */
+        memcpy((char *)slot + sizeof slot->type, (char *)r + sizeof r->type,
+               sizeof *r - sizeof r->type);
+        __atomic_store_n(&slot->type, r->type, __ATOMIC_RELEASE);
+        return;
+    }
     for (;;) {
         ssize_t n = write(g_fd, r, sizeof *r);
         if (n == (ssize_t)sizeof *r)
@@ -402,15 +477,62 @@ static void flush_all_totals(void)
 
 /* ---- the per-process file ---- */
 
+/* Drops this process's view of the file (after fork: the parent's mappings). */
+static void close_file(void)
+{
+    for (unsigned k = 0; k < NMP_CHUNKS; k++) {
+        if (g_chunks[k]) {
+            uint64_t first, count;
+            chunk_range(k, &first, &count);
+            syscall(SYS_munmap, g_chunks[k], (size_t)count * sizeof(struct nmp_shim_record));
+            g_chunks[k] = NULL;
+        }
+    }
+    if (g_hdr)
+        syscall(SYS_munmap, g_hdr, NMP_SHIM_HEADER_SIZE);
+    g_hdr = NULL;
+    if (g_fd >= 0)
+        close(g_fd);
+    g_fd = -1;
+}
+
+/* Maps the header of an open shim file; returns 0, or -1 for write(2) mode. */
+static int map_header(int fd, int created)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return -1;
+    struct nmp_shim_header *h = sys_mmap(NULL, NMP_SHIM_HEADER_SIZE, PROT_READ | PROT_WRITE,
+                                         MAP_SHARED, fd, 0);
+    if (h == MAP_FAILED)
+        return -1;
+    if (!created) {
+        if (memcmp(h->magic, NMP_SHIM_MAGIC, 8) != 0 || h->version != NMP_SHIM_VERSION ||
+            h->record_size != sizeof(struct nmp_shim_record)) {
+            syscall(SYS_munmap, h, NMP_SHIM_HEADER_SIZE);
+            return -1;
+        }
+        /* a previous image may have appended with write(2): continue after that */
+        uint64_t in_file = st.st_size > NMP_SHIM_HEADER_SIZE
+                               ? ((uint64_t)st.st_size - NMP_SHIM_HEADER_SIZE +
+                                  sizeof(struct nmp_shim_record) - 1) / sizeof(struct nmp_shim_record)
+                               : 0;
+        if (h->next < in_file)
+            h->next = in_file;
+    }
+    g_hdr = h;
+    return 0;
+}
+
 static int open_file(void)
 {
     char path[3200];
     snprintf(path, sizeof path, "%s/shim.%ld.bin", g_dir, (long)getpid());
     int created = 1;
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
     if (fd < 0 && errno == EEXIST) {
         created = 0; /* a previous image of this process (execve) */
-        fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+        fd = open(path, O_RDWR | O_APPEND | O_CLOEXEC);
     }
     if (fd < 0) {
         debug("cannot open %s: %s; not recording", path, strerror(errno));
@@ -427,17 +549,24 @@ static int open_file(void)
         }
     }
     if (created) {
+        static char page[NMP_SHIM_HEADER_SIZE];
         struct nmp_shim_header h;
         memset(&h, 0, sizeof h);
         memcpy(h.magic, NMP_SHIM_MAGIC, 8);
         h.version = NMP_SHIM_VERSION;
         h.record_size = sizeof(struct nmp_shim_record);
-        if (write(fd, &h, sizeof h) != (ssize_t)sizeof h) {
+        h.header_size = NMP_SHIM_HEADER_SIZE;
+        memcpy(page, &h, sizeof h);
+        if (write(fd, page, sizeof page) != (ssize_t)sizeof page) {
             close(fd);
             return -1;
         }
     }
     g_fd = fd;
+    /* NUMAPROF_SHIM_MODE=write: for file systems where shared mappings misbehave */
+    const char *mode = getenv("NUMAPROF_SHIM_MODE");
+    if ((mode && strcmp(mode, "write") == 0) || map_header(fd, created) != 0)
+        debug("%s: one write(2) per record", path);
     struct nmp_shim_record r;
     memset(&r, 0, sizeof r);
     r.type = NMP_SHIM_START;
@@ -457,8 +586,7 @@ static void atfork_child(void)
     memset(&g_overflow, 0, sizeof g_overflow);
     t_slot = NULL;
     __atomic_store_n(&g_dropped, 0, __ATOMIC_RELAXED);
-    close(g_fd);
-    g_fd = -1;
+    close_file();
     if (open_file() < 0)
         g_active = 0;
     t_guard = 0;

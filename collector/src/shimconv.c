@@ -11,6 +11,7 @@
  *  - a new mapping closes the live mappings that start inside it (MAP_FIXED replaced
  *    them, or they were unmapped in pieces below the threshold);
  *  - START (a new image after execve) closes everything still live.
+ * Slots whose type is 0 were never completed and are skipped.
  * Unmatched FREEs (blocks allocated before the shim was active, in the parent before a
  * fork, or just below the threshold) are ignored.  Identical call stacks share one id.
  *
@@ -326,7 +327,9 @@ static int convert_file(struct conv *c, const char *path, uint32_t pid,
     struct nmp_shim_header h;
     ssize_t n = read(fd, &h, sizeof h);
     if (n != (ssize_t)sizeof h || memcmp(h.magic, NMP_SHIM_MAGIC, 8) != 0 ||
-        h.version != NMP_SHIM_VERSION || h.record_size != sizeof(struct nmp_shim_record)) {
+        h.version != NMP_SHIM_VERSION || h.record_size != sizeof(struct nmp_shim_record) ||
+        h.header_size != NMP_SHIM_HEADER_SIZE ||
+        lseek(fd, NMP_SHIM_HEADER_SIZE, SEEK_SET) != NMP_SHIM_HEADER_SIZE) {
         set_err(err, "%s: not a numaprof shim file of version %d (left in place)", path,
                 NMP_SHIM_VERSION);
         close(fd);
@@ -357,6 +360,8 @@ static int convert_file(struct conv *c, const char *path, uint32_t pid,
         size_t nrec = have / sizeof *recs;
         for (size_t k = 0; k < nrec && rc == 0 && !damaged; k++) {
             const struct nmp_shim_record *r = &recs[k];
+            if (r->type == 0)
+                continue; /* a slot never completed, or past the last one */
             if (r->type < NMP_SHIM_ALLOC || r->type > NMP_SHIM_START ||
                 r->nframes > NMP_SHIM_MAX_FRAMES ||
                 (r->type == NMP_SHIM_ALLOC && (r->kind < NMP_KIND_MALLOC || r->kind > NMP_KIND_NUMA))) {

@@ -146,9 +146,12 @@ static void objects(const char *dir)
     CHECK(f != NULL);
     if (!f)
         return;
-    struct nmp_shim_header h = {{0}, NMP_SHIM_VERSION, sizeof(struct nmp_shim_record)};
+    static char page[NMP_SHIM_HEADER_SIZE];
+    struct nmp_shim_header h = {{0}, NMP_SHIM_VERSION, sizeof(struct nmp_shim_record),
+                                NMP_SHIM_HEADER_SIZE, 0, 0};
     memcpy(h.magic, NMP_SHIM_MAGIC, 8);
-    fwrite(&h, sizeof h, 1, f);
+    memcpy(page, &h, sizeof h);
+    fwrite(page, sizeof page, 1, f);
     struct nmp_shim_record r[5];
     memset(r, 0, sizeof r);
     r[0].type = NMP_SHIM_START;
