@@ -16,7 +16,7 @@ import numpy as np
 
 from numaprof.analyzer.model import Analysis, ObjectResult, Topology
 from numaprof.recommender import emit
-from numaprof.recommender.cost import TIE_TOLERANCE, Replay, imbalance, tie_tolerance
+from numaprof.recommender.cost import TIE_TOLERANCE, Replay, Ties, imbalance
 from numaprof.recommender.model import ObjectSuggestion, Prediction, Suggestions
 from numaprof.recommender.policies import node_of_page
 
@@ -172,7 +172,7 @@ def _change_of(policy: str, numactl_ok: bool) -> str:
     return "patch"
 
 
-def _evaluate(plan: _Plan, o: ObjectResult) -> tuple[list[Prediction], str, float]:
+def _evaluate(plan: _Plan, o: ObjectResult) -> tuple[list[Prediction], str, Ties]:
     acc = o.access
     n_pages = int(acc.n_pages)
     # "M = number of memory nodes used": the nodes the compute threads run on.  Spreading
@@ -181,33 +181,34 @@ def _evaluate(plan: _Plan, o: ObjectResult) -> tuple[list[Prediction], str, floa
     factor = plan.target.numa_factor()
     ft_nodes, ft_how = plan.first_touch_nodes(o)
     replay = Replay(acc, plan.thread_node, plan.n, n_pages)
-    preds = []
+    preds, pages = [], {}
     for policy in CANDIDATES:
         if policy == "first_touch":
-            pages = ft_nodes
+            placed = ft_nodes
         elif policy in ("bind_block", "parallel_init"):
-            pages = node_of_page(policy, n_pages, spread_nodes, threads_nodes=plan.compute_nodes)
+            placed = node_of_page(policy, n_pages, spread_nodes, threads_nodes=plan.compute_nodes)
         elif policy == "bind_all":
             # The centralised placement on the node of the master thread.
-            pages = node_of_page(policy, n_pages, [int(plan.thread_node[plan.master_index(o)])])
+            placed = node_of_page(policy, n_pages, [int(plan.thread_node[plan.master_index(o)])])
         else:
-            pages = node_of_page(policy, n_pages, spread_nodes)
-        preds.append(replay.predict(policy, pages, factor, active_nodes=spread_nodes))
-    return preds, ft_how, tie_tolerance(acc.weight)
+            placed = node_of_page(policy, n_pages, spread_nodes)
+        pages[policy] = placed
+        preds.append(replay.predict(policy, placed, factor, active_nodes=spread_nodes))
+    return preds, ft_how, Ties(replay, pages, factor, len(spread_nodes))
 
 
-def _pick(preds: list[Prediction], pattern: str, tol: float, numactl_ok: bool) -> Prediction:
+def _pick(preds: list[Prediction], pattern: str, ties: Ties, numactl_ok: bool) -> Prediction:
     for p in preds:
         p.change = _change_of(p.policy, numactl_ok)
-    best = min(p.score for p in preds)
-    equal = [p for p in preds if p.score <= best * (1.0 + tol)]
+    best = min(preds, key=lambda p: p.score)
+    equal = [p for p in preds if p is best or ties(p, best)]
     order = {name: i for i, name in enumerate(CANDIDATES)}
     return min(equal, key=lambda p: (not _fits_pattern(p.policy, pattern),
                                      CHANGE_RANK[p.change], order[p.policy]))
 
 
 def _reason(o: ObjectResult, chosen: Prediction, current: Prediction, plan: _Plan,
-            ft_how: str) -> str:
+            ft_how: str, ties: Ties) -> str:
     tgt = plan.target
     master = int(plan.thread_node[plan.master_index(o)])
     others = sorted(set(plan.compute_nodes) - {master})
@@ -222,6 +223,13 @@ def _reason(o: ObjectResult, chosen: Prediction, current: Prediction, plan: _Pla
                     f"({now}); no change.")
         return (f"no placement is predicted to beat first touch ({now}) by more than the "
                 f"sampling noise; no change.")
+    if (chosen.policy in SPREADING and ties(current, chosen)
+            and o.pattern in ("random", "irregular")):
+        what = ("random access from all threads cannot be made local" if o.pattern == "random"
+                else "threads change which part they touch between phases")
+        return (f"{what}; first touch spreads the pages only as long as the initialisation "
+                f"loop keeps the compute threads' schedule and binding ({now}), {chosen.policy} "
+                f"spreads them over {over} by construction at the same predicted cost ({new}).")
     if serial and others:
         head = (f"master-thread initialisation: all pages on {_node_label([master], tgt)}, "
                 f"threads on {_node_label(others, tgt)} read remotely ({now})")
@@ -301,8 +309,8 @@ def suggest(analysis: Analysis, target: Topology | None = None, *,
                         "--target 2s, 4s, 8n-opteron, itanium2 or an hwloc XML file).")
     evaluated = []
     for o in hot:
-        preds, ft_how, tol = _evaluate(plan, o)
-        evaluated.append((o, preds, ft_how, tol))
+        preds, ft_how, ties = _evaluate(plan, o)
+        evaluated.append((o, preds, ft_how, ties))
     if any(how == "static" for _, _, how, _ in evaluated):
         notes.append("per-page first touch not recorded for some parallel-initialised objects: "
                      "their first touch is assumed to follow the compute threads' static schedule.")
@@ -312,32 +320,32 @@ def suggest(analysis: Analysis, target: Topology | None = None, *,
     numactl_ok = True
     for _attempt in range(2):
         choices = []
-        for o, preds, _how, tol in evaluated:
+        for o, preds, _how, ties in evaluated:
             if plan.n == 1:
                 for p in preds:
                     p.change = "none"
                 chosen = next(p for p in preds if p.policy == "first_touch")
             else:
-                chosen = _pick(preds, o.pattern, tol, numactl_ok)
+                chosen = _pick(preds, o.pattern, ties, numactl_ok)
             choices.append(chosen)
         if not numactl_ok or not any(c.change == "numactl" for c in choices):
             break
         conflict = False
-        for (_o, preds, _how, tol), c in zip(evaluated, choices, strict=True):
+        for (_o, preds, _how, ties), c in zip(evaluated, choices, strict=True):
             if c.policy in ("first_touch", "parallel_init"):
                 cyc = next(p for p in preds if p.policy == "cyclic")
-                if cyc.score > c.score * (1.0 + tol):
+                if not ties(cyc, c):
                     conflict = True
         if not conflict:
             break
         numactl_ok = False
 
-    for (o, preds, ft_how, _tol), chosen in zip(evaluated, choices, strict=True):
+    for (o, preds, ft_how, ties), chosen in zip(evaluated, choices, strict=True):
         current = next(p for p in preds if p.policy == "first_touch")
         if plan.n == 1:
             reason = "one NUMA node: every access is local whatever the placement; nothing to place."
         else:
-            reason = _reason(o, chosen, current, plan, ft_how)
+            reason = _reason(o, chosen, current, plan, ft_how, ties)
         result.objects.append(ObjectSuggestion(
             name=o.name, policy=chosen.policy, reason=reason, predicted=chosen,
             alternatives=sorted(preds, key=lambda p: p.score), patch=None, change=chosen.change,

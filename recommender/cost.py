@@ -4,20 +4,24 @@ For one object, a placement (node per page) and a thread→node map, every measu
 (page, thread, weight) is replayed: it goes from the node its thread runs on to the node
 holding its page.  That gives the predicted traffic matrix T[i][j].  Its cost is
 
-    latency    = sum_ij T[i][j] * F[i][j] / sum T        (F = NUMA factor, 1.0 local)
-    contention = max(1, max_j load_j / (sum_j load_j / K))   (load_j = sum_i T[i][j])
+    latency    = sum_ij T[i][j] * F[i][j] / sum T           (F = NUMA factor, 1.0 local)
+    contention = max(1, max_j load_j / max_i demand_i)      (load_j = sum_i T[i][j],
+                                                             demand_i = sum_j T[i][j])
     score      = latency * contention ** CONTENTION_EXPONENT
 
-K is the number of nodes the compute threads run on.  The busiest memory node sets the
-pace of a bandwidth-bound loop, so contention multiplies the per-access latency; it is
-measured against the fair share of the K nodes whose cores carry the threads, because
-their memory controllers are what the threads can load (spreading pages onto nodes
-without threads adds remote latency, not bandwidth the threads could saturate; with few
-threads "memory contention is not high", `000_33c6b40d94544844.txt` §4.2).  The what-if
-table's imbalance is max/mean over the nodes in use (SPEC §3.2's definition applied to
-the nodes that run threads or serve traffic).  When the accesses carry times, contention is averaged over time
-windows (traffic-weighted), so that threads hitting one node *at the same time* count even
-when the whole run looks balanced (dynamic schedules, `000_33c6b40d94544844.txt` §4.1).
+The busiest memory node sets the pace of a bandwidth-bound loop, so contention multiplies
+the per-access latency.  It compares the busiest memory node's load with the busiest
+thread node's own demand: when every thread reads locally the two are equal and there is
+no contention however uneven the threads' work; when all threads are served by one node
+(master-thread initialisation) it is the number of thread nodes.  Spreading pages onto
+nodes without threads adds remote latency but never lowers contention below 1 (with few
+threads "memory contention is not high", `000_33c6b40d94544844.txt` §4.2).  When the
+accesses carry times, contention is also taken per time window (traffic-weighted mean),
+so that threads hitting one node *at the same time* count even when the whole run looks
+balanced (dynamic schedules, `000_33c6b40d94544844.txt` §4.1); a serial phase demands
+from one node only and is no contention.  The what-if table's imbalance is max/mean load
+over the nodes in use (SPEC §3.2's definition applied to the nodes that run threads or
+serve traffic).
 """
 
 from __future__ import annotations
@@ -34,26 +38,12 @@ from numaprof.recommender.model import Prediction
 CONTENTION_EXPONENT = 1.0
 
 #: Minimum relative score difference that counts as a real difference (SPEC: ties go to
-#: the simplest change).  Widened by sampling noise, see :func:`tie_tolerance`.
+#: the simplest change).  Widened by sampling noise, see :class:`Ties`.
 TIE_TOLERANCE = 0.02
 
 #: Samples per memory node in one time window of the windowed contention.
 WINDOW_SAMPLES_PER_NODE = 128
 MAX_WINDOWS = 32
-
-
-def tie_tolerance(weight: np.ndarray) -> float:
-    """Relative score difference below which two candidates are treated as equal.
-
-    max(2 %, 2/sqrt(n_eff)), n_eff = (sum w)^2 / sum w^2 the effective sample count: a
-    difference smaller than two standard errors of a sampled share is not evidence.
-    """
-    w = np.asarray(weight, dtype=float)
-    s2 = float((w * w).sum())
-    if s2 <= 0:
-        return TIE_TOLERANCE
-    n_eff = float(w.sum()) ** 2 / s2
-    return max(TIE_TOLERANCE, 2.0 / np.sqrt(n_eff))
 
 
 class Replay:
@@ -88,8 +78,8 @@ class Replay:
             self.k = k
             self.window_row = window.astype(np.int32) * np.int32(n)
             src = self.src_row // np.int32(n)
-            active = np.bincount(self.window_row + src, minlength=k * n).reshape(k, n) > 0
-            self.active_per_window = active.sum(axis=1)
+            demand = np.bincount(self.window_row + src, weights=self.w, minlength=k * n)
+            self.demand_max = demand.reshape(k, n).max(axis=1)
 
     def traffic(self, page_node: np.ndarray) -> np.ndarray:
         """Predicted (N, N) traffic for a placement (node position per page)."""
@@ -98,8 +88,22 @@ class Replay:
         self._dst = dst
         return np.bincount(self.src_row + dst, weights=self.w, minlength=n * n).reshape(n, n)
 
+    def latency_per_sample(self, page_node: np.ndarray, factor: np.ndarray) -> np.ndarray:
+        """NUMA factor of every replayed access under a placement."""
+        dst = np.asarray(page_node, dtype=np.int32)[self.page]
+        return np.asarray(factor, dtype=np.float64).ravel()[self.src_row + dst]
+
+    def n_eff(self) -> float:
+        """Effective number of samples, (sum w)^2 / sum w^2."""
+        if self.w is None:
+            return float(len(self.page))
+        s2 = float((self.w * self.w).sum())
+        return float(self.w.sum()) ** 2 / s2 if s2 > 0 else 0.0
+
     def windowed_contention(self) -> float | None:
-        """Contention averaged over time windows, for the placement last passed to traffic()."""
+        """Contention per time window (busiest memory node's load over the busiest thread
+        node's demand in that window), traffic-weighted mean, for the placement last passed
+        to traffic().  A serial phase demands from one node only, so it is no contention."""
         if self.window_row is None:
             return None
         n, k = self.n, self.k
@@ -109,8 +113,7 @@ class Replay:
         keep = totals > 0
         if not keep.any():
             return None
-        per_window = np.maximum(1.0, load[keep].max(axis=1) * self.active_per_window[keep]
-                                / totals[keep])
+        per_window = np.maximum(1.0, load[keep].max(axis=1) / self.demand_max[keep])
         return float((per_window * totals[keep]).sum() / totals[keep].sum())
 
     def predict(self, policy: str, page_node: np.ndarray, factor: np.ndarray,
@@ -135,13 +138,50 @@ class Replay:
         used[active] = True
         used |= load > 0
         imb = imbalance(load[used])
-        cont = contention(load, max(1, len(active)))
+        cont = contention(load, tm.sum(axis=1))
         windowed = self.windowed_contention()
         if windowed is not None:
             cont = max(cont, windowed)
         score = latency * cont**CONTENTION_EXPONENT
         return Prediction(policy=policy, local_fraction=local, imbalance=imb, score=score,
                           latency=latency, contention=cont, change=change, traffic=tm)
+
+
+class Ties:
+    """Decides whether two candidates' predicted costs differ by more than sampling noise.
+
+    Both are replayed on the *same* samples, so their latency terms are compared paired:
+    the per-access difference of NUMA factors has a standard error, and a difference
+    within two of them (or within 2 %) is no evidence.  Contention is compared against
+    the noise of a sampled max/mean over K nodes, about 1.5 * sqrt((K - 1) / n).  A
+    candidate ties with the reference when both terms tie, or when the whole scores are
+    within 2 %.  Without enough samples for that (n < 2), everything within 2 % ties.
+    """
+
+    def __init__(self, replay: Replay, pages: dict[str, np.ndarray], factor: np.ndarray,
+                 active_nodes: int):
+        self.replay, self.pages, self.factor = replay, pages, factor
+        n = replay.n_eff()
+        self.cont_noise = max(TIE_TOLERANCE, 1.5 * np.sqrt(max(active_nodes - 1, 1) / n)) if n >= 2 else None
+
+    def __call__(self, p: Prediction, ref: Prediction) -> bool:
+        if p.score <= ref.score * (1.0 + TIE_TOLERANCE):
+            return True
+        if self.cont_noise is None or p.policy not in self.pages or ref.policy not in self.pages:
+            return False
+        if abs(p.contention - ref.contention) > self.cont_noise * ref.contention:
+            return False
+        r = self.replay
+        d = (r.latency_per_sample(self.pages[p.policy], self.factor)
+             - r.latency_per_sample(self.pages[ref.policy], self.factor))
+        if r.w is None:
+            mean = float(d.mean())
+            se = float(d.std()) / np.sqrt(len(d)) if len(d) else 0.0
+        else:
+            total = float(r.w.sum())
+            mean = float((r.w * d).sum() / total)
+            se = float(np.sqrt((r.w * r.w * (d - mean) ** 2).sum())) / total
+        return abs(mean) <= max(TIE_TOLERANCE * ref.latency, 2.0 * se)
 
 
 def traffic_matrix(access: ObjectAccess, thread_node: np.ndarray, page_node: np.ndarray,
@@ -178,13 +218,18 @@ def time_windows(access: ObjectAccess, n_nodes: int) -> tuple[np.ndarray, int] |
     return np.minimum(window, k - 1), k
 
 
-def contention(load: np.ndarray, active_nodes: int) -> float:
-    """Busiest node's load over the fair share of ``active_nodes`` nodes, at least 1."""
+def contention(load: np.ndarray, demand: np.ndarray) -> float:
+    """Busiest memory node's load over the busiest thread node's demand, at least 1.
+
+    ``load[j]``: traffic served by memory node j; ``demand[i]``: traffic issued by the
+    threads of node i.  With every access local the two are equal (1.0, however uneven the
+    threads' work); all threads served by one node give the number of thread nodes.
+    """
     load = np.asarray(load, dtype=float)
-    total = load.sum()
-    if total <= 0:
+    top = float(np.max(demand)) if len(demand) else 0.0
+    if load.sum() <= 0 or top <= 0:
         return 1.0
-    return max(1.0, float(load.max() * active_nodes / total))
+    return max(1.0, float(load.max()) / top)
 
 
 def predict(policy: str, access: ObjectAccess, thread_node: np.ndarray, page_node: np.ndarray,

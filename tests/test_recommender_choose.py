@@ -415,3 +415,19 @@ def test_windowed_contention_keeps_numa_aware_as_is():
         o = suggest(an, resolve_target(tgt, an.topology)).objects[0]
         assert o.policy == "first_touch", tgt
         assert o.current.contention < 1.3
+
+
+def test_uneven_thread_work_with_local_pages_is_no_contention():
+    # NUMA-aware placement, but thread 0 issues 60 % of the accesses (uneven work or
+    # sampling): every access is local, so node 0's larger load is its own threads' demand.
+    t = 2
+    acc = access_regular(BIG, t)
+    keep = (acc.thread == 0) | (np.random.default_rng(1).random(len(acc.page)) < 0.66)
+    acc = ObjectAccess(page=acc.page[keep], thread=acc.thread[keep], weight=acc.weight[keep],
+                       write=acc.write[keep], n_pages=acc.n_pages)
+    assert 0.55 < np.mean(acc.thread == 0) < 0.65
+    an = analysis([obj("y", "regular", acc, serial=False, n_threads=t)], threads(t))
+    for tgt in ("2s", "8n-opteron", "itanium2"):
+        o = suggest(an, resolve_target(tgt, an.topology)).objects[0]
+        assert o.policy == "first_touch", (tgt, o.alternatives[:3])
+        assert o.current.contention == pytest.approx(1.0)
