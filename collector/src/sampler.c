@@ -1696,11 +1696,9 @@ finish:;
         warn(c, "writing the threads table failed: %s", strerror(errno));
     if (close_tables(c) != 0)
         warn(c, "writing the profile tables failed (disk full?)");
-    if (write_collector_json(c, &shim) != 0 && !err[0]) {
+    /* the command ran: its status stands even if the profile could not be finished */
+    if (write_collector_json(c, &shim) != 0 && !err[0])
         snprintf(err, NMP_ERRLEN, "cannot write %s/collector.json: %s", cfg->dir, strerror(errno));
-        if (rc == 0)
-            rc = NMP_EXIT_SELF;
-    }
     nmp_debug("samples %" PRIu64 " with address %" PRIu64 " lost %" PRIu64 " faults %" PRIu64,
               c->samples, c->with_address, c->lost, c->faults);
 out:
