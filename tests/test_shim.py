@@ -389,3 +389,22 @@ def test_write_mode_records_the_same(torture, shim_lib, shimconv, shimmed, conve
                           objs["kind"][keep].tolist(), (objs["free_time"][keep] > 0).tolist(),
                           strict=True))
     assert summary(got, run.roles) == summary(want, shimmed.roles)
+
+
+def test_many_records_cross_chunk_sizes(shim_lib, shimconv, tmp_path):
+    """140000 records: past the doubling chunks of the mapped file into the fixed-size
+    ones; every allocation and free is there."""
+    exe = tmp_path / "mallocbench"
+    r = _run(["gcc", "-O2", str(PROGS / "mallocbench.c"), "-o", str(exe)])
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "p"
+    out.mkdir()
+    env = {**os.environ, "LD_PRELOAD": str(shim_lib), "NUMAPROF_DIR": str(out)}
+    assert _run([str(exe), "100000", "70000"], env=env).returncode == 0
+    r = _run([str(shimconv), str(out)])
+    assert r.returncode == 0, r.stdout
+    objs = read_table(out, "objects")
+    mine = np.asarray(objs["size"]) == 100000
+    assert mine.sum() == 70000
+    assert np.all(np.asarray(objs["free_time"])[mine] > 0)
+    assert np.all(np.diff(np.asarray(objs["time"])[mine].astype(np.int64)) > 0)

@@ -63,10 +63,14 @@ extern void *__libc_pvalloc(size_t);
 static int g_active;                   /* set once the file is open */
 static uint64_t g_threshold = 65536;
 static int g_fd = -1;
-/* Mapped mode (nmp_shim_format.h): the header and the chunks of the file, chunk k holding
- * NMP_CHUNK0 << k slots; NULL where not mapped yet.  g_hdr NULL: write(2) mode. */
-#define NMP_CHUNK0 256u /* slots: 256 * 176 bytes = 11 pages */
-#define NMP_CHUNKS 26
+/* Mapped mode (nmp_shim_format.h): the header and the chunks of the file; NULL where not
+ * mapped yet.  g_hdr NULL: write(2) mode.  Chunk sizes double from 256 slots (11 pages:
+ * a short-lived process costs 48 KiB of disk) to 65536 slots (11 MiB), then stay. */
+#define NMP_CHUNK0 256u
+#define NMP_DOUBLINGS 9
+#define NMP_CHUNK_BIG ((uint64_t)NMP_CHUNK0 << (NMP_DOUBLINGS - 1))
+#define NMP_DOUBLING_END ((uint64_t)NMP_CHUNK0 * ((1u << NMP_DOUBLINGS) - 1))
+#define NMP_CHUNKS 4096 /* 268 million records */
 static struct nmp_shim_header *g_hdr;
 static char *g_chunks[NMP_CHUNKS];
 static char g_dir[3072];
@@ -142,8 +146,21 @@ static void *sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t
 /* Slots [first, first + count) of chunk k. */
 static void chunk_range(unsigned k, uint64_t *first, uint64_t *count)
 {
-    *first = (uint64_t)NMP_CHUNK0 * ((1ULL << k) - 1);
-    *count = (uint64_t)NMP_CHUNK0 << k;
+    if (k < NMP_DOUBLINGS) {
+        *first = (uint64_t)NMP_CHUNK0 * ((1ULL << k) - 1);
+        *count = (uint64_t)NMP_CHUNK0 << k;
+    } else {
+        *first = NMP_DOUBLING_END + (k - NMP_DOUBLINGS) * NMP_CHUNK_BIG;
+        *count = NMP_CHUNK_BIG;
+    }
+}
+
+static unsigned chunk_of(uint64_t idx)
+{
+    if (idx < NMP_DOUBLING_END)
+        return 63 - (unsigned)__builtin_clzll(idx / NMP_CHUNK0 + 1);
+    uint64_t k = NMP_DOUBLINGS + (idx - NMP_DOUBLING_END) / NMP_CHUNK_BIG;
+    return k < NMP_CHUNKS ? (unsigned)k : NMP_CHUNKS;
 }
 
 /* Maps chunk k (allocating its disk blocks first: a shared mapping of a hole would raise
@@ -161,7 +178,9 @@ static __attribute__((noinline)) char *map_chunk(unsigned k)
             (st.st_size < off + (off_t)len && ftruncate(g_fd, off + (off_t)len) != 0))
             return NULL;
     }
-    char *m = sys_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, g_fd, off);
+    /* populated now, in the kernel: the target does not take a page fault per page of
+     * records (which a sampler would charge to the shim's stores) */
+    char *m = sys_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, g_fd, off);
     if (m == MAP_FAILED)
         return NULL;
     char *expect = NULL;
@@ -176,7 +195,7 @@ static __attribute__((noinline)) char *map_chunk(unsigned k)
 static struct nmp_shim_record *claim_slot_in_file(void)
 {
     uint64_t idx = __atomic_fetch_add(&g_hdr->next, 1, __ATOMIC_RELAXED);
-    unsigned k = 63 - (unsigned)__builtin_clzll(idx / NMP_CHUNK0 + 1);
+    unsigned k = chunk_of(idx);
     if (k >= NMP_CHUNKS)
         return NULL;
     uint64_t first, count;
