@@ -3,10 +3,12 @@
  *   numaprof-collect -o DIR [--freq HZ] [--backend auto|soft|pebs|ibs]
  *                    [--shim LIB] [--alloc-threshold BYTES]
  *                    [-p PID --duration SECONDS] -- CMD ARGS...
+ *   numaprof-collect --list-events [--json]
  *
  * Exit status: the command's; 128+N if it died of signal N; 127 command not found;
  * 126 not executable; 125 numaprof-collect itself failed (one line on stderr).
  */
+#include "nmp_hw.h"
 #include "nmp_sampler.h"
 
 #include <errno.h>
@@ -43,9 +45,10 @@ int main(int argc, char **argv)
         {"backend", required_argument, 0, 'b'},  {"shim", required_argument, 0, 's'},
         {"alloc-threshold", required_argument, 0, 't'},
         {"pid", required_argument, 0, 'p'},      {"duration", required_argument, 0, 'd'},
+        {"list-events", no_argument, 0, 'L'},    {"json", no_argument, 0, 'J'},
         {0, 0, 0, 0},
     };
-    int ch;
+    int ch, list_events = 0, json = 0;
     uint64_t v;
     opterr = 0;
     while ((ch = getopt_long(argc, argv, "+o:F:b:s:t:p:d:", opts, NULL)) != -1) {
@@ -90,10 +93,19 @@ int main(int argc, char **argv)
                 return fail("--duration must be a number of seconds", optarg);
             break;
         }
+        case 'L':
+            list_events = 1;
+            break;
+        case 'J':
+            json = 1;
+            break;
         default:
             return fail("unknown or incomplete option", argv[optind - 1]);
         }
     }
+    /* the one mode that prints to stdout: it is asked for */
+    if (list_events)
+        return nmp_hw_list_events(stdout, json) == 0 ? 0 : NMP_EXIT_SELF;
     if (!cfg.dir)
         return fail("-o DIR is required", NULL);
     struct stat st;

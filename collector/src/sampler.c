@@ -126,6 +126,10 @@ struct collector {
     char **warnings;
     int nwarn;
 
+    struct nmp_hw_counters *node_counters;
+    int n_node_counters;
+    char node_counters_why[256];
+
     uint64_t start_ns, end_ns;
     struct timespec start_rt, end_rt;
     pid_t root;
@@ -1380,7 +1384,13 @@ static int write_collector_json(struct collector *c, const struct nmp_shim_total
     getrusage(RUSAGE_SELF, &ru);
     uint64_t self_ns = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000ULL +
                        (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ULL;
-    fprintf(f, " \"collector_cpu_ns\": %" PRIu64 ",\n", self_ns);
+    fprintf(f, " \"collector_cpu_ns\": %" PRIu64 ",\n \"node_counters\": {\"count\": %d, \"why\": ",
+            self_ns, c->n_node_counters > 0 ? c->n_node_counters : 0);
+    if (c->n_node_counters > 0 || !c->node_counters_why[0])
+        fputs("null", f);
+    else
+        json_str(f, c->node_counters_why);
+    fputs("},\n", f);
     fputs(" \"warnings\": [", f);
     for (int i = 0; i < c->nwarn; i++) {
         if (i)
@@ -1555,6 +1565,8 @@ static void run_loop(struct collector *c, int sfd, int pidfd, uint64_t deadline)
 static void free_collector(struct collector *c)
 {
     close_events(c);
+    if (c->node_counters)
+        nmp_hw_node_counters_close(c->node_counters);
     nmp_decoder_free(c->dec);
     for (size_t i = 0; i < c->nthreads; i++) {
         free(c->threads[i].aff_first);
@@ -1615,10 +1627,19 @@ int nmp_collect_run(const struct nmp_config *cfg, char *err)
     char terr[NMP_ERRLEN] = "";
     if (nmp_topology_write(cfg->dir, terr) != 0)
         warn(c, "topology: %s", terr[0] ? terr : strerror(errno));
-    if (!(c->t_counters = nmp_counters_open(cfg->dir)))
+    if (!(c->t_counters = nmp_counters_open(cfg->dir))) {
         warn(c, "counters: %s", strerror(errno));
-    else
-        nmp_counters_snapshot(c->t_counters, nmp_now_ns(), 0);
+    } else {
+        uint64_t now = nmp_now_ns();
+        nmp_counters_snapshot(c->t_counters, now, 0);
+        /* uncore memory-controller counters where the machine and permissions allow */
+        c->n_node_counters = nmp_hw_node_counters_open(&c->node_counters, c->node_counters_why,
+                                                       sizeof c->node_counters_why);
+        if (c->n_node_counters > 0)
+            nmp_hw_node_counters_read(c->node_counters, c->t_counters, now, 0);
+        else
+            c->node_counters = NULL;
+    }
 
     if (sigprocmask(SIG_BLOCK, &mask, &oldmask) != 0 ||
         (sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)) < 0) {
@@ -1683,8 +1704,12 @@ int nmp_collect_run(const struct nmp_config *cfg, char *err)
     rc = c->cfg->attach_pid > 0 ? 0 : (c->have_status ? c->exit_status : NMP_EXIT_SELF);
 
 finish:;
-    if (c->t_counters)
-        nmp_counters_snapshot(c->t_counters, nmp_now_ns(), 1);
+    if (c->t_counters) {
+        uint64_t now = nmp_now_ns();
+        if (c->node_counters)
+            nmp_hw_node_counters_read(c->node_counters, c->t_counters, now, 1);
+        nmp_counters_snapshot(c->t_counters, now, 1);
+    }
     struct nmp_shim_totals shim;
     memset(&shim, 0, sizeof shim);
     char serr[NMP_ERRLEN] = "";
