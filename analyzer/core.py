@@ -241,7 +241,10 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         with_address=with_address,
         address_coverage=with_address / n_all if n_all else 0.0,
         lost=int(counts.get("lost", 0) or 0),
-        unresolved=int(counts.get("unresolved", n_all - with_address) or 0),
+        # as the collector counts it: no address although the sample is a user-space
+        # memory instruction (decoder failures: unreadable, undecodable, segment, ...)
+        unresolved=int(counts["unresolved"]) if "unresolved" in counts else
+        n_all - with_address - rules.get("no_mem", 0) - rules.get("kernel", 0),
         outside_objects=outside,
         complete=prof.complete,
         incomplete_reason=prof.incomplete_reason,
