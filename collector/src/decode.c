@@ -141,6 +141,33 @@ static int no_data_access(unsigned id)
     }
 }
 
+/* Capstone 4's operand access flags are wrong for some instructions (AVX/non-temporal
+ * stores come out as loads, cmpxchg as a load, test as read-modify-write); correct the
+ * families we can name.  opidx is the memory operand's index (0 = destination). */
+static int fix_access(unsigned id, const char *mnem, int opidx, int acc)
+{
+    switch (id) {
+    case X86_INS_CMPXCHG: case X86_INS_CMPXCHG8B: case X86_INS_CMPXCHG16B:
+    case X86_INS_XADD: case X86_INS_XCHG:
+        return NMP_ACC_RMW;
+    case X86_INS_TEST: case X86_INS_CMP: case X86_INS_BT: case X86_INS_UCOMISS:
+    case X86_INS_UCOMISD: case X86_INS_COMISS: case X86_INS_COMISD: case X86_INS_VUCOMISS:
+    case X86_INS_VUCOMISD: case X86_INS_VCOMISS: case X86_INS_VCOMISD: case X86_INS_PTEST:
+    case X86_INS_VPTEST:
+        return NMP_ACC_LOAD;
+    default:
+        break;
+    }
+    if (!strncmp(mnem, "mov", 3) || !strncmp(mnem, "vmov", 4))
+        return opidx == 0 ? NMP_ACC_STORE : NMP_ACC_LOAD;
+    if (opidx == 0 && (!strncmp(mnem, "vextract", 8) || !strncmp(mnem, "extract", 7) ||
+                       !strncmp(mnem, "pextr", 5) || !strncmp(mnem, "vpextr", 6) ||
+                       !strncmp(mnem, "vmaskmov", 8) || !strncmp(mnem, "vpmaskmov", 9) ||
+                       !strncmp(mnem, "vcvtps2ph", 9)))
+        return NMP_ACC_STORE;
+    return acc;
+}
+
 /* Fills one compact instruction from Capstone's decode in c->ci. */
 static void fill_insn(struct nmp_cs *c, struct nmp_insn *in, uint64_t *target)
 {
@@ -182,6 +209,7 @@ static void fill_insn(struct nmp_cs *c, struct nmp_insn *in, uint64_t *target)
         m->size = op->size;
         int rd = (op->access & CS_AC_READ) != 0, wr = (op->access & CS_AC_WRITE) != 0;
         m->access = rd && wr ? NMP_ACC_RMW : wr ? NMP_ACC_STORE : rd ? NMP_ACC_LOAD : NMP_ACC_NONE;
+        m->access = (uint8_t)fix_access(ci->id, ci->mnemonic, i, m->access);
         m->base = m->index = -1;
         m->scale = (uint8_t)(op->mem.scale > 0 ? op->mem.scale : 1);
         m->disp = op->mem.disp;

@@ -159,6 +159,20 @@ int main(void)
     check_case(d, "cmp read", cmp, sizeof cmp, A, A, 1, &r,
                (struct expect){r.r[BX] + 8, NMP_ACC_LOAD, 8, NMP_RULE_AT_IP});
 
+    /* access-flag corrections over Capstone 4 */
+    static const uint8_t vstore[] = {0xc5, 0xfd, 0x11, 0x1a}; /* vmovupd [rdx], ymm3 */
+    check_case(d, "avx store", vstore, sizeof vstore, A, A, 1, &r,
+               (struct expect){r.r[DX], NMP_ACC_STORE, 32, NMP_RULE_AT_IP});
+    static const uint8_t cas[] = {0xf0, 0x0f, 0xb1, 0x0b}; /* lock cmpxchg [rbx], ecx */
+    check_case(d, "lock cmpxchg", cas, sizeof cas, A, A, 1, &r,
+               (struct expect){r.r[BX], NMP_ACC_RMW, 4, NMP_RULE_AT_IP});
+    static const uint8_t tst[] = {0xf6, 0x07, 0x01}; /* test byte [rdi], 1 */
+    check_case(d, "test", tst, sizeof tst, A, A, 1, &r,
+               (struct expect){r.r[DI], NMP_ACC_LOAD, 1, NMP_RULE_AT_IP});
+    static const uint8_t nti[] = {0x48, 0x0f, 0xc3, 0x08}; /* movnti [rax], rcx */
+    check_case(d, "movnti", nti, sizeof nti, A, A, 1, &r,
+               (struct expect){r.r[AX], NMP_ACC_STORE, 8, NMP_RULE_AT_IP});
+
     /* 32-bit address size: mov eax, [ebx] */
     static const uint8_t a32[] = {0x67, 0x8b, 0x03};
     check_case(d, "addr32", a32, sizeof a32, A, A, 1, &r,
