@@ -106,6 +106,8 @@ struct collector {
 
     struct thread *threads;
     size_t nthreads, thcap;
+    uint32_t *thash; /* tid -> index+1 of its latest entry in threads (open addressing) */
+    size_t thash_cap;
     struct proc *procs;
     size_t nprocs, pcap;
 
@@ -248,12 +250,41 @@ static void table_fail(struct collector *c, const char *name)
 
 /* ---------------------------------------------------------------- threads, processes */
 
+static size_t thash_slot(const struct collector *c, uint32_t tid)
+{
+    size_t mask = c->thash_cap - 1;
+    size_t k = (tid * 2654435761u) & mask;
+    while (c->thash[k] && c->threads[c->thash[k] - 1].tid != tid)
+        k = (k + 1) & mask;
+    return k;
+}
+
 static struct thread *find_thread(struct collector *c, uint32_t tid)
 {
-    for (size_t i = c->nthreads; i > 0; i--) /* recent threads are at the end */
-        if (c->threads[i - 1].tid == tid)
-            return &c->threads[i - 1];
-    return NULL;
+    if (!c->thash_cap)
+        return NULL;
+    uint32_t v = c->thash[thash_slot(c, tid)];
+    return v ? &c->threads[v - 1] : NULL;
+}
+
+/* Makes threads[idx] the entry found for its tid. */
+static void thash_put(struct collector *c, size_t idx)
+{
+    if ((c->nthreads + 1) * 2 > c->thash_cap) {
+        size_t ncap = c->thash_cap ? c->thash_cap * 2 : 256;
+        uint32_t *old = c->thash;
+        size_t ocap = c->thash_cap;
+        uint32_t *nh = calloc(ncap, sizeof *nh);
+        if (!nh)
+            return;
+        c->thash = nh;
+        c->thash_cap = ncap;
+        for (size_t i = 0; i < ocap; i++)
+            if (old[i])
+                c->thash[thash_slot(c, c->threads[old[i] - 1].tid)] = old[i];
+        free(old);
+    }
+    c->thash[thash_slot(c, c->threads[idx].tid)] = (uint32_t)(idx + 1);
 }
 
 static struct thread *add_thread(struct collector *c, uint32_t pid, uint32_t tid, uint32_t ppid,
@@ -274,6 +305,7 @@ static struct thread *add_thread(struct collector *c, uint32_t pid, uint32_t tid
     t->ppid = ppid;
     t->start = start;
     t->alive = 1;
+    thash_put(c, c->nthreads - 1);
     return t;
 }
 
@@ -1123,10 +1155,13 @@ static void on_record(struct collector *c, const uint8_t *rec, uint32_t len, uin
         if (blen >= 24) {
             uint32_t pid = rd32(b), ppid = rd32(b + 4), tid = rd32(b + 8), ptid = rd32(b + 12);
             uint64_t t0 = rd64(b + 16);
+            char comm[17] = "";
             struct thread *parent = find_thread(c, ptid);
+            if (parent) /* copied first: add_thread may move the array */
+                memcpy(comm, parent->comm, sizeof comm);
             struct thread *t = add_thread(c, pid, tid, ppid, t0);
-            if (t && parent)
-                memcpy(t->comm, parent->comm, sizeof t->comm);
+            if (t)
+                memcpy(t->comm, comm, sizeof t->comm);
             if (pid != ppid) {
                 nmp_decoder_fork(c->dec, ppid, pid);
                 add_proc(c, pid);
@@ -1573,6 +1608,7 @@ static void free_collector(struct collector *c)
         free(c->threads[i].aff_last);
     }
     free(c->threads);
+    free(c->thash);
     free(c->procs);
     free(c->pages);
     free(c->pend);

@@ -157,6 +157,16 @@ static void test_collect(void)
         CHECK(found, "the shell's mapping was recorded");
         fclose(f);
     }
+    /* child processes created later are followed: 70 forks give 70 more threads rows */
+    char *forks[] = {"sh", "-c", "i=0; while [ $i -lt 70 ]; do (:) & i=$((i+1)); done; wait", NULL};
+    cfg.cmd = forks;
+    rc = nmp_collect_run(&cfg, err);
+    CHECK(rc == 0, "fork loop exit status %d (%s)", rc, err);
+    snprintf(path, sizeof path, "%s/threads.tid.col", dir);
+    struct stat tst;
+    CHECK(stat(path, &tst) == 0 && (tst.st_size - 16) / 4 >= 71,
+          "threads rows: %lld", (long long)((tst.st_size - 16) / 4));
+
     char cmdline[8400];
     snprintf(cmdline, sizeof cmdline, "rm -rf '%s'", dir);
     CHECK(system(cmdline) == 0, "cleanup");
