@@ -2,11 +2,12 @@
  *
  * With NUMAPROF_DIR set, every allocation of at least NUMAPROF_ALLOC_THRESHOLD bytes
  * (default 64 KiB) through malloc, calloc, realloc, reallocarray, posix_memalign,
- * aligned_alloc, memalign, valloc, pvalloc, mmap/mmap64/mremap and numa_alloc_* is appended
- * with its call stack to <NUMAPROF_DIR>/shim.<pid>.bin (format: nmp_shim_format.h), and so
- * is the release of such a block (free, realloc, munmap, mremap, numa_free).  Smaller allocations
- * only bump per-thread counters (no stack walk), written as one TOTALS record when the
- * thread ends, or at process exit for the threads still running then.  Without NUMAPROF_DIR the shim only forwards calls.
+ * aligned_alloc, memalign, valloc, pvalloc, mmap/mmap64/mremap and numa_alloc_* is
+ * recorded with its call stack in <NUMAPROF_DIR>/shim.<pid>.bin (nmp_shim_format.h), and
+ * so is the release of such a block (free, realloc, munmap, mremap, numa_free).  Smaller
+ * allocations only bump per-thread counters (no stack walk), written as one TOTALS record
+ * when the thread ends, or at process exit for the threads still running then.  Without
+ * NUMAPROF_DIR the shim only forwards calls.
  *
  * Properties the target relies on:
  *  - Reentrant: a thread-local guard passes allocations made while the shim itself is
