@@ -533,9 +533,9 @@ static int map_header(int fd, int created)
             return -1;
         }
         /* a previous image may have appended with write(2): continue after that */
+        const uint64_t rs = sizeof(struct nmp_shim_record);
         uint64_t in_file = st.st_size > NMP_SHIM_HEADER_SIZE
-                               ? ((uint64_t)st.st_size - NMP_SHIM_HEADER_SIZE +
-                                  sizeof(struct nmp_shim_record) - 1) / sizeof(struct nmp_shim_record)
+                               ? ((uint64_t)st.st_size - NMP_SHIM_HEADER_SIZE + rs - 1) / rs
                                : 0;
         if (h->next < in_file)
             h->next = in_file;
@@ -674,7 +674,8 @@ __attribute__((constructor(101))) static void shim_init(void)
     g_dir[0] = 0;
     if (dir[0] != '/') {
         /* the program may chdir(): anchor a relative directory now */
-        if (!getcwd(g_dir, sizeof g_dir - 64) || strlen(g_dir) + strlen(dir) + 2 >= sizeof g_dir - 64) {
+        if (!getcwd(g_dir, sizeof g_dir - 64) ||
+            strlen(g_dir) + strlen(dir) + 2 >= sizeof g_dir - 64) {
             t_guard = 0;
             return;
         }
@@ -814,7 +815,10 @@ NMP_EXPORT int posix_memalign(void **out, size_t align, size_t n)
     return 0;
 }
 
-NMP_EXPORT void *aligned_alloc(size_t align, size_t n) { return aligned(__libc_memalign(align, n), n); }
+NMP_EXPORT void *aligned_alloc(size_t align, size_t n)
+{
+    return aligned(__libc_memalign(align, n), n);
+}
 NMP_EXPORT void *memalign(size_t align, size_t n) { return aligned(__libc_memalign(align, n), n); }
 NMP_EXPORT void *valloc(size_t n) { return aligned(__libc_valloc(n), n); }
 NMP_EXPORT void *pvalloc(size_t n) { return aligned(__libc_pvalloc(n), n); }

@@ -364,7 +364,8 @@ static int convert_file(struct conv *c, const char *path, uint32_t pid,
                 continue; /* a slot never completed, or past the last one */
             if (r->type < NMP_SHIM_ALLOC || r->type > NMP_SHIM_START ||
                 r->nframes > NMP_SHIM_MAX_FRAMES ||
-                (r->type == NMP_SHIM_ALLOC && (r->kind < NMP_KIND_MALLOC || r->kind > NMP_KIND_NUMA))) {
+                (r->type == NMP_SHIM_ALLOC &&
+                 (r->kind < NMP_KIND_MALLOC || r->kind > NMP_KIND_NUMA))) {
                 /* the shim stops after a partial write; a file that goes on past one is
                  * misaligned from here: keep what came before */
                 set_err(err, "%s: damaged record %llu; the rest of the file is ignored", path,
