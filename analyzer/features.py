@@ -35,6 +35,9 @@ class Windows:
     rank: np.ndarray  # (W, T) normalised rank of each thread's median position, NaN if absent
     distance: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # (W, W) mapping distance
     step: np.ndarray = field(default_factory=lambda: np.zeros(0))  # median |step| of a thread's samples
+    # runs of serial samples (window −1) and of windows' samples in time order, with the
+    # object's sample counts: what the phases are made of
+    pieces: dict = field(default_factory=dict)
 
 
 def _window_ids(n: int, n_threads: int) -> tuple[np.ndarray, int]:
@@ -76,11 +79,22 @@ def object_features(
         n = len(keep)
     uthreads, tl = np.unique(thread, return_inverse=True)
     T = len(uthreads)
+    # Serial stretches (one thread alone on the object: initialisation, I/O) are phases of
+    # their own and take no part in the windows that decide the pattern.
+    serial = _serial_samples(tl, T)
+    time_s = time
+    par = np.flatnonzero(~serial)
+    if len(par) < n:
+        time, tl, pos, page_key, ip = time[par], tl[par], pos[par], page_key[par], ip[par]
+    n_sub, n = n, len(par)
     wid, W = _window_ids(n, T)
     feats: dict[str, float] = {"samples": float(n_all), "threads": float(T), "windows": float(W),
-                               "feature_samples": float(n)}
+                               "feature_samples": float(n_sub), "serial_samples": float(n_sub - n)}
     if n == 0:
-        return feats, Windows(*(np.zeros(0) for _ in range(7)), rank=np.zeros((0, 0)))
+        empty = Windows(*(np.zeros(0) for _ in range(7)), rank=np.zeros((0, 0)))
+        empty.pieces = _pieces(np.full(n_sub, -1), time_s, all_time)
+        feats.update(parallel_windows=0.0, serial_windows=0.0, parallel_samples=0.0)
+        return feats, empty
 
     # ---- per (window, thread) groups: percentiles of position -----------------------
     g = wid * T + tl
@@ -215,11 +229,50 @@ def object_features(
     lasts = np.searchsorted(wid, np.arange(W), side="right") - 1
     ok = lasts >= firsts
     w_start[ok], w_end[ok] = t64[firsts[ok]], t64[lasts[ok]]
-    if n_all != n:
-        # windows count the object's samples, not the subsample's
-        cut = np.searchsorted(all_time, w_start[1:].astype(all_time.dtype))
-        w_samples = np.diff(np.concatenate([[0], cut, [n_all]]))
-    return feats, Windows(w_start, w_end, w_samples, parallel, w_span, w_ent, w_ovl, rank, full, w_step)
+    out = Windows(w_start, w_end, w_samples, parallel, w_span, w_ent, w_ovl, rank, full, w_step)
+    wid_all = np.full(n_sub, -1, dtype=np.int64)
+    wid_all[par] = wid
+    out.pieces = _pieces(wid_all, time_s, all_time)
+    return feats, out
+
+
+SERIAL_HALF = 10  # half-width (samples) of the neighbourhood that tells serial stretches
+
+
+def _serial_samples(tl: np.ndarray, T: int) -> np.ndarray:
+    """Samples in a serial stretch: ≥ 90 % of the 2·10+1 samples around them (in time)
+    come from their own thread.  With two threads or more sharing the object, chance
+    alone practically never gives such a run."""
+    n = len(tl)
+    if T < 2:
+        return np.ones(n, dtype=bool)
+    k = min(2 * SERIAL_HALF + 1, n)
+    lo = np.clip(np.arange(n) - SERIAL_HALF, 0, n - k)
+    own = np.zeros(n, dtype=np.int64)
+    for t in np.unique(tl).tolist():
+        mine = tl == t
+        c = np.concatenate([[0], np.cumsum(mine)])
+        own[mine] = (c[lo + k] - c[lo])[mine]
+    return own >= SERIAL_SHARE * k
+
+
+def _pieces(wid_all: np.ndarray, time: np.ndarray, all_time: np.ndarray) -> dict[str, np.ndarray]:
+    """Consecutive runs (in time) of serial samples (−1) or of one window's samples, with
+    their time range and the number of the object's samples in it."""
+    n = len(wid_all)
+    if n == 0:
+        z = np.zeros(0, dtype=np.int64)
+        return {"window": z, "start": z, "end": z, "samples": z}
+    first = np.flatnonzero(np.r_[True, wid_all[1:] != wid_all[:-1]])
+    last = np.r_[first[1:] - 1, n - 1]
+    t64 = time.astype(np.int64)
+    start, end = t64[first], t64[last]
+    if len(all_time) == n:
+        samples = last - first + 1
+    else:  # a subsample: count the object's samples in each piece's time range
+        cut = np.searchsorted(all_time, start[1:].astype(all_time.dtype))
+        samples = np.diff(np.concatenate([[0], cut, [len(all_time)]]))
+    return {"window": wid_all[first], "start": start, "end": end, "samples": samples}
 
 
 MIN_CONTEXT_SAMPLES = 10

@@ -27,7 +27,9 @@ RANDOM_OVERLAP = 0.5  # mean pairwise overlap (IoU) of the threads' 5–95 % ran
 RANDOM_STEP = 0.15  # median |position step| between a thread's consecutive samples
 INSTABILITY = 0.15  # mean |rank change| between parallel windows
 PHASE_CHANGE = 0.3
-SHARED_RANGE = 0.5  # mean overlap of the threads' ranges in a window  # rank change between consecutive windows that starts a new phase
+SHARED_RANGE = 0.5  # mean overlap of the threads' ranges in a window
+MIN_SERIAL_PHASE = 50  # samples a serial stretch needs to be reported as a phase
+MIN_SERIAL_SHARE = 0.02  # ... or this share of the object's samples, if larger  # rank change between consecutive windows that starts a new phase
 
 
 def _random_score(span: float, entropy: float, overlap: float, step: float) -> float:
@@ -108,32 +110,46 @@ def phases(w: Windows, t_origin: int, pattern: str | None = None) -> list[Phase]
         if i and labels[-1] != labels[-2]:
             seg += 1
         seg_id.append(seg)
-    # structured segments of one window are mapping changes: merge neighbours as irregular
-    out: list[tuple[str, list[int]]] = []
-    i = 0
-    while i < W:
-        j = i
-        while j + 1 < W and seg_id[j + 1] == seg_id[i]:
-            j += 1
-        lab = labels[i]
-        idx = list(range(i, j + 1))
-        if lab == "structured":
-            lab = "regular" if len(idx) >= 2 else "irregular"
-        if lab != "empty":
-            if out and out[-1][0] == lab and lab != "regular":
-                out[-1][1].extend(idx)
+    # structured segments of one window are mapping changes: they are irregular
+    final = list(labels)
+    for i in range(W):
+        if labels[i] == "structured":
+            size = sum(1 for j in range(W) if seg_id[j] == seg_id[i])
+            final[i] = "regular" if size >= 2 else "irregular"
+    # phases: serial stretches and windows in time order, neighbours with the same label
+    # merged (regular ones only within one mapping segment)
+    pieces = w.pieces or {"window": np.arange(W), "start": w.start, "end": w.end, "samples": w.samples}
+    total = int(np.sum(pieces["samples"])) if len(pieces["samples"]) else 0
+    # A thread alone for a few dozen samples inside a parallel phase is descheduling or
+    # chance, not a serial phase: short serial stretches stay in the phase around them.
+    min_serial = max(MIN_SERIAL_PHASE, int(MIN_SERIAL_SHARE * total))
+    res: list[Phase] = []
+    last_key = None
+    carry = 0
+    for v, a, b, c in zip(*(np.asarray(pieces[k]).tolist() for k in ("window", "start", "end", "samples")),
+                          strict=True):
+        lab = "serial" if v < 0 else final[v]
+        if lab == "empty" or c == 0:
+            continue
+        if v < 0 and c < min_serial:
+            if res:
+                res[-1].end = int(b - t_origin)
+                res[-1].samples += int(c)
             else:
-                out.append((lab, idx))
-        i = j + 1
-    res = []
-    for lab, idx in out:
-        res.append(
-            Phase(
-                start=int(w.start[idx[0]] - t_origin),
-                end=int(w.end[idx[-1]] - t_origin),
-                pattern=lab,
-                parallel=lab != "serial",
-                samples=int(sum(int(w.samples[k]) for k in idx)),
-            )
-        )
+                carry += int(c)
+            continue
+        key = (lab, seg_id[v]) if lab == "regular" else (lab,)
+        if res and key == last_key:
+            res[-1].end = int(b - t_origin)
+            res[-1].samples += int(c)
+        else:
+            res.append(Phase(start=int(a - t_origin), end=int(b - t_origin), pattern=lab,
+                             parallel=lab != "serial", samples=int(c) + carry))
+            carry = 0
+        last_key = key
+    if carry and res:
+        res[-1].samples += carry
+    elif carry:
+        res.append(Phase(start=int(pieces["start"][0] - t_origin), end=int(pieces["end"][-1] - t_origin),
+                         pattern="serial", parallel=False, samples=carry))
     return res

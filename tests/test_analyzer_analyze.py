@@ -372,3 +372,17 @@ def test_degenerate_profiles(tmp_path):
     assert a.topology.n_nodes == 1 and a.profile.outside_objects == 2 and a.traffic.tolist() == [[2]]
     assert any("no recorded topology" in f for f in a.findings)
     assert not any("not bound" in f for f in a.findings)
+
+
+def test_serial_stretches_do_not_decide_the_pattern(tmp_path):
+    """Two threads; the master sweeps the array alone, then both run a static loop.  The
+    window where the serial sweep ends holds the master's samples at the end of the array
+    and the other thread's in its upper half: counted in, the threads' ranks swap."""
+    run = profgen.synth_run(tmp_path / "p", [
+        Array("x", 8 * MiB, ["serial", "serial", "regular", "regular", "regular"], samples=1500),
+    ], thread_cpus=(0, 2))
+    o = by_addr(analyze(run.path), run)["x"]
+    assert o.pattern == "regular" and o.features["instability"] < 0.05, o.features
+    assert [p.pattern for p in o.phases] == ["serial", "regular"]
+    assert o.features["serial_samples"] >= 3000 - 30
+    assert sum(p.samples for p in o.phases) == o.samples
