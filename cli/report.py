@@ -38,7 +38,7 @@ def command(profile, fmt, top, object_name, output, target, diff):
     topology, NUMA factor), the hot objects table, the node-to-node traffic matrix and
     the thread placement findings.
     """
-    from numaprof.analyzer import analyze
+    from numaprof.cli.loading import analyze_path as analyze
     from numaprof.cli.render import json_report, text_report
 
     if diff:
@@ -75,7 +75,7 @@ def _emit(text: str, output: Path | None) -> None:
 
 
 def _diff(paths, fmt: str, object_name: str | None) -> None:
-    from numaprof.analyzer import analyze
+    from numaprof.cli.loading import analyze_path as analyze
     from numaprof.cli.render import json_report, text_diff
 
     before, after = (analyze(p, object_name=object_name) for p in paths)

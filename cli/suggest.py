@@ -35,7 +35,7 @@ def command(profile, target, fmt, top, object_name, do_apply, dry_run, revert):
     load; the cheapest wins, ties going to the simplest change.  --target evaluates the
     same profile for another machine (a preset or an hwloc XML file).
     """
-    from numaprof.analyzer import analyze
+    from numaprof.cli.loading import analyze_path as analyze
     from numaprof.cli.render import json_suggest, text_suggest
     from numaprof.recommender import suggest
     from numaprof.recommender.targets import resolve_target
