@@ -571,7 +571,10 @@ def _object_result(o: _Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_pro
     off = (a_addr[idx] - ivs.start[iv]).astype(np.int64)
     span = (ivs.end[iv] - ivs.start[iv]).astype(np.float64)
     pos = np.minimum(off / np.maximum(span, 1), np.nextafter(1.0, 0))
-    pg = off // page
+    # page numbers as the kernel sees them (an allocation rarely starts on a page
+    # boundary): what first touch, move_pages and the recommender's policies act on
+    shift = np.uint64(page.bit_length() - 1)
+    pg = ((a_addr[idx] >> shift) - (ivs.start[iv] >> shift)).astype(np.int64)
     acc = a_access[idx]
     known_acc = np.count_nonzero(acc)
     reads = float(np.count_nonzero(acc == 1) / known_acc) if known_acc else 0.0
@@ -601,7 +604,8 @@ def _object_result(o: _Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_pro
         pages_source = "first_touch"
     if sum(pages_by_node) == 0:
         pages_source = "none"
-    n_pages = max(1, -(-int(o.size) // page))
+    spans = ((ivs.end[members] - np.uint64(1)) >> shift) - (ivs.start[members] >> shift) + np.uint64(1)
+    n_pages = max(1, int(spans.max()) if len(members) else -(-int(o.size) // page))
     access = ObjectAccess(page=pg.astype(np.int64), thread=a_tidx[idx].astype(np.int32),
                           # unweighted samples share one read-only 1.0 instead of n copies
                           weight=w if w is not None else np.broadcast_to(np.float64(1.0), (n,)),

@@ -386,3 +386,14 @@ def test_serial_stretches_do_not_decide_the_pattern(tmp_path):
     assert [p.pattern for p in o.phases] == ["serial", "regular"]
     assert o.features["serial_samples"] >= 3000 - 30
     assert sum(p.samples for p in o.phases) == o.samples
+
+
+def test_pages_are_kernel_pages(tmp_path):
+    """malloc returns page + 16: an 8 KiB allocation spans three pages, and the byte at
+    offset 4090 is on the second."""
+    A = 0x7000_0000_0010
+    objects = dict(time=[1], free_time=[0], addr=[A], size=[8192], stack=[1])
+    samples = dict(time=[10, 11, 12], addr=[A, A + 4090, A + 8191], tid=[7] * 3, cpu=[0] * 3)
+    _hand_profile(tmp_path / "p", samples, objects)
+    acc = analyze(tmp_path / "p").objects[0].access
+    assert acc.page.tolist() == [0, 1, 2] and acc.n_pages == 3
