@@ -8,9 +8,9 @@ from pathlib import Path
 import click
 
 from numaprof.cli.options import (
+    DEFAULT_PROFILE,
     ReportConfig,
     object_option,
-    profile_argument,
     target_option,
     top_option,
 )
@@ -18,7 +18,7 @@ from numaprof.cli.render import progress_callback
 
 
 @click.command()
-@profile_argument
+@click.argument("profiles", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text",
               show_default=True,
               help="text; json (the numaprof.report/1 schema); html (one self-contained file "
@@ -31,8 +31,11 @@ from numaprof.cli.render import progress_callback
 @click.option("--diff", "diff", nargs=2, type=click.Path(path_type=Path), default=None,
               metavar="BEFORE AFTER",
               help="Compare two profiles per object: local fraction, imbalance, pages, pattern.")
-def command(profile, fmt, top, object_name, output, target, diff):
-    """Report the profile in PROFILE (default ./numaprof.data).
+def command(profiles, fmt, top, object_name, output, target, diff):
+    """Report the profile in PROFILES (default ./numaprof.data; also a perf.data file).
+
+    Several profiles (MPI ranks recorded with -o prof.%r) are reported per rank and
+    combined, objects added up by name.
 
     Prints the header (command, backend, samples, data-address coverage, lost samples,
     topology, NUMA factor), the hot objects table, the node-to-node traffic matrix and
@@ -44,6 +47,10 @@ def command(profile, fmt, top, object_name, output, target, diff):
     if diff:
         _diff(diff, fmt, object_name)
         return
+    if len(profiles) > 1:
+        _ranks(profiles, fmt, top, object_name)
+        return
+    profile = profiles[0] if profiles else Path(DEFAULT_PROFILE)
     cfg = ReportConfig(profile=profile, format=fmt, top=top, object_name=object_name,
                        output=output)
     with progress_callback(enabled=cfg.format == "text") as progress:
@@ -83,3 +90,18 @@ def _diff(paths, fmt: str, object_name: str | None) -> None:
         sys.stdout.write(json_report.dumps(text_diff.to_json(before, after)))
     else:
         text_diff.render(before, after)
+
+
+def _ranks(paths, fmt: str, top: int | None, object_name: str | None) -> None:
+    from numaprof.analyzer.merge import merge
+    from numaprof.cli.loading import analyze_path
+    from numaprof.cli.render import json_report, text_report
+
+    analyses = [analyze_path(p, object_name=object_name) for p in paths]
+    combined = merge(analyses)
+    if fmt == "json":
+        doc = json_report.report(combined, top=top)
+        doc["ranks"] = [json_report.report(a, top=top) for a in analyses]
+        sys.stdout.write(json_report.dumps(doc))
+    else:
+        text_report.render_ranks(analyses, combined, top=top or 15)

@@ -85,3 +85,18 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
         con.print(f"- {f}")
     if out is not None:
         con.file.close()
+
+
+def render_ranks(ranks: list[Analysis], combined: Analysis, top: int = 15) -> None:
+    """Several profiles (MPI ranks): one line per rank, then the combined report."""
+    con = console()
+    table = Table(title="ranks", title_justify="left")
+    for col in ("profile", "samples", "with address", "hot object", "local", "imbalance"):
+        table.add_column(col)
+    for a in ranks:
+        hot = a.objects[0].name if a.objects else "-"
+        table.add_row(a.profile.path, str(a.profile.samples), pct(a.profile.address_coverage),
+                      hot, pct(a.local_fraction), f"{a.imbalance:.2f}")
+    con.print(table)
+    con.print("[bold]combined[/bold]")
+    render(combined, top=top)
