@@ -322,13 +322,11 @@ class Mappings:
             entry = next(iter(self.by_pid.values()))
         starts, rows = entry
         i = int(np.searchsorted(starts, np.uint64(addr), side="right")) - 1
-        while i >= 0:
-            s, ln, off, path = rows[i]
+        # mappings recorded over time may overlap (a region remapped): look a few back
+        for j in range(i, max(i - 16, -1), -1):
+            s, ln, _, _ = rows[j]
             if s <= addr < s + ln:
-                return rows[i]
-            if s + ln <= addr and i < len(rows) - 1:
-                break
-            i -= 1
+                return rows[j]
         return None
 
     def files(self, pid: int | None = None):
