@@ -12,13 +12,15 @@ numactl / environment line < one-line patch.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
-from numaprof.analyzer.model import Analysis, ObjectResult, Topology
+from numaprof.analyzer.model import Analysis, ObjectAccess, ObjectResult, Topology
 from numaprof.recommender import emit
 from numaprof.recommender.cost import TIE_TOLERANCE, Replay, Ties, imbalance
 from numaprof.recommender.model import ObjectSuggestion, Prediction, Suggestions
-from numaprof.recommender.policies import node_of_page
+from numaprof.recommender.policies import node_of_page, static_schedule_owner
 
 #: Candidates, in tie-break order within the same kind of change.
 CANDIDATES = (
@@ -172,6 +174,36 @@ def _change_of(policy: str, numactl_ok: bool) -> str:
     return "patch"
 
 
+def _parallel_init_access(o: ObjectResult, plan: _Plan) -> ObjectAccess | None:
+    """The accesses as they would be with the serial initialisation made parallel.
+
+    The serial initialisation is what the object sees before a second thread first
+    accesses it (all of it by the master).  Those samples are given to the compute thread
+    that owns their page under the static schedule, as `#pragma omp parallel for
+    schedule(static)` on that loop would.  None when there is nothing to move (no sample
+    times, or no other thread ever accesses the object).
+    """
+    acc = o.access
+    t = getattr(acc, "time", None)
+    if t is None or len(plan.compute) < 2:
+        return None
+    t = np.asarray(t)
+    thread = np.asarray(acc.thread)
+    master = plan.master_index(o)
+    others = thread != master
+    if not others.any():
+        return None
+    page = np.asarray(acc.page)
+    n_pages = int(acc.n_pages)
+    moved = (t < t[others].min()) & (page >= 0) & (page < n_pages)
+    if not moved.any():
+        return None
+    owner = np.asarray(plan.compute, dtype=np.int64)[static_schedule_owner(n_pages, len(plan.compute))]
+    new_thread = np.array(thread, dtype=np.int32, copy=True)
+    new_thread[moved] = owner[page[moved]]
+    return dataclasses.replace(acc, thread=new_thread)
+
+
 def _evaluate(plan: _Plan, o: ObjectResult) -> tuple[list[Prediction], str, Ties]:
     acc = o.access
     n_pages = int(acc.n_pages)
@@ -181,6 +213,11 @@ def _evaluate(plan: _Plan, o: ObjectResult) -> tuple[list[Prediction], str, Ties
     factor = plan.target.numa_factor()
     ft_nodes, ft_how = plan.first_touch_nodes(o)
     replay = Replay(acc, plan.thread_node, plan.n, n_pages)
+    replays = {}
+    if ft_how == "master" or (ft_how == "measured" and o.first_touch.serial):
+        pi_access = _parallel_init_access(o, plan)
+        if pi_access is not None:
+            replays["parallel_init"] = Replay(pi_access, plan.thread_node, plan.n, n_pages)
     preds, pages = [], {}
     for policy in CANDIDATES:
         if policy == "first_touch":
@@ -193,8 +230,9 @@ def _evaluate(plan: _Plan, o: ObjectResult) -> tuple[list[Prediction], str, Ties
         else:
             placed = node_of_page(policy, n_pages, spread_nodes)
         pages[policy] = placed
-        preds.append(replay.predict(policy, placed, factor, active_nodes=spread_nodes))
-    return preds, ft_how, Ties(replay, pages, factor, len(spread_nodes))
+        preds.append(replays.get(policy, replay).predict(policy, placed, factor,
+                                                         active_nodes=spread_nodes))
+    return preds, ft_how, Ties(replay, pages, factor, len(spread_nodes), replays)
 
 
 def _pick(preds: list[Prediction], pattern: str, ties: Ties, numactl_ok: bool) -> Prediction:

@@ -159,8 +159,11 @@ class Ties:
     """
 
     def __init__(self, replay: Replay, pages: dict[str, np.ndarray], factor: np.ndarray,
-                 active_nodes: int):
+                 active_nodes: int, replays: dict[str, Replay] | None = None):
+        # ``replays``: candidates replayed with other accessing threads for the same samples
+        # (parallel_init: the initialisation loop run by the compute threads)
         self.replay, self.pages, self.factor = replay, pages, factor
+        self.replays = replays or {}
         n = replay.n_eff()
         self.cont_noise = max(TIE_TOLERANCE, 1.5 * np.sqrt(max(active_nodes - 1, 1) / n)) if n >= 2 else None
 
@@ -172,8 +175,10 @@ class Ties:
         if abs(p.contention - ref.contention) > self.cont_noise * ref.contention:
             return False
         r = self.replay
-        d = (r.latency_per_sample(self.pages[p.policy], self.factor)
-             - r.latency_per_sample(self.pages[ref.policy], self.factor))
+        rp = self.replays.get(p.policy, r)
+        rr = self.replays.get(ref.policy, r)
+        d = (rp.latency_per_sample(self.pages[p.policy], self.factor)
+             - rr.latency_per_sample(self.pages[ref.policy], self.factor))
         if r.w is None:
             mean = float(d.mean())
             se = float(d.std()) / np.sqrt(len(d)) if len(d) else 0.0

@@ -36,6 +36,10 @@ class ObjectSuggestion:
     size: int = 0
     share: float = 0.0
 
+    def alternative(self, policy: str) -> Prediction | None:
+        """The what-if row of ``policy`` (e.g. to switch a refused parallel_init to bind_block)."""
+        return next((a for a in self.alternatives if a.policy == policy), None)
+
 
 @dataclass
 class Suggestions:
