@@ -146,24 +146,30 @@ class _Plan:
             return self.tid_index[ft.master_tid]
         return self.compute[0] if self.compute else 0
 
-    def first_touch_nodes(self, o: ObjectResult) -> tuple[np.ndarray, str]:
-        """Node per page under first touch on the target, and how it was derived."""
+    def first_touch_nodes(self, o: ObjectResult,
+                          subset: np.ndarray | None = None) -> tuple[np.ndarray, str]:
+        """Node per page (or per page of ``subset``) under first touch on the target, and
+        how it was derived."""
         acc = o.access
         n_pages = int(acc.n_pages)
+        count = n_pages if subset is None else len(subset)
         master = int(self.thread_node[self.master_index(o)])
         per_page = getattr(acc, "first_touch_thread", None)
         if per_page is not None and len(per_page) == n_pages:
             per_page = np.asarray(per_page, dtype=np.int64)
+            if subset is not None:
+                per_page = per_page[subset]
             ok = (per_page >= 0) & (per_page < len(self.thread_node))
-            nodes = np.full(n_pages, master, dtype=np.int64)
+            nodes = np.full(count, master, dtype=np.int64)
             nodes[ok] = self.thread_node[per_page[ok]]
             return nodes, "measured"
         ft = o.first_touch
         if ft.serial or ft.threads <= 1:
-            return np.full(n_pages, master, dtype=np.int64), "master"
+            return np.full(count, master, dtype=np.int64), "master"
         # Parallel first touch without per-page data: assume the initialisation used the
         # compute threads' static schedule (the NUMA-aware idiom of 001 §4).
-        return node_of_page("bind_block", n_pages, [], threads_nodes=self.compute_nodes), "static"
+        return node_of_page("bind_block", n_pages, [], threads_nodes=self.compute_nodes,
+                            pages=subset), "static"
 
 
 def _change_of(policy: str, numactl_ok: bool) -> str:
@@ -204,31 +210,52 @@ def _parallel_init_access(o: ObjectResult, plan: _Plan) -> ObjectAccess | None:
     return dataclasses.replace(acc, thread=new_thread)
 
 
+def _compact(acc: ObjectAccess, subset: np.ndarray | None) -> ObjectAccess:
+    """The accesses with pages renumbered as indexes into ``subset`` (None: unchanged)."""
+    if subset is None:
+        return acc
+    page = np.asarray(acc.page)
+    if len(subset) == 0:
+        return dataclasses.replace(acc, page=np.full(len(page), -1), n_pages=0)
+    idx = np.minimum(np.searchsorted(subset, page), len(subset) - 1)
+    return dataclasses.replace(acc, page=np.where(subset[idx] == page, idx, -1),
+                               n_pages=len(subset))
+
+
 def _evaluate(plan: _Plan, o: ObjectResult) -> tuple[list[Prediction], str, Ties]:
     acc = o.access
     n_pages = int(acc.n_pages)
+    # A huge array is sampled on few of its pages: evaluate the maps on those pages only.
+    subset = None
+    if n_pages > 4 * max(len(acc.page), 1):
+        page = np.asarray(acc.page)
+        subset = np.unique(page[(page >= 0) & (page < n_pages)])
     # "M = number of memory nodes used": the nodes the compute threads run on.  Spreading
     # further only adds remote latency (cost.py), so spreading policies use these nodes.
     spread_nodes = plan.spread_nodes
     factor = plan.target.numa_factor()
-    ft_nodes, ft_how = plan.first_touch_nodes(o)
-    replay = Replay(acc, plan.thread_node, plan.n, n_pages)
+    ft_nodes, ft_how = plan.first_touch_nodes(o, subset)
+    n_replayed = n_pages if subset is None else len(subset)
+    replay = Replay(_compact(acc, subset), plan.thread_node, plan.n, n_replayed)
     replays = {}
     if ft_how == "master" or (ft_how == "measured" and o.first_touch.serial):
         pi_access = _parallel_init_access(o, plan)
         if pi_access is not None:
-            replays["parallel_init"] = Replay(pi_access, plan.thread_node, plan.n, n_pages)
+            replays["parallel_init"] = Replay(_compact(pi_access, subset), plan.thread_node,
+                                              plan.n, n_replayed)
     preds, pages = [], {}
     for policy in CANDIDATES:
         if policy == "first_touch":
             placed = ft_nodes
         elif policy in ("bind_block", "parallel_init"):
-            placed = node_of_page(policy, n_pages, spread_nodes, threads_nodes=plan.compute_nodes)
+            placed = node_of_page(policy, n_pages, spread_nodes, threads_nodes=plan.compute_nodes,
+                                  pages=subset)
         elif policy == "bind_all":
             # The centralised placement on the node of the master thread.
-            placed = node_of_page(policy, n_pages, [int(plan.thread_node[plan.master_index(o)])])
+            placed = node_of_page(policy, n_pages, [int(plan.thread_node[plan.master_index(o)])],
+                                  pages=subset)
         else:
-            placed = node_of_page(policy, n_pages, spread_nodes)
+            placed = node_of_page(policy, n_pages, spread_nodes, pages=subset)
         pages[policy] = placed
         preds.append(replays.get(policy, replay).predict(policy, placed, factor,
                                                          active_nodes=spread_nodes))

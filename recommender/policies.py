@@ -57,40 +57,41 @@ def splitmix64(seed: int, index: np.ndarray) -> np.ndarray:
         return z ^ (z >> _U64(31))
 
 
-def static_schedule_owner(n_items: int, n_threads: int) -> np.ndarray:
+def static_schedule_owner(n_items: int, n_threads: int, items: np.ndarray | None = None) -> np.ndarray:
     """Thread owning each item under OpenMP ``schedule(static)`` without a chunk size.
 
     Thread k gets one contiguous block; the first ``n_items % n_threads`` threads get one
-    item more (libgomp's split).
+    item more (libgomp's split).  ``items``: only these item indexes (default all).
     """
     if n_threads <= 0:
         raise ValueError("static schedule needs at least one thread")
     q, r = divmod(n_items, n_threads)
     k = np.arange(n_threads)
     starts = k * q + np.minimum(k, r)
-    return np.searchsorted(starts, np.arange(n_items), side="right") - 1
+    i = np.arange(n_items) if items is None else np.asarray(items, dtype=np.int64)
+    return np.searchsorted(starts, i, side="right") - 1
 
 
-def _bind_all(n_pages: int, nodes: np.ndarray, capacity_pages) -> np.ndarray:
+def _bind_all(i: np.ndarray, nodes: np.ndarray, capacity_pages) -> np.ndarray:
     if capacity_pages is None:
-        return np.full(n_pages, nodes[0], dtype=np.int64)
+        return np.full(len(i), nodes[0], dtype=np.int64)
     cap = np.asarray(capacity_pages, dtype=np.int64)
     if cap.shape != nodes.shape:
         raise ValueError("bind_all: capacity_pages needs one entry per node")
     ends = np.cumsum(cap)
-    which = np.searchsorted(ends, np.arange(n_pages), side="right")
+    which = np.searchsorted(ends, i, side="right")
     # Pages beyond the total capacity stay on the last node (the kernel would fail or
     # fall back; the prediction keeps them somewhere visible).
     return nodes[np.minimum(which, len(nodes) - 1)]
 
 
-def _weighted(n_pages: int, nodes: np.ndarray, weights) -> np.ndarray:
+def _weighted(i: np.ndarray, nodes: np.ndarray, weights) -> np.ndarray:
     w = np.ones(len(nodes), dtype=np.int64) if weights is None else np.asarray(weights, dtype=np.int64)
     if w.shape != nodes.shape or (w <= 0).any():
         raise ValueError("weighted_interleave: one positive integer weight per node")
     # Linux weighted_interleave_nid(): offset mod total weight, walk the cumulated weights.
     ends = np.cumsum(w)
-    return nodes[np.searchsorted(ends, np.arange(n_pages) % int(ends[-1]), side="right")]
+    return nodes[np.searchsorted(ends, i % int(ends[-1]), side="right")]
 
 
 def node_of_page(
@@ -104,6 +105,7 @@ def node_of_page(
     seed: int = 0,
     weights: Sequence[int] | None = None,
     capacity_pages: Sequence[int] | None = None,
+    pages: np.ndarray | None = None,
 ) -> np.ndarray:
     """Node of every page 0..n_pages-1 of an array placed with ``policy``.
 
@@ -116,7 +118,9 @@ def node_of_page(
     - ``weights``: per-node integer weights of weighted_interleave (default all 1).
     - ``capacity_pages``: pages each node can hold for bind_all (default: unlimited, so
       every page goes to the first node).
-    Returns an int64 array of node ids.
+    - ``pages``: evaluate only these page indexes (default 0..n_pages-1); every map is a
+      function of the page index alone, so a huge array's sampled pages cost no more.
+    Returns an int64 array of node ids, one per page asked for.
     """
     n_pages = int(n_pages)
     if n_pages < 0:
@@ -125,7 +129,9 @@ def node_of_page(
     m = len(nodes_a)
     if m == 0 and policy not in ("first_touch", "bind_block", "parallel_init"):
         raise ValueError(f"{policy}: needs at least one node")
-    i = np.arange(n_pages, dtype=np.int64)
+    i = np.arange(n_pages, dtype=np.int64) if pages is None else np.asarray(pages, dtype=np.int64)
+    if len(i) and (i.min() < 0 or i.max() >= n_pages):
+        raise ValueError("pages outside 0..n_pages-1")
     b = max(1, int(block_pages))
     if policy == "first_touch":
         if first_touch_nodes is None:
@@ -133,14 +139,14 @@ def node_of_page(
         ft = np.asarray(first_touch_nodes, dtype=np.int64)
         if ft.shape != (n_pages,):
             raise ValueError(f"first_touch_nodes has shape {ft.shape}, expected ({n_pages},)")
-        return ft.copy()
+        return ft[i]
     if policy in ("bind_block", "parallel_init"):
         if not threads_nodes:
             raise ValueError(f"{policy} needs threads_nodes (the node of each compute thread)")
         tn = np.asarray(list(threads_nodes), dtype=np.int64)
-        return tn[static_schedule_owner(n_pages, len(tn))]
+        return tn[static_schedule_owner(n_pages, len(tn), i)]
     if policy == "bind_all":
-        return _bind_all(n_pages, nodes_a, capacity_pages)
+        return _bind_all(i, nodes_a, capacity_pages)
     if policy == "cyclic":
         return nodes_a[i % m]
     if policy == "cyclic_block":
@@ -159,5 +165,5 @@ def node_of_page(
     if policy == "random_block":
         return nodes_a[(splitmix64(seed, i // b) % _U64(m)).astype(np.int64)]
     if policy == "weighted_interleave":
-        return _weighted(n_pages, nodes_a, weights)
+        return _weighted(i, nodes_a, weights)
     raise ValueError(f"unknown policy {policy!r} (known: {', '.join(POLICIES)})")

@@ -450,3 +450,21 @@ def test_parallel_init_prediction_parallelises_the_serial_initialisation():
     s = suggest(an, resolve_target("2s", an.topology)).objects[0]
     rows = {a.policy: a for a in s.alternatives}
     assert rows["parallel_init"].local_fraction == pytest.approx(rows["bind_block"].local_fraction)
+
+
+def test_huge_array_is_evaluated_on_its_sampled_pages():
+    # 64 GiB of pages, 8000 samples: same decisions and numbers as a full evaluation would
+    # give, without materialising 16 M-page maps per candidate.
+    t = 4
+    n_pages = 16 << 20
+    for make, serial, want in ((access_regular, True, {"parallel_init", "bind_block"}),
+                               (access_random, True, SPREADING),
+                               (access_regular, False, {"first_touch"})):
+        acc = make(n_pages, t)
+        an = analysis([obj("huge", "random" if make is access_random else "regular", acc,
+                           serial=serial, n_threads=t)], threads(t))
+        o = suggest(an, resolve_target("4s", an.topology)).objects[0]
+        assert o.policy in want, (make.__name__, serial, o.policy)
+        if make is access_regular and serial:
+            assert o.current.local_fraction == pytest.approx(0.25, abs=0.03)
+            assert o.predicted.local_fraction == pytest.approx(1.0)

@@ -143,3 +143,18 @@ def test_every_policy_is_defined_and_unknown_is_refused():
 
 def test_zero_pages():
     assert node_of_page("skew_mapp", 0, [0, 1]).shape == (0,)
+
+
+def test_a_subset_of_pages_gives_the_same_nodes():
+    rng = np.random.default_rng(3)
+    n = 100_003
+    sub = np.sort(rng.choice(n, 500, replace=False))
+    ft = rng.integers(0, 4, n)
+    for p in POLICIES:
+        kw = dict(threads_nodes=[0, 1, 2, 3, 1, 2], first_touch_nodes=ft, block_pages=7, seed=9,
+                  weights=[1, 2, 3, 1] if p == "weighted_interleave" else None,
+                  capacity_pages=[30_000, 30_000, 30_000, 30_000] if p == "bind_all" else None)
+        full = node_of_page(p, n, [0, 1, 2, 3], **kw)
+        assert np.array_equal(node_of_page(p, n, [0, 1, 2, 3], pages=sub, **kw), full[sub]), p
+    with pytest.raises(ValueError):
+        node_of_page("cyclic", 10, [0, 1], pages=np.array([10]))
