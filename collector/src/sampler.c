@@ -839,6 +839,10 @@ static int open_events(struct collector *c, pid_t pid, int launch)
     int rc = 0;
     if (launch) {
         rc = open_task_events(c, pid, 1, owner, tp_id);
+        if (rc > 0) {
+            snprintf(c->err, NMP_ERRLEN, "the command's process vanished before it started");
+            rc = -1;
+        }
     } else {
         /* every existing thread; inherit covers the ones created later */
         char path[64];
@@ -1526,6 +1530,21 @@ static uint64_t tick_slow(struct collector *c)
     return spent * 100 > SLOW_TICK_NS ? spent * 100 : SLOW_TICK_NS;
 }
 
+/* A Ctrl-C from the terminal (si_code SI_KERNEL) already reached the command when it is
+ * in our process group; the same signal relayed within 0.5 s by a wrapper (numaprof
+ * record forwards what it gets) is that Ctrl-C again.  Everything else is forwarded. */
+static int should_forward(struct collector *c, const struct signalfd_siginfo *si)
+{
+    static uint64_t last_tty[NSIG];
+    uint64_t now = nmp_now_ns();
+    int same_group = getpgid(c->root) == getpgrp();
+    if (si->ssi_code == SI_KERNEL) {
+        last_tty[si->ssi_signo] = now;
+        return !same_group;
+    }
+    return !(same_group && last_tty[si->ssi_signo] && now - last_tty[si->ssi_signo] < 500000000ULL);
+}
+
 /* Polls the rings and the signals until the command exits (or the attach time is up). */
 static void run_loop(struct collector *c, int sfd, int pidfd, uint64_t deadline)
 {
@@ -1559,7 +1578,7 @@ static void run_loop(struct collector *c, int sfd, int pidfd, uint64_t deadline)
                     c->interrupted = si.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM";
                     if (c->cfg->attach_pid > 0)
                         done = 1; /* stop profiling; leave the process alone */
-                    else
+                    else if (should_forward(c, &si))
                         kill(c->root, (int)si.ssi_signo);
                 } else if (si.ssi_signo == SIGCHLD && c->cfg->attach_pid <= 0) {
                     int st;
