@@ -139,12 +139,27 @@ class _Plan:
         self.compute_nodes = [int(self.thread_node[t]) for t in self.compute]
         self.spread_nodes = sorted(set(self.compute_nodes))
         self.tid_index = {t.tid: i for i, t in enumerate(analysis.threads)}
+        self.contradicted: list[str] = []
 
     def master_index(self, o: ObjectResult) -> int:
         ft = o.first_touch
         if ft.master_tid is not None and ft.master_tid in self.tid_index:
             return self.tid_index[ft.master_tid]
         return self.compute[0] if self.compute else 0
+
+    def placement_contradicts_master(self, o: ObjectResult) -> bool:
+        """On the recorded multi-node machine: the measured pages per node show that no
+        single node holds 90 % of the pages, so the first-touch record (which says one
+        thread placed them) missed faults; the measured placement wins."""
+        if not self.recorded or self.n < 2:
+            return False
+        pages = np.asarray(o.pages_by_node, dtype=float)
+        if pages.sum() < 16:
+            return False
+        if pages.max() >= 0.9 * pages.sum():
+            return False
+        self.contradicted.append(o.name)
+        return True
 
     def first_touch_nodes(self, o: ObjectResult,
                           subset: np.ndarray | None = None) -> tuple[np.ndarray, str]:
@@ -164,7 +179,7 @@ class _Plan:
             nodes[ok] = self.thread_node[per_page[ok]]
             return nodes, "measured"
         ft = o.first_touch
-        if ft.serial or ft.threads <= 1:
+        if (ft.serial or ft.threads <= 1) and not self.placement_contradicts_master(o):
             return np.full(count, master, dtype=np.int64), "master"
         # Parallel first touch without per-page data: assume the initialisation used the
         # compute threads' static schedule (the NUMA-aware idiom of 001 §4).
@@ -376,6 +391,11 @@ def suggest(analysis: Analysis, target: Topology | None = None, *,
     for o in hot:
         preds, ft_how, ties = _evaluate(plan, o)
         evaluated.append((o, preds, ft_how, ties))
+    if plan.contradicted:
+        notes.append("first touch by one thread recorded for "
+                     + ", ".join(plan.contradicted)
+                     + ", but their pages are measured on several nodes: the measured placement "
+                       "is taken (some first-touch faults were not recorded).")
     if any(how == "static" for _, _, how, _ in evaluated):
         notes.append("per-page first touch not recorded for some parallel-initialised objects: "
                      "their first touch is assumed to follow the compute threads' static schedule.")

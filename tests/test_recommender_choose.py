@@ -468,3 +468,18 @@ def test_huge_array_is_evaluated_on_its_sampled_pages():
         if make is access_regular and serial:
             assert o.current.local_fraction == pytest.approx(0.25, abs=0.03)
             assert o.predicted.local_fraction == pytest.approx(1.0)
+
+
+def test_measured_placement_overrides_an_incomplete_first_touch_record():
+    # Recorded on 2 nodes: the first-touch record says one thread placed the pages, but
+    # the pages are measured half on each node (faults of the other thread were lost).
+    t = 2
+    an = analysis([obj("z", "regular", access_regular(BIG, t), serial=True, n_threads=t)],
+                  threads(t, nodes=[0, 1], bound=True), topo=two_node_recorded())
+    an.objects[0].pages_by_node = [359, 360]
+    s = suggest(an)
+    assert s.objects[0].policy == "first_touch"
+    assert any("measured on several nodes" in n for n in s.notes)
+    # the same record with the pages really on one node is a master-thread initialisation
+    an.objects[0].pages_by_node = [719, 0]
+    assert suggest(an).objects[0].policy in ("parallel_init", "bind_block")
