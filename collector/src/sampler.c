@@ -1301,11 +1301,33 @@ static void synth_mappings(struct collector *c, uint32_t pid)
     fclose(f);
 }
 
+/* Is the process still running (not a zombie whose memory is gone)?  Its EXIT record may
+ * not be drained yet, and an exited process's numa_maps is empty: copying it would
+ * replace the shim's final copy written at exit. */
+static int proc_running(uint32_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%" PRIu32 "/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')'); /* comm may contain spaces and parentheses */
+    return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X' && p[2] != 'x';
+}
+
 static void copy_numa_maps(struct collector *c)
 {
-    for (size_t i = 0; i < c->nprocs; i++)
-        if (c->procs[i].alive && nmp_numa_maps_copy((pid_t)c->procs[i].pid, c->cfg->dir) != 0)
+    for (size_t i = 0; i < c->nprocs; i++) {
+        if (!c->procs[i].alive || !proc_running(c->procs[i].pid))
+            continue;
+        if (nmp_numa_maps_copy((pid_t)c->procs[i].pid, c->cfg->dir) != 0)
             nmp_debug("numa_maps of %" PRIu32 ": %s", c->procs[i].pid, strerror(errno));
+    }
 }
 
 static void flush_tables(struct collector *c)
