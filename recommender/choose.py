@@ -396,7 +396,7 @@ def suggest(analysis: Analysis, target: Topology | None = None, *,
                      + ", ".join(plan.contradicted)
                      + ", but their pages are measured on several nodes: the measured placement "
                        "is taken (some first-touch faults were not recorded).")
-    if any(how == "static" for _, _, how, _ in evaluated):
+    if plan.n > 1 and any(how == "static" for _, _, how, _ in evaluated):
         notes.append("per-page first touch not recorded for some parallel-initialised objects: "
                      "their first touch is assumed to follow the compute threads' static schedule.")
 
