@@ -73,6 +73,18 @@ int main(void)
     r.r[R8] = 0x10;
     const uint64_t A = 0x401000;
 
+    /* PERF_SAMPLE_REGS_USER with mask 0xff0fff: 20 values, AX..SS then R8..R15 */
+    {
+        uint64_t vals[20];
+        for (int k = 0; k < 20; k++)
+            vals[k] = 100 + (uint64_t)k;
+        struct nmp_regs u;
+        nmp_regs_unpack(NMP_REGS_MASK, vals, 20, &u);
+        CHECK(u.r[AX] == 100 && u.r[SP] == 107 && u.r[NMP_REG_IP] == 108 && u.r[11] == 111 &&
+                  u.r[12] == 0 && u.r[15] == 0 && u.r[R8] == 112 && u.r[23] == 119,
+              "regs unpack: r8=%" PRIu64 " r15=%" PRIu64, u.r[R8], u.r[23]);
+    }
+
     /* mov rax, [rbx+8] */
     static const uint8_t load[] = {0x48, 0x8b, 0x43, 0x08};
     check_case(d, "mov load", load, sizeof load, A, A, 1, &r,
