@@ -123,7 +123,9 @@ class _Plan:
         pos_of_id = {node.id: p for p, node in enumerate(target.nodes)}
         size = max(n_threads, max(seen, default=-1) + 1, 1)
         self.thread_node = np.zeros(size, dtype=np.int64)
-        if self.recorded and not (unbound and self.binding_from_env is None and self.n > 1):
+        self.measured_map = self.recorded and not (unbound and self.binding_from_env is None
+                                                   and self.n > 1)
+        if self.measured_map:
             # Threads stay where they were measured: keep the measured map.
             for i, t in enumerate(analysis.threads):
                 self.thread_node[i] = pos_of_id.get(t.node, 0)
@@ -148,10 +150,12 @@ class _Plan:
         return self.compute[0] if self.compute else 0
 
     def placement_contradicts_master(self, o: ObjectResult) -> bool:
-        """On the recorded multi-node machine: the measured pages per node show that no
-        single node holds 90 % of the pages, so the first-touch record (which says one
-        thread placed them) missed faults; the measured placement wins."""
-        if not self.recorded or self.n < 2:
+        """On the recorded multi-node machine, with threads that stay where they were
+        measured: the measured pages per node show that no single node holds 90 % of the
+        pages, so the first-touch record (which says one thread placed them) missed faults;
+        the measured placement wins.  (With unbound threads a migrating master spreads its
+        pages itself, and the prediction is for the suggested binding anyway.)"""
+        if not self.measured_map or self.n < 2:
             return False
         pages = np.asarray(o.pages_by_node, dtype=float)
         if pages.sum() < 16:

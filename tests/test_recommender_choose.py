@@ -483,3 +483,10 @@ def test_measured_placement_overrides_an_incomplete_first_touch_record():
     # the same record with the pages really on one node is a master-thread initialisation
     an.objects[0].pages_by_node = [719, 0]
     assert suggest(an).objects[0].policy in ("parallel_init", "bind_block")
+    # unbound threads: a migrating master spreads its own pages; the suggested binding's
+    # master-thread initialisation is what is predicted
+    an.threads = threads(t, nodes=[0, 1], bound=False)
+    an.objects[0].pages_by_node = [600, 119]
+    s = suggest(an)
+    assert s.objects[0].policy in ("parallel_init", "bind_block")
+    assert not any("measured on several nodes" in n for n in s.notes)
