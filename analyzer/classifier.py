@@ -1,0 +1,171 @@
+"""The trained access-pattern classifier (SPEC §3.2), evaluated with numpy.
+
+The model is a scikit-learn random forest trained by :mod:`numaprof.analyzer.train` on
+labelled recordings of the project's microbenchmarks, shipped as plain JSON
+(``model_data/pattern_model.json``: per tree the node arrays ``left``, ``right``,
+``feature``, ``threshold``, ``value``).  Loading never unpickles anything and needs no
+scikit-learn.  Evaluation follows scikit-learn's exactly: features are compared as
+float32 (``x <= threshold`` goes left), each tree's leaf class counts are normalised, the
+trees' probabilities are summed in order and divided by the number of trees, and the
+class is the first with the largest probability.  docs/classifier.md lists the features.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from numaprof.errors import NumaprofError
+
+MODEL_PATH = Path(__file__).resolve().parent / "model_data" / "pattern_model.json"
+FORMAT = "numaprof-pattern-forest"
+VERSION = 1
+CLASSES = ("irregular", "random", "regular")
+N_TREES = 50
+
+# The analyzer's feature dict (features.py) → model inputs.  Counts (samples, windows,
+# pairs) are left out: they grow with the run's length and the array size, not with the
+# pattern.  ``threads_per_page`` is rescaled to [0, 1] by the thread count so that other
+# thread counts look alike.
+FEATURES = (
+    "span_median",
+    "span_p90",
+    "entropy_median",
+    "overlap_median",
+    "instability",
+    "instability_consecutive",
+    "instability_max",
+    "page_sharing",
+    "page_sharing_degree",
+    "small_stride",
+    "forward_stride",
+    "step_median",
+    "cross_step_median",
+    "context_overlap",
+    "context_span",
+    "context_instability",
+)
+
+# The fallback when the model has no answer (the analyzer's rule, docs/analyzer.md):
+MIN_SAMPLES = 30  # samples of the object
+MIN_PARALLEL_SAMPLES = 15  # samples in parallel windows (serial phases never decide)
+
+
+def feature_vector(features: dict) -> list[float]:
+    """The model's inputs, in FEATURES order, from an object's feature dict."""
+    f = dict(features)
+    t = float(f.get("threads", 0.0) or 0.0)
+    tpp = float(f.get("threads_per_page", 0.0) or 0.0)
+    f["page_sharing_degree"] = (tpp - 1.0) / (t - 1.0) if t > 1 and tpp >= 1 else 0.0
+    out = []
+    for name in FEATURES:
+        v = float(f.get(name, 0.0) or 0.0)
+        out.append(0.0 if math.isnan(v) or math.isinf(v) else v)
+    return out
+
+
+def fallback(features: dict) -> tuple[str, float] | None:
+    """("unknown", 0.0) when the samples cannot say (too few, or only serial phases:
+    one thread alone on the object never decides its pattern); None when the model
+    answers."""
+    n = float(features.get("parallel_samples", 0.0) or 0.0)
+    if (float(features.get("samples", 0.0) or 0.0) < MIN_SAMPLES
+            or float(features.get("parallel_windows", 0.0) or 0.0) < 1 or n < MIN_PARALLEL_SAMPLES):
+        return "unknown", 0.0
+    return None
+
+
+class PatternModel:
+    """A random forest from its exported JSON; predict / predict_proba like scikit-learn."""
+
+    def __init__(self, data: dict):
+        if data.get("format") != FORMAT or data.get("version") != VERSION:
+            raise NumaprofError(f"pattern model: format {data.get('format')!r} version "
+                                f"{data.get('version')!r}, this numaprof reads {FORMAT} version {VERSION}")
+        if list(data["features"]) != list(FEATURES):
+            raise NumaprofError("pattern model: its features differ from this numaprof's; "
+                                "retrain with python -m numaprof.analyzer.train fit")
+        self.classes = np.array(data["classes"])
+        self.trees = []
+        for t in data["trees"]:
+            self.trees.append((np.asarray(t["left"], dtype=np.int64), np.asarray(t["right"], dtype=np.int64),
+                               np.asarray(t["feature"], dtype=np.int64),
+                               np.asarray(t["threshold"], dtype=np.float64),
+                               np.asarray(t["value"], dtype=np.float64).reshape(len(t["left"]), -1)))
+        self.meta = {k: v for k, v in data.items() if k != "trees"}
+
+    @classmethod
+    def load(cls, path: str | Path = MODEL_PATH) -> PatternModel:
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as e:
+            raise NumaprofError(f"pattern model {path}: {e}; retrain with "
+                                "python -m numaprof.analyzer.train fit") from e
+        return cls(data)
+
+    def predict_proba(self, X) -> np.ndarray:
+        # scikit-learn's trees compare float32 inputs with float64 thresholds
+        X = np.asarray(X, dtype=np.float64).astype(np.float32).astype(np.float64)
+        X = np.atleast_2d(X)
+        rows = np.arange(len(X))
+        proba = np.zeros((len(X), len(self.classes)), dtype=np.float64)
+        for left, right, feature, threshold, value in self.trees:
+            node = np.zeros(len(X), dtype=np.int64)
+            while True:
+                inner = left[node] >= 0
+                if not inner.any():
+                    break
+                f = np.where(inner, feature[node], 0)
+                go_left = X[rows, f] <= threshold[node]
+                node = np.where(inner, np.where(go_left, left[node], right[node]), node)
+            p = value[node]
+            norm = p.sum(axis=1)
+            norm[norm == 0.0] = 1.0
+            proba += p / norm[:, None]
+        proba /= len(self.trees)
+        return proba
+
+    def predict(self, X) -> np.ndarray:
+        return self.classes.take(np.argmax(self.predict_proba(X), axis=1))
+
+
+_MODEL: PatternModel | None = None
+
+
+def model() -> PatternModel:
+    """The shipped model, loaded once."""
+    global _MODEL
+    if _MODEL is None:
+        _MODEL = PatternModel.load()
+    return _MODEL
+
+
+def classify(features: dict) -> tuple[str, float]:
+    """(pattern, confidence): the model's most probable class and its probability, or
+    ("unknown", 0.0) from :func:`fallback`."""
+    fb = fallback(features)
+    if fb is not None:
+        return fb
+    m = model()
+    p = m.predict_proba([feature_vector(features)])[0]
+    k = int(np.argmax(p))
+    return str(m.classes[k]), round(float(p[k]), 3)
+
+
+def export_forest(forest, **meta) -> dict:
+    """A fitted sklearn RandomForestClassifier as plain data for :class:`PatternModel`."""
+    trees = []
+    for est in forest.estimators_:
+        t = est.tree_
+        trees.append({
+            "left": t.children_left.tolist(),
+            "right": t.children_right.tolist(),
+            "feature": t.feature.tolist(),
+            "threshold": t.threshold.tolist(),
+            "value": t.value[:, 0, :].ravel().tolist(),
+        })
+    return {"format": FORMAT, "version": VERSION, "classes": [str(c) for c in forest.classes_],
+            "features": list(FEATURES), **meta, "trees": trees}

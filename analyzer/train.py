@@ -1,0 +1,319 @@
+"""Record labelled training data for the access-pattern classifier and fit it (SPEC §3.2).
+
+    python -m numaprof.analyzer.train record --out DIR     # record, analyse, write DIR/features.csv
+    python -m numaprof.analyzer.train fit --data DIR        # train, evaluate held-out, export JSON
+
+``record`` runs the Figure 15 kernels of examples/patterns.c (regular / irregular / random
+× static / dynamic × read / write / rw × array sizes × OMP_NUM_THREADS 1, 2, 3) built at
+-O2, plus -O0 and -O3 builds and the other examples (spmv, gather, serial_init,
+numa_aware, fortran_arrays), under ``numaprof record``; analyses every profile and keeps
+one row per array whose label is known by construction (the examples' header comments).
+The split is fixed by construction: *train* = patterns at -O2, 64 and 128 MiB, 2 threads;
+everything else is *held-out* (other sizes, other -O levels, other thread counts, other
+programs).  ``fit`` trains a seeded random forest on the train rows, prints the held-out
+accuracy and confusion matrix, and writes the model as plain JSON (tree arrays) that
+:mod:`numaprof.analyzer.classifier` evaluates with numpy.  docs/classifier.md explains
+the choices.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from numaprof.analyzer import classifier
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+DEFAULT_TABLE = "features.csv"
+SEED = 20260
+
+KINDS = ("regular", "irregular", "random")
+SCHEDULES = ("static", "dynamic")
+OPS = ("read", "write", "rw")
+TRAIN_SIZES = (64, 128)  # MiB per array, -O2, 2 threads: the training runs
+HELDOUT_SIZES = (80, 192)  # MiB, -O2, 2 threads
+OPT_SIZE = 96  # MiB for the -O0 / -O3 builds
+SERIAL_LABEL = "unknown"  # one thread: no parallel structure (see docs/classifier.md)
+
+
+@dataclass
+class Run:
+    program: str  # path of the executable
+    args: list[str]
+    threads: int
+    opt: str  # O0 | O2 | O3
+    split: str  # train | heldout
+    labels: dict[str, str] = field(default_factory=dict)  # object name → label
+    kernel: str = ""  # short description for the table
+
+    @property
+    def name(self) -> str:
+        return f"{Path(self.program).name}-{self.opt}-t{self.threads}-{'-'.join(self.args)}"
+
+
+def patterns_labels(kind: str, schedule: str, op: str) -> dict[str, str]:
+    """Labels by construction (examples/patterns.c header) of the arrays the timed loops
+    touch; an array only initialised (a and b under `write`, c under `read`, page unless
+    the kind is random) has no pattern to learn and is left out."""
+    touched = {"read": {"a", "b"}, "write": {"c"}, "rw": {"a", "b", "c"}}[op]
+    if kind == "random":
+        touched = touched | {"page"}
+    out = {}
+    for obj in sorted(touched):
+        if schedule == "dynamic":
+            out[obj] = "random" if kind == "random" and obj != "page" else "irregular"
+        elif obj == "page":
+            out[obj] = "regular"
+        elif kind == "random":
+            out[obj] = "random"
+        elif obj == "b":
+            out[obj] = "regular"  # the add phase always walks upwards
+        else:
+            out[obj] = kind
+    return out
+
+
+# The other examples, labelled by their header comments: (program, args, labels)
+EXAMPLE_RUNS = [
+    ("spmv", ["10"], {"values": "regular", "colidx": "regular", "x": "random", "y": "regular",
+                      "rowptr": "regular"}),
+    ("gather", ["32", "30"], {"lookup": "random", "idx": "regular", "hist": "regular"}),
+    ("serial_init", ["64", "40"], {"a": "regular", "b": "regular", "c": "regular"}),
+    ("numa_aware", ["64", "40"], {"x": "regular", "y": "regular", "z": "regular"}),
+    ("fortran_arrays", ["20"], {"u": "regular", "v": "regular", "w": "random", "idx": "regular"}),
+]
+
+
+def iterations(kind: str, mib: int) -> int:
+    # about the same run time (≈ 1 s with 2 threads) whatever the size; a random sweep
+    # costs a cache miss per element
+    return max(2, 320 // mib) if kind == "random" else max(4, 1280 // mib)
+
+
+def plan(bins: dict[str, Path], quick: bool = False) -> list[Run]:
+    """Every run of the data set, in a fixed order."""
+    runs: list[Run] = []
+
+    def kernels(opt, sizes, threads, split):
+        for mib in sizes:
+            for kind in KINDS:
+                for sched in SCHEDULES:
+                    for op in OPS:
+                        labels = patterns_labels(kind, sched, op)
+                        if threads == 1:
+                            labels = {k: SERIAL_LABEL for k in labels}
+                        runs.append(Run(str(bins[opt]), [kind, sched, op, str(mib), str(iterations(kind, mib))],
+                                        threads, opt, split, labels, f"{kind} {sched} {op}"))
+
+    kernels("O2", TRAIN_SIZES, 2, "train")
+    if not quick:
+        kernels("O2", HELDOUT_SIZES, 2, "heldout")
+        kernels("O0", (OPT_SIZE,), 2, "heldout")
+        kernels("O3", (OPT_SIZE,), 2, "heldout")
+        kernels("O2", (OPT_SIZE,), 3, "heldout")  # 3 threads on 2 cores: another thread count
+        kernels("O2", (OPT_SIZE,), 1, "heldout")  # one thread: serial only → unknown
+    for prog, args, labels in EXAMPLE_RUNS:
+        for threads in (2,) if quick else (2, 3):
+            runs.append(Run(str(EXAMPLES / prog), args, threads, "O2", "heldout", labels, prog))
+    return runs
+
+
+def build(out: Path) -> dict[str, Path]:
+    """The examples (make, -O2) and -O0 / -O3 builds of patterns.c under out/bin."""
+    subprocess.run(["make", "-s", "-C", str(EXAMPLES)], check=True, stdout=subprocess.DEVNULL)
+    bins = {"O2": EXAMPLES / "patterns"}
+    (out / "bin").mkdir(parents=True, exist_ok=True)
+    cc = os.environ.get("CC", "gcc")
+    for opt in ("O0", "O3"):
+        exe = out / "bin" / f"patterns-{opt}"
+        subprocess.run([cc, f"-{opt}", "-g", "-fopenmp", "-o", str(exe), str(EXAMPLES / "patterns.c")],
+                       check=True)
+        bins[opt] = exe
+    return bins
+
+
+def record_one(run: Run, tmp: Path) -> list[dict]:
+    """Record and analyse one run; one row per labelled object found."""
+    from numaprof.analyzer import analyze
+
+    prof = tmp / "prof.data"
+    env = dict(os.environ, OMP_NUM_THREADS=str(run.threads),
+               PYTHONPATH=_pythonpath() + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cmd = [sys.executable, "-m", "numaprof.cli.main", "record", "-o", str(prof), "--", run.program, *run.args]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=str(tmp))
+    if proc.returncode != 0:
+        print(f"  {run.name}: record failed ({proc.returncode}): {proc.stderr.strip()[-300:]}", file=sys.stderr)
+        return []
+    res = analyze(prof)
+    rows = []
+    for o in res.objects:
+        if o.name not in run.labels:
+            continue
+        row = {"run": run.name, "program": Path(run.program).name, "kernel": run.kernel,
+               "args": " ".join(run.args), "opt": run.opt, "threads_requested": run.threads,
+               "split": run.split, "object": o.name, "label": run.labels[o.name],
+               "analyzer_pattern": o.pattern}
+        row.update({k: float(v) for k, v in o.features.items()})
+        rows.append(row)
+    shutil.rmtree(prof, ignore_errors=True)
+    shutil.rmtree(str(prof) + ".old", ignore_errors=True)
+    return rows
+
+
+def _pythonpath() -> str:
+    # the directory from which `numaprof` imports this checkout (or the installed package)
+    import numaprof
+
+    return str(Path(numaprof.__file__).resolve().parent.parent)
+
+
+def cmd_record(args) -> int:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    bins = build(out)
+    runs = plan(bins, quick=args.quick)
+    rows: list[dict] = []
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="numaprof-train-") as td:
+        for i, run in enumerate(runs):
+            t = time.monotonic()
+            got = record_one(run, Path(td))
+            rows += got
+            print(f"[{i + 1}/{len(runs)}] {run.name}: {len(got)} rows ({time.monotonic() - t:.1f} s)",
+                  flush=True)
+    cols: list[str] = []
+    for r in rows:
+        cols += [k for k in r if k not in cols]
+    path = out / DEFAULT_TABLE
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols, restval="")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in r.items()})
+    shutil.rmtree(out / "bin", ignore_errors=True)
+    print(f"{len(rows)} rows from {len(runs)} runs in {time.monotonic() - t0:.0f} s -> {path}")
+    return 0
+
+
+def load_table(path: str | Path) -> list[dict]:
+    """Rows of a feature table (a CSV, or a directory holding features.csv); feature
+    columns as floats."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / DEFAULT_TABLE
+    with open(p, newline="") as f:
+        rows = list(csv.DictReader(f))
+    text = {"run", "program", "kernel", "args", "opt", "split", "object", "label", "analyzer_pattern"}
+    for r in rows:
+        for k, v in list(r.items()):
+            if k not in text:
+                r[k] = float(v) if v not in ("", None) else float("nan")
+    return rows
+
+
+def matrix(rows: list[dict]) -> np.ndarray:
+    return np.array([classifier.feature_vector(r) for r in rows], dtype=np.float64)
+
+
+def fit(rows: list[dict]):
+    """The random forest fitted on the train rows the model answers (others: fallback)."""
+    from sklearn.ensemble import RandomForestClassifier
+
+    train = [r for r in rows if r["split"] == "train" and classifier.fallback(r) is None]
+    X = matrix(train)
+    y = np.array([r["label"] for r in train])
+    model = RandomForestClassifier(n_estimators=classifier.N_TREES, max_depth=4, min_samples_leaf=3,
+                                   max_features="sqrt", random_state=SEED, n_jobs=1)
+    model.fit(X, y)
+    return model, len(train)
+
+
+def evaluate(rows: list[dict], predict) -> dict:
+    """Accuracy and confusion matrix of ``predict(rows) -> labels`` on rows whose label the
+    model answers, plus the rows the fallback answers ("unknown")."""
+    labels = list(classifier.CLASSES)
+    modelled = [r for r in rows if classifier.fallback(r) is None and r["label"] in labels]
+    fallback = [r for r in rows if classifier.fallback(r) is not None]
+    pred = predict(modelled) if modelled else []
+    cm = np.zeros((len(labels), len(labels)), dtype=int)
+    for r, p in zip(modelled, pred, strict=True):
+        cm[labels.index(r["label"]), labels.index(p)] += 1
+    acc = float(np.trace(cm) / cm.sum()) if cm.sum() else float("nan")
+    wrong = [(r["run"], r["object"], r["label"], p) for r, p in zip(modelled, pred, strict=True) if r["label"] != p]
+    return {"accuracy": acc, "confusion": cm, "labels": labels, "n": len(modelled),
+            "fallback": len(fallback),
+            "fallback_correct": sum(1 for r in fallback if r["label"] == "unknown"), "wrong": wrong}
+
+
+def print_eval(title: str, ev: dict) -> None:
+    print(f"{title}: accuracy {ev['accuracy']:.3f} on {ev['n']} rows the model answers; "
+          f"{ev['fallback']} rows answered 'unknown' by the fallback "
+          f"({ev['fallback_correct']} of them labelled unknown by construction)")
+    w = max(len(x) for x in ev["labels"])
+    print("  " + " " * (w + 2) + "  ".join(f"{x[:9]:>9}" for x in ev["labels"]) + "   (rows: true, columns: predicted)")
+    for lab, row in zip(ev["labels"], ev["confusion"], strict=True):
+        print(f"  {lab:>{w}}  " + "  ".join(f"{v:>9d}" for v in row))
+    for run, obj, lab, p in ev["wrong"]:
+        print(f"  wrong: {run} {obj}: {lab} predicted {p}")
+
+
+def cmd_fit(args) -> int:
+    t0 = time.monotonic()
+    rows = load_table(args.data)
+    model, n_train = fit(rows)
+    exported = classifier.export_forest(model, n_train=n_train, seed=SEED)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(exported, separators=(",", ":")) + "\n")
+    clf = classifier.PatternModel(exported)
+
+    def predict_labels(rs):
+        return list(clf.predict(matrix(rs)))
+
+    heldout = [r for r in rows if r["split"] == "heldout"]
+    train = [r for r in rows if r["split"] == "train"]
+    print(f"trained on {n_train} rows ({len(classifier.FEATURES)} features, {classifier.N_TREES} trees, "
+          f"seed {SEED}) -> {out}")
+    print_eval("train", evaluate(train, predict_labels))
+    print_eval("held-out", evaluate(heldout, predict_labels))
+    groups: dict[str, list[dict]] = {}
+    for r in heldout:
+        g = r["program"] if r["program"] != "patterns" else f"patterns {r['opt']} t{int(r['threads_requested'])}"
+        groups.setdefault(g, []).append(r)
+    for g, rs in sorted(groups.items()):
+        ev = evaluate(rs, predict_labels)
+        print(f"  held-out {g}: {ev['n'] - len(ev['wrong'])}/{ev['n']} right, {ev['fallback']} unknown")
+    imp = sorted(zip(model.feature_importances_, classifier.FEATURES, strict=True), reverse=True)
+    print("feature importances: " + ", ".join(f"{n} {v:.2f}" for v, n in imp[:8]))
+    print(f"fit took {time.monotonic() - t0:.1f} s")
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m numaprof.analyzer.train", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("record", help="record the labelled runs and write the feature table")
+    r.add_argument("--out", required=True, help="directory for features.csv")
+    r.add_argument("--quick", action="store_true", help="only the training runs and the examples")
+    f = sub.add_parser("fit", help="train, evaluate on the held-out rows, export the model")
+    f.add_argument("--data", default=str(ROOT / "tests" / "data" / "training"),
+                   help="feature table (CSV or a directory with features.csv)")
+    f.add_argument("--out", default=str(classifier.MODEL_PATH), help="model JSON to write")
+    args = ap.parse_args(argv)
+    return cmd_record(args) if args.cmd == "record" else cmd_fit(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
