@@ -70,7 +70,7 @@ void nmp_env_free(char **envp)
     free(envp);
 }
 
-int nmp_child_spawn(char **cmd, char **envp, struct nmp_child *c)
+int nmp_child_spawn(char **cmd, char **envp, const sigset_t *mask, struct nmp_child *c)
 {
     int go[2], er[2];
     if (pipe2(go, O_CLOEXEC) != 0)
@@ -91,16 +91,14 @@ int nmp_child_spawn(char **cmd, char **envp, struct nmp_child *c)
         return -1;
     }
     if (pid == 0) {
-        /* child: default signal handling and mask, wait for the go byte, exec */
+        /* child: the signal mask numaprof-collect was started with (dispositions are
+         * inherited untouched, e.g. SIGINT ignored in a background job), wait for the go
+         * byte, exec */
         close(go[1]);
         close(er[0]);
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        signal(SIGCHLD, SIG_DFL);
-        signal(SIGPIPE, SIG_DFL);
         sigset_t none;
         sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
+        sigprocmask(SIG_SETMASK, mask ? mask : &none, NULL);
         char b;
         ssize_t r;
         do

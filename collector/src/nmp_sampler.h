@@ -3,6 +3,7 @@
 #ifndef NMP_SAMPLER_H
 #define NMP_SAMPLER_H
 
+#include <signal.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -42,8 +43,9 @@ struct nmp_child {
     int go_fd;   /* write end: one byte releases the child into execvp */
     int err_fd;  /* read end (CLOEXEC pipe): errno of a failed exec, EOF on success */
 };
-/* Forks the child with `envp`, blocked in a read until nmp_child_release(). */
-int nmp_child_spawn(char **cmd, char **envp, struct nmp_child *c);
+/* Forks the child with `envp` and signal mask `mask` (NULL: none blocked), blocked in a
+ * read until nmp_child_release(). */
+int nmp_child_spawn(char **cmd, char **envp, const sigset_t *mask, struct nmp_child *c);
 /* Lets the child exec; returns 0 if exec succeeded, else the exec errno (the child then
  * exits with 127 and has been reaped). */
 int nmp_child_release(struct nmp_child *c);

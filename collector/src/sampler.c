@@ -1743,7 +1743,7 @@ int nmp_collect_run(const struct nmp_config *cfg, char *err)
             deadline = c->start_ns + (uint64_t)(cfg->duration * 1e9);
     } else {
         if (!(envp = nmp_child_env(cfg->shim, cfg->dir, cfg->alloc_threshold)) ||
-            nmp_child_spawn(cfg->cmd, envp, &child) != 0) {
+            nmp_child_spawn(cfg->cmd, envp, &oldmask, &child) != 0) {
             snprintf(err, NMP_ERRLEN, "cannot start %s: %s", cfg->cmd[0], strerror(errno));
             goto out;
         }

@@ -78,11 +78,11 @@ static void test_launch(void)
     char *env[] = {"PATH=/usr/bin:/bin", NULL};
     struct nmp_child c;
     char *missing[] = {"numaprof-no-such-command", NULL};
-    CHECK(nmp_child_spawn(missing, env, &c) == 0, "spawn");
+    CHECK(nmp_child_spawn(missing, env, NULL, &c) == 0, "spawn");
     CHECK(nmp_child_release(&c) == ENOENT, "missing command reports ENOENT");
 
     char *ok[] = {"sh", "-c", "exit 5", NULL};
-    CHECK(nmp_child_spawn(ok, env, &c) == 0, "spawn");
+    CHECK(nmp_child_spawn(ok, env, NULL, &c) == 0, "spawn");
     CHECK(nmp_child_release(&c) == 0, "exec succeeds");
     int st = 0;
     CHECK(waitpid(c.pid, &st, 0) == c.pid && WIFEXITED(st) && WEXITSTATUS(st) == 5,
