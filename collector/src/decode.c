@@ -11,6 +11,7 @@
 
 #include <capstone/capstone.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -197,6 +198,38 @@ static void fill_insn(struct nmp_cs *c, struct nmp_insn *in, uint64_t *target)
         }
     }
 
+    /* a constant step of one 64-bit register (the loop induction variable after its
+     * access) can be undone by the skid rule */
+    in->step_reg = -1;
+    int r32 = 0;
+    if ((ci->id == X86_INS_ADD || ci->id == X86_INS_SUB) && x->op_count == 2 &&
+        x->operands[0].type == X86_OP_REG && x->operands[1].type == X86_OP_IMM) {
+        int p = perf_reg(x->operands[0].reg, &r32);
+        int64_t imm = x->operands[1].imm;
+        if (p >= 0 && !r32 && x->operands[0].size == 8 && imm > INT32_MIN && imm < INT32_MAX) {
+            in->step_reg = (int8_t)p;
+            in->step = (int32_t)(ci->id == X86_INS_ADD ? imm : -imm);
+        }
+    } else if ((ci->id == X86_INS_INC || ci->id == X86_INS_DEC) && x->op_count == 1 &&
+               x->operands[0].type == X86_OP_REG && x->operands[0].size == 8) {
+        int p = perf_reg(x->operands[0].reg, &r32);
+        if (p >= 0) {
+            in->step_reg = (int8_t)p;
+            in->step = ci->id == X86_INS_INC ? 1 : -1;
+        }
+    } else if (ci->id == X86_INS_LEA && x->op_count == 2 && x->operands[0].type == X86_OP_REG &&
+               x->operands[0].reg == x->operands[1].mem.base &&
+               x->operands[1].mem.index == X86_REG_INVALID && x->operands[0].size == 8 &&
+               x->operands[1].mem.disp > INT32_MIN && x->operands[1].mem.disp < INT32_MAX) {
+        int p = perf_reg(x->operands[0].reg, &r32);
+        if (p >= 0 && p != 8) {
+            in->step_reg = (int8_t)p;
+            in->step = (int32_t)x->operands[1].mem.disp;
+        }
+    }
+    if (in->step_reg >= 0 && in->wregs != (1u << in->step_reg))
+        in->step_reg = -1;
+
     if (no_data_access(ci->id))
         return;
     for (int i = 0; i < x->op_count; i++) {
@@ -343,7 +376,6 @@ int nmp_attribute(const struct nmp_insn *v, size_t n, uint64_t ip, struct nmp_me
         *out = v[i].mem;
         return 0;
     }
-    uint32_t written = 0;
     out->rule = NMP_RULE_NO_MEM;
     for (long j = i - 1; j >= 0; j--) {
         const struct nmp_insn *in = &v[j];
@@ -351,7 +383,6 @@ int nmp_attribute(const struct nmp_insn *v, size_t n, uint64_t ip, struct nmp_me
             break;
         if (in->flags & F_CF)
             break;
-        written |= in->wregs;
         if (!(in->flags & F_MEM))
             continue;
         *out = in->mem;
@@ -362,7 +393,27 @@ int nmp_attribute(const struct nmp_insn *v, size_t n, uint64_t ip, struct nmp_me
             need |= 1u << out->base;
         if (out->index >= 0)
             need |= 1u << out->index;
-        out->rule = (need & written) ? NMP_RULE_CLOBBERED : NMP_RULE_SKID;
+        out->rule = NMP_RULE_SKID;
+        if (in->wregs & need) { /* mov rax,[rax]: the address is gone */
+            out->rule = NMP_RULE_CLOBBERED;
+            return 0;
+        }
+        /* writes in between: constant steps are undone, anything else clobbers */
+        int64_t dbase = 0, dindex = 0;
+        for (long k = j + 1; k < i; k++) {
+            uint32_t w = v[k].wregs & need;
+            if (!w)
+                continue;
+            if (v[k].step_reg < 0) {
+                out->rule = NMP_RULE_CLOBBERED;
+                return 0;
+            }
+            if (v[k].step_reg == out->base)
+                dbase -= v[k].step;
+            if (v[k].step_reg == out->index)
+                dindex -= v[k].step;
+        }
+        out->disp += dbase + dindex * out->scale;
         return 0;
     }
     return 0;

@@ -10,6 +10,8 @@ struct nmp_insn {
     uint32_t wregs; /* perf register indexes written (bit per index), IP/FLAGS excluded */
     uint8_t len;
     uint8_t flags;
+    int8_t step_reg;  /* `reg += step` (add/sub imm, inc/dec, lea reg,[reg+d]): reg, or -1 */
+    int32_t step;
     struct nmp_memop mem; /* valid when flags has the memory-operand bit */
 };
 

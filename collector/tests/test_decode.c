@@ -141,14 +141,32 @@ int main(void)
     check_case(d, "clobbered self", clob, sizeof clob, A, A + 3, 1, &r,
                (struct expect){0, NMP_ACC_LOAD, 8, NMP_RULE_CLOBBERED});
 
-    /* clobbered in between: mov rax, [rsi]; add rsi, 8; add rcx, rax <- ip */
-    static const uint8_t clob2[] = {0x48, 0x8b, 0x06, 0x48, 0x83, 0xc6, 0x08, 0x48, 0x01, 0xc1};
-    check_case(d, "clobbered between", clob2, sizeof clob2, A, A + 7, 1, &r,
+    /* clobbered in between: mov rax, [rsi]; mov rsi, rbx; add rcx, rax <- ip */
+    static const uint8_t clob2[] = {0x48, 0x8b, 0x06, 0x48, 0x89, 0xde, 0x48, 0x01, 0xc1};
+    check_case(d, "clobbered between", clob2, sizeof clob2, A, A + 6, 1, &r,
                (struct expect){0, NMP_ACC_LOAD, 8, NMP_RULE_CLOBBERED});
 
     /* push writes rsp: mov rax,[rsp+8]; push rbx; add rcx,rax <- ip */
     static const uint8_t pushc[] = {0x48, 0x8b, 0x44, 0x24, 0x08, 0x53, 0x48, 0x01, 0xc1};
     check_case(d, "push clobbers rsp", pushc, sizeof pushc, A, A + 6, 1, &r,
+               (struct expect){0, NMP_ACC_LOAD, 8, NMP_RULE_CLOBBERED});
+
+    /* a constant step of the index is undone: movsd [rcx+rdx*8],xmm0; add rdx,1;
+     * cmp rax,rdx <- ip  (the address used rdx-1) */
+    static const uint8_t step[] = {0xf2, 0x0f, 0x11, 0x04, 0xd1, 0x48, 0x83, 0xc2, 0x01,
+                                   0x48, 0x39, 0xd0};
+    check_case(d, "index step undone", step, sizeof step, A, A + 9, 1, &r,
+               (struct expect){r.r[CX] + (r.r[DX] - 1) * 8, NMP_ACC_STORE, 8, NMP_RULE_SKID});
+
+    /* pointer bump: mov rax,[rsi]; add rsi,8; lea rsi,[rsi+16]; inc rsi; add rcx,rax <- ip */
+    static const uint8_t bump[] = {0x48, 0x8b, 0x06, 0x48, 0x83, 0xc6, 0x08, 0x48, 0x8d,
+                                   0x76, 0x10, 0x48, 0xff, 0xc6, 0x48, 0x01, 0xc1};
+    check_case(d, "pointer bumps undone", bump, sizeof bump, A, A + 14, 1, &r,
+               (struct expect){r.r[SI] - 8 - 16 - 1, NMP_ACC_LOAD, 8, NMP_RULE_SKID});
+
+    /* a 32-bit step (add esi,8 zero-extends) is not undone */
+    static const uint8_t step32[] = {0x48, 0x8b, 0x06, 0x83, 0xc6, 0x08, 0x48, 0x01, 0xc1};
+    check_case(d, "32-bit step clobbers", step32, sizeof step32, A, A + 6, 1, &r,
                (struct expect){0, NMP_ACC_LOAD, 8, NMP_RULE_CLOBBERED});
 
     /* control flow ends the block: mov rax,[rsi]; jmp +0; add rcx,rax <- ip */
