@@ -122,6 +122,7 @@ def test_vng_command_line(tmp_path):
     assert "--numa 1024M,cpus=0-1 --numa 1024M,cpus=2-3" in joined
     assert "--numa-distance 0,1=12 --numa-distance 1,0=14" in joined
     assert "--rwdir /work/x --rwdir /tmp/state --cwd /work/x" in joined
+    assert "--qemu-opts=-cpu max,avx=off,avx2=off" in joined
     assert argv[-2:] == ["--exec", "/bin/sh /tmp/state/run.sh"]
 
 

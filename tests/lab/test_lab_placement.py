@@ -81,3 +81,8 @@ def test_first_touch_by_bound_threads(guest, labkit):
     assert p.nodes == [k for k in range(n) for _ in range(per)]
     assert p.numa_maps == {k: per for k in range(n)}
     assert labkit.counts(p.nodes, n) == [p.numa_maps.get(k, 0) for k in range(n)]
+
+
+def test_guest_cpu_computes_right(guest2):
+    """numpy's sorts are right in the guest (TCG's AVX2 was not: the lab hides it)."""
+    assert guest2.out("numpy_sort").strip() == "sorted"
