@@ -183,7 +183,13 @@ static void perf_error(struct collector *c, const char *what, int e)
 {
     long paranoid = 99;
     read_int_file("/proc/sys/kernel/perf_event_paranoid", &paranoid);
-    if (e == EACCES || e == EPERM)
+    if ((e == EACCES || e == EPERM) && c->cfg->attach_pid > 0)
+        snprintf(c->err, NMP_ERRLEN,
+                 "perf_event_open(%s) on process %d denied: attaching needs the same user "
+                 "(and ptrace access: kernel.yama.ptrace_scope) or root/CAP_PERFMON, and "
+                 "perf_event_paranoid <= 2 (now %ld)",
+                 what, (int)c->cfg->attach_pid, paranoid);
+    else if (e == EACCES || e == EPERM)
         snprintf(c->err, NMP_ERRLEN,
                  "perf_event_open(%s) denied (perf_event_paranoid=%ld): user-space sampling "
                  "of your own processes needs perf_event_paranoid <= 2 (sysctl "
