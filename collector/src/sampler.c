@@ -1170,8 +1170,10 @@ static void on_record(struct collector *c, const uint8_t *rec, uint32_t len, uin
             if (parent) /* copied first: add_thread may move the array */
                 memcpy(comm, parent->comm, sizeof comm);
             struct thread *t = add_thread(c, pid, tid, ppid, t0);
-            if (t)
+            if (t) {
                 memcpy(t->comm, comm, sizeof t->comm);
+                t->aff_first = affinity_of(c, tid); /* now: short-lived threads too */
+            }
             if (pid != ppid) {
                 nmp_decoder_fork(c->dec, ppid, pid);
                 add_proc(c, pid);
