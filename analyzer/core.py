@@ -33,7 +33,7 @@ NO_STACK = 0xFFFFFFFF
 STACK_SIZES = {8 << 20, (8 << 20) + 4096}  # glibc default thread stack (+ guard page)
 PROT_WRITE = 2
 RULE_NAMES = {0: "no_mem", 1: "at_ip", 2: "skid", 3: "hw", 10: "unreadable", 11: "undecodable",
-              12: "segment", 13: "kernel", 14: "vsib", 15: "clobbered"}
+              12: "segment", 13: "kernel", 14: "vsib", 15: "clobbered", 16: "spin"}
 SERIAL_MASTER = 0.9
 
 
@@ -230,7 +230,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     counts = m.get("counts") or {}
     rules = {}
     if n_all:
-        rc = np.bincount(np.asarray(s["rule"]), minlength=16)
+        rc = np.bincount(np.asarray(s["rule"]), minlength=17)
         rules = {RULE_NAMES.get(i, str(i)): int(c) for i, c in enumerate(rc) if c}
     info = ProfileInfo(
         path=str(prof.path),
@@ -239,12 +239,15 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         backend_reason=dict(m.get("backend_reason") or {}),
         samples=n_all,
         with_address=with_address,
-        address_coverage=with_address / n_all if n_all else 0.0,
+        # busy-waiting threads (rule spin) access no memory: not counted against coverage
+        address_coverage=(with_address / (n_all - rules.get("spin", 0))
+                          if n_all > rules.get("spin", 0) else 0.0),
         lost=int(counts.get("lost", 0) or 0),
         # as the collector counts it: no address although the sample is a user-space
         # memory instruction (decoder failures: unreadable, undecodable, segment, ...)
         unresolved=int(counts["unresolved"]) if "unresolved" in counts else
-        n_all - with_address - rules.get("no_mem", 0) - rules.get("kernel", 0),
+        n_all - with_address - rules.get("no_mem", 0) - rules.get("kernel", 0)
+        - rules.get("spin", 0),
         outside_objects=outside,
         complete=prof.complete,
         incomplete_reason=prof.incomplete_reason,

@@ -80,6 +80,8 @@ def report(a: Analysis, top: int | None = None) -> dict:
             "samples": int(p.samples),
             "with_address": int(p.with_address),
             "address_coverage": _r(p.address_coverage),
+            "spin_wait": int(p.rules.get("spin", 0)),
+            "rules": {k: int(v) for k, v in p.rules.items()},
             "lost": int(p.lost),
             "unresolved": int(p.unresolved),
             "outside_objects": int(p.outside_objects),

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { F_CF = 1, F_TARGET = 2, F_MEM = 4, F_GAP = 8 };
+enum { F_CF = 1, F_TARGET = 2, F_MEM = 4, F_GAP = 8, F_PAUSE = 16 };
 
 /* Capstone register -> perf_event_x86_regs index (aliases map to the full register);
  * -1 for anything else (vector, segment, control registers). */
@@ -178,6 +178,8 @@ static void fill_insn(struct nmp_cs *c, struct nmp_insn *in, uint64_t *target)
     in->addr = ci->address;
     in->len = (uint8_t)ci->size;
     *target = 0;
+    if (ci->id == X86_INS_PAUSE)
+        in->flags |= F_PAUSE;
     if (cs_insn_group(c->h, ci, CS_GRP_JUMP) || cs_insn_group(c->h, ci, CS_GRP_CALL) ||
         cs_insn_group(c->h, ci, CS_GRP_RET) || cs_insn_group(c->h, ci, CS_GRP_INT) ||
         cs_insn_group(c->h, ci, CS_GRP_IRET) || ci->id == X86_INS_SYSCALL ||
@@ -377,10 +379,20 @@ int nmp_attribute(const struct nmp_insn *v, size_t n, uint64_t ip, struct nmp_me
         return 0;
     }
     out->rule = NMP_RULE_NO_MEM;
+    /* a thread busy-waiting (OpenMP barrier, spin lock) is sampled on or just after its
+     * `pause`: it is waiting, not accessing memory */
+    if (v[i].flags & F_PAUSE) {
+        out->rule = NMP_RULE_SPIN;
+        return 0;
+    }
     for (long j = i - 1; j >= 0; j--) {
         const struct nmp_insn *in = &v[j];
         if (v[j + 1].flags & (F_TARGET | F_GAP))
             break;
+        if (in->flags & F_PAUSE) {
+            out->rule = NMP_RULE_SPIN;
+            return 0;
+        }
         if (in->flags & F_CF)
             break;
         if (!(in->flags & F_MEM))

@@ -27,6 +27,7 @@ enum {
     NMP_RULE_NO_MEM = 0, NMP_RULE_AT_IP = 1, NMP_RULE_SKID = 2, NMP_RULE_HW = 3,
     NMP_RULE_UNREADABLE = 10, NMP_RULE_UNDECODABLE = 11, NMP_RULE_SEGMENT = 12,
     NMP_RULE_KERNEL = 13, NMP_RULE_VSIB = 14, NMP_RULE_CLOBBERED = 15,
+    NMP_RULE_SPIN = 16, /* busy-wait loop (pause): a waiting thread, not a memory access */
 };
 
 #define NMP_ERRLEN 512

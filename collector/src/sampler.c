@@ -124,7 +124,7 @@ struct collector {
 
     uint64_t samples, with_address, lost, throttled, unthrottled, faults, page_queries,
         outside_user, hw_decode_errors, malformed;
-    uint64_t rules[16];
+    uint64_t rules[17];
     char **warnings;
     int nwarn;
 
@@ -1014,7 +1014,7 @@ static void on_soft_sample(struct collector *c, const uint8_t *body, size_t len,
         nmp_decode_sample(c->dec, NULL, &s);
     }
     c->samples++;
-    c->rules[s.rule & 15]++;
+    c->rules[s.rule < 17 ? s.rule : NMP_RULE_UNDECODABLE]++;
     if (s.rule == NMP_RULE_KERNEL)
         c->outside_user++;
     if (s.addr) {
@@ -1046,7 +1046,7 @@ static void on_hw_sample(struct collector *c, const struct ev *e, uint16_t misc,
         return;
     }
     c->samples++;
-    c->rules[s.rule & 15]++;
+    c->rules[s.rule < 17 ? s.rule : NMP_RULE_UNDECODABLE]++;
     if (s.addr) {
         c->with_address++;
         page_note(c, s.pid, s.addr, nmp_now_ns());
@@ -1368,12 +1368,13 @@ static void iso_time(const struct timespec *ts, char *out, size_t len)
     strftime(out, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-static const char *rule_names[16] = {
+static const char *rule_names[17] = {
     [NMP_RULE_NO_MEM] = "no_mem",           [NMP_RULE_AT_IP] = "at_ip",
     [NMP_RULE_SKID] = "skid",               [NMP_RULE_HW] = "hw",
     [NMP_RULE_UNREADABLE] = "unreadable",   [NMP_RULE_UNDECODABLE] = "undecodable",
     [NMP_RULE_SEGMENT] = "segment",         [NMP_RULE_KERNEL] = "kernel",
     [NMP_RULE_VSIB] = "vsib",               [NMP_RULE_CLOBBERED] = "clobbered",
+    [NMP_RULE_SPIN] = "spin",
 };
 
 static int write_collector_json(struct collector *c, const struct nmp_shim_totals *shim)
@@ -1424,7 +1425,7 @@ static int write_collector_json(struct collector *c, const struct nmp_shim_total
     fprintf(f, "\"pid\": %d, \"attached\": %s,\n", (int)c->root,
             c->cfg->attach_pid > 0 ? "true" : "false");
     uint64_t unresolved = c->samples - c->with_address - c->rules[NMP_RULE_NO_MEM] -
-                          c->rules[NMP_RULE_KERNEL];
+                          c->rules[NMP_RULE_KERNEL] - c->rules[NMP_RULE_SPIN];
     fprintf(f,
             " \"counts\": {\"samples\": %" PRIu64 ", \"with_address\": %" PRIu64
             ", \"lost\": %" PRIu64 ", \"throttled\": %" PRIu64 ", \"unresolved\": %" PRIu64
@@ -1433,7 +1434,7 @@ static int write_collector_json(struct collector *c, const struct nmp_shim_total
             c->samples, c->with_address, c->lost, c->throttled, unresolved, c->faults,
             c->page_queries, c->outside_user, c->malformed, c->hw_decode_errors);
     int first = 1;
-    for (int r = 0; r < 16; r++) {
+    for (int r = 0; r < 17; r++) {
         if (!rule_names[r])
             continue;
         fprintf(f, "%s\"%s\": %" PRIu64, first ? "" : ", ", rule_names[r], c->rules[r]);

@@ -100,6 +100,18 @@ int main(void)
     check_case(d, "add rmw", rmw, sizeof rmw, A, A, 1, &r,
                (struct expect){r.r[DI] + 3 * 4 + 0x10, NMP_ACC_RMW, 4, NMP_RULE_AT_IP});
 
+    /* OpenMP barrier spin (libgomp): pause; add rax,1; cmp rax,rsi -- sampled on the
+     * pause or just after it, the thread is waiting: rule spin, no address */
+    static const uint8_t spin[] = {0xf3, 0x90, 0x48, 0x83, 0xc0, 0x01, 0x48, 0x39, 0xf0};
+    check_case(d, "spin after pause", spin, sizeof spin, A, A + 2, 1, &r,
+               (struct expect){0, NMP_ACC_NONE, 0, NMP_RULE_SPIN});
+    check_case(d, "spin at pause", spin, sizeof spin, A, A, 1, &r,
+               (struct expect){0, NMP_ACC_NONE, 0, NMP_RULE_SPIN});
+    /* mov ecx,[rdi]; pause; add rax,1: the pause between them means waiting */
+    static const uint8_t spin2[] = {0x8b, 0x0f, 0xf3, 0x90, 0x48, 0x83, 0xc0, 0x01};
+    check_case(d, "load then pause", spin2, sizeof spin2, A, A + 4, 1, &r,
+               (struct expect){0, NMP_ACC_NONE, 0, NMP_RULE_SPIN});
+
     /* mov rax, [rip+0x100] */
     static const uint8_t riprel[] = {0x48, 0x8b, 0x05, 0x00, 0x01, 0x00, 0x00};
     check_case(d, "rip-relative", riprel, sizeof riprel, A, A, 1, &r,
