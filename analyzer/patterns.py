@@ -1,8 +1,8 @@
 """Deciding an object's access pattern from its features (SPEC §3.2, seed 000 Figure 15).
 
-This is the first, hand-set classifier; a scikit-learn model trained on recorded
-microbenchmarks will replace :func:`classify` and keep its signature.  Thresholds are
-the midpoints between the synthetic kinds in tests/profgen.py:
+:func:`classify` asks the scikit-learn model trained on recorded microbenchmarks
+(:mod:`numaprof.analyzer.classifier`, docs/classifier.md).  The phases keep hand-set
+thresholds, the midpoints between the synthetic kinds in tests/profgen.py:
 
 * random: inside a window each thread spreads over most of the array (median span of
   the 5–95 % position range ≳ 0.5) with a high spatial entropy, and the threads' ranges
@@ -13,19 +13,16 @@ the midpoints between the synthetic kinds in tests/profgen.py:
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
+from numaprof.analyzer import classifier
 from numaprof.analyzer.features import Windows
 from numaprof.analyzer.model import Phase
 
-MIN_SAMPLES = 30
 RANDOM_SPAN = 0.5
 RANDOM_ENTROPY = 0.6
 RANDOM_OVERLAP = 0.5  # mean pairwise overlap (IoU) of the threads' 5–95 % ranges
 RANDOM_STEP = 0.15  # median |position step| between a thread's consecutive samples
-INSTABILITY = 0.15  # mean |rank change| between parallel windows
 PHASE_CHANGE = 0.3
 SHARED_RANGE = 0.5  # mean overlap of the threads' ranges in a window
 MIN_SERIAL_PHASE = 50  # samples a serial stretch needs to be reported as a phase
@@ -46,35 +43,10 @@ def _random_score(span: float, entropy: float, overlap: float, step: float) -> f
 
 
 def classify(features: dict[str, float]) -> tuple[str, float]:
-    """(pattern, confidence) for an object; "unknown", 0.0 when the data cannot say."""
-    n = features.get("parallel_samples", 0.0)
-    if features.get("samples", 0.0) < MIN_SAMPLES or features.get("parallel_windows", 0.0) < 1 or n < MIN_SAMPLES // 2:
-        return "unknown", 0.0
-    size = 1.0 - math.exp(-n / 150.0)
-    step = features["step_median"] if features.get("step_pairs", 0.0) >= 10 else 1.0
-    cross = features.get("cross_step_median", 1.0) if features.get("cross_pairs", 0.0) >= 10 else 1.0
-    overlap = features["overlap_median"]
-    if features.get("contexts", 0.0) >= 1:
-        # inside one loop the threads' ranges must coincide too (see features._contexts)
-        overlap = min(overlap, features["context_overlap"])
-    rs = min(_random_score(features["span_median"], features["entropy_median"], overlap, step),
-             float(np.clip(0.5 + (cross - RANDOM_STEP) / 0.2, 0, 1)))
-    if rs >= 0.5:
-        return "random", round(size * rs, 3)
-    margin_random = 1.0 - rs  # how clearly it is not random
-    # irregular: the thread ↔ block mapping changes between windows (instability), or
-    # inside them — the threads' ranges coincide although each moves locally
-    inst = max(features["instability"], features.get("context_instability", 0.0)) / INSTABILITY
-    shared = features["overlap_median"] / SHARED_RANGE
-    if features.get("contexts", 0.0) >= 1:
-        shared = min(shared, features["context_overlap"] / SHARED_RANGE)
-    score = max(inst, shared)  # 1 at the threshold
-    margin = min(0.5, abs(score - 1.0) / 2)
-    conf = size * min(0.5 + margin, margin_random)
-    if features.get("window_pairs", 0.0) < 1 and shared < 1:
-        conf *= 0.5  # one parallel window: the mapping's stability was never tested
-    pattern = "regular" if score < 1.0 else "irregular"
-    return pattern, round(float(conf), 3)
+    """(pattern, confidence) for an object: the trained model's answer
+    (:mod:`numaprof.analyzer.classifier`), or "unknown", 0.0 when the samples are too
+    few or only serial phases exist."""
+    return classifier.classify(features)
 
 
 def phases(w: Windows, t_origin: int, pattern: str | None = None) -> list[Phase]:
