@@ -28,6 +28,7 @@ def attach_patches(s: Suggestions, analysis: Analysis, source_paths, root: str) 
                 sug.reason += (f" A parallel first-touch loop cannot be added safely "
                                f"({result.reason}); placing it with bind_block instead.")
                 sug.policy = "bind_block"
+                sug.predicted = sug.alternative("bind_block") or sug.predicted
                 result = fallback
         if isinstance(result, Patch):
             sug.patch = result.diff

@@ -19,7 +19,7 @@ def suggestion(s, analysis: Analysis, top: int | None = None) -> dict:
     return {
         "schema": SCHEMA,
         "profile": {"path": analysis.profile.path, "command": list(analysis.profile.command)},
-        "target": {"name": s.target_name, **topology(s.target)},
+        "target": {**topology(s.target), "name": s.target_name},
         "objects": [
             {
                 "name": o.name,
