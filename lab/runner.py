@@ -33,6 +33,10 @@ _ENV_SKIP = {
     "PWD", "OLDPWD", "SHLVL", "_", "TERM", "PATH", "XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS",
     "SSH_AUTH_SOCK", "SSH_AGENT_PID", "SSH_CONNECTION", "SSH_CLIENT", "SSH_TTY", "DISPLAY",
     "WAYLAND_DISPLAY", "XAUTHORITY", "TMUX", "TMUX_PANE", "STY", "WINDOWID",
+    # Overrides of CPU detection name the host's cpu, not the guest's: OPENBLAS_CORETYPE=
+    # Haswell made numpy's OpenBLAS run AVX2 code on the AVX-less guest cpu (SIGILL).
+    "OPENBLAS_CORETYPE", "GOTOBLAS_CORETYPE", "MKL_DEBUG_CPU_TYPE", "MKL_ENABLE_INSTRUCTIONS",
+    "NVPL_BLAS_DEBUG_CPU_TYPE",
 }
 # vng gives a TCG guest QEMU's "max" cpu, which includes AVX/AVX2; QEMU 7.2's TCG
 # (Debian 12) mis-executes some AVX2 code: numpy's argsort returned unsorted indices and

@@ -142,9 +142,10 @@ def test_single_node_has_no_distances():
 def test_guest_script_runs_in_cwd_and_records_status(tmp_path):
     env = runner.guest_environment({"PATH": "/opt/bin", "OMP_NUM_THREADS": "2",
                                     "PWD": "/x", "SSH_AUTH_SOCK": "/s", "WEIRD-NAME": "1",
-                                    "QUOTED": "a 'b' $c"})
+                                    "QUOTED": "a 'b' $c", "OPENBLAS_CORETYPE": "Haswell"})
     assert env["PATH"].startswith("/opt/bin:") and env["PATH"].endswith(":/bin")
     assert "PWD" not in env and "SSH_AUTH_SOCK" not in env and "WEIRD-NAME" not in env
+    assert "OPENBLAS_CORETYPE" not in env and env["OMP_NUM_THREADS"] == "2"
     status = tmp_path / "status"
     script = runner.guest_script(("sh", "-c", "echo \"$QUOTED\" > out; exit 5"), tmp_path,
                                  status, env)
