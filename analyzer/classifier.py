@@ -28,43 +28,48 @@ N_TREES = 50
 
 # The analyzer's feature dict (features.py) → model inputs.  Counts (samples, windows,
 # pairs) are left out: they grow with the run's length and the array size, not with the
-# pattern.  ``threads_per_page`` is rescaled to [0, 1] by the thread count so that other
-# thread counts look alike.
+# pattern.  Three inputs combine raw features the way Figure 15 defines the classes, so
+# that the trees cannot lean on one ingredient that happens to separate the training
+# runs (docs/classifier.md):
+#   shared_range    the threads' ranges coincide, in a window and inside each loop
+#   mapping_change  the thread ↔ block mapping changes, between windows or between loops
+#   random_evidence spread × coinciding × independent steps, as a soft AND (minimum)
 FEATURES = (
-    "span_median",
-    "span_p90",
-    "entropy_median",
-    "overlap_median",
-    "instability",
-    "instability_consecutive",
-    "instability_max",
-    "page_sharing",
-    "page_sharing_degree",
-    "small_stride",
-    "forward_stride",
-    "step_median",
-    "cross_step_median",
-    "context_overlap",
-    "context_span",
-    "context_instability",
+    "random_evidence",
+    "shared_range",
+    "mapping_change",
 )
+STEP_RANDOM = 0.29  # median |step| between independent uniform positions (1 − 1/√2)
+MIN_PAIRS = 10  # steps needed before a median step means anything
+
 
 # The fallback when the model has no answer (the analyzer's rule, docs/analyzer.md):
 MIN_SAMPLES = 30  # samples of the object
 MIN_PARALLEL_SAMPLES = 15  # samples in parallel windows (serial phases never decide)
 
 
+def _num(f: dict, name: str, default: float = 0.0) -> float:
+    v = f.get(name, default)
+    v = default if v is None else float(v)
+    return default if math.isnan(v) or math.isinf(v) else v
+
+
 def feature_vector(features: dict) -> list[float]:
     """The model's inputs, in FEATURES order, from an object's feature dict."""
-    f = dict(features)
-    t = float(f.get("threads", 0.0) or 0.0)
-    tpp = float(f.get("threads_per_page", 0.0) or 0.0)
+    f = {k: _num(features, k) for k in features if isinstance(features[k], (int, float))}
+    t, tpp = f.get("threads", 0.0), f.get("threads_per_page", 0.0)
     f["page_sharing_degree"] = (tpp - 1.0) / (t - 1.0) if t > 1 and tpp >= 1 else 0.0
-    out = []
-    for name in FEATURES:
-        v = float(f.get(name, 0.0) or 0.0)
-        out.append(0.0 if math.isnan(v) or math.isinf(v) else v)
-    return out
+    shared = f.get("overlap_median", 0.0)
+    if f.get("contexts", 0.0) >= 1:
+        shared = min(shared, f.get("context_overlap", 0.0))
+    f["shared_range"] = shared
+    f["mapping_change"] = max(f.get("instability", 0.0), f.get("context_instability", 0.0))
+    # without enough steps to measure, steps say nothing either way (they count as random)
+    step = f.get("step_median", 0.0) if f.get("step_pairs", 0.0) >= MIN_PAIRS else STEP_RANDOM
+    cross = f.get("cross_step_median", 0.0) if f.get("cross_pairs", 0.0) >= MIN_PAIRS else STEP_RANDOM
+    f["random_evidence"] = min(f.get("span_median", 0.0), f.get("entropy_median", 0.0), shared,
+                               min(step, cross) / STEP_RANDOM)
+    return [f.get(name, 0.0) for name in FEATURES]
 
 
 def fallback(features: dict) -> tuple[str, float] | None:

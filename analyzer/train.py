@@ -8,7 +8,7 @@
 -O2, plus -O0 and -O3 builds and the other examples (spmv, gather, serial_init,
 numa_aware, fortran_arrays), under ``numaprof record``; analyses every profile and keeps
 one row per array whose label is known by construction (the examples' header comments).
-The split is fixed by construction: *train* = patterns at -O2, 64 and 128 MiB, 2 threads;
+The split is fixed by construction: *train* = patterns at -O2, 64, 128 and 160 MiB, 2 threads;
 everything else is *held-out* (other sizes, other -O levels, other thread counts, other
 programs).  ``fit`` trains a seeded random forest on the train rows, prints the held-out
 accuracy and confusion matrix, and writes the model as plain JSON (tree arrays) that
@@ -42,9 +42,10 @@ SEED = 20260
 KINDS = ("regular", "irregular", "random")
 SCHEDULES = ("static", "dynamic")
 OPS = ("read", "write", "rw")
-TRAIN_SIZES = (64, 128)  # MiB per array, -O2, 2 threads: the training runs
+TRAIN_SIZES = (64, 128, 160)  # MiB per array, -O2, 2 threads: the training runs
 HELDOUT_SIZES = (80, 192)  # MiB, -O2, 2 threads
 OPT_SIZE = 96  # MiB for the -O0 / -O3 builds
+FREQ = 4000  # samples/s per thread: twice record's default, so that a sweep shows several samples
 SERIAL_LABEL = "unknown"  # one thread: no parallel structure (see docs/classifier.md)
 
 
@@ -57,10 +58,12 @@ class Run:
     split: str  # train | heldout
     labels: dict[str, str] = field(default_factory=dict)  # object name → label
     kernel: str = ""  # short description for the table
+    prog: str = "patterns"  # the example's name
+    kind: str = "heap"  # kind of the labelled objects (a static pointer `c` is not the array `c`)
 
     @property
     def name(self) -> str:
-        return f"{Path(self.program).name}-{self.opt}-t{self.threads}-{'-'.join(self.args)}"
+        return f"{self.prog}-{self.opt}-t{self.threads}-{'-'.join(self.args)}"
 
 
 def patterns_labels(kind: str, schedule: str, op: str) -> dict[str, str]:
@@ -85,21 +88,21 @@ def patterns_labels(kind: str, schedule: str, op: str) -> dict[str, str]:
     return out
 
 
-# The other examples, labelled by their header comments: (program, args, labels)
+# The other examples, labelled by their header comments: (program, args, kind, labels)
 EXAMPLE_RUNS = [
-    ("spmv", ["10"], {"values": "regular", "colidx": "regular", "x": "random", "y": "regular",
+    ("spmv", ["10"], "static", {"values": "regular", "colidx": "regular", "x": "random", "y": "regular",
                       "rowptr": "regular"}),
-    ("gather", ["32", "30"], {"lookup": "random", "idx": "regular", "hist": "regular"}),
-    ("serial_init", ["64", "40"], {"a": "regular", "b": "regular", "c": "regular"}),
-    ("numa_aware", ["64", "40"], {"x": "regular", "y": "regular", "z": "regular"}),
-    ("fortran_arrays", ["20"], {"u": "regular", "v": "regular", "w": "random", "idx": "regular"}),
+    ("gather", ["32", "30"], "heap", {"lookup": "random", "idx": "regular", "hist": "regular"}),
+    ("serial_init", ["64", "40"], "heap", {"a": "regular", "b": "regular", "c": "regular"}),
+    ("numa_aware", ["64", "40"], "heap", {"x": "regular", "y": "regular", "z": "regular"}),
+    ("fortran_arrays", ["20"], "static", {"u": "regular", "v": "regular", "w": "random", "idx": "regular"}),
 ]
 
 
 def iterations(kind: str, mib: int) -> int:
     # about the same run time (≈ 1 s with 2 threads) whatever the size; a random sweep
     # costs a cache miss per element
-    return max(2, 320 // mib) if kind == "random" else max(4, 1280 // mib)
+    return max(4, 640 // mib) if kind == "random" else max(4, 1280 // mib)
 
 
 def plan(bins: dict[str, Path], quick: bool = False) -> list[Run]:
@@ -124,9 +127,9 @@ def plan(bins: dict[str, Path], quick: bool = False) -> list[Run]:
         kernels("O3", (OPT_SIZE,), 2, "heldout")
         kernels("O2", (OPT_SIZE,), 3, "heldout")  # 3 threads on 2 cores: another thread count
         kernels("O2", (OPT_SIZE,), 1, "heldout")  # one thread: serial only → unknown
-    for prog, args, labels in EXAMPLE_RUNS:
+    for prog, args, kind, labels in EXAMPLE_RUNS:
         for threads in (2,) if quick else (2, 3):
-            runs.append(Run(str(EXAMPLES / prog), args, threads, "O2", "heldout", labels, prog))
+            runs.append(Run(str(EXAMPLES / prog), args, threads, "O2", "heldout", labels, prog, prog, kind))
     return runs
 
 
@@ -144,14 +147,15 @@ def build(out: Path) -> dict[str, Path]:
     return bins
 
 
-def record_one(run: Run, tmp: Path) -> list[dict]:
+def record_one(run: Run, tmp: Path, freq: int = 0) -> list[dict]:
     """Record and analyse one run; one row per labelled object found."""
     from numaprof.analyzer import analyze
 
     prof = tmp / "prof.data"
     env = dict(os.environ, OMP_NUM_THREADS=str(run.threads),
                PYTHONPATH=_pythonpath() + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    cmd = [sys.executable, "-m", "numaprof.cli.main", "record", "-o", str(prof), "--", run.program, *run.args]
+    opts = ["--freq", str(freq)] if freq else []
+    cmd = [sys.executable, "-m", "numaprof.cli.main", "record", "-o", str(prof), *opts, "--", run.program, *run.args]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=str(tmp))
     if proc.returncode != 0:
         print(f"  {run.name}: record failed ({proc.returncode}): {proc.stderr.strip()[-300:]}", file=sys.stderr)
@@ -159,11 +163,11 @@ def record_one(run: Run, tmp: Path) -> list[dict]:
     res = analyze(prof)
     rows = []
     for o in res.objects:
-        if o.name not in run.labels:
+        if o.name not in run.labels or o.kind != run.kind:
             continue
-        row = {"run": run.name, "program": Path(run.program).name, "kernel": run.kernel,
+        row = {"run": run.name, "program": run.prog, "kernel": run.kernel,
                "args": " ".join(run.args), "opt": run.opt, "threads_requested": run.threads,
-               "split": run.split, "object": o.name, "label": run.labels[o.name],
+               "freq": freq or "", "split": run.split, "object": o.name, "label": run.labels[o.name],
                "analyzer_pattern": o.pattern}
         row.update({k: float(v) for k, v in o.features.items()})
         rows.append(row)
@@ -189,7 +193,7 @@ def cmd_record(args) -> int:
     with tempfile.TemporaryDirectory(prefix="numaprof-train-") as td:
         for i, run in enumerate(runs):
             t = time.monotonic()
-            got = record_one(run, Path(td))
+            got = record_one(run, Path(td), args.freq)
             rows += got
             print(f"[{i + 1}/{len(runs)}] {run.name}: {len(got)} rows ({time.monotonic() - t:.1f} s)",
                   flush=True)
@@ -215,7 +219,7 @@ def load_table(path: str | Path) -> list[dict]:
         p = p / DEFAULT_TABLE
     with open(p, newline="") as f:
         rows = list(csv.DictReader(f))
-    text = {"run", "program", "kernel", "args", "opt", "split", "object", "label", "analyzer_pattern"}
+    text = {"run", "program", "kernel", "args", "opt", "freq", "split", "object", "label", "analyzer_pattern"}
     for r in rows:
         for k, v in list(r.items()):
             if k not in text:
@@ -235,7 +239,7 @@ def fit(rows: list[dict]):
     X = matrix(train)
     y = np.array([r["label"] for r in train])
     model = RandomForestClassifier(n_estimators=classifier.N_TREES, max_depth=4, min_samples_leaf=3,
-                                   max_features="sqrt", random_state=SEED, n_jobs=1)
+                                   max_features=None, random_state=SEED, n_jobs=1)
     model.fit(X, y)
     return model, len(train)
 
@@ -290,7 +294,7 @@ def cmd_fit(args) -> int:
     print_eval("held-out", evaluate(heldout, predict_labels))
     groups: dict[str, list[dict]] = {}
     for r in heldout:
-        g = r["program"] if r["program"] != "patterns" else f"patterns {r['opt']} t{int(r['threads_requested'])}"
+        g = r["program"] if r["program"] != "patterns" else f"patterns -{r['opt']} {int(r['threads_requested'])} threads"
         groups.setdefault(g, []).append(r)
     for g, rs in sorted(groups.items()):
         ev = evaluate(rs, predict_labels)
@@ -307,6 +311,7 @@ def main(argv=None) -> int:
     r = sub.add_parser("record", help="record the labelled runs and write the feature table")
     r.add_argument("--out", required=True, help="directory for features.csv")
     r.add_argument("--quick", action="store_true", help="only the training runs and the examples")
+    r.add_argument("--freq", type=int, default=FREQ, help=f"samples per second per thread (default {FREQ})")
     f = sub.add_parser("fit", help="train, evaluate on the held-out rows, export the model")
     f.add_argument("--data", default=str(ROOT / "tests" / "data" / "training"),
                    help="feature table (CSV or a directory with features.csv)")
