@@ -56,6 +56,7 @@ class LabConfig:
     cwd: Path
     timeout: float | None = None  # seconds, None = no limit
     kernel: Path | None = None  # None = NUMAPROF_LAB_KERNEL or the newest /boot/vmlinuz-*
+    numa_balancing: bool = False  # the kernel's automatic page migration (AutoNUMA)
 
 
 @dataclass(frozen=True)
@@ -227,12 +228,17 @@ def guest_script(command: tuple[str, ...], cwd: Path, status_file: Path,
 
 
 def build_vng_command(tools: LabTools, topo: LabTopology, cwd: Path, state_dir: Path,
-                      script: Path) -> list[str]:
-    """The full vng command line (TCG: KVM fails under QEMU on these machines)."""
+                      script: Path, numa_balancing: bool = False) -> list[str]:
+    """The full vng command line (TCG: KVM fails under QEMU on these machines).
+
+    Automatic NUMA balancing is off unless asked for: it migrates pages toward the threads
+    that use them, so a page would not stay where the policy under test put it.
+    """
     return [
         str(tools.vng), "--disable-kvm", "--run", str(tools.kernel),
         *vng_topology_args(topo),
         f"--qemu-opts=-cpu {GUEST_CPU}",
+        "--append", f"numa_balancing={'enable' if numa_balancing else 'disable'}",
         "--rwdir", str(cwd), "--rwdir", str(state_dir), "--cwd", str(cwd),
         "--exec", f"/bin/sh {script}",
     ]
@@ -295,7 +301,8 @@ def run(config: LabConfig, tools: LabTools | None = None) -> int:
         script = state_dir / "run.sh"
         script.write_text(guest_script(config.command, config.cwd, status_file,
                                        guest_environment()))
-        argv = build_vng_command(tools, config.topology, config.cwd, state_dir, script)
+        argv = build_vng_command(tools, config.topology, config.cwd, state_dir, script,
+                                 config.numa_balancing)
         env = dict(os.environ)
         # vng runs virtme-run by name: it must be on PATH even when the venv is not active.
         env["PATH"] = f"{tools.vng.parent}:{env.get('PATH', '')}"

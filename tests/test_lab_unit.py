@@ -123,6 +123,10 @@ def test_vng_command_line(tmp_path):
     assert "--numa-distance 0,1=12 --numa-distance 1,0=14" in joined
     assert "--rwdir /work/x --rwdir /tmp/state --cwd /work/x" in joined
     assert "--qemu-opts=-cpu max,avx=off,avx2=off" in joined
+    assert "--append numa_balancing=disable" in joined
+    on = runner.build_vng_command(_tools(tmp_path), topo, Path("/w"), Path("/s"),
+                                  Path("/s/run.sh"), numa_balancing=True)
+    assert "numa_balancing=enable" in on
     assert argv[-2:] == ["--exec", "/bin/sh /tmp/state/run.sh"]
 
 

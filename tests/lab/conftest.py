@@ -161,6 +161,7 @@ def placement_checks(n_nodes: int, pages: int) -> list[tuple[str, str]]:
     last = n_nodes - 1
     return [
         ("numactl", "numactl -H"),
+        ("balancing", "cat /proc/sys/kernel/numa_balancing"),
         ("topology", "$NUMAPROF topology --format json"),
         ("membind", f"numactl --membind={last} ./lab_place touch {pages}"),
         ("interleave", f"numactl --interleave=all ./lab_place touch {pages}"),

@@ -33,8 +33,8 @@ def pipeline2(tmp_path_factory, labkit):
     for ex in ("serial_init", "numa_aware"):
         labkit.build_prog(ex, work, "-fopenmp", "-O2", src=labkit.ROOT / "examples" / f"{ex}.c")
     checks = [
-        _record("serial", "./serial_init 4 20", env=f"OMP_NUM_THREADS=2 {OMP_SPREAD}"),
-        _record("aware", "./numa_aware 4 20", env=f"OMP_NUM_THREADS=2 {OMP_SPREAD}"),
+        _record("serial", "./serial_init 4 40", env=f"OMP_NUM_THREADS=2 {OMP_SPREAD}"),
+        _record("aware", "./numa_aware 4 40", env=f"OMP_NUM_THREADS=2 {OMP_SPREAD}"),
         _record("place", "./lab_place threads 256 2 2"),
         _record("bind", "./lab_place touch 256 1 2", wrap="numactl --membind=1"),
         _record("migrate", "./lab_migrate 2 256"),
@@ -48,7 +48,7 @@ def pipeline4(tmp_path_factory, labkit):
     work = tmp_path_factory.mktemp("pipe4")
     labkit.build_prog("numa_aware", work, "-fopenmp", "-O2",
                       src=labkit.ROOT / "examples" / "numa_aware.c")
-    checks = [_record("aware4", "./numa_aware 4 20", env=f"OMP_NUM_THREADS=4 {OMP_SPREAD}")]
+    checks = [_record("aware4", "./numa_aware 4 40", env=f"OMP_NUM_THREADS=4 {OMP_SPREAD}")]
     return labkit.run_group(work, ["--preset", "4s", "--timeout", str(labkit.LAB_TIMEOUT)],
                             checks)
 
@@ -102,7 +102,12 @@ def test_master_initialised_arrays_live_on_node_0(pipeline2):
     for name in ("a", "b", "c"):
         o = _obj(doc, name)
         pages = o["size"] // 4096
-        assert o["pages_by_node"][1] == 0 and o["pages_by_node"][0] >= pages - 1, (name, o)
+        # A malloc'ed array has its own mapping (plus one page of malloc header): numa_maps
+        # at exit gives every page of it, not just the sampled ones.
+        assert o["pages_by_node"][1] == 0, (name, o["pages_by_node"])
+        assert pages <= o["pages_by_node"][0] <= pages + 1, (
+            f"{name}: pages_by_node {o['pages_by_node']} for {pages} pages (numa_maps at "
+            "exit should count them all)")
         assert o["first_touch"]["nodes"] == [0], (name, o["first_touch"])
         assert o["first_touch"]["master_fraction"] >= 0.9, (name, o["first_touch"])
 
@@ -180,8 +185,10 @@ def test_four_node_traffic_matrix(pipeline4):
     doc = _report(pipeline4, "aware4")
     t = doc["traffic"]
     assert len(t) == 4 and all(len(r) == 4 for r in t), t
-    busy = [th for th in doc["threads"] if th["samples"] > 0 and len(th["nodes"]) == 1]
-    per_node = {n: sum(th["samples"] for th in busy if th["nodes"] == [n]) for n in range(4)}
+    # The master thread may run elsewhere before libgomp binds it: count threads by the
+    # node they ran on most ("node").
+    busy = [th for th in doc["threads"] if th["samples"] > 0]
+    per_node = {n: sum(th["samples"] for th in busy if th["node"] == n) for n in range(4)}
     assert all(per_node[n] > 0 for n in range(4)), doc["threads"]
     total = sum(map(sum, t))
     assert total >= 4 * MIN_ADDRESS_SAMPLES, t

@@ -32,6 +32,12 @@ def test_numactl_shows_requested_topology(guest, labkit):
     assert matrix == _expected_matrix(labkit, name)
 
 
+def test_numa_balancing_is_off(guest):
+    """The lab turns AutoNUMA off by default: it would move pages away from the policy."""
+    _, _, run = guest
+    assert run.out("balancing").strip() == "0"
+
+
 def test_numaprof_topology_in_guest(guest, labkit):
     """`numaprof topology` run inside the guest reports the guest's nodes and distances."""
     name, n, run = guest

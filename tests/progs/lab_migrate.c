@@ -1,7 +1,7 @@
 /* A bound thread and a migrated one, for the NUMA lab's thread-placement checks.
  *
  * usage: lab_migrate [SECONDS_PER_PHASE] [KIB_PER_ARRAY]
- *   thread "bound":    affinity = the cpus of node 0 for the whole run;
+ *   thread "bound":    affinity = the cpus of node 0 for the whole run (set at creation);
  *   thread "migrated": node 0's cpus for the first phase, then sched_setaffinity to the
  *                      cpus of the last node for the second phase.
  * Each thread first-touches and then streams over its own malloc'ed array (phases are
@@ -101,10 +101,6 @@ static void *work(void *arg)
 {
     struct worker *w = arg;
     w->tid = syscall(SYS_gettid);
-    if (bind_to_node(0) != 0) {
-        w->err = errno ? errno : EINVAL;
-        return NULL;
-    }
     size_t n = array_bytes / sizeof(double);
     double *a = malloc(array_bytes);
     if (!a) {
@@ -140,8 +136,16 @@ int main(int argc, char **argv)
     }
     struct worker w[2] = {{.name = "bound", .migrate = 0}, {.name = "migrated", .migrate = 1}};
     pthread_t t[2];
+    pthread_attr_t attr;
+    cpu_set_t node0;
+    /* Bound from their first instruction, so no sample can come from another node. */
+    if (node_cpus(0, &node0) != 0 || pthread_attr_init(&attr) != 0 ||
+        pthread_attr_setaffinity_np(&attr, sizeof node0, &node0) != 0) {
+        fprintf(stderr, "lab_migrate: cannot bind to node 0\n");
+        return 1;
+    }
     for (int k = 0; k < 2; k++)
-        if (pthread_create(&t[k], NULL, work, &w[k]) != 0) {
+        if (pthread_create(&t[k], &attr, work, &w[k]) != 0) {
             fprintf(stderr, "lab_migrate: pthread_create failed\n");
             return 1;
         }

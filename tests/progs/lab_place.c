@@ -6,8 +6,9 @@
  *        lab_place threads NPAGES NTHREADS [SECONDS]
  *          thread k is bound (sched_setaffinity) to the cpus of node k % nnodes and
  *          first-touches block k (NPAGES / NTHREADS pages) of the array.
- *        SECONDS: afterwards, keep reading the array for that long (wall clock), so that a
- *          sampling profiler sees it; placement is reported before and does not change.
+ *        SECONDS: then keep reading the array for that long (wall clock), so that a
+ *          sampling profiler sees it.  Placement is reported after that, as near to exit
+ *          as possible (run with NUMA balancing off, or pages may move meanwhile).
  *
  * Prints, for the array:
  *   addr 0x...                     start of the mapping (matches a /proc/self/numa_maps line)
@@ -166,6 +167,14 @@ int main(int argc, char **argv)
         free(ts);
     }
 
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    volatile long sum = 0;
+    do {
+        for (long i = 0; i < npages * page_size; i += 64)
+            sum += array[i];
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while ((double)(t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) * 1e-9 < seconds);
     void **pages = calloc((size_t)npages, sizeof *pages);
     int *status = calloc((size_t)npages, sizeof *status);
     for (long i = 0; i < npages; i++)
@@ -182,15 +191,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "lab_place: the array is not in /proc/self/numa_maps\n");
         return 1;
     }
-    fflush(stdout);
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    volatile long sum = 0;
-    do {
-        for (long i = 0; i < npages * page_size; i += 64)
-            sum += array[i];
-        clock_gettime(CLOCK_MONOTONIC, &t);
-    } while ((double)(t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) * 1e-9 < seconds);
     free(pages);
     free(status);
     return 0;
