@@ -63,6 +63,8 @@ def feature_vector(features: dict) -> list[float]:
     if f.get("contexts", 0.0) >= 1:
         shared = min(shared, f.get("context_overlap", 0.0))
     f["shared_range"] = shared
+    # a thread's range against its share under a static partition (1/threads of the array)
+    f["span_share"] = f.get("span_p90", 0.0) * t
     f["mapping_change"] = max(f.get("instability", 0.0), f.get("context_instability", 0.0))
     # without enough steps to measure, steps say nothing either way (they count as random)
     step = f.get("step_median", 0.0) if f.get("step_pairs", 0.0) >= MIN_PAIRS else STEP_RANDOM

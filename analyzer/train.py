@@ -8,7 +8,7 @@
 -O2, plus -O0 and -O3 builds and the other examples (spmv, gather, serial_init,
 numa_aware, fortran_arrays), under ``numaprof record``; analyses every profile and keeps
 one row per array whose label is known by construction (the examples' header comments).
-The split is fixed by construction: *train* = patterns at -O2, 64, 128 and 160 MiB, 2 threads;
+The split is fixed by construction: *train* = patterns at -O2, 64, 128 and 160 MiB (and 512 MiB for the structured kinds), 2 threads;
 everything else is *held-out* (other sizes, other -O levels, other thread counts, other
 programs).  ``fit`` trains a seeded random forest on the train rows, prints the held-out
 accuracy and confusion matrix, and writes the model as plain JSON (tree arrays) that
@@ -44,6 +44,7 @@ SCHEDULES = ("static", "dynamic")
 OPS = ("read", "write", "rw")
 TRAIN_SIZES = (64, 128, 160)  # MiB per array, -O2, 2 threads: the training runs
 HELDOUT_SIZES = (80, 192)  # MiB, -O2, 2 threads
+LARGE_SIZE = 512  # MiB, -O2, 2 threads, structured kinds only (training)
 OPT_SIZE = 96  # MiB for the -O0 / -O3 builds
 FREQ = 4000  # samples/s per thread: twice record's default, so that a sweep shows several samples
 SERIAL_LABEL = "unknown"  # one thread: no parallel structure (see docs/classifier.md)
@@ -109,9 +110,9 @@ def plan(bins: dict[str, Path], quick: bool = False) -> list[Run]:
     """Every run of the data set, in a fixed order."""
     runs: list[Run] = []
 
-    def kernels(opt, sizes, threads, split):
+    def kernels(opt, sizes, threads, split, kinds=KINDS):
         for mib in sizes:
-            for kind in KINDS:
+            for kind in kinds:
                 for sched in SCHEDULES:
                     for op in OPS:
                         labels = patterns_labels(kind, sched, op)
@@ -121,6 +122,8 @@ def plan(bins: dict[str, Path], quick: bool = False) -> list[Run]:
                                         threads, opt, split, labels, f"{kind} {sched} {op}"))
 
     kernels("O2", TRAIN_SIZES, 2, "train")
+    # large arrays: a sweep outlasts a window, so windows see one phase (small spans)
+    kernels("O2", (LARGE_SIZE,), 2, "train", kinds=("regular", "irregular"))
     if not quick:
         kernels("O2", HELDOUT_SIZES, 2, "heldout")
         kernels("O0", (OPT_SIZE,), 2, "heldout")
@@ -239,7 +242,7 @@ def fit(rows: list[dict]):
     X = matrix(train)
     y = np.array([r["label"] for r in train])
     model = RandomForestClassifier(n_estimators=classifier.N_TREES, max_depth=4, min_samples_leaf=3,
-                                   max_features=None, random_state=SEED, n_jobs=1)
+                                   max_features="sqrt", random_state=SEED, n_jobs=1)
     model.fit(X, y)
     return model, len(train)
 
