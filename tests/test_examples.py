@@ -70,3 +70,13 @@ def test_report_schema_keys(recorded):
     assert {"local_fraction", "imbalance"} <= set(o["predicted"])
     assert {"policy", "local_fraction", "imbalance", "score"} <= set(o["alternatives"][0])
     assert isinstance(s["commands"], list)
+
+
+def test_suggest_text_shows_the_patch(recorded):
+    from helpers import run_numaprof
+
+    r = recorded("serial_init")
+    out = run_numaprof("suggest", r.dir, "--target", "2s", check=True).stdout
+    assert "#pragma omp parallel for schedule(static)" in out
+    assert "a[j] = 0.0;" in out  # source text printed verbatim, not read as markup
+    assert "to run" in out and "OMP_PROC_BIND=" in out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.markup import escape as esc
 from rich.table import Table
 
 from numaprof.analyzer.model import Analysis
@@ -36,7 +37,7 @@ def to_json(before: Analysis, after: Analysis) -> dict:
 
 def render(before: Analysis, after: Analysis) -> None:
     con = console()
-    con.print(f"[bold]before[/bold] {before.profile.path}   [bold]after[/bold] {after.profile.path}")
+    con.print(f"[bold]before[/bold] {esc(before.profile.path)}   [bold]after[/bold] {esc(after.profile.path)}")
     con.print(f"program: local {pct(before.local_fraction)} -> {pct(after.local_fraction)}, "
               f"node load max/mean {before.imbalance:.2f} -> {after.imbalance:.2f}")
     table = Table()
@@ -49,7 +50,7 @@ def render(before: Analysis, after: Analysis) -> None:
 
     for name, b, a in pairs(before, after):
         table.add_row(
-            name,
+            esc(name),
             pct(b.local_fraction) if b else "-",
             pct(a.local_fraction) if a else "-",
             f"{b.imbalance:.2f} -> {a.imbalance:.2f}" if a and b else "-",

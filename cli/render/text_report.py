@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape as esc
 from rich.table import Table
 
 from numaprof.analyzer.model import Analysis
@@ -22,14 +23,14 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
     con = _console(out)
     p = a.profile
     t = a.topology
-    con.print(f"[bold]numaprof report[/bold]  {p.path}")
-    con.print(f"command      {' '.join(p.command)}   (exit {p.exit_status}, {p.duration_s:.2f} s)")
+    con.print(f"[bold]numaprof report[/bold]  {esc(p.path)}")
+    con.print(f"command      {esc(' '.join(p.command))}   (exit {p.exit_status}, {p.duration_s:.2f} s)")
     if not p.complete:
-        con.print(f"[yellow]incomplete profile: {p.incomplete_reason}[/yellow]")
+        con.print(f"[yellow]incomplete profile: {esc(str(p.incomplete_reason))}[/yellow]")
     con.print(f"backend      {p.backend}")
     for k, v in p.backend_reason.items():
         if k != p.backend:
-            con.print(f"  not {k}: {v}", overflow="ellipsis", no_wrap=True, soft_wrap=False)
+            con.print(f"  not {k}: {esc(v)}", overflow="ellipsis", no_wrap=True, soft_wrap=False)
     spin = p.rules.get("spin", 0)
     con.print(f"samples      {p.samples}  with a data address {p.with_address} "
               f"({pct(p.address_coverage)}"
@@ -65,13 +66,13 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
         name = o.name + (f" x{o.count}" if o.count > 1 else "")
         pattern = (f"{o.pattern} ({o.pattern_confidence:.2f})" if o.pattern != "unknown"
                    else "unknown")
-        table.add_row(name, o.site, human_bytes(o.size), f"{o.samples} ({pct(o.share)})",
+        table.add_row(esc(name), esc(o.site), human_bytes(o.size), f"{o.samples} ({pct(o.share)})",
                       pattern, f"{pct(o.reads)}/{pct(o.writes)}", toucher, pages,
                       pct(o.local_fraction))
     con.print(table)
     for o in a.objects[:top]:
         if len(o.phases) > 1:
-            con.print(f"  {o.name}: phases " + ", ".join(
+            con.print(f"  {esc(o.name)}: phases " + ", ".join(
                 f"{p_.pattern}{'' if p_.parallel else ' (serial)'} "
                 f"{p_.start / 1e9:.2f}-{p_.end / 1e9:.2f}s" for p_ in o.phases))
     con.print()
@@ -82,12 +83,12 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
     for col in ("tid", "comm", "samples", "nodes", "cpus", "migrations", "bound"):
         threads.add_column(col)
     for th in a.threads:
-        threads.add_row(str(th.tid), th.comm, str(th.samples),
+        threads.add_row(str(th.tid), esc(th.comm), str(th.samples),
                         ",".join(map(str, th.nodes)), ",".join(map(str, th.cpus[:16])),
                         str(th.migrations), "yes" if th.bound else "no")
     con.print(threads)
     for f in a.findings:
-        con.print(f"- {f}")
+        con.print(f"- {f}", markup=False)
     if out is not None:
         con.file.close()
 
@@ -100,8 +101,8 @@ def render_ranks(ranks: list[Analysis], combined: Analysis, top: int = 15) -> No
         table.add_column(col)
     for a in ranks:
         hot = a.objects[0].name if a.objects else "-"
-        table.add_row(a.profile.path, str(a.profile.samples), pct(a.profile.address_coverage),
-                      hot, pct(a.local_fraction), f"{a.imbalance:.2f}")
+        table.add_row(esc(a.profile.path), str(a.profile.samples), pct(a.profile.address_coverage),
+                      esc(hot), pct(a.local_fraction), f"{a.imbalance:.2f}")
     con.print(table)
     con.print("[bold]combined[/bold]")
     render(combined, top=top)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.markup import escape as esc
 from rich.table import Table
 
 from numaprof.analyzer.model import Analysis
@@ -14,17 +15,17 @@ def render(s, analysis: Analysis, top: int | None = None) -> None:
     con.print(f"[bold]numaprof suggest[/bold]  target {s.target_name}: {t.n_nodes} node(s), "
               f"NUMA factor max {float(t.numa_factor().max()):.2f}")
     for note in s.notes:
-        con.print(f"[dim]{note}[/dim]")
+        con.print(f"[dim]{esc(note)}[/dim]")
     objects = s.objects[:top] if top else s.objects
     if not objects:
         con.print("no hot objects with enough samples to decide on")
     for o in objects:
         verdict = "keep as is (first touch)" if o.policy == "first_touch" else o.policy
         con.print()
-        con.print(f"[bold]{o.name}[/bold]: {verdict}  "
+        con.print(f"[bold]{esc(o.name)}[/bold]: {verdict}  "
                   f"(predicted local {pct(o.predicted.local_fraction)}, "
                   f"node load max/mean {o.predicted.imbalance:.2f})")
-        con.print(f"  {o.reason}")
+        con.print(f"  {o.reason}", markup=False)
         table = Table(title_justify="left", show_edge=False, pad_edge=False)
         for col, just in (("policy", "left"), ("local", "right"), ("max/mean load", "right"),
                           ("score", "right")):
@@ -36,9 +37,9 @@ def render(s, analysis: Analysis, top: int | None = None) -> None:
                           f"{a.imbalance:.2f}", f"{a.score:.3f}")
         con.print(table)
         if o.patch:
-            con.print(o.patch)
+            con.print(o.patch, markup=False, highlight=False)
     if s.commands:
         con.print()
         con.print("[bold]to run[/bold]")
         for c in s.commands:
-            con.print(f"  {c}")
+            con.print(f"  {c}", markup=False)

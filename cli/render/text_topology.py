@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.markup import escape as esc
 from rich.table import Table
 
 from numaprof.analyzer.model import Topology
@@ -11,7 +12,7 @@ from numaprof.cli.render.text_common import console, human_bytes
 def render(t: Topology, measurement=None) -> None:
     con = console()
     label = f" ({t.name})" if t.name else ""
-    con.print(f"[bold]{t.n_nodes} NUMA node(s){label}[/bold], source {t.source}")
+    con.print(f"[bold]{t.n_nodes} NUMA node(s){esc(label)}[/bold], source {esc(t.source)}")
     nodes = Table(title_justify="left")
     for col in ("node", "cpus", "memory"):
         nodes.add_column(col)
