@@ -41,6 +41,7 @@ FEATURES = (
 )
 STEP_RANDOM = 0.29  # median |step| between independent uniform positions (1 − 1/√2)
 MIN_PAIRS = 10  # steps needed before a median step means anything
+MIN_WINDOW_PAIRS = 3  # window pairs compared before a rank change counts in full
 
 
 # The fallback when the model has no answer (the analyzer's rule, docs/analyzer.md):
@@ -65,7 +66,9 @@ def feature_vector(features: dict) -> list[float]:
     f["shared_range"] = shared
     # a thread's range against its share under a static partition (1/threads of the array)
     f["span_share"] = f.get("span_p90", 0.0) * t
-    f["mapping_change"] = max(f.get("instability", 0.0), f.get("context_instability", 0.0))
+    # a rank change between two windows only is weak evidence: shrunk below MIN_WINDOW_PAIRS
+    trust = min(1.0, f.get("window_pairs", 0.0) / MIN_WINDOW_PAIRS)
+    f["mapping_change"] = max(f.get("instability", 0.0) * trust, f.get("context_instability", 0.0))
     # without enough steps to measure, steps say nothing either way (they count as random)
     step = f.get("step_median", 0.0) if f.get("step_pairs", 0.0) >= MIN_PAIRS else STEP_RANDOM
     cross = f.get("cross_step_median", 0.0) if f.get("cross_pairs", 0.0) >= MIN_PAIRS else STEP_RANDOM
