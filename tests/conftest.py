@@ -22,8 +22,10 @@ class Recorded:
     def __init__(self, base: Path, program: str, args: list[str]):
         self.dir = base / f"{program}.data"
         env = {"OMP_NUM_THREADS": "2"}
-        self.record = run_numaprof("record", "-o", self.dir, "--", EXAMPLES / program, *args,
-                                   env=env, check=True)
+        # 4 kHz: a few hundred samples even on the cheap streamed arrays (idx), so the
+        # statistical answers are decided on enough data
+        self.record = run_numaprof("record", "-o", self.dir, "--freq", "4000", "--",
+                                   EXAMPLES / program, *args, env=env, check=True)
         self.report = json.loads(run_numaprof("report", self.dir, "--format", "json",
                                               check=True).stdout)
         self.suggest = json.loads(run_numaprof("suggest", self.dir, "--target", "2s",
