@@ -19,6 +19,12 @@ OMP_SPREAD = "OMP_PROC_BIND=spread OMP_PLACES=cores"
 MIN_ADDRESS_SAMPLES = 20  # below this a local fraction says nothing
 
 
+# Transparent huge pages would put a whole 2 MiB across two threads' blocks on one node and
+# blur the known answers of the small arrays used here; the guest runs as root here.
+THP_OFF = ("thp", "echo never > /sys/kernel/mm/transparent_hugepage/enabled && "
+                  "cat /sys/kernel/mm/transparent_hugepage/enabled")
+
+
 def _record(name: str, program: str, env: str = "", wrap: str = "") -> tuple[str, str]:
     """A guest check: record PROGRAM into NAME.data (its stdout to NAME.prog).  Reports are
     made on the host: Python is ~20x slower under TCG, and this is the documented use."""
@@ -33,6 +39,7 @@ def pipeline2(tmp_path_factory, labkit):
     for ex in ("serial_init", "numa_aware"):
         labkit.build_prog(ex, work, "-fopenmp", "-O2", src=labkit.ROOT / "examples" / f"{ex}.c")
     checks = [
+        THP_OFF,
         _record("serial", "./serial_init 4 40", env=f"OMP_NUM_THREADS=2 {OMP_SPREAD}"),
         _record("aware", "./numa_aware 4 40", env=f"OMP_NUM_THREADS=2 {OMP_SPREAD}"),
         _record("place", "./lab_place threads 256 2 2"),
@@ -48,7 +55,7 @@ def pipeline4(tmp_path_factory, labkit):
     work = tmp_path_factory.mktemp("pipe4")
     labkit.build_prog("numa_aware", work, "-fopenmp", "-O2",
                       src=labkit.ROOT / "examples" / "numa_aware.c")
-    checks = [_record("aware4", "./numa_aware 4 40", env=f"OMP_NUM_THREADS=4 {OMP_SPREAD}")]
+    checks = [THP_OFF, _record("aware4", "./numa_aware 4 40", env=f"OMP_NUM_THREADS=4 {OMP_SPREAD}")]
     return labkit.run_group(work, ["--preset", "4s", "--timeout", str(labkit.LAB_TIMEOUT)],
                             checks)
 
@@ -60,6 +67,7 @@ def _host_report(data_dir) -> dict:
 
 
 def _report(run, name):
+    assert "[never]" in run.out("thp"), "transparent huge pages could not be turned off"
     run.out(name)  # the recording succeeded in the guest
     doc = _host_report(run.workdir / f"{name}.data")
     assert doc["schema"] == "numaprof.report/1"
@@ -180,8 +188,9 @@ def test_migrated_thread_is_reported_bound_one_is_not(pipeline2):
 
 def test_four_node_traffic_matrix(pipeline4):
     """4 threads, one per node: a 4x4 matrix whose row i holds node i's thread's samples
-    (rows sum to at most that thread's samples; equal work: each row ~1/4, accept
-    0.1-0.4), and a NUMA-aware program stays local (>= 0.8)."""
+    (each row non-empty and at most that thread's samples), and a NUMA-aware program
+    stays local (>= 0.8).  Row shares are not compared: 4 vcpus on 2 host cores under
+    TCG do not get equal time."""
     doc = _report(pipeline4, "aware4")
     t = doc["traffic"]
     assert len(t) == 4 and all(len(r) == 4 for r in t), t
@@ -193,7 +202,6 @@ def test_four_node_traffic_matrix(pipeline4):
     total = sum(map(sum, t))
     assert total >= 4 * MIN_ADDRESS_SAMPLES, t
     for i in range(4):
-        assert sum(t[i]) <= per_node[i], (i, t, per_node)
-        assert 0.1 <= sum(t[i]) / total <= 0.4, (i, t)
+        assert 0 < sum(t[i]) <= per_node[i], (i, t, per_node)
     local, _ = _local(_sum([_obj(doc, n)["traffic"] for n in ("x", "y", "z")]))
     assert local >= 0.8, (local, t)
