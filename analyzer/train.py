@@ -6,11 +6,11 @@
 ``record`` runs the Figure 15 kernels of examples/patterns.c (regular / irregular / random
 × static / dynamic × read / write / rw × array sizes × OMP_NUM_THREADS 1, 2, 3) built at
 -O2, plus -O0 and -O3 builds and the other examples (spmv, gather, serial_init,
-numa_aware, fortran_arrays), under ``numaprof record``; analyses every profile and keeps
-one row per array whose label is known by construction (the examples' header comments).
-The split is fixed by construction: *train* = patterns at -O2, 64, 128 and 160 MiB (and 512 MiB for the structured kinds), 2 threads;
-everything else is *held-out* (other sizes, other -O levels, other thread counts, other
-programs).  ``fit`` trains a seeded random forest on the train rows, prints the held-out
+numa_aware, fortran_arrays), under ``numaprof record --freq 4000``; analyses every
+profile and keeps one row per array whose label is known by construction (the examples'
+header comments).  The split is fixed by construction: *train* = patterns at -O2, 2
+threads, 64, 128 and 160 MiB (and 512 MiB for the structured kinds); everything else is
+*held-out* (other sizes, other -O levels, other thread counts, other programs).  ``fit`` trains a seeded random forest on the train rows, prints the held-out
 accuracy and confusion matrix, and writes the model as plain JSON (tree arrays) that
 :mod:`numaprof.analyzer.classifier` evaluates with numpy.  docs/classifier.md explains
 the choices.
@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from numaprof.analyzer import classifier
+from numaprof.errors import NumaprofError
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -187,6 +188,9 @@ def _pythonpath() -> str:
 
 
 def cmd_record(args) -> int:
+    if not (EXAMPLES / "patterns.c").exists():
+        raise NumaprofError(f"{EXAMPLES} not found: run the training from a source checkout "
+                            "(PYTHONPATH=<checkout> python -m numaprof.analyzer.train ...)")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     bins = build(out)
@@ -320,7 +324,11 @@ def main(argv=None) -> int:
                    help="feature table (CSV or a directory with features.csv)")
     f.add_argument("--out", default=str(classifier.MODEL_PATH), help="model JSON to write")
     args = ap.parse_args(argv)
-    return cmd_record(args) if args.cmd == "record" else cmd_fit(args)
+    try:
+        return cmd_record(args) if args.cmd == "record" else cmd_fit(args)
+    except NumaprofError as e:
+        print(f"numaprof: {e}", file=sys.stderr)
+        return e.exit_code
 
 
 if __name__ == "__main__":
