@@ -58,14 +58,10 @@ def _num(f: dict, name: str, default: float = 0.0) -> float:
 def feature_vector(features: dict) -> list[float]:
     """The model's inputs, in FEATURES order, from an object's feature dict."""
     f = {k: _num(features, k) for k in features if isinstance(features[k], (int, float))}
-    t, tpp = f.get("threads", 0.0), f.get("threads_per_page", 0.0)
-    f["page_sharing_degree"] = (tpp - 1.0) / (t - 1.0) if t > 1 and tpp >= 1 else 0.0
     shared = f.get("overlap_median", 0.0)
     if f.get("contexts", 0.0) >= 1:
         shared = min(shared, f.get("context_overlap", 0.0))
     f["shared_range"] = shared
-    # a thread's range against its share under a static partition (1/threads of the array)
-    f["span_share"] = f.get("span_p90", 0.0) * t
     # a rank change between two windows only is weak evidence: shrunk below MIN_WINDOW_PAIRS
     trust = min(1.0, f.get("window_pairs", 0.0) / MIN_WINDOW_PAIRS)
     f["mapping_change"] = max(f.get("instability", 0.0) * trust, f.get("context_instability", 0.0))
