@@ -109,13 +109,10 @@ def test_master_initialised_arrays_live_on_node_0(pipeline2):
     doc = _report(pipeline2, "serial")
     for name in ("a", "b", "c"):
         o = _obj(doc, name)
-        pages = o["size"] // 4096
-        # A malloc'ed array has its own mapping (plus one page of malloc header): numa_maps
-        # at exit gives every page of it, not just the sampled ones.
-        assert o["pages_by_node"][1] == 0, (name, o["pages_by_node"])
-        assert pages <= o["pages_by_node"][0] <= pages + 1, (
-            f"{name}: pages_by_node {o['pages_by_node']} for {pages} pages (numa_maps at "
-            "exit should count them all)")
+        # serial_init frees its arrays before exit, so there is no numa_maps line for them
+        # at exit: pages_by_node counts the pages located while it ran (move_pages).
+        # lab_place's array, alive at exit, is compared page count for page count below.
+        assert o["pages_by_node"][1] == 0 and o["pages_by_node"][0] > 0, (name, o)
         assert o["first_touch"]["nodes"] == [0], (name, o["first_touch"])
         assert o["first_touch"]["master_fraction"] >= 0.9, (name, o["first_touch"])
 
@@ -133,21 +130,31 @@ def test_master_initialised_traffic_is_half_remote(pipeline2):
 
 
 def test_spread_threads_are_bound_one_per_node(pipeline2):
+    """OMP_PROC_BIND=spread: one bound thread per node.  The master may have run on the
+    other node before libgomp bound it, so threads are placed by their main node."""
     doc = _report(pipeline2, "serial")
     busy = [th for th in doc["threads"] if th["samples"] > 0]
-    assert sorted(n for th in busy for n in th["nodes"]) == [0, 1], doc["threads"]
-    assert all(th["bound"] and th["migrations"] == 0 for th in busy), doc["threads"]
+    assert sorted(th["node"] for th in busy) == [0, 1], doc["threads"]
+    assert all(th["bound"] for th in busy), doc["threads"]
+
+
+def _arrays(doc, names):
+    """The named objects the report has: an array only written (numa_aware's x) can have
+    no sample, as the soft backend under-represents stores (SPEC 2.2)."""
+    found = [o for o in doc["objects"] if o["name"] in names]
+    assert found, f"none of {names} in the report: {[o['name'] for o in doc['objects']]}"
+    return found
 
 
 def test_numa_aware_is_local(pipeline2):
     doc = _report(pipeline2, "aware")
-    t = _sum([_obj(doc, n)["traffic"] for n in ("x", "y", "z")])
+    arrays = _arrays(doc, ("x", "y", "z"))
+    t = _sum([o["traffic"] for o in arrays])
     local, total = _local(t)
     assert total >= MIN_ADDRESS_SAMPLES, f"only {total} samples with an address: {t}"
     assert local >= 0.8, (local, t)
-    for name in ("x", "y", "z"):
-        o = _obj(doc, name)
-        assert sorted(o["first_touch"]["nodes"]) == [0, 1], (name, o["first_touch"])
+    for o in arrays:
+        assert sorted(o["first_touch"]["nodes"]) == [0, 1], (o["name"], o["first_touch"])
 
 
 def test_pages_by_node_equals_the_kernel(pipeline2, labkit):
@@ -203,5 +210,14 @@ def test_four_node_traffic_matrix(pipeline4):
     assert total >= 4 * MIN_ADDRESS_SAMPLES, t
     for i in range(4):
         assert 0 < sum(t[i]) <= per_node[i], (i, t, per_node)
-    local, _ = _local(_sum([_obj(doc, n)["traffic"] for n in ("x", "y", "z")]))
+    local, _ = _local(_sum([o["traffic"] for o in _arrays(doc, ("x", "y", "z"))]))
     assert local >= 0.8, (local, t)
+
+
+def test_four_node_spread_threads_are_bound(pipeline4):
+    """OMP_PROC_BIND=spread with 4 places binds all 4 threads, one per node."""
+    doc = _report(pipeline4, "aware4")
+    busy = [th for th in doc["threads"] if th["samples"] > 0]
+    assert sorted(th["node"] for th in busy) == [0, 1, 2, 3], doc["threads"]
+    assert all(th["bound"] for th in busy), [(th["tid"], th["affinity"], th["bound"])
+                                             for th in busy]
