@@ -247,7 +247,11 @@ def _summary(cfg: RecordConfig, manifest: dict) -> str:
     counts = manifest.get("counts", {})
     n = counts.get("samples", 0)
     with_addr = counts.get("with_address", 0)
-    cov = f", {100.0 * with_addr / n:.0f}% with a data address" if n else ""
+    spin = (manifest.get("collector") or {}).get("rules", {}).get("spin", 0)
+    busy = n - spin  # busy-waiting threads access no memory (rule spin)
+    cov = f", {100.0 * with_addr / busy:.0f}% with a data address" if busy > 0 else ""
+    if spin:
+        cov += f", {spin} spin-waiting"
     lost = counts.get("lost", 0)
     where = f"{cfg.output}/"
     nxt = "numaprof report" if not cfg.output_given else f"numaprof report {cfg.output}"
