@@ -57,7 +57,7 @@ test-c:
 	cd build/asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure
 
 test-py:
-	$(VENV)/bin/pytest -q tests
+	NUMAPROF_LAB_REQUIRED=1 $(VENV)/bin/pytest -q tests
 
 bench: setup
 	$(PY) bench/run.py

@@ -16,6 +16,7 @@ def libexec_dir() -> Path:
     env = os.environ.get("NUMAPROF_LIBEXEC")
     candidates = [Path(env)] if env else []
     candidates += [_PKG / "libexec", _PKG.parent / "build" / "dev" / "libexec"]
+    candidates += _installed("libexec")
     for c in candidates:
         if (c / "numaprof-collect").exists():
             return c
@@ -24,8 +25,19 @@ def libexec_dir() -> Path:
     )
 
 
+def _installed(sub: str) -> list[Path]:
+    """The directory `sub` of an installed numaprof wheel, for a checkout whose Python
+    sources are imported first (PYTHONPATH) but whose native parts are not built there."""
+    try:
+        from importlib.metadata import PackageNotFoundError, distribution
+
+        return [Path(distribution("numaprof").locate_file(f"numaprof/{sub}"))]
+    except (PackageNotFoundError, OSError):
+        return []
+
+
 def include_dir() -> Path:
-    for c in (_PKG / "include", _PKG.parent / "collector" / "include"):
+    for c in (_PKG / "include", _PKG.parent / "collector" / "include", *_installed("include")):
         if (c / "numaprof_place.h").exists():
             return c
     return _PKG / "include"
