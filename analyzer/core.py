@@ -60,6 +60,8 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     name (or site); ``progress(step, fraction)`` is called as the work advances.
     """
     prof = path_or_profile if isinstance(path_or_profile, Profile) else open_profile(path_or_profile)
+    # binaries and sources as they were at record time (rebuilt or patched since?)
+    symbols.use_archive(prof.path)
     step = progress or (lambda _s, _f: None)
     findings: list[str] = []
     step("loading", 0.0)

@@ -7,6 +7,7 @@ and the caller falls back to a weaker name (``heap@0x...``).
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from functools import lru_cache
@@ -273,10 +274,33 @@ def _file_path(fentries, incdirs, fi, v5, comp_dir) -> str:
     return os.path.normpath(os.path.join(directory, name))
 
 
+_ARCHIVE: dict[str, str] = {}
+
+
+def use_archive(profile_dir) -> None:
+    """Reads the profile's archive (archive.json): copies of the user's executables and
+    sources taken at record time, used instead of the files on disk, which may have been
+    rebuilt or patched since (as perf's build-id cache does for perf report)."""
+    _ARCHIVE.clear()
+    index = Path(profile_dir) / "archive.json"
+    try:
+        doc = json.loads(index.read_text())
+    except (OSError, ValueError):
+        return
+    base = Path(profile_dir) / "archive"
+    for group in ("binaries", "sources"):
+        for original, digest in (doc.get(group) or {}).items():
+            copy = base / str(digest)
+            if copy.is_file():
+                _ARCHIVE[str(original)] = str(copy)
+
+
 def elf_info(path: str) -> ElfInfo | None:
-    """The parsed ELF file at ``path``, or None when absent or not ELF."""
+    """The parsed ELF file at ``path`` (its archived copy when the profile has one), or None
+    when absent or not ELF."""
     if ELFFile is None or not path.startswith("/"):
         return None
+    path = _ARCHIVE.get(path, path)
     try:
         st = os.stat(path)
     except OSError:
@@ -401,7 +425,10 @@ _FORTRAN_EXT = {".f", ".for", ".f90", ".f95", ".f03", ".f08", ".ftn"}
 
 
 def find_source(path: str, roots: list[str]) -> Path | None:
-    """The source file DWARF names, or the same name under one of ``roots``."""
+    """The source file DWARF names (its archived copy when the profile has one), or the same
+    name under one of ``roots``."""
+    if os.path.normpath(path) in _ARCHIVE:
+        return Path(_ARCHIVE[os.path.normpath(path)])
     p = Path(path)
     if p.is_file():
         return p

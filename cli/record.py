@@ -210,7 +210,8 @@ def _finish(cfg: RecordConfig, manifest: dict, rc: int) -> dict:
     return manifest
 
 
-SYSTEM_PREFIXES = ("/usr/", "/lib/", "/lib64/", "/opt/", "/snap/")
+SYSTEM_PREFIXES = ("/usr/", "/lib/", "/lib64/", "/opt/", "/snap/", "/etc/", "/proc/", "/sys/",
+                   "/dev/")
 
 
 def _hash_sources(cfg: RecordConfig) -> None:
@@ -232,15 +233,54 @@ def _hash_sources(cfg: RecordConfig) -> None:
         if exe:
             executables.append(os.path.realpath(exe))
     ours = os.path.realpath(paths.libexec_dir()) + os.sep  # the shim is not the user's code
+    profile_dir = os.path.realpath(cfg.output) + os.sep  # nor the shim's own files
     for p in dict.fromkeys(str(x) for x in paths_seen):
         if (p.startswith("/") and not p.startswith(SYSTEM_PREFIXES) and os.path.isfile(p)
-                and not os.path.realpath(p).startswith(ours)):
+                and not os.path.realpath(p).startswith((ours, profile_dir))):
             executables.append(os.path.realpath(p))
+    executables = list(dict.fromkeys(executables))
     try:
-        write_sources_json(cfg.output, list(dict.fromkeys(executables)))
+        sources = write_sources_json(cfg.output, executables)
     except OSError as e:
         print(f"numaprof: warning: cannot hash the sources ({e.strerror}); "
               "suggest --apply will refuse to patch", file=sys.stderr)
+        return
+    _archive(cfg.output, executables, sources)
+
+
+ARCHIVE_LIMIT = 256 << 20  # bytes of executables and sources copied into one profile
+
+
+def _archive(out: Path, executables: list[str], sources: dict[str, str]) -> None:
+    """Copies the user's executables and sources into <profile>/archive (content-addressed),
+    so that report names objects right after a rebuild or a patch (like perf archive)."""
+    from numaprof.recommender.sources import sha256_file
+
+    base = out / "archive"
+    doc: dict = {"binaries": {}, "sources": {}, "skipped": []}
+    used = 0
+    items = [("sources", p, h) for p, h in sources.items()]
+    items += [("binaries", p, None) for p in executables]
+    for group, path, digest in items:
+        try:
+            size = os.path.getsize(path)
+            if used + size > ARCHIVE_LIMIT:
+                doc["skipped"].append(path)
+                continue
+            digest = digest or sha256_file(path)
+            base.mkdir(mode=0o700, exist_ok=True)
+            target = base / digest
+            if not target.exists():
+                shutil.copyfile(path, target)
+                target.chmod(0o600)
+            used += size
+            doc[group][path] = digest
+        except OSError:
+            doc["skipped"].append(path)
+    try:
+        _write_json_atomic(out / "archive.json", doc)
+    except NumaprofError as e:
+        print(f"numaprof: warning: no archive of the binaries: {e}", file=sys.stderr)
 
 
 def _summary(cfg: RecordConfig, manifest: dict) -> str:
