@@ -13,6 +13,9 @@ from dataclasses import dataclass
 
 from numaprof.errors import UsageError
 
+# Table 4 of 000 (NUMA factors of an 8-node Opteron): one copy, shared with --target.
+from numaprof.recommender.targets import OPTERON_TABLE4
+
 LOCAL_DISTANCE = 10
 # Linux's REMOTE_DISTANCE: what the kernel assumes between two nodes when firmware gives no
 # SLIT.  Used for node pairs that neither a preset nor --distance sets.
@@ -24,19 +27,6 @@ MAX_NODES = 16  # a TCG guest with more would take minutes to boot on a 2-core m
 MAX_CPUS = 64
 MIN_MEM_PER_NODE = 256 << 20  # 8 nodes x 128M hung at boot (6.1 kernel, TCG); 256M works
 
-# Table 4 of 000_33c6b40d94544844.txt: NUMA factors (remote/local) measured with STREAM on
-# an 8-node Opteron, nodes renumbered from 0.  Kept verbatim (including its tiny asymmetry,
-# 1.1974 vs 1.1978) so the preset below can be checked against it.
-OPTERON_TABLE4 = (
-    (1.0000, 1.55, 1.2122, 1.1974, 1.2374, 1.4388, 1.3093, 1.3057),
-    (1.55, 1.0000, 1.1872, 1.2959, 1.4606, 1.2284, 1.3071, 1.2589),
-    (1.2122, 1.1872, 1.0000, 1.1808, 1.1632, 1.2234, 1.1795, 1.2305),
-    (1.1978, 1.2959, 1.1808, 1.0000, 1.3860, 1.2576, 1.0337, 1.1648),
-    (1.2374, 1.4606, 1.1632, 1.3860, 1.0000, 1.1020, 1.3877, 1.2820),
-    (1.4388, 1.2284, 1.2234, 1.2576, 1.1020, 1.0000, 1.1242, 1.1318),
-    (1.3093, 1.3071, 1.1795, 1.0337, 1.3877, 1.1242, 1.0000, 1.024),
-    (1.3057, 1.2589, 1.2305, 1.1648, 1.2820, 1.1318, 1.024, 1.0000),
-)
 
 
 def slit_from_factors(factors) -> tuple[tuple[int, ...], ...]:

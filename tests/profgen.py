@@ -19,48 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-MAGIC = b"NMPCOL01"
+# The format's dtypes and column writers are the package's own (one definition).
+from numaprof.analyzer.writer import DTYPES, MAGIC, write_column, write_str_column  # noqa: E402,F401
+
 PAGE = 4096
-
-# dtype of every column of the format, for writing.
-DTYPES = {
-    "samples": {"time": "<u8", "pid": "<u4", "tid": "<u4", "cpu": "<u2", "ip": "<u8", "addr": "<u8",
-                "access": "|u1", "size": "|u1", "rule": "|u1", "weight": "<u4", "data_src": "<u8",
-                "phys_addr": "<u8"},
-    "faults": {"time": "<u8", "pid": "<u4", "tid": "<u4", "cpu": "<u2", "ip": "<u8", "addr": "<u8",
-               "flags": "|u1", "source": "|u1"},
-    "page_nodes": {"time": "<u8", "pid": "<u4", "page": "<u8", "node": "<i2"},
-    "mappings": {"time": "<u8", "pid": "<u4", "start": "<u8", "len": "<u8", "pgoff": "<u8",
-                 "prot": "<u4", "flags": "<u4", "path": "str"},
-    "threads": {"pid": "<u4", "tid": "<u4", "ppid": "<u4", "start_time": "<u8", "end_time": "<u8",
-                "comm": "str", "affinity_first": "str", "affinity_last": "str", "samples": "<u8"},
-    "objects": {"time": "<u8", "free_time": "<u8", "pid": "<u4", "tid": "<u4", "addr": "<u8",
-                "size": "<u8", "kind": "|u1", "stack": "<u4", "prev": "<u8"},
-    "stack_frames": {"stack": "<u4", "depth": "<u2", "ip": "<u8"},
-    "counters": {"time": "<u8", "phase": "|u1", "node": "<i2", "name": "str", "value": "<u8"},
-}
-
-
-def write_column(path: str | os.PathLike, values, dtype: str) -> None:
-    """One `.col` file: magic, dtype string NUL-padded to 8 bytes, values."""
-    arr = np.ascontiguousarray(np.asarray(values), dtype=np.dtype(dtype))
-    with open(path, "wb") as f:
-        f.write(MAGIC + dtype.encode().ljust(8, b"\0"))
-        f.write(arr.tobytes())
-
-
-def write_str_column(path: str | os.PathLike, strings) -> None:
-    """A `str` column: `<u8` offsets in the .col, NUL-terminated strings in the .heap."""
-    heap = bytearray()
-    offsets = []
-    index: dict[str, int] = {}
-    for s in strings:
-        if s not in index:
-            index[s] = len(heap)
-            heap += s.encode() + b"\0"
-        offsets.append(index[s])
-    write_column(path, np.array(offsets, dtype="<u8"), "<u8")
-    Path(path).with_suffix(".heap").write_bytes(bytes(heap))
 
 
 class ProfileWriter:
