@@ -73,11 +73,16 @@ def test_local_fraction_rises_and_matches_the_prediction(loop):
 
 def test_pages_spread_over_both_nodes(loop):
     _, _, diff = loop
+    checked = 0
     for o in diff["objects"]:
-        if o["name"] in ("a", "b", "c") and o["after"]:
+        if o["name"] in ("a", "b", "c") and o["after"] and o["before"]:
             before, after = o["before"]["pages_by_node"], o["after"]["pages_by_node"]
-            assert before[1] == 0 or before[1] < 0.1 * sum(before), o
+            if sum(after) < 32:  # pages located from samples: too few to judge a split
+                continue
+            assert before[1] < 0.1 * sum(before), o
             assert min(after) > 0.25 * sum(after), o
+            checked += 1
+    assert checked >= 1, diff
 
 
 def test_text_diff_shows_the_change(loop):
