@@ -12,25 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
-MAGIC = b"NMPCOL01"
+from numaprof.analyzer.profile import MAGIC, SCHEMA
 
-DTYPES = {
-    "samples": {"time": "<u8", "pid": "<u4", "tid": "<u4", "cpu": "<u2", "ip": "<u8",
-                "addr": "<u8", "access": "|u1", "size": "|u1", "rule": "|u1", "weight": "<u4",
-                "data_src": "<u8", "phys_addr": "<u8"},
-    "faults": {"time": "<u8", "pid": "<u4", "tid": "<u4", "cpu": "<u2", "ip": "<u8",
-               "addr": "<u8", "flags": "|u1", "source": "|u1"},
-    "page_nodes": {"time": "<u8", "pid": "<u4", "page": "<u8", "node": "<i2"},
-    "mappings": {"time": "<u8", "pid": "<u4", "start": "<u8", "len": "<u8", "pgoff": "<u8",
-                 "prot": "<u4", "flags": "<u4", "path": "str"},
-    "threads": {"pid": "<u4", "tid": "<u4", "ppid": "<u4", "start_time": "<u8",
-                "end_time": "<u8", "comm": "str", "affinity_first": "str",
-                "affinity_last": "str", "samples": "<u8"},
-    "objects": {"time": "<u8", "free_time": "<u8", "pid": "<u4", "tid": "<u4", "addr": "<u8",
-                "size": "<u8", "kind": "|u1", "stack": "<u4", "prev": "<u8"},
-    "stack_frames": {"stack": "<u4", "depth": "<u2", "ip": "<u8"},
-    "counters": {"time": "<u8", "phase": "|u1", "node": "<i2", "name": "str", "value": "<u8"},
-}
+# Column dtypes as the reader checks them (one schema: analyzer.profile.SCHEMA).
+DTYPES = {table: {col: ("str" if is_str else dtype) for col, (dtype, _, is_str) in cols.items()}
+          for table, cols in SCHEMA.items()}
 
 
 def _open_0600(path: Path):
