@@ -14,23 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-#define CHECK(c)                                                                    \
-    do {                                                                            \
-        if (!(c)) {                                                                 \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);   \
-            failures++;                                                             \
-        }                                                                           \
-    } while (0)
-#define CHECK_EQ(a, b)                                                              \
-    do {                                                                            \
-        unsigned long long a_ = (unsigned long long)(a), b_ = (unsigned long long)(b); \
-        if (a_ != b_) {                                                             \
-            fprintf(stderr, "%s:%d: %s = %#llx, expected %#llx\n", __FILE__, __LINE__, \
-                    #a, a_, b_);                                                    \
-            failures++;                                                             \
-        }                                                                           \
-    } while (0)
+#include "nmp_check.h"
 
 /* ---- byte builder ---- */
 struct buf {

@@ -1,0 +1,27 @@
+/* Assertion macros shared by the C tests: a failed check prints where and what, counts a
+ * failure, and the test goes on; main() returns non-zero when `failures` is set. */
+#ifndef NMP_CHECK_H
+#define NMP_CHECK_H
+
+#include <stdio.h>
+
+static int failures;
+
+#define CHECK(c)                                                                    \
+    do {                                                                            \
+        if (!(c)) {                                                                 \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);   \
+            failures++;                                                             \
+        }                                                                           \
+    } while (0)
+#define CHECK_EQ(a, b)                                                              \
+    do {                                                                            \
+        unsigned long long a_ = (unsigned long long)(a), b_ = (unsigned long long)(b); \
+        if (a_ != b_) {                                                             \
+            fprintf(stderr, "%s:%d: %s = %#llx, expected %#llx\n", __FILE__, __LINE__, \
+                    #a, a_, b_);                                                    \
+            failures++;                                                             \
+        }                                                                           \
+    } while (0)
+
+#endif
