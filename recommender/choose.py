@@ -474,12 +474,20 @@ def _commands(analysis: Analysis, plan: _Plan, result: Suggestions, factor: np.n
                             "hot data is small and shared, so keeping threads close limits "
                             "coherence traffic (002 §IV-B); the predictions assume this binding.")
     if patches:
-        result.notes.append("placement changes needing a code change: "
-                            + ", ".join(f"{s.name} ({s.policy})" for s in patches) + ".")
+        result.notes.append(code_change_note(result.objects))
     if not changed:
         result.notes.append("no placement change: first touch already places the hot data well "
                             "for this target.")
     _one_node(analysis, plan, result, now)
+
+
+def code_change_note(objects) -> str | None:
+    """The note naming the suggestions that need a source change, or None."""
+    patches = [s for s in objects if s.change == "patch"]
+    if not patches:
+        return None
+    return ("placement changes needing a code change: "
+            + ", ".join(f"{s.name} ({s.policy})" for s in patches) + ".")
 
 
 def _one_node(analysis: Analysis, plan: _Plan, result: Suggestions, now: dict[str, float]) -> None:

@@ -9,6 +9,7 @@ falls back to `bind_block` placement, as SPEC §4.3 (b) says.
 from __future__ import annotations
 
 from numaprof.analyzer.model import Analysis
+from numaprof.recommender.choose import code_change_note
 from numaprof.recommender.model import Suggestions
 from numaprof.recommender.patch import Patch, Refusal, merge_patches, patch_for_object
 
@@ -16,6 +17,7 @@ from numaprof.recommender.patch import Patch, Refusal, merge_patches, patch_for_
 def attach_patches(s: Suggestions, analysis: Analysis, source_paths, root: str) -> list[Patch]:
     """Fills `patch` on each suggestion that needs code; returns the merged patches."""
     objects = {o.name: o for o in analysis.objects}
+    note_before = code_change_note(s.objects)
     patches: list[Patch] = []
     for sug in s.objects:
         obj = objects.get(sug.name)
@@ -35,5 +37,8 @@ def attach_patches(s: Suggestions, analysis: Analysis, source_paths, root: str) 
             patches.append(result)
         elif isinstance(result, Refusal):
             sug.reason += f" No source patch: {result.reason}."
+    note_after = code_change_note(s.objects)
+    if note_before != note_after:  # a fallback changed a policy: the note must say so
+        s.notes = [note_after if n == note_before else n for n in s.notes]
     merged = merge_patches(patches, root=root) if patches else []
     return merged

@@ -64,3 +64,16 @@ def test_one_node_machine_changes_nothing(recorded, program):
     assert all(o.policy == "first_touch" for o in s.objects)
     assert s.commands == []
     assert any("one NUMA node" in n for n in s.notes)
+
+
+def test_code_change_note_names_the_final_policies(recorded):
+    """The note listing code changes is written after the patch fallbacks: an array whose
+    parallel first-touch loop cannot be added (serial_init's `a` is first touched inside
+    libc) is named with the policy it finally gets, as its suggestion says."""
+    doc = recorded("serial_init").suggest
+    patched = [o for o in doc["objects"] if o["change"] == "patch"]
+    assert patched, doc["objects"]
+    notes = [n for n in doc["notes"] if n.startswith("placement changes needing a code change")]
+    assert len(notes) == 1, doc["notes"]
+    for o in patched:
+        assert f"{o['name']} ({o['policy']})" in notes[0], (o["name"], o["policy"], notes[0])
