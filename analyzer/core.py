@@ -25,7 +25,7 @@ from numaprof.analyzer.model import (
     ProfileInfo,
     Topology,
 )
-from numaprof.analyzer.profile import Profile, open_profile
+from numaprof.analyzer.profile import CPU_UNKNOWN, Profile, open_profile
 from numaprof.analyzer.topology import single_node
 from numaprof.errors import ProfileError
 
@@ -63,14 +63,16 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     # binaries and sources as they were at record time (rebuilt or patched since?)
     symbols.use_archive(prof.path)
     step = progress or (lambda _s, _f: None)
-    findings: list[str] = []
+    # what the source of the profile warned about (e.g. perf.data without cpus)
+    findings: list[str] = [str(w) for w in prof.manifest.get("warnings") or []]
     step("loading", 0.0)
     s = prof.table("samples")
     n_all = len(s["time"])
     try:
         topo = prof.topology()
     except ProfileError:
-        topo = single_node(np.unique(np.asarray(s["cpu"])).tolist())
+        seen = np.unique(np.asarray(s["cpu"]))
+        topo = single_node(seen[seen != CPU_UNKNOWN].tolist())
         findings.append("the profile has no recorded topology: assuming one NUMA node")
     page = int(topo.page_size or 4096)
     page_shift = page.bit_length() - 1

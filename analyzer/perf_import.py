@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from numaprof.analyzer.profile import CPU_UNKNOWN
 from numaprof.analyzer.writer import write_json, write_table
 from numaprof.errors import NumaprofError, ProfileError
 
@@ -107,7 +108,7 @@ def convert(path: Path, out: Path) -> Path:
     rule = np.where(has_addr, 3, np.where(user, 0, 13)).astype("u1")
     no_cpu = rec["cpu"] == 0xFFFFFFFF
     write_table(out, "samples", time=rec["time"], pid=rec["pid"], tid=rec["tid"],
-                cpu=np.where(no_cpu, 0, rec["cpu"]).astype("<u2"), ip=rec["ip"],
+                cpu=np.where(no_cpu, CPU_UNKNOWN, rec["cpu"]).astype("<u2"), ip=rec["ip"],
                 addr=np.where(has_addr, rec["addr"], 0), access=access,
                 size=np.zeros(len(rec), "u1"), rule=rule, weight=rec["weight"],
                 data_src=rec["data_src"], phys_addr=rec["phys_addr"])
@@ -155,8 +156,8 @@ def convert(path: Path, out: Path) -> Path:
     })
     with_address = int(np.count_nonzero(has_addr))
     events = ", ".join(header.get("events", [])) or "unknown events"
-    warnings = ["samples carry no cpu (perf record without --sample-cpu): threads are "
-                "assumed on cpu 0"] if len(rec) and bool(no_cpu.any()) else []
+    warnings = ["samples carry no cpu (perf record without --sample-cpu): the cpus and nodes "
+                "threads ran on are unknown"] if len(rec) and bool(no_cpu.any()) else []
     write_json(out / "manifest.json", {
         "format": "numaprof.profile", "version": 1, "complete": True,
         "incomplete_reason": None, "command": header["command"], "argv": [],

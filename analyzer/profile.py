@@ -21,6 +21,7 @@ FORMAT = "numaprof.profile"
 VERSION = 1
 MAGIC = b"NMPCOL01"
 HEADER = 16
+CPU_UNKNOWN = 0xFFFF  # samples.cpu when the source did not record it (perf without --sample-cpu)
 
 # Known tables: column -> (dtype, required, is_str).  Columns not listed here are still
 # read (their header names the dtype); listed optional ones read as zeros when absent.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from numaprof.analyzer.model import ThreadResult, Topology
+from numaprof.analyzer.profile import CPU_UNKNOWN
 
 
 def parse_cpulist(text: str) -> set[int]:
@@ -55,12 +56,24 @@ def analyze_threads(
     """
     T = len(tids)
     cpu_node_map = topo.node_of_cpu()
-    ncpu = max([int(s_cpu.max()) + 1 if len(s_cpu) else 0, *(c + 1 for c in cpu_node_map)], default=1)
+    cpu = np.asarray(s_cpu)
+    unknown = cpu == CPU_UNKNOWN
+    if unknown.any():
+        # cpu not recorded: one extra column, on no cpu and on no node (unless the
+        # machine has only one)
+        known_max = int(cpu[~unknown].max()) if (~unknown).any() else -1
+        ncpu_known = max([known_max + 1, *(c + 1 for c in cpu_node_map)], default=1)
+        cpu = np.where(unknown, ncpu_known, cpu)
+        ncpu = ncpu_known + 1
+    else:
+        ncpu_known = ncpu = max([int(cpu.max()) + 1 if len(cpu) else 0,
+                                 *(c + 1 for c in cpu_node_map)], default=1)
     cpu_node = np.full(ncpu, -1, dtype=np.int16)
     for c, nd in cpu_node_map.items():
         cpu_node[c] = nd
+    if ncpu > ncpu_known and topo.n_nodes == 1:
+        cpu_node[ncpu_known] = topo.nodes[0].id
     N = max(topo.n_nodes, max(cpu_node_map.values(), default=0) + 1)
-    cpu = np.asarray(s_cpu)
     s_tidx = np.asarray(s_tidx, dtype=np.int32)
     idx_t = np.int64 if T * max(ncpu, N) >= 2**31 else np.int32
     counts = np.bincount(s_tidx, minlength=T)
@@ -92,7 +105,7 @@ def analyze_threads(
         if row is not None:
             aff = str(threads_table["affinity_last"][row]) or str(threads_table["affinity_first"][row])
         aff_set = parse_cpulist(aff)
-        cpus = [int(c) for c in np.flatnonzero(cpu_counts[i])]
+        cpus = [int(c) for c in np.flatnonzero(cpu_counts[i, :ncpu_known])]
         nodes_seen = [int(n) for n in np.argsort(-node_counts[i], kind="stable") if node_counts[i, n] > 0]
         results.append(
             ThreadResult(
@@ -113,8 +126,9 @@ def analyze_threads(
     main_cpu = {}
     for i, r in enumerate(results):
         # only threads that mostly stayed on one cpu: a migrating thread shares nothing
-        if r.samples >= 10 and cpu_counts[i].max() >= 0.5 * r.samples:
-            main_cpu.setdefault(int(np.argmax(cpu_counts[i])), []).append(i)
+        known = cpu_counts[i, :ncpu_known]
+        if r.samples >= 10 and len(known) and known.max() >= 0.5 * r.samples:
+            main_cpu.setdefault(int(np.argmax(known)), []).append(i)
     shared = []
     for c, members in main_cpu.items():
         if len(members) > 1:

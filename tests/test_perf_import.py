@@ -28,6 +28,17 @@ def test_real_perf_record_loads(examples_built, tmp_path):
     assert doc["profile"]["samples"] > 10
     assert {t["comm"] for t in doc["threads"]} == {"gather"}
     assert "gather" in " ".join(doc["profile"]["command"])
+    # plain `perf record` (no -a, no --sample-cpu) does not record the cpu: the threads'
+    # cpus are then unknown, not "cpu 0" (which read as two threads sharing one cpu)
+    evlist = subprocess.run(["perf", "evlist", "-v", "-i", str(data)], capture_output=True,
+                            text=True, check=True).stdout
+    sample_type = evlist.split("sample_type:")[1].split(",")[0].strip().split("|")
+    if "CPU" in sample_type:
+        assert all(t["cpus"] for t in doc["threads"]), doc["threads"]
+    else:
+        assert all(t["cpus"] == [] for t in doc["threads"]), doc["threads"]
+        assert not any("same cpu" in f for f in doc["findings"]), doc["findings"]
+        assert any("no cpu" in f for f in doc["findings"]), doc["findings"]
 
 
 def test_synthesized_perf_mem_file(examples_built, tmp_path):

@@ -85,7 +85,7 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
     for th in a.threads:
         threads.add_row(str(th.tid), esc(th.comm), str(th.samples),
                         ",".join(map(str, th.nodes)), ",".join(map(str, th.cpus[:16])),
-                        str(th.migrations), "yes" if th.bound else "no")
+                        str(th.migrations), "yes" if th.bound else ("no" if th.affinity else "?"))
     con.print(threads)
     for f in a.findings:
         con.print(f"- {f}", markup=False)
