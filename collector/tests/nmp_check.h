@@ -24,4 +24,23 @@ static int failures;
         }                                                                           \
     } while (0)
 
+/* CHECK with a printf-style explanation of what went wrong. */
+#define CHECK_MSG(c, ...)                                                           \
+    do {                                                                            \
+        if (!(c)) {                                                                 \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #c);   \
+            fprintf(stderr, __VA_ARGS__);                                           \
+            fputc('\n', stderr);                                                    \
+            failures++;                                                             \
+        }                                                                           \
+    } while (0)
+
+/* main()'s exit status: 0, or 1 after printing how many checks failed. */
+static inline int check_result(void)
+{
+    if (failures)
+        fprintf(stderr, "%d failure(s)\n", failures);
+    return failures ? 1 : 0;
+}
+
 #endif

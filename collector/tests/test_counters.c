@@ -8,15 +8,8 @@
 #include <sys/stat.h>
 #include <errno.h>
 #include <unistd.h>
+#include "nmp_check.h"
 
-static int failures;
-#define CHECK(c)                                                                    \
-    do {                                                                            \
-        if (!(c)) {                                                                 \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);   \
-            failures++;                                                             \
-        }                                                                           \
-    } while (0)
 
 static void put(const char *root, const char *rel, const char *text)
 {
@@ -152,7 +145,5 @@ int main(void)
     CHECK(t && nmp_counters_snapshot(t, 1, 2) == 0 && nmp_table_rows(t) >= 6);
     nmp_table_close(t);
 
-    if (failures)
-        fprintf(stderr, "%d failure(s)\n", failures);
-    return failures ? 1 : 0;
+    return check_result();
 }

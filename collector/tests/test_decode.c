@@ -8,21 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "nmp_check.h"
 
 /* perf_event_x86_regs indexes */
 enum { AX = 0, BX = 1, CX = 2, DX = 3, SI = 4, DI = 5, BP = 6, SP = 7, R8 = 16 };
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                   \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                           \
-            fprintf(stderr, __VA_ARGS__);                                                  \
-            fputc('\n', stderr);                                                           \
-            failures++;                                                                    \
-        }                                                                                  \
-    } while (0)
 
 struct expect {
     uint64_t addr;
@@ -36,11 +26,11 @@ static void check_case(struct nmp_decoder *d, const char *name, const uint8_t *c
     struct nmp_memop m;
     nmp_decode_code(d, code, len, code_addr, ip, aligned, &m);
     uint64_t a = nmp_memop_addr(&m, r);
-    CHECK(m.rule == e.rule, "%s: rule %d, expected %d", name, m.rule, e.rule);
-    CHECK(a == e.addr, "%s: addr 0x%" PRIx64 ", expected 0x%" PRIx64, name, a, e.addr);
+    CHECK_MSG(m.rule == e.rule, "%s: rule %d, expected %d", name, m.rule, e.rule);
+    CHECK_MSG(a == e.addr, "%s: addr 0x%" PRIx64 ", expected 0x%" PRIx64, name, a, e.addr);
     if (e.rule != NMP_RULE_NO_MEM) {
-        CHECK(m.access == e.access, "%s: access %d, expected %d", name, m.access, e.access);
-        CHECK(m.size == e.size, "%s: size %d, expected %d", name, m.size, e.size);
+        CHECK_MSG(m.access == e.access, "%s: access %d, expected %d", name, m.access, e.access);
+        CHECK_MSG(m.size == e.size, "%s: size %d, expected %d", name, m.size, e.size);
     }
 }
 
@@ -80,7 +70,7 @@ int main(void)
             vals[k] = 100 + (uint64_t)k;
         struct nmp_regs u;
         nmp_regs_unpack(NMP_REGS_MASK, vals, 20, &u);
-        CHECK(u.r[AX] == 100 && u.r[SP] == 107 && u.r[NMP_REG_IP] == 108 && u.r[11] == 111 &&
+        CHECK_MSG(u.r[AX] == 100 && u.r[SP] == 107 && u.r[NMP_REG_IP] == 108 && u.r[11] == 111 &&
                   u.r[12] == 0 && u.r[15] == 0 && u.r[R8] == 112 && u.r[23] == 119,
               "regs unpack: r8=%" PRIu64 " r15=%" PRIu64, u.r[R8], u.r[23]);
     }
@@ -232,18 +222,18 @@ int main(void)
     char path[4096];
     snprintf(path, sizeof path, "%s/test_decode.%d.bin", tmp ? tmp : "/tmp", (int)getpid());
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    CHECK(fd >= 0, "create %s", path);
+    CHECK_MSG(fd >= 0, "create %s", path);
     if (fd >= 0) {
         static const uint8_t pad[4096] = {0};
-        CHECK(write(fd, pad, sizeof pad) == (ssize_t)sizeof pad, "write");
-        CHECK(write(fd, skid, sizeof skid) == (ssize_t)sizeof skid, "write");
+        CHECK_MSG(write(fd, pad, sizeof pad) == (ssize_t)sizeof pad, "write");
+        CHECK_MSG(write(fd, skid, sizeof skid) == (ssize_t)sizeof skid, "write");
         close(fd);
         const uint32_t pid = 999999;
-        CHECK(nmp_decoder_mmap(d, pid, 0x500000, 8192, 0, path) == 0, "mmap");
+        CHECK_MSG(nmp_decoder_mmap(d, pid, 0x500000, 8192, 0, path) == 0, "mmap");
         struct nmp_sample s = {.pid = pid, .tid = pid, .ip = 0x500000 + 4096 + 4};
         for (int k = 0; k < 2; k++) { /* second time from the cache */
             nmp_decode_sample(d, &r, &s);
-            CHECK(s.rule == NMP_RULE_SKID && s.addr == r.r[SI] + r.r[DX] * 8 &&
+            CHECK_MSG(s.rule == NMP_RULE_SKID && s.addr == r.r[SI] + r.r[DX] * 8 &&
                       s.access == NMP_ACC_LOAD && s.size == 8,
                   "file mapping: rule %d addr 0x%" PRIx64, s.rule, s.addr);
         }
@@ -251,15 +241,15 @@ int main(void)
         nmp_decoder_exec(d, pid);
         s.ip = 0x500000 + 4096 + 4;
         nmp_decode_sample(d, &r, &s);
-        CHECK(s.rule == NMP_RULE_UNREADABLE, "after exec: rule %d", s.rule);
+        CHECK_MSG(s.rule == NMP_RULE_UNREADABLE, "after exec: rule %d", s.rule);
         unlink(path);
         struct nmp_sample k = {.pid = pid, .ip = 0xffffffff81000000ULL};
         nmp_decode_sample(d, &r, &k);
-        CHECK(k.rule == NMP_RULE_KERNEL, "kernel ip: rule %d", k.rule);
+        CHECK_MSG(k.rule == NMP_RULE_KERNEL, "kernel ip: rule %d", k.rule);
     }
 
     /* End to end through this executable's ELF symbol table (/proc/self/maps). */
-    CHECK(nmp_decoder_load_proc_maps(d, (uint32_t)getpid()) > 0, "load /proc/self/maps");
+    CHECK_MSG(nmp_decoder_load_proc_maps(d, (uint32_t)getpid()) > 0, "load /proc/self/maps");
     {
         static uint64_t arr[8] = {0};
         struct nmp_regs rr;
@@ -269,19 +259,16 @@ int main(void)
         struct nmp_sample s = {.pid = (uint32_t)getpid(),
                                .ip = (uint64_t)(uintptr_t)&nmp_test_fn + 4};
         nmp_decode_sample(d, &rr, &s);
-        CHECK(s.rule == NMP_RULE_SKID && s.addr == (uint64_t)(uintptr_t)&arr[3],
+        CHECK_MSG(s.rule == NMP_RULE_SKID && s.addr == (uint64_t)(uintptr_t)&arr[3],
               "elf function: rule %d addr 0x%" PRIx64, s.rule, s.addr);
         struct nmp_decode_stats st;
         nmp_decoder_stats(d, &st);
-        CHECK(st.functions >= 1, "elf function decoded from its symbol (functions=%" PRIu64 ")",
+        CHECK_MSG(st.functions >= 1, "elf function decoded from its symbol (functions=%" PRIu64 ")",
               st.functions);
     }
 
     nmp_decoder_free(d);
-    if (failures) {
-        fprintf(stderr, "%d failure(s)\n", failures);
-        return 1;
-    }
-    printf("test_decode: all passed\n");
-    return 0;
+    if (!failures)
+        printf("test_decode: all passed\n");
+    return check_result();
 }

@@ -529,7 +529,5 @@ int main(void)
     test_ibs_data_src();
     test_ibs_fill();
     test_ibs_record();
-    if (failures)
-        fprintf(stderr, "%d failure(s)\n", failures);
-    return failures != 0;
+    return check_result();
 }

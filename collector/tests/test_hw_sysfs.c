@@ -420,7 +420,5 @@ int main(void)
     test_uncore_plan();
     test_counters_read();
     test_list_events();
-    if (failures)
-        fprintf(stderr, "%d failure(s)\n", failures);
-    return failures != 0;
+    return check_result();
 }

@@ -16,19 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "nmp_check.h"
 
 #define M8 UINT64_MAX
 #define M4 UINT32_MAX
 #define S(s) ((uint64_t)(uintptr_t)(s))
 
-static int failures;
-#define CHECK(c)                                                                    \
-    do {                                                                            \
-        if (!(c)) {                                                                 \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);   \
-            failures++;                                                             \
-        }                                                                           \
-    } while (0)
 
 static char long_path[3001];
 
@@ -265,7 +258,5 @@ int main(int argc, char **argv)
     counters(dir);
     objects(dir);
     check_sizes(dir);
-    if (failures)
-        fprintf(stderr, "%d failure(s)\n", failures);
-    return failures ? 1 : 0;
+    return check_result();
 }

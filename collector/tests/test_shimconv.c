@@ -11,15 +11,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "nmp_check.h"
 
-static int failures;
-#define CHECK(c)                                                                    \
-    do {                                                                            \
-        if (!(c)) {                                                                 \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);   \
-            failures++;                                                             \
-        }                                                                           \
-    } while (0)
 
 static char dir[2048];
 
@@ -390,7 +383,5 @@ int main(void)
     test_empty_dir();
     test_damaged();
     test_many();
-    if (failures)
-        fprintf(stderr, "%d failure(s)\n", failures);
-    return failures ? 1 : 0;
+    return check_result();
 }

@@ -8,15 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "nmp_check.h"
 
-static int failures;
-#define CHECK(c)                                                                    \
-    do {                                                                            \
-        if (!(c)) {                                                                 \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);   \
-            failures++;                                                             \
-        }                                                                           \
-    } while (0)
 
 #define PU(os, gp) \
     "<object type=\"Core\" os_index=\"" #os "\" cpuset=\"" gp "\" complete_cpuset=\"" gp "\">" \
@@ -138,7 +131,5 @@ int main(void)
     snprintf(path, sizeof path, "ls -A '%s' | grep -q tmp", dir);
     CHECK(system(path) != 0);
 
-    if (failures)
-        fprintf(stderr, "%d failure(s)\n", failures);
-    return failures ? 1 : 0;
+    return check_result();
 }
