@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -20,7 +21,7 @@ from numaprof.errors import NumaprofError
 
 FORMAT = "numaprof.profile"
 VERSION = 1
-COLLECTOR_FAILED = 125  # numaprof-collect could not start the run (message already printed)
+COLLECTOR_FAILED = 125  # numaprof-collect could not start the run, or the profile could not be written
 ENV_PREFIXES = ("OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "NUMAPROF_", "SLURM_", "OMPI_")
 
 
@@ -90,6 +91,17 @@ def _write_json_atomic(path: Path, data: dict) -> None:
         raise NumaprofError(f"cannot write {path}: {e.strerror}") from e
 
 
+def _discard(out: Path, old: Path | None) -> None:
+    """Removes a profile that could not be finished and restores the previous one."""
+    shutil.rmtree(out, ignore_errors=True)
+    if old is not None:
+        old.rename(out)
+
+
+def _disk_full(e: OSError) -> bool:
+    return e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
 def _prepare_output(cfg: RecordConfig) -> Path | None:
     """Creates the profile directory; an existing profile is kept as <dir>.old, as perf does.
 
@@ -155,13 +167,22 @@ def _collector_argv(cfg: RecordConfig) -> list[str]:
     return argv
 
 
-def _run_collector(argv: list[str]) -> int:
-    """Runs numaprof-collect, forwarding SIGINT/SIGTERM to it (it forwards to the program)."""
+def _run_collector(argv: list[str]) -> tuple[int, str]:
+    """Runs numaprof-collect, forwarding SIGINT/SIGTERM to it (it forwards to the program).
+
+    Returns its exit status and the line it wrote if it failed (through --error-fd, so
+    that the user sees one line: the collector's reason with what record did about it).
+    """
+    rfd, wfd = os.pipe()
+    argv = [argv[0], "--error-fd", str(wfd), *argv[1:]]
     try:
-        proc = subprocess.Popen(argv, stdin=None, stdout=None, stderr=None)
+        proc = subprocess.Popen(argv, stdin=None, stdout=None, stderr=None, pass_fds=(wfd,))
     except OSError as e:
+        os.close(rfd)
         raise NumaprofError(f"cannot run the collector {argv[0]}: {e.strerror}",
                             COLLECTOR_FAILED) from e
+    finally:
+        os.close(wfd)
 
     def forward(signum, _frame):
         try:
@@ -173,12 +194,16 @@ def _run_collector(argv: list[str]) -> int:
     try:
         while True:
             try:
-                return proc.wait()
+                rc = proc.wait()
+                break
             except KeyboardInterrupt:
                 continue
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+    with os.fdopen(rfd, "rb") as f:  # the collector has exited: its write end is closed
+        said = f.read(4096).decode(errors="replace").strip()
+    return rc, said.removeprefix("numaprof: ").splitlines()[0] if said else ""
 
 
 def _finish(cfg: RecordConfig, manifest: dict, rc: int) -> dict:
@@ -242,6 +267,8 @@ def _hash_sources(cfg: RecordConfig) -> None:
     try:
         sources = write_sources_json(cfg.output, executables)
     except OSError as e:
+        if _disk_full(e):
+            raise NumaprofError(f"cannot write the profile {cfg.output}: {e.strerror}") from e
         print(f"numaprof: warning: cannot hash the sources ({e.strerror}); "
               "suggest --apply will refuse to patch", file=sys.stderr)
         return
@@ -275,11 +302,15 @@ def _archive(out: Path, executables: list[str], sources: dict[str, str]) -> None
                 target.chmod(0o600)
             used += size
             doc[group][path] = digest
-        except OSError:
+        except OSError as e:
+            if _disk_full(e):
+                raise NumaprofError(f"cannot write the profile {out}: {e.strerror}") from e
             doc["skipped"].append(path)
     try:
         _write_json_atomic(out / "archive.json", doc)
     except NumaprofError as e:
+        if isinstance(e.__cause__, OSError) and _disk_full(e.__cause__):
+            raise
         print(f"numaprof: warning: no archive of the binaries: {e}", file=sys.stderr)
 
 
@@ -309,20 +340,33 @@ def run_record(cfg: RecordConfig, argv: list[str]) -> int:
     try:
         _write_json_atomic(manifest_path, manifest)
     except NumaprofError:
-        shutil.rmtree(cfg.output, ignore_errors=True)
-        if old is not None:
-            old.rename(cfg.output)
+        _discard(cfg.output, old)
         raise
-    rc = _run_collector(collector_argv)
-    if rc == COLLECTOR_FAILED and not (cfg.output / "collector.json").exists():
-        # The run never started: leave no half-written profile, restore the previous one.
-        shutil.rmtree(cfg.output, ignore_errors=True)
-        if old is not None:
-            old.rename(cfg.output)
-        return COLLECTOR_FAILED
+    rc, said = _run_collector(collector_argv)
+    if rc >= 0 and not (cfg.output / "collector.json").exists():
+        # The run never started, or the collector could not write its results (a full
+        # disk).  Leave no half-written profile; the previous one comes back.
+        _discard(cfg.output, old)
+        why = said or f"numaprof-collect stopped with status {rc} without writing its results"
+        if rc == COLLECTOR_FAILED:  # the command did not run
+            raise NumaprofError(why, COLLECTOR_FAILED)
+        kept = f"; the previous profile is back in {cfg.output}" if old is not None else ""
+        raise NumaprofError(f"{why} (the program's exit status was {rc}; nothing was "
+                            f"kept{kept})", COLLECTOR_FAILED)
+    if said:  # the command ran and the profile is there: the collector's line stands
+        print(f"numaprof: {said}", file=sys.stderr)
     manifest = _finish(cfg, manifest, rc)
-    _hash_sources(cfg)
-    _write_json_atomic(manifest_path, manifest)
+    try:
+        if manifest["collector"].get("write_error"):
+            raise NumaprofError(f"cannot write the profile {cfg.output}: "
+                                f"{manifest['collector']['write_error']}")
+        _hash_sources(cfg)
+        _write_json_atomic(manifest_path, manifest)
+    except NumaprofError as e:
+        _discard(cfg.output, old)
+        kept = f"; the previous profile is back in {cfg.output}" if old is not None else ""
+        raise NumaprofError(f"{e} (the program's exit status was {manifest['exit_status']}; "
+                            f"nothing was kept{kept})", COLLECTOR_FAILED) from e
     if manifest["counts"] or manifest["collector"]:
         print(_summary(cfg, manifest), file=sys.stderr)
     status = manifest["exit_status"]

@@ -147,3 +147,50 @@ def test_previous_profile_kept_as_old(tmp_path):
     assert old["start_time"] == first["start_time"]
     proc = run_numaprof("report", "--format", "json", cwd=tmp_path, check=True)
     assert json.loads(proc.stdout)["profile"]["command"] == ["sh", "-c", "exit 3"]
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 4 MiB tmpfs (root only: mount(2) needs CAP_SYS_ADMIN)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {proc.stderr.strip()[:200]}")
+    yield disk
+    subprocess.run(["umount", str(disk)], check=True)
+
+
+def _fill(disk, leave):
+    """Fills the file system but for `leave` bytes."""
+    filler = disk / "filler"
+    with open(filler, "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError:
+            pass
+    os.truncate(filler, max(0, filler.stat().st_size - leave))
+
+
+def _tree(d):
+    return {p.relative_to(d): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def test_full_disk_keeps_the_previous_profile(small_disk, examples_built):
+    """The disk fills up during record: one line, exit 125, no half-written profile, and
+    the previous profile is back where it was, byte for byte."""
+    prof = small_disk / "p.data"
+    run_numaprof("record", "-o", prof, "--", "true", check=True)
+    before = _tree(prof)
+    _fill(small_disk, leave=96 << 10)
+    proc = run_numaprof("record", "-o", prof, "--freq", "4000", "--",
+                        examples_built / "serial_init", env={"OMP_NUM_THREADS": "2"})
+    assert proc.returncode == 125, (proc.returncode, proc.stderr)
+    _one_clean_line(proc)
+    assert "No space left on device" in proc.stderr, proc.stderr
+    assert "checksum" in proc.stdout  # the program itself ran to its end
+    assert _tree(prof) == before
+    assert sorted(p.name for p in small_disk.iterdir()) == ["filler", "p.data"]

@@ -2,16 +2,19 @@
  *
  *   numaprof-collect -o DIR [--freq HZ] [--backend auto|soft|pebs|ibs]
  *                    [--shim LIB] [--alloc-threshold BYTES]
- *                    [-p PID --duration SECONDS] -- CMD ARGS...
+ *                    [-p PID --duration SECONDS] [--error-fd FD] -- CMD ARGS...
  *   numaprof-collect --list-events [--json]
  *
  * Exit status: the command's; 128+N if it died of signal N; 127 command not found;
  * 126 not executable; 125 numaprof-collect itself failed (one line on stderr).
+ * The one line of a failure (of the collector, not of the command) goes to stderr, or to
+ * FD with --error-fd, so that `numaprof record` can say it in its own one line.
  */
 #include "nmp_hw.h"
 #include "nmp_sampler.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,9 +22,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+static int error_fd = STDERR_FILENO;
+
 static int fail(const char *msg, const char *arg)
 {
-    fprintf(stderr, "numaprof: %s%s%s\n", msg, arg ? ": " : "", arg ? arg : "");
+    dprintf(error_fd, "numaprof: %s%s%s\n", msg, arg ? ": " : "", arg ? arg : "");
     return NMP_EXIT_SELF;
 }
 
@@ -46,7 +51,7 @@ int main(int argc, char **argv)
         {"alloc-threshold", required_argument, 0, 't'},
         {"pid", required_argument, 0, 'p'},      {"duration", required_argument, 0, 'd'},
         {"list-events", no_argument, 0, 'L'},    {"json", no_argument, 0, 'J'},
-        {0, 0, 0, 0},
+        {"error-fd", required_argument, 0, 'E'}, {0, 0, 0, 0},
     };
     int ch, list_events = 0, json = 0;
     uint64_t v;
@@ -99,6 +104,12 @@ int main(int argc, char **argv)
         case 'J':
             json = 1;
             break;
+        case 'E':
+            /* not inherited by the command; a bad fd leaves errors on stderr */
+            if (parse_u64(optarg, &v) || v > 0x7fffffff || fcntl((int)v, F_SETFD, FD_CLOEXEC) != 0)
+                return fail("--error-fd needs an open file descriptor", optarg);
+            error_fd = (int)v;
+            break;
         default:
             return fail("unknown or incomplete option", argv[optind - 1]);
         }
@@ -125,6 +136,6 @@ int main(int argc, char **argv)
     char err[NMP_ERRLEN];
     int rc = nmp_collect_run(&cfg, err);
     if (err[0])
-        fprintf(stderr, "numaprof: %s\n", err);
+        dprintf(error_fd, "numaprof: %s\n", err);
     return rc;
 }

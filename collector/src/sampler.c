@@ -127,6 +127,7 @@ struct collector {
     uint64_t rules[17];
     char **warnings;
     int nwarn;
+    int write_errno; /* the profile's tables could not be written (ENOSPC, EIO, ...) */
 
     struct nmp_hw_counters *node_counters;
     int n_node_counters;
@@ -1461,7 +1462,12 @@ static int write_collector_json(struct collector *c, const struct nmp_shim_total
     else
         json_str(f, c->node_counters_why);
     fputs("},\n", f);
-    fputs(" \"warnings\": [", f);
+    fputs(" \"write_error\": ", f);
+    if (c->write_errno)
+        json_str(f, strerror(c->write_errno));
+    else
+        fputs("null", f);
+    fputs(",\n \"warnings\": [", f);
     for (int i = 0; i < c->nwarn; i++) {
         if (i)
             fputs(", ", f);
@@ -1671,17 +1677,19 @@ static void free_collector(struct collector *c)
 
 static int close_tables(struct collector *c)
 {
-    int rc = 0;
-    struct nmp_table **ts[] = {&c->t_samples, &c->t_faults, &c->t_pages, &c->t_maps};
-    for (size_t i = 0; i < 4; i++) {
-        if (*ts[i] && nmp_table_close(*ts[i]) != 0)
-            rc = -1;
+    int first = 0; /* errno of the first table that failed */
+    struct nmp_table **ts[] = {&c->t_samples, &c->t_faults, &c->t_pages, &c->t_maps,
+                               &c->t_counters};
+    for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) {
+        if (*ts[i] && nmp_table_close(*ts[i]) != 0 && !first)
+            first = errno;
         *ts[i] = NULL;
     }
-    if (c->t_counters && nmp_table_close(c->t_counters) != 0)
-        rc = -1;
-    c->t_counters = NULL;
-    return rc;
+    if (first) {
+        errno = first;
+        return -1;
+    }
+    return 0;
 }
 
 int nmp_collect_run(const struct nmp_config *cfg, char *err)
@@ -1803,10 +1811,15 @@ finish:;
         warn(c, "allocation shim data: %s", serr[0] ? serr : strerror(errno));
     if (c->lost)
         warn(c, "%" PRIu64 " records lost (ring buffer overflow)", c->lost);
-    if (write_threads(c) != 0)
+    if (write_threads(c) != 0) {
+        c->write_errno = errno ? errno : EIO;
         warn(c, "writing the threads table failed: %s", strerror(errno));
-    if (close_tables(c) != 0)
-        warn(c, "writing the profile tables failed (disk full?)");
+    }
+    if (close_tables(c) != 0) {
+        if (!c->write_errno)
+            c->write_errno = errno;
+        warn(c, "writing the profile tables failed: %s", strerror(c->write_errno));
+    }
     /* the command ran: its status stands even if the profile could not be finished */
     if (write_collector_json(c, &shim) != 0 && !err[0])
         snprintf(err, NMP_ERRLEN, "cannot write %s/collector.json: %s", cfg->dir, strerror(errno));

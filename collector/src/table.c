@@ -16,7 +16,7 @@ struct nmp_col {
 
 struct nmp_table {
     int ncols;
-    int failed;
+    int failed; /* errno of the first failed write, or 0 */
     uint64_t rows;
     struct nmp_col cols[];
 };
@@ -96,6 +96,13 @@ fail: {
 }
 }
 
+/* Keeps the first error: later ones are usually its consequences. */
+static void failed_with(struct nmp_table *t)
+{
+    if (!t->failed)
+        t->failed = errno ? errno : EIO;
+}
+
 int nmp_table_append(struct nmp_table *t, const uint64_t *values)
 {
     for (int i = 0; i < t->ncols; i++) {
@@ -106,16 +113,16 @@ int nmp_table_append(struct nmp_table *t, const uint64_t *values)
             size_t len = s ? strlen(s) : 0;
             v = c->heap_off;
             if (fwrite(s ? s : "", 1, len + 1, c->heap) != len + 1)
-                t->failed = 1;
+                failed_with(t);
             c->heap_off += len + 1;
         }
         /* x86-64 is little-endian: the low bytes of v are the value */
         if (fwrite(&v, 1, size_of(c->type), c->f) != size_of(c->type))
-            t->failed = 1;
+            failed_with(t);
     }
     t->rows++;
     if (t->failed) {
-        errno = EIO;
+        errno = t->failed;
         return -1;
     }
     return 0;
@@ -127,24 +134,32 @@ int nmp_table_flush(struct nmp_table *t)
 {
     for (int i = 0; i < t->ncols; i++) {
         if (t->cols[i].f && fflush(t->cols[i].f))
-            t->failed = 1;
+            failed_with(t);
         if (t->cols[i].heap && fflush(t->cols[i].heap))
-            t->failed = 1;
+            failed_with(t);
     }
-    return t->failed ? -1 : 0;
+    if (t->failed) {
+        errno = t->failed;
+        return -1;
+    }
+    return 0;
 }
 
 int nmp_table_close(struct nmp_table *t)
 {
     if (!t)
         return 0;
-    int failed = t->failed;
     for (int i = 0; i < t->ncols; i++) {
         if (t->cols[i].f && fclose(t->cols[i].f))
-            failed = 1;
+            failed_with(t);
         if (t->cols[i].heap && fclose(t->cols[i].heap))
-            failed = 1;
+            failed_with(t);
     }
+    int failed = t->failed;
     free(t);
-    return failed ? -1 : 0;
+    if (failed) {
+        errno = failed;
+        return -1;
+    }
+    return 0;
 }
