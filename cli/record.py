@@ -381,7 +381,7 @@ def run_record(cfg: RecordConfig, argv: list[str]) -> int:
 @click.option("--backend", type=click.Choice(["auto", "pebs", "ibs", "soft"]), default="auto",
               show_default=True, help="Sampling backend.")
 @click.option("--freq", type=click.IntRange(min=10, max=100000), default=None,
-              help="Samples per second per thread (default: the collector's, 2000).")
+              help="Samples per second per thread (default: the collector's, 1009).")
 @click.option("--alloc-threshold", type=click.IntRange(min=1), default=65536, show_default=True,
               help="Track heap allocations of at least this many bytes with their call stack.")
 @click.option("-p", "--pid", type=click.IntRange(min=1), default=None,
