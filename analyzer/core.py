@@ -451,20 +451,7 @@ def _name(o: _Obj, resolver: symbols.CodeResolver, prof: Profile) -> None:
     frames = _stack_frames(prof)
     ips = frames.get(o.stack, [])
     roots = [str(prof.manifest.get("cwd") or ""), str(prof.path.parent)]
-    site = None
-    innermost = True
-    for ip in ips:
-        sl = resolver.resolve(o.pid, ip, return_address=True)
-        if sl is None:
-            continue
-        if sl.line > 0:
-            site = sl
-            break
-        # Without line info only the innermost resolvable frame names the site (main@app
-        # of a binary built without -g); outer ones are start-up code (__libc_start_main).
-        if innermost and sl.function != "?":
-            site = sl
-        innermost = False
+    site = resolver.allocation_site(o.pid, ips)  # the user's frame (symbols.py)
     if site is None:
         o.name, o.site = fallback, "?"
         return
@@ -473,7 +460,7 @@ def _name(o: _Obj, resolver: symbols.CodeResolver, prof: Profile) -> None:
     if site.line > 0:
         src = symbols.find_source(site.file, [r for r in roots if r])
         if src is not None:
-            var = symbols.assigned_name(str(src), site.line, site.column)
+            var = symbols.assigned_name(str(src), site.line, site.column, symbols.source_language(site.file))
     o.name = var or o.site
 
 

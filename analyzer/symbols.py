@@ -81,13 +81,16 @@ class ElfInfo:
                     funcs.setdefault(value, (name, size))
                 elif value not in seen:
                     fl = int(sec_flags[shndx])
-                    self.objects.append(StaticSymbol(name, value, size, sections[shndx].name, bool(fl & SHF_WRITE)))
+                    self.objects.append(StaticSymbol(demangle(name), value, size, sections[shndx].name,
+                                                     bool(fl & SHF_WRITE)))
                     seen.add(value)
         order = sorted(funcs)
         self.func_addr = np.array(order, dtype=np.uint64)
         self.func_info = [funcs[a] for a in order]
         self._lines = None
         self._common: dict[str, list[tuple[str, int]]] | None = None
+        self._scopes: dict[int, tuple] = {}  # CU offset -> code scopes (inline_positions)
+        self._cu_files: dict[int, list[str]] = {}
 
     def _symbols(self, tab, sections, sec_flags):
         """(name, type, shndx, value, size) of functions and data objects of a symbol table.
@@ -148,7 +151,7 @@ class ElfInfo:
         base = int(self.func_addr[i])
         if size and vaddr >= base + size:
             return None
-        return name
+        return demangle(name)
 
     # -- DWARF ------------------------------------------------------------------------
     def _build_lines(self):
@@ -244,9 +247,202 @@ class ElfInfo:
             return None
         return names[f[i]], int(ln[i]), int(col[i])
 
+    def inline_positions(self, vaddr: int) -> list[SourceLine]:
+        """Source positions of a link-time code address through the functions inlined
+        there, innermost first: the line-table position (in the body of the innermost
+        inlined function), then each inlined call's call site (DW_AT_call_file/line/column
+        of DW_TAG_inlined_subroutine, in the body of its caller), out to the physical
+        function.  Each carries the (demangled) name of the function whose body holds it.
+        Empty without DWARF for that address."""
+        li = self.line_at(vaddr)
+        if li is None:
+            return []
+        chain, files = self._scope_chain(vaddr)
+        if not chain:
+            return [SourceLine(self.function_at(vaddr) or "?", *li)]
+        out = [SourceLine(chain[-1][0], *li)]
+        for k in range(len(chain) - 1, 0, -1):
+            _, call_file, call_line, call_col = chain[k]
+            if call_line <= 0 or not 0 <= call_file < len(files):
+                break
+            out.append(SourceLine(chain[k - 1][0], files[call_file], call_line, call_col))
+        return out
+
+    def _scope_chain(self, vaddr: int) -> tuple[list[tuple[str, int, int, int]], list[str]]:
+        """(name, call file index, call line, call column) of the subprogram holding
+        ``vaddr`` and of the inlined subroutines nested in it around ``vaddr``, outermost
+        first; and the file table the call file indexes."""
+        if not self.elf.has_dwarf_info():
+            return [], []
+        try:
+            dw = self.elf.get_dwarf_info()
+            cu = _cu_at(dw, vaddr)
+            if cu is None:
+                return [], []
+            key = cu.cu_offset
+            if key not in self._scopes:
+                self._scopes[key] = _code_scopes(dw, cu)
+                self._cu_files[key] = _cu_files(dw, cu)
+            lo, hi, depth, dies = self._scopes[key]
+            files = self._cu_files[key]
+            hit = np.flatnonzero((lo <= vaddr) & (vaddr < hi))
+            chain = []
+            for i in sorted(hit.tolist(), key=lambda i: depth[i]):
+                die = dies[i]
+                a = die.attributes
+                chain.append((_die_name(die),
+                              int(a["DW_AT_call_file"].value) if "DW_AT_call_file" in a else -1,
+                              int(a["DW_AT_call_line"].value) if "DW_AT_call_line" in a else 0,
+                              int(a["DW_AT_call_column"].value) if "DW_AT_call_column" in a else 0))
+            return chain, files
+        except (ELFError, KeyError, IndexError, ValueError, AttributeError, TypeError):
+            return [], []  # damaged DWARF: no inline information
+
 
 # DW_LANG_Fortran77, 90, 95, 03, 08 (DWARF 5 §7.12)
 _FORTRAN_LANGS = {0x07, 0x08, 0x0E, 0x22, 0x23, 0x2A}
+_CODE_SCOPES = {"DW_TAG_subprogram", "DW_TAG_inlined_subroutine"}
+
+
+@lru_cache(maxsize=65536)
+def demangle(name: str) -> str:
+    """The C++ (Itanium ABI) name ``name`` stands for, through libstdc++'s
+    ``abi::__cxa_demangle`` (the cxxfilt package); other names unchanged.
+
+    ``_ZN4grid5fieldE`` → ``grid::field``; ``_ZN6MatrixC2Em`` →
+    ``Matrix::Matrix(unsigned long)``; ``main``, ``field_`` (Fortran) → themselves.
+    """
+    if not name.startswith("_Z"):
+        return name
+    base, at, version = name.partition("@")  # symbol versions: _Znwm@@GLIBCXX_3.4
+    try:
+        import cxxfilt
+
+        out = cxxfilt.demangle(base, external_only=True)
+    except Exception:  # noqa: BLE001 - not a valid mangled name, or no demangler: as is
+        return name
+    return out + at + version if out else name
+
+
+def is_system_source(path: str) -> bool:
+    """A header of the compiler or the C library (``/usr/include``, GCC's own headers,
+    any ``include/c++`` tree): inlined code from there (std::vector, std::allocator) is
+    not where the user allocated."""
+    p = os.path.normpath(path)
+    return p.startswith(("/usr/include/", "/usr/lib/gcc/", "/usr/local/lib/gcc/")) or "/include/c++/" in p
+
+
+def is_system_library(path: str) -> bool:
+    """A shared library of the system (libc, libstdc++, libgomp, ld.so)."""
+    p = os.path.normpath(path)
+    return p.startswith(("/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/")) and ".so" in os.path.basename(p)
+
+
+def _cu_at(dw, vaddr: int):
+    """The compile unit whose code holds ``vaddr`` (.debug_aranges, else each CU's ranges)."""
+    aranges = dw.get_aranges()
+    if aranges is not None:
+        try:
+            return dw.get_CU_at(aranges.cu_offset_at_addr(vaddr))
+        except (KeyError, ValueError, IndexError):
+            pass
+    for cu in dw.iter_CUs():
+        top = cu.get_top_DIE()
+        if any(lo <= vaddr < hi for lo, hi in _die_ranges(dw, top)):
+            return cu
+    return None
+
+
+def _die_ranges(dw, die) -> list[tuple[int, int]]:
+    a = die.attributes
+    if "DW_AT_low_pc" in a and "DW_AT_high_pc" in a:
+        lo = a["DW_AT_low_pc"].value
+        hi = a["DW_AT_high_pc"]
+        # DWARF 4+: a constant high_pc is a length (DWARF 5 §2.17.2)
+        end = lo + hi.value if hi.form.startswith("DW_FORM_data") or hi.form == "DW_FORM_udata" else hi.value
+        return [(lo, end)]
+    if "DW_AT_ranges" in a:
+        rl = dw.range_lists()
+        if rl is None:
+            return []
+        top = die.cu.get_top_DIE()
+        base = top.attributes["DW_AT_low_pc"].value if "DW_AT_low_pc" in top.attributes else 0
+        out = []
+        for e in rl.get_range_list_at_offset(a["DW_AT_ranges"].value, cu=die.cu):
+            if hasattr(e, "base_address"):
+                base = e.base_address
+            elif e.is_absolute:
+                out.append((e.begin_offset, e.end_offset))
+            else:
+                out.append((base + e.begin_offset, base + e.end_offset))
+        return out
+    return []
+
+
+def _code_scopes(dw, cu):
+    """Every subprogram and inlined subroutine of a CU with code (lexical blocks walked
+    through), as
+    parallel arrays (low, high, nesting depth) and the DIEs (one row per range)."""
+    lo, hi, depth, dies = [], [], [], []
+    todo = [(cu.get_top_DIE(), 0)]
+    while todo:
+        die, d = todo.pop()
+        for ch in die.iter_children():
+            if ch.tag == "DW_TAG_lexical_block":
+                todo.append((ch, d))  # a block is no function: only what it holds counts
+            elif ch.tag in _CODE_SCOPES:
+                rs = _die_ranges(dw, ch)
+                if not rs:
+                    continue  # a declaration or an abstract instance: no code
+                for a, b in rs:
+                    lo.append(a)
+                    hi.append(b)
+                    depth.append(d + 1)
+                    dies.append(ch)
+                todo.append((ch, d + 1))
+            elif ch.has_children and ch.tag in ("DW_TAG_namespace", "DW_TAG_class_type",
+                                                "DW_TAG_structure_type", "DW_TAG_union_type",
+                                                "DW_TAG_module"):
+                todo.append((ch, d))
+    return (np.array(lo, dtype=np.uint64), np.array(hi, dtype=np.uint64), depth, dies)
+
+
+def _cu_files(dw, cu) -> list[str]:
+    """File table of a CU's line program, indexed as DW_AT_call_file / DW_AT_decl_file."""
+    lp = dw.line_program_for_CU(cu)
+    if lp is None:
+        return []
+    comp_dir = _attr_str(cu.get_top_DIE(), "DW_AT_comp_dir")
+    hdr = lp.header
+    v5 = hdr["version"] >= 5
+    incdirs = [_s(d) for d in hdr["include_directory"]]
+    n = len(hdr["file_entry"])
+    # DWARF 5 numbers files from 0, earlier versions from 1 (index 0 unused)
+    return [_file_path(hdr["file_entry"], incdirs, i, v5, comp_dir) for i in range(n + (0 if v5 else 1))]
+
+
+def _die_name(die) -> str:
+    """Qualified, demangled name of a (possibly inlined or out-of-line) function DIE:
+    through DW_AT_abstract_origin / DW_AT_specification to its linkage name, else its
+    DW_AT_name qualified by the enclosing namespaces and classes."""
+    d = die
+    for _ in range(8):
+        a = d.attributes
+        for key in ("DW_AT_linkage_name", "DW_AT_MIPS_linkage_name"):
+            if key in a:
+                return demangle(_s(a[key].value))
+        nxt = next((k for k in ("DW_AT_abstract_origin", "DW_AT_specification") if k in a), None)
+        if nxt is None:
+            break
+        d = d.get_DIE_from_attribute(nxt)
+    name = _attr_str(d, "DW_AT_name") or "?"
+    parts = [name]
+    p = d.get_parent()
+    while p is not None and p.tag in ("DW_TAG_namespace", "DW_TAG_class_type", "DW_TAG_structure_type",
+                                      "DW_TAG_union_type", "DW_TAG_module"):
+        parts.append(_attr_str(p, "DW_AT_name") or "(anonymous namespace)")
+        p = p.get_parent()
+    return "::".join(reversed(parts))
 
 
 def _s(v) -> str:
@@ -394,11 +590,46 @@ class CodeResolver:
             li = info.line_at(vaddr)
             if li is not None:
                 out = SourceLine(func, li[0], li[1], li[2])
+                if is_system_source(li[0]):
+                    # code inlined from a library header (std::vector's allocate): the
+                    # user's line is the call site the inlining came from
+                    out = next((p for p in info.inline_positions(vaddr) if not is_system_source(p.file)), out)
             else:
                 # no line table (a system library): the function and the file still help
                 out = SourceLine(func, info.path, 0)
         self._cache[key] = out
         return out
+
+    def allocation_site(self, pid: int, ips: list[int]) -> SourceLine | None:
+        """The user's frame of an allocation call stack (return addresses, innermost
+        first): the first frame with a source line outside the system headers, named
+        after the function whose body holds that line (an inlined constructor is
+        ``Matrix::Matrix(unsigned long)``, not the ``main`` it was inlined into).
+        Frames of system libraries (libc, libstdc++'s ``operator new``, ld.so) and code
+        of system headers only (an out-of-line ``std::vector`` method) are skipped.
+        Without any line information, the innermost frame outside the system libraries
+        (``main@app`` of a binary built without -g), else the innermost resolvable one."""
+        fallback = None
+        user_fallback = None
+        for ip in ips:
+            sl = self.resolve(pid, ip, return_address=True)
+            if sl is None:
+                continue
+            if sl.line > 0 and not is_system_source(sl.file):
+                found = self.elf_address(pid, ip - 1)
+                if found is not None:
+                    named = next((p for p in found[0].inline_positions(found[1])
+                                  if (p.file, p.line, p.column) == (sl.file, sl.line, sl.column)), None)
+                    if named is not None and named.function != "?":
+                        sl = named
+                return sl
+            if sl.function == "?":
+                continue
+            if fallback is None:
+                fallback = sl
+            if user_fallback is None and sl.line <= 0 and not is_system_library(sl.file):
+                user_fallback = sl
+        return user_fallback or fallback
 
 
 # ------------------------------------------------------------------- naming from source
@@ -413,6 +644,8 @@ def _parser(lang: str):
 
             if lang == "c":
                 import tree_sitter_c as mod
+            elif lang == "cpp":
+                import tree_sitter_cpp as mod
             else:
                 import tree_sitter_fortran as mod
             _PARSERS[lang] = Parser(Language(mod.language()))
@@ -422,6 +655,18 @@ def _parser(lang: str):
 
 
 _FORTRAN_EXT = {".f", ".for", ".f90", ".f95", ".f03", ".f08", ".ftn"}
+_CXX_EXT = {".cc", ".cpp", ".cxx", ".c++", ".cp", ".hpp", ".hh", ".hxx", ".h++", ".ipp", ".tpp"}
+
+
+def source_language(path: str) -> str:
+    """``c``, ``cpp`` or ``fortran``: the grammar a source file is parsed with, by its
+    extension (``.C`` and ``.H``, capitalised, are C++ as GCC takes them)."""
+    suffix = Path(path).suffix
+    if suffix in (".C", ".H") or suffix.lower() in _CXX_EXT:
+        return "cpp"
+    if suffix.lower() in _FORTRAN_EXT:
+        return "fortran"
+    return "c"
 
 
 def find_source(path: str, roots: list[str]) -> Path | None:
@@ -451,22 +696,36 @@ def _parse_file(path: str, lang: str):
     return parser.parse(src), src
 
 
-def assigned_name(path: str, line: int, column: int = 0) -> str | None:
+def assigned_name(path: str, line: int, column: int = 0, lang: str | None = None) -> str | None:
     """The variable an allocation on ``path:line`` is assigned to, if the source says so.
 
     C: ``double *field = malloc(...)`` → ``field``; ``a = (double *)calloc(...)`` →
     ``a``; ``s->buf = malloc(...)`` → ``s->buf``.  Fortran: ``allocate(x(n))`` → ``x``.
-    ``column`` (1-based, from DWARF) picks among several calls on the line.
+    C++ (tree-sitter-cpp), the same forms and ``double *a = new double[n]`` → ``a``,
+    ``data_ = new double[n]`` → ``data_``, ``std::vector<double> v(n)`` /
+    ``std::vector<double> v{...}`` → ``v`` (the allocation is inside the constructor
+    called there), a member initialiser ``data_(new double[n])`` → ``data_``.
+    ``column`` (1-based, from DWARF) picks among several calls on the line.  ``lang``
+    (``c``, ``cpp``, ``fortran``) defaults to :func:`source_language` of ``path``; pass
+    the one of the name DWARF gives when ``path`` is an archived copy (no extension).
     """
-    lang = "fortran" if Path(path).suffix.lower() in _FORTRAN_EXT else "c"
+    lang = lang or source_language(path)
     parsed = _parse_file(path, lang)
     if parsed is None or line <= 0:
         return None
     tree, src = parsed
     row = line - 1
     calls = []
-    want = ("call_expression",) if lang == "c" else ("sized_allocation", "allocate_statement")
+    want = {"c": ("call_expression",),
+            "cpp": ("call_expression", "new_expression", "init_declarator", "field_initializer",
+                    "function_declarator"),
+            "fortran": ("sized_allocation", "allocate_statement")}[lang]
     _collect(tree.root_node, row, want, calls)
+    if lang == "cpp":
+        # a declaration constructing an object (`std::vector<double> v(n);`) is a call
+        # only when it has constructor arguments; plain `double *a = ...` defers to its value
+        calls = [c for c in calls if c.type not in ("init_declarator", "field_initializer", "function_declarator")
+                 or _constructs(c)]
     if not calls:
         return None
     call = calls[0]
@@ -481,7 +740,39 @@ def assigned_name(path: str, line: int, column: int = 0) -> str | None:
             node = alloc if alloc is not None else node
         ident = next((ch for ch in node.named_children if ch.type in ("identifier", "derived_type_member_expression")), None)
         return _text(ident, src) if ident is not None else None
+    if call.type in ("init_declarator", "function_declarator"):
+        return _declared_name(call.child_by_field_name("declarator"), src)
+    if call.type == "field_initializer":
+        return _field_name(call, src)
     return _c_target(call, src)
+
+
+def _constructs(node) -> bool:
+    """An init_declarator ``v{n}`` (its value is the constructor's argument list), a
+    member initialiser ``data_(...)``, or ``v(n)`` declared in a function body: the
+    grammar reads that as a function declarator (C++'s "most vexing parse"), but an
+    allocation on that line says it constructs an object."""
+    if node.type == "field_initializer":
+        return True
+    if node.type == "function_declarator":
+        decl = node.parent
+        return (decl is not None and decl.type == "declaration" and decl.parent is not None
+                and decl.parent.type not in ("translation_unit", "declaration_list", "field_declaration_list"))
+    value = node.child_by_field_name("value")
+    return value is not None and value.type in ("argument_list", "initializer_list")
+
+
+def _declared_name(d, src: bytes) -> str | None:
+    while d is not None and d.type in ("pointer_declarator", "array_declarator", "reference_declarator",
+                                       "parenthesized_declarator", "attributed_declarator"):
+        d = d.child_by_field_name("declarator") or (d.named_children[0] if d.named_children else None)
+    return _text(d, src) if d is not None and d.type == "identifier" else None
+
+
+def _field_name(init, src: bytes) -> str | None:
+    """The member a constructor's initialiser ``data_(...)`` initialises."""
+    field = next((ch for ch in init.named_children if ch.type in ("field_identifier", "identifier")), None)
+    return _text(field, src) if field is not None else None
 
 
 def _collect(node, row, types, out):
@@ -506,11 +797,9 @@ def _c_target(call, src: bytes) -> str | None:
             node = parent
             continue
         if t == "init_declarator" and parent.child_by_field_name("value") == node:
-            d = parent.child_by_field_name("declarator")
-            while d is not None and d.type in ("pointer_declarator", "array_declarator",
-                                               "parenthesized_declarator", "attributed_declarator"):
-                d = d.child_by_field_name("declarator") or (d.named_children[0] if d.named_children else None)
-            return _text(d, src) if d is not None and d.type == "identifier" else None
+            return _declared_name(parent.child_by_field_name("declarator"), src)
+        if t == "argument_list" and parent.parent is not None and parent.parent.type == "field_initializer":
+            return _field_name(parent.parent, src)
         if t == "assignment_expression" and parent.child_by_field_name("right") == node:
             left = parent.child_by_field_name("left")
             return " ".join(_text(left, src).split()) if left is not None else None
