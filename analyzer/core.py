@@ -262,6 +262,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         rules=rules,
         faults=len(prof.table("faults")["time"]),
         throttled=int(counts.get("throttled", 0) or 0),
+        host=str(m.get("host") or ""),
     )
     if not prof.complete:
         findings.append(f"the run did not complete ({prof.incomplete_reason or 'reason unknown'}): "

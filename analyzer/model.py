@@ -154,6 +154,7 @@ class ProfileInfo:
     rules: dict[str, int] = field(default_factory=dict)  # samples per address rule (at_ip, skid, ...)
     faults: int = 0  # rows of the faults table
     throttled: int = 0
+    host: str = ""  # hostname of the recording machine ("" in profiles before it was kept)
 
 
 @dataclass

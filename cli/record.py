@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -140,6 +141,7 @@ def _manifest(cfg: RecordConfig, argv: list[str]) -> dict:
         "command": list(cfg.command),
         "argv": argv,
         "cwd": os.getcwd(),
+        "host": socket.gethostname(),
         "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)},
         "start_time": _utc_now(),
         "end_time": None,

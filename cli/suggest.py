@@ -52,7 +52,12 @@ def command(profile, target, fmt, top, object_name, do_apply, dry_run, revert):
     with progress_callback(enabled=cfg.format == "text") as progress:
         analysis = analyze(cfg.profile, object_name=cfg.object_name, progress=progress)
     topo = resolve_target(cfg.target, analysis.topology)
+    measured_note = None
+    if cfg.target is None:
+        topo, measured_note = measured_topology(analysis, topo)
     result = suggest(analysis, topo)
+    if measured_note:
+        result.notes.insert(0, measured_note)
     patches = _patches(result, analysis, cfg.profile)
     if dry_run or do_apply:
         _apply(cfg.profile, patches, dry_run=dry_run)
@@ -62,6 +67,26 @@ def command(profile, target, fmt, top, object_name, do_apply, dry_run, revert):
                                                                    top=cfg.top)))
     else:
         text_suggest.render(result, analysis, top=cfg.top)
+
+
+def measured_topology(analysis, topo):
+    """The recorded machine with the NUMA factor `numaprof topology --measure` cached for it,
+    when the profile was recorded on this host; else ``topo`` unchanged.  Returns the
+    topology and a note saying which factor the predictions use (or None)."""
+    import socket
+
+    from numaprof.analyzer.measure import apply_measured, load_cached
+
+    host = analysis.profile.host
+    if topo.n_nodes < 2 or not host or host != socket.gethostname():
+        return topo, None
+    m = load_cached(topo)
+    if m is None:
+        return topo, None
+    measured = apply_measured(topo, m)
+    return measured, (f"NUMA factor measured by `numaprof topology --measure` "
+                      f"({m.created or 'cached'}): max {float(measured.numa_factor().max()):.2f} "
+                      f"(SLIT {float(topo.slit_factor().max()):.2f}).")
 
 
 def _patches(result, analysis, profile):
