@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import socket
 from dataclasses import dataclass
 
 import numpy as np
 
 from numaprof.analyzer import attribution as att
+from numaprof.analyzer import counters, patterns, symbols
 from numaprof.analyzer import features as feat
-from numaprof.analyzer import patterns, symbols
 from numaprof.analyzer import threads as thr
 from numaprof.analyzer.model import (
     Analysis,
@@ -264,11 +265,28 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         throttled=int(counts.get("throttled", 0) or 0),
         host=str(m.get("host") or ""),
     )
+    node_counts = _node_counters(prof, topo, info.host)
+    findings.extend(counters.findings(node_counts))
     if not prof.complete:
         findings.append(f"the run did not complete ({prof.incomplete_reason or 'reason unknown'}): "
                         "the profile covers only part of it")
     return Analysis(profile=info, topology=topo, objects=results, threads=threads, traffic=traffic,
-                    local_fraction=g_local, load_per_node=g_load, imbalance=g_imb, findings=findings)
+                    local_fraction=g_local, load_per_node=g_load, imbalance=g_imb, findings=findings,
+                    node_counters=node_counts)
+
+
+def _node_counters(prof: Profile, topo, host: str) -> list:
+    """Per-node counter deltas; the measured peak bandwidth only for a profile recorded on
+    this host (the measurement cache is this machine's)."""
+    if not prof.has_table("counters"):
+        return []
+    peak = None
+    if host and host == socket.gethostname():
+        from numaprof.analyzer import measure
+
+        m = measure.load_cached(topo)
+        peak = counters.peak_from_measurement(m) if m is not None else None
+    return counters.node_counters(prof.table("counters"), topo, peak)
 
 
 # ------------------------------------------------------------------------------ helpers

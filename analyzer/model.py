@@ -158,6 +158,19 @@ class ProfileInfo:
 
 
 @dataclass
+class NodeCounters:
+    """A node's counters over the run (analyzer/counters.py): memory-controller bytes where
+    the hardware has them, and the kernel's numastat deltas (machine-wide)."""
+
+    node: int
+    seconds: float
+    dram_bytes: float | None = None  # read + write bytes at the node's memory controllers
+    bandwidth_gbs: float | None = None  # dram_bytes / seconds
+    peak_gbs: float | None = None  # measured local bandwidth (numaprof topology --measure)
+    numastat: dict[str, int] = field(default_factory=dict)  # numa_hit, numa_miss, ... (pages)
+
+
+@dataclass
 class Analysis:
     profile: ProfileInfo
     topology: Topology
@@ -168,3 +181,4 @@ class Analysis:
     load_per_node: list[float]
     imbalance: float
     findings: list[str] = field(default_factory=list)  # thread placement findings, plain sentences
+    node_counters: list[NodeCounters] = field(default_factory=list)

@@ -32,7 +32,7 @@ class ProfileWriter:
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
 
-    def table(self, name: str, **columns) -> None:
+    def table(self, name: str, /, **columns) -> None:  # a column may be called "name"
         types = DTYPES.get(name, {})
         for col, values in columns.items():
             dtype = types.get(col)

@@ -167,6 +167,16 @@ def render(a: Analysis, suggestions=None, top: int = 10) -> str:
         f"<h2>Objects</h2>{per_object}",
         f"<h2>Topology</h2>{_topology(a.topology)}",
     ]
+    if a.node_counters:
+        parts.append("<h2>Node counters</h2>" + _table(
+            ["node", "DRAM GB/s", "of measured peak", "numa_hit", "numa_miss", "numa_foreign",
+             "other_node"],
+            [[str(c.node), "-" if c.bandwidth_gbs is None else f"{c.bandwidth_gbs:.2f}",
+              pct(c.bandwidth_gbs / c.peak_gbs) if c.peak_gbs and c.bandwidth_gbs is not None
+              else "-"]
+             + [str(c.numastat.get(k, "-")) for k in ("numa_hit", "numa_miss", "numa_foreign",
+                                                      "other_node")]
+             for c in a.node_counters]))
     if suggestions is not None:
         parts.append(f"<h2>Suggestions</h2>{_suggestions(suggestions)}")
     if a.findings:

@@ -103,6 +103,14 @@ def report(a: Analysis, top: int | None = None) -> dict:
              "migrations": int(t.migrations), "bound": bool(t.bound), "affinity": t.affinity}
             for t in a.threads
         ],
+        "node_counters": [
+            {"node": c.node, "seconds": _r(c.seconds, 3),
+             "dram_bytes": None if c.dram_bytes is None else int(c.dram_bytes),
+             "bandwidth_gbs": None if c.bandwidth_gbs is None else _r(c.bandwidth_gbs, 3),
+             "peak_gbs": None if c.peak_gbs is None else _r(c.peak_gbs, 3),
+             "numastat": dict(c.numastat)}
+            for c in a.node_counters
+        ],
         "findings": list(a.findings),
     }
 

@@ -87,10 +87,32 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
                         ",".join(map(str, th.nodes)), ",".join(map(str, th.cpus[:16])),
                         str(th.migrations), "yes" if th.bound else ("no" if th.affinity else "?"))
     con.print(threads)
+    if a.node_counters:
+        con.print(_node_counters(a))
     for f in a.findings:
         con.print(f"- {f}", markup=False)
     if out is not None:
         con.file.close()
+
+
+def _node_counters(a: Analysis) -> Table:
+    """Memory-controller bandwidth per node (hardware counters) and the kernel's numastat."""
+    t = Table(title="node counters (numastat is machine-wide, in pages)", title_justify="left")
+    hw = any(c.bandwidth_gbs is not None for c in a.node_counters)
+    cols = ["node"] + (["DRAM GB/s", "of peak"] if hw else []) + [
+        "numa_hit", "numa_miss", "numa_foreign", "other_node"]
+    for col in cols:
+        t.add_column(col, justify="left" if col == "node" else "right")
+    for c in a.node_counters:
+        row = [str(c.node)]
+        if hw:
+            row += ["-" if c.bandwidth_gbs is None else f"{c.bandwidth_gbs:.2f}",
+                    pct(c.bandwidth_gbs / c.peak_gbs) if c.peak_gbs and c.bandwidth_gbs is not None
+                    else "-"]
+        row += [str(c.numastat.get(k, "-")) for k in ("numa_hit", "numa_miss", "numa_foreign",
+                                                      "other_node")]
+        t.add_row(*row)
+    return t
 
 
 def render_ranks(ranks: list[Analysis], combined: Analysis, top: int = 15) -> None:
