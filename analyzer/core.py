@@ -477,10 +477,30 @@ def _name(o: _Obj, resolver: symbols.CodeResolver, prof: Profile) -> None:
     o.site = site.site if site.line > 0 else f"{site.function}@{os.path.basename(site.file)}"
     var = None
     if site.line > 0:
-        src = symbols.find_source(site.file, [r for r in roots if r])
-        if src is not None:
-            var = symbols.assigned_name(str(src), site.line, site.column, symbols.source_language(site.file))
+        var, named_at = _assigned(site, roots)
+        # an allocation wrapper (it returns the block): its caller's variable names the
+        # array, up to a few wrappers deep (xmalloc inside new_grid inside main)
+        callers = iter(list(resolver.user_frames(o.pid, ips))[1:4])
+        cur, at = var, named_at
+        while at is not None and symbols.returns_allocation(
+                str(at[0]), at[1].line, cur, symbols.source_language(at[1].file)):
+            caller = next(callers, None)
+            if caller is None:
+                break
+            cur, at = _assigned(caller, roots)  # `return xmalloc(n)` passes it on again
+            if cur is not None:
+                var, o.site = cur, caller.site
     o.name = var or o.site
+
+
+def _assigned(site, roots: list[str]):
+    """(name, (source path, site)) of the variable the allocation at ``site`` is assigned
+    to; (None, (path, site)) when the line assigns nothing; (None, None) without source."""
+    src = symbols.find_source(site.file, [r for r in roots if r])
+    if src is None:
+        return None, None
+    return (symbols.assigned_name(str(src), site.line, site.column,
+                                  symbols.source_language(site.file)), (src, site))
 
 
 def _stack_frames(prof: Profile) -> dict[int, list[int]]:

@@ -609,27 +609,35 @@ class CodeResolver:
         of system headers only (an out-of-line ``std::vector`` method) are skipped.
         Without any line information, the innermost frame outside the system libraries
         (``main@app`` of a binary built without -g), else the innermost resolvable one."""
+        for sl in self.user_frames(pid, ips):
+            return sl
         fallback = None
         user_fallback = None
         for ip in ips:
             sl = self.resolve(pid, ip, return_address=True)
-            if sl is None:
-                continue
-            if sl.line > 0 and not is_system_source(sl.file):
-                found = self.elf_address(pid, ip - 1)
-                if found is not None:
-                    named = next((p for p in found[0].inline_positions(found[1])
-                                  if (p.file, p.line, p.column) == (sl.file, sl.line, sl.column)), None)
-                    if named is not None and named.function != "?":
-                        sl = named
-                return sl
-            if sl.function == "?":
+            if sl is None or sl.function == "?":
                 continue
             if fallback is None:
                 fallback = sl
             if user_fallback is None and sl.line <= 0 and not is_system_library(sl.file):
                 user_fallback = sl
         return user_fallback or fallback
+
+    def user_frames(self, pid: int, ips: list[int]):
+        """The frames of a call stack (innermost first) with a source line outside the
+        system headers, each named after the function whose body holds the line: the
+        allocation site, then its callers (for allocation wrappers)."""
+        for ip in ips:
+            sl = self.resolve(pid, ip, return_address=True)
+            if sl is None or sl.line <= 0 or is_system_source(sl.file):
+                continue
+            found = self.elf_address(pid, ip - 1)
+            if found is not None:
+                named = next((p for p in found[0].inline_positions(found[1])
+                              if (p.file, p.line, p.column) == (sl.file, sl.line, sl.column)), None)
+                if named is not None and named.function != "?":
+                    sl = named
+            yield sl
 
 
 # ------------------------------------------------------------------- naming from source
@@ -789,6 +797,9 @@ def _text(node, src: bytes) -> str:
 
 
 def _c_target(call, src: bytes) -> str | None:
+    out_arg = _out_argument(call, src)
+    if out_arg is not None:
+        return out_arg
     node = call
     while node.parent is not None:
         parent = node.parent
@@ -805,3 +816,65 @@ def _c_target(call, src: bytes) -> str | None:
             return " ".join(_text(left, src).split()) if left is not None else None
         return None
     return None
+
+
+# allocators that return the block through their first argument: posix_memalign(&p, ...)
+_OUT_ARG_ALLOCATORS = {"posix_memalign", "cudaMallocHost", "hipHostMalloc"}
+
+
+def _strip(node):
+    """The expression under casts and parentheses."""
+    while node is not None and node.type in ("cast_expression", "parenthesized_expression"):
+        node = node.child_by_field_name("value") or (node.named_children[-1] if node.named_children else None)
+    return node
+
+
+def _out_argument(call, src: bytes) -> str | None:
+    """``posix_memalign(&field, 64, n)`` → ``field`` (also through a ``(void **)`` cast)."""
+    if call.type != "call_expression":
+        return None
+    fn = call.child_by_field_name("function")
+    args = call.child_by_field_name("arguments")
+    if fn is None or args is None or _text(fn, src).split("::")[-1] not in _OUT_ARG_ALLOCATORS:
+        return None
+    first = _strip(args.named_children[0]) if args.named_children else None
+    if first is None or first.type != "pointer_expression" or _text(first, src)[:1] != "&":
+        return None
+    target = first.child_by_field_name("argument")
+    return " ".join(_text(target, src).split()) if target is not None else None
+
+
+def returns_allocation(path: str, line: int, name: str | None, lang: str | None = None) -> bool:
+    """Whether the function holding ``path:line`` hands the allocation made there back to
+    its caller: the call is in a ``return`` statement, or ``name`` (the variable it was
+    assigned to) is what the function returns.  Such a function is an allocation
+    wrapper (``xmalloc``, ``new_grid``), and the caller's variable names the array."""
+    lang = lang or source_language(path)
+    if lang == "fortran" or line <= 0:
+        return False
+    parsed = _parse_file(path, lang)
+    if parsed is None:
+        return False
+    tree, src = parsed
+    row = line - 1
+    funcs: list = []
+    _collect(tree.root_node, row, ("function_definition",), funcs)
+    if not funcs:
+        return False
+    body = funcs[-1]  # the innermost (a lambda or local class method in C++)
+    returns: list = []
+    _find(body, "return_statement", returns)
+    for r in returns:
+        if r.start_point[0] <= row <= r.end_point[0]:
+            return True  # return malloc(n);
+        value = _strip(r.named_children[0]) if r.named_children else None
+        if name and value is not None and " ".join(_text(value, src).split()) == name:
+            return True
+    return False
+
+
+def _find(node, type_: str, out: list) -> None:
+    if node.type == type_:
+        out.append(node)
+    for ch in node.children:
+        _find(ch, type_, out)

@@ -224,3 +224,105 @@ def test_fortran_common_members_and_module_arrays(tmp_path):
     assert got["u"].samples == 2 and got["u"].size == 8192 * 8 and got["u"].site.startswith("/grid/")
     assert got["v"].samples == 1 and got["v"].size == 4096 * 8
     assert got["w"].samples == 1 and got["w"].site.startswith("module fields")
+
+
+C_WRAPPERS = """\
+#include <stdlib.h>
+
+__attribute__((noinline)) static double *xmalloc(size_t n)
+{
+    double *p = malloc(n);
+    if (!p)
+        abort();
+    return p;
+}
+
+__attribute__((noinline)) static double *aligned(size_t n)
+{
+    void *p;
+    if (posix_memalign(&p, 64, n))
+        abort();
+    return p;
+}
+
+__attribute__((noinline)) static double *grid(size_t n) { return xmalloc(n); }
+
+__attribute__((noinline)) static double scratch(size_t n)
+{
+    double *tmp = malloc(n);
+    tmp[0] = 1;
+    double r = tmp[0];
+    free(tmp);
+    return r;
+}
+
+int main(int argc, char **argv)
+{
+    size_t n = (size_t)argc * 1000000;
+    double *u = xmalloc(n);
+    double *v = aligned(n);
+    double *w = grid(n);
+    double s = scratch(n);
+    return (int)(u[0] + v[0] + w[0] + s);
+}
+"""
+
+
+def _calls(exe, callee):
+    """Return addresses of the calls to ``callee`` (local or @plt), in code order."""
+    out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(exe)], capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+    return [int(out[i + 1].split(":")[0].strip(), 16) for i, line in enumerate(out)
+            if re.search(rf"\bcall\s+[0-9a-f]+ <{callee}(@plt)?>", line)]
+
+
+def test_allocation_wrappers_take_the_callers_name(tmp_path):
+    """xmalloc-style wrappers return the block: the caller's variable names the array, through
+    two wrappers; posix_memalign(&p, ...) names p; a function that frees its block is no
+    wrapper (its own variable names it)."""
+    exe = _build(tmp_path, "wrap.c", C_WRAPPERS, "gcc", ["-g", "-O0"])
+    in_xmalloc, in_scratch = _calls(exe, "malloc")  # code order: xmalloc, scratch
+    (in_aligned,) = _calls(exe, "posix_memalign")
+    grid_xmalloc, main_xmalloc = _calls(exe, "xmalloc")  # in grid (defined first), in main
+    (main_aligned,) = _calls(exe, "aligned")
+    (main_grid,) = _calls(exe, "grid")
+    (main_scratch,) = _calls(exe, "scratch")
+    stacks = [[in_xmalloc, main_xmalloc], [in_aligned, main_aligned],
+              [in_xmalloc, grid_xmalloc, main_grid], [in_scratch, main_scratch]]
+    w = profgen.ProfileWriter(tmp_path / "prof")
+    w.manifest(cwd=str(tmp_path))
+    w.topology([[0, 1]])
+    maps = _mappings_for(exe)
+    w.table("mappings", time=[0] * len(maps), pid=[9] * len(maps), start=[m[0] for m in maps],
+            len=[m[1] for m in maps], pgoff=[m[2] for m in maps], prot=[5] * len(maps),
+            flags=[2] * len(maps), path=[str(exe)] * len(maps))
+    addrs = [0x7F00_0000_0000 + i * 0x1000_0000 for i in range(len(stacks))]
+    k = len(stacks)
+    w.table("objects", time=[1] * k, free_time=[0] * k, pid=[9] * k, tid=[9] * k, addr=addrs,
+            size=[1 << 20] * k, kind=[1] * k, stack=list(range(1, k + 1)), prev=[0] * k)
+    rows = [(i + 1, d, BASE + ra) for i, st in enumerate(stacks) for d, ra in enumerate(st)]
+    w.table("stack_frames", stack=[r[0] for r in rows], depth=[r[1] for r in rows],
+            ip=[r[2] for r in rows])
+    w.table("samples", time=list(range(10, 10 + k)), pid=[9] * k, tid=[9] * k, cpu=[0] * k,
+            ip=[0] * k, addr=[a + 64 for a in addrs], access=[1] * k)
+    got = {o.address: (o.name, o.site) for o in analyze(w.path).objects}
+    assert got[addrs[0]] == ("u", "main@wrap.c:33"), got
+    assert got[addrs[1]] == ("v", "main@wrap.c:34"), got
+    assert got[addrs[2]] == ("w", "main@wrap.c:35"), got
+    assert got[addrs[3]] == ("tmp", "scratch@wrap.c:23"), got
+
+
+def test_returns_allocation_and_out_argument(tmp_path):
+    src = tmp_path / "r.c"
+    src.write_text(
+        "double *a(size_t n) { return malloc(n); }\n"
+        "double *b(size_t n) { double *q = (double *)malloc(n); init(q); return (q); }\n"
+        "void c(size_t n) { double *q = malloc(n); keep = q; }\n"
+        "void d(size_t n) { posix_memalign((void **)&s->field, 64, n); }\n"
+    )
+    assert symbols.returns_allocation(str(src), 1, None)
+    assert symbols.assigned_name(str(src), 2) == "q"
+    assert symbols.returns_allocation(str(src), 2, "q")
+    assert not symbols.returns_allocation(str(src), 3, "q")
+    assert symbols.assigned_name(str(src), 4) == "s->field"
+    assert not symbols.returns_allocation(str(src), 4, "s->field")
