@@ -1,6 +1,7 @@
 /* The sampler: perf events per cpu (inherited by every thread and child process of the
  * command), ring-buffer draining, the side-band records (FORK/EXIT/COMM/MMAP2) that give
- * the threads and mappings tables, page-location queries, and collector.json.
+ * the threads and mappings tables, page-location queries, and collector.json.  One more
+ * thread, the affinity watcher, reads the threads' cpu affinities from /proc.
  *
  * Events are opened per cpu with pid = the command and inherit=1, one ring buffer per
  * cpu (an inherited per-task event with cpu=-1 cannot be mmapped).  Every event carries
@@ -19,6 +20,7 @@
 #include <inttypes.h>
 #include <linux/perf_event.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -70,9 +72,32 @@ struct thread {
     uint32_t pid, tid, ppid;
     uint64_t start, end, samples;
     char comm[17];
-    char *aff_first, *aff_last;
     int alive;
 };
+
+struct affent {
+    uint32_t pid, tid;
+    uint64_t seen_first, seen_last, read_last, sum; /* CLOCK_MONOTONIC ns */
+    char *first, *last;                             /* last NULL: same as first */
+    uint32_t scan;
+};
+
+struct affwatch {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int init, started, stop; /* stop: under mu */
+    uint32_t *pids;      /* processes to list: under mu */
+    size_t npids, pidcap;
+    /* the watcher's own (the main thread reads them after the join) */
+    struct affent *ents;
+    size_t nents, entcap;
+    uint32_t *hash; /* tid -> index+1 of its newest entry */
+    size_t hcap;
+    uint32_t scan;
+    size_t *order; /* after the stop: entries by tid */
+};
+
 
 struct proc {
     uint32_t pid;
@@ -110,6 +135,7 @@ struct collector {
     size_t thash_cap;
     struct proc *procs;
     size_t nprocs, pcap;
+    struct affwatch aff;
 
     struct page_ent *pages;
     size_t pcapacity, pcount;
@@ -332,8 +358,11 @@ static struct proc *find_proc(struct collector *c, uint32_t pid)
     return NULL;
 }
 
+static void aff_watch_pid(struct affwatch *w, uint32_t pid);
+
 static void add_proc(struct collector *c, uint32_t pid)
 {
+    aff_watch_pid(&c->aff, pid);
     struct proc *p = find_proc(c, pid);
     if (p) {
         p->alive = 1;
@@ -350,46 +379,316 @@ static void add_proc(struct collector *c, uint32_t pid)
     c->procs[c->nprocs++] = (struct proc){pid, 1};
 }
 
-static char *affinity_of(struct collector *c, uint32_t tid)
+/* The affinity of a thread as a cpulist ("0-3,8"), malloc'd; NULL when it cannot be read
+ * (the thread is gone).  *sum, when given, gets a checksum of the mask to spot changes. */
+static char *affinity_of(uint32_t tid, uint64_t *sum)
 {
-    (void)c;
     size_t setsize = CPU_ALLOC_SIZE(MAX_CPUS);
     cpu_set_t *set = CPU_ALLOC(MAX_CPUS);
     if (!set)
         return NULL;
     char *out = NULL;
     if (sched_getaffinity((pid_t)tid, setsize, set) == 0) {
-        unsigned char *flags = calloc(MAX_CPUS, 1);
-        out = malloc(8192);
-        if (flags && out) {
-            for (int i = 0; i < MAX_CPUS; i++)
-                flags[i] = CPU_ISSET_S(i, setsize, set) != 0;
-            nmp_cpulist_format(flags, MAX_CPUS, out, 8192);
+        unsigned char flags[MAX_CPUS];
+        char text[8192];
+        uint64_t h = 1469598103934665603ULL;
+        for (int i = 0; i < MAX_CPUS; i++) {
+            flags[i] = CPU_ISSET_S(i, setsize, set) != 0;
+            h = (h ^ flags[i]) * 1099511628211ULL;
         }
-        free(flags);
+        nmp_cpulist_format(flags, MAX_CPUS, text, sizeof text);
+        out = strdup(text);
+        if (sum)
+            *sum = h;
     }
     CPU_FREE(set);
     return out;
 }
 
-/* Every live thread's affinity (or, with only_new, only of threads not read yet, so
- * short-lived threads get theirs on the next fast tick). */
-static void update_affinities(struct collector *c, int only_new)
+/* ---------------------------------------------------------------- affinity watcher */
+
+/* Threads' affinities are read from /proc by a thread of the collector's own, not by the
+ * main loop: that loop can be seconds behind the program (the first records of a run make
+ * the decoder load every mapped binary; a loaded machine; the lab's emulated cpus), and a
+ * thread that started and ended within that lag was gone (ESRCH) by the time its FORK
+ * record was processed, leaving its affinity empty.  The watcher lists
+ * /proc/PID/task of every recorded process every AFF_SCAN_NS (longer when a scan is
+ * costly: at most ~2 % of a cpu).  A thread is re-read on every scan while it is young,
+ * since its first read can come before the affinity its creator gives it right after
+ * clone (glibc's pthread_attr_setaffinity_np, libgomp's places), then every
+ * AFF_REFRESH_NS: the last value read is the thread's final affinity. */
+#define AFF_SCAN_NS 10000000ULL
+#define AFF_YOUNG_NS 100000000ULL
+#define AFF_REFRESH_NS 100000000ULL
+
+static size_t aff_slot(const struct affwatch *w, uint32_t tid)
 {
-    for (size_t i = 0; i < c->nthreads; i++) {
-        struct thread *t = &c->threads[i];
-        if (!t->alive || (only_new && t->aff_first))
-            continue;
-        char *a = affinity_of(c, t->tid);
-        if (!a)
-            continue;
-        if (!t->aff_first) {
-            t->aff_first = a;
+    size_t mask = w->hcap - 1, k = (tid * 2654435761u) & mask;
+    while (w->hash[k] && w->ents[w->hash[k] - 1].tid != tid)
+        k = (k + 1) & mask;
+    return k;
+}
+
+static struct affent *aff_new(struct affwatch *w, uint32_t pid, uint32_t tid, uint64_t now)
+{
+    if ((w->nents + 1) * 2 > w->hcap) {
+        size_t ncap = w->hcap ? w->hcap * 2 : 256;
+        uint32_t *nh = calloc(ncap, sizeof *nh);
+        if (!nh)
+            return NULL;
+        uint32_t *old = w->hash;
+        size_t ocap = w->hcap;
+        w->hash = nh;
+        w->hcap = ncap;
+        for (size_t i = 0; i < ocap; i++)
+            if (old[i])
+                w->hash[aff_slot(w, w->ents[old[i] - 1].tid)] = old[i];
+        free(old);
+    }
+    if (w->nents == w->entcap) {
+        size_t nc = w->entcap ? w->entcap * 2 : 64;
+        struct affent *ne = realloc(w->ents, nc * sizeof *ne);
+        if (!ne)
+            return NULL;
+        w->ents = ne;
+        w->entcap = nc;
+    }
+    struct affent *e = &w->ents[w->nents++];
+    *e = (struct affent){.pid = pid, .tid = tid, .seen_first = now};
+    w->hash[aff_slot(w, tid)] = (uint32_t)w->nents;
+    return e;
+}
+
+/* One thread listed by the scan: a new entry, or a re-read when it is due. */
+static void aff_see(struct affwatch *w, uint32_t pid, uint32_t tid, uint64_t now)
+{
+    uint32_t v = w->hcap ? w->hash[aff_slot(w, tid)] : 0;
+    struct affent *e = v ? &w->ents[v - 1] : NULL;
+    /* not listed by the previous scan: a new thread that reuses the tid */
+    if (e && (e->pid != pid || e->scan + 1 < w->scan))
+        e = NULL;
+    if (!e) {
+        uint64_t sum;
+        char *a = affinity_of(tid, &sum);
+        if (!a || !(e = aff_new(w, pid, tid, now))) {
+            free(a);
+            return;
+        }
+        e->first = a;
+        e->sum = sum;
+        e->read_last = now;
+    } else if (now - e->read_last >= (now - e->seen_first < AFF_YOUNG_NS ? 0 : AFF_REFRESH_NS)) {
+        uint64_t sum;
+        char *a = affinity_of(tid, &sum);
+        if (a && sum != e->sum) {
+            free(e->last);
+            e->last = a;
+            e->sum = sum;
         } else {
-            free(t->aff_last);
-            t->aff_last = a;
+            free(a);
+        }
+        if (a)
+            e->read_last = now;
+    }
+    e->scan = w->scan;
+    e->seen_last = now;
+}
+
+static void aff_scan(struct affwatch *w)
+{
+    pthread_mutex_lock(&w->mu);
+    size_t n = w->npids;
+    uint32_t *pids = n ? malloc(n * sizeof *pids) : NULL;
+    if (pids)
+        memcpy(pids, w->pids, n * sizeof *pids);
+    pthread_mutex_unlock(&w->mu);
+    if (!pids)
+        return;
+    w->scan++;
+    size_t ngone = 0;
+    for (size_t i = 0; i < n; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%" PRIu32 "/task", pids[i]);
+        DIR *d = opendir(path);
+        if (!d) {
+            if (errno == ENOENT)
+                pids[ngone++] = pids[i]; /* gone: not listed again */
+            continue;
+        }
+        uint64_t now = nmp_now_ns();
+        struct dirent *de;
+        while ((de = readdir(d)) != NULL) {
+            char *end;
+            unsigned long tid = strtoul(de->d_name, &end, 10);
+            if (*end || end == de->d_name)
+                continue;
+            aff_see(w, pids[i], (uint32_t)tid, now);
+        }
+        closedir(d);
+    }
+    pthread_mutex_lock(&w->mu);
+    for (size_t g = 0; g < ngone; g++)
+        for (size_t i = 0; i < w->npids; i++)
+            if (w->pids[i] == pids[g]) {
+                w->pids[i] = w->pids[--w->npids];
+                break;
+            }
+    pthread_mutex_unlock(&w->mu);
+    free(pids);
+}
+
+static void *aff_main(void *arg)
+{
+    struct affwatch *w = arg;
+    pthread_mutex_lock(&w->mu);
+    while (!w->stop) {
+        pthread_mutex_unlock(&w->mu);
+        uint64_t t0 = nmp_now_ns();
+        aff_scan(w);
+        uint64_t spent = nmp_now_ns() - t0;
+        uint64_t wait = spent * 50 > AFF_SCAN_NS ? spent * 50 : AFF_SCAN_NS;
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += (time_t)(wait / 1000000000ULL);
+        until.tv_nsec += (long)(wait % 1000000000ULL);
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_mutex_lock(&w->mu);
+        while (!w->stop && pthread_cond_timedwait(&w->cv, &w->mu, &until) == 0)
+            ;
+    }
+    pthread_mutex_unlock(&w->mu);
+    aff_scan(w); /* attach mode: the final affinities of threads still running */
+    return NULL;
+}
+
+/* Adds a process whose threads the watcher lists. */
+static void aff_watch_pid(struct affwatch *w, uint32_t pid)
+{
+    if (!w->init)
+        return;
+    pthread_mutex_lock(&w->mu);
+    int known = 0;
+    for (size_t i = 0; i < w->npids && !known; i++)
+        known = w->pids[i] == pid;
+    if (!known && w->npids == w->pidcap) {
+        size_t nc = w->pidcap ? w->pidcap * 2 : 16;
+        uint32_t *np = realloc(w->pids, nc * sizeof *np);
+        if (np) {
+            w->pids = np;
+            w->pidcap = nc;
         }
     }
+    if (!known && w->npids < w->pidcap)
+        w->pids[w->npids++] = pid;
+    pthread_mutex_unlock(&w->mu);
+}
+
+static int aff_init(struct affwatch *w)
+{
+    pthread_condattr_t ca;
+    if (pthread_condattr_init(&ca) != 0)
+        return -1;
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    int r = pthread_cond_init(&w->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (r != 0)
+        return -1;
+    if (pthread_mutex_init(&w->mu, NULL) != 0) {
+        pthread_cond_destroy(&w->cv);
+        return -1;
+    }
+    w->init = 1;
+    return 0;
+}
+
+/* Started once the signals are blocked: the watcher inherits the mask (the signalfd
+ * receives them). */
+static int aff_start(struct affwatch *w)
+{
+    if (pthread_create(&w->th, NULL, aff_main, w) != 0)
+        return -1;
+    w->started = 1;
+    return 0;
+}
+
+static void aff_stop(struct affwatch *w)
+{
+    if (!w->started)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->stop = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->th, NULL);
+    w->started = 0;
+}
+
+static void aff_free(struct affwatch *w)
+{
+    if (!w->init)
+        return;
+    aff_stop(w);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    for (size_t i = 0; i < w->nents; i++) {
+        free(w->ents[i].first);
+        free(w->ents[i].last);
+    }
+    free(w->ents);
+    free(w->hash);
+    free(w->pids);
+    free(w->order);
+}
+
+static int cmp_affent_tid(const void *a, const void *b, void *arg)
+{
+    const struct affent *e = arg;
+    uint32_t x = e[*(const size_t *)a].tid, y = e[*(const size_t *)b].tid;
+    return x < y ? -1 : x > y;
+}
+
+/* Stops the watcher and sorts its entries by tid, for aff_lookup. */
+static void aff_sort(struct affwatch *w)
+{
+    aff_stop(w);
+    free(w->order);
+    w->order = w->nents ? malloc(w->nents * sizeof *w->order) : NULL;
+    if (!w->order)
+        return;
+    for (size_t i = 0; i < w->nents; i++)
+        w->order[i] = i;
+    qsort_r(w->order, w->nents, sizeof *w->order, cmp_affent_tid, w->ents);
+}
+
+/* The affinity the watcher read for a thread of the threads table: of its entries with the
+ * same tid and pid that overlap [start, end] (tids are reused), the first read of the
+ * earliest and the last of the newest.  NULL: never read. */
+static void aff_lookup(const struct affwatch *w, const struct thread *t, const char **first,
+                       const char **last)
+{
+    const struct affent *lo = NULL, *hi = NULL;
+    size_t a = 0, b = w->order ? w->nents : 0;
+    while (a < b) { /* the first entry with this tid */
+        size_t m = a + (b - a) / 2;
+        if (w->ents[w->order[m]].tid < t->tid)
+            a = m + 1;
+        else
+            b = m;
+    }
+    for (size_t i = a; w->order && i < w->nents && w->ents[w->order[i]].tid == t->tid; i++) {
+        const struct affent *e = &w->ents[w->order[i]];
+        if (e->pid != t->pid || (t->end && e->seen_first > t->end) || e->seen_last < t->start)
+            continue;
+        if (!lo || e->seen_first < lo->seen_first)
+            lo = e;
+        if (!hi || e->seen_first > hi->seen_first)
+            hi = e;
+    }
+    *first = lo ? lo->first : NULL;
+    *last = hi ? (hi->last ? hi->last : hi->first) : NULL;
 }
 
 static void thread_comm(struct collector *c, uint32_t pid, uint32_t tid)
@@ -411,10 +710,13 @@ static int write_threads(struct collector *c)
                                            NCOLS(threads_cols));
     if (!t)
         return -1;
+    aff_sort(&c->aff);
     for (size_t i = 0; i < c->nthreads; i++) {
         struct thread *th = &c->threads[i];
-        const char *first = th->aff_first ? th->aff_first : "";
-        const char *last = th->aff_last ? th->aff_last : first;
+        const char *first, *last;
+        aff_lookup(&c->aff, th, &first, &last);
+        first = first ? first : "";
+        last = last ? last : first;
         uint64_t v[] = {th->pid, th->tid, th->ppid, th->start, th->end,
                         (uintptr_t)th->comm, (uintptr_t)first, (uintptr_t)last, th->samples};
         nmp_table_append(t, v);
@@ -1171,10 +1473,8 @@ static void on_record(struct collector *c, const uint8_t *rec, uint32_t len, uin
             if (parent) /* copied first: add_thread may move the array */
                 memcpy(comm, parent->comm, sizeof comm);
             struct thread *t = add_thread(c, pid, tid, ppid, t0);
-            if (t) {
+            if (t) /* its affinity: the watcher's, read while it runs */
                 memcpy(t->comm, comm, sizeof t->comm);
-                t->aff_first = affinity_of(c, tid); /* now: short-lived threads too */
-            }
             if (pid != ppid) {
                 nmp_decoder_fork(c->dec, ppid, pid);
                 add_proc(c, pid);
@@ -1559,7 +1859,6 @@ static void status_from_wait(struct collector *c, int st)
  * page-table walk of every mapping) is expensive, so it stays under ~1 % of a cpu. */
 static uint64_t tick_slow(struct collector *c)
 {
-    update_affinities(c, 0);
     uint64_t t0 = nmp_now_ns();
     copy_numa_maps(c);
     uint64_t spent = nmp_now_ns() - t0;
@@ -1635,7 +1934,6 @@ static void run_loop(struct collector *c, int sfd, int pidfd, uint64_t deadline)
         now = nmp_now_ns();
         if (now >= next_tick) {
             query_pages(c);
-            update_affinities(c, 1);
             next_tick = now + TICK_NS;
         }
         if (now >= next_slow) {
@@ -1647,7 +1945,6 @@ static void run_loop(struct collector *c, int sfd, int pidfd, uint64_t deadline)
         for (int i = 0; i < c->nev; i++)
             ioctl(c->evs[i].fd, PERF_EVENT_IOC_DISABLE, 0);
         copy_numa_maps(c);
-        update_affinities(c, 0);
     }
     drain(c);
     query_pages(c);
@@ -1659,10 +1956,7 @@ static void free_collector(struct collector *c)
     if (c->node_counters)
         nmp_hw_node_counters_close(c->node_counters);
     nmp_decoder_free(c->dec);
-    for (size_t i = 0; i < c->nthreads; i++) {
-        free(c->threads[i].aff_first);
-        free(c->threads[i].aff_last);
-    }
+    aff_free(&c->aff);
     free(c->threads);
     free(c->thash);
     free(c->procs);
@@ -1716,6 +2010,10 @@ int nmp_collect_run(const struct nmp_config *cfg, char *err)
         snprintf(err, NMP_ERRLEN, "cannot initialise the Capstone x86-64 decoder");
         return NMP_EXIT_SELF;
     }
+    if (aff_init(&c->aff) != 0) {
+        snprintf(err, NMP_ERRLEN, "cannot initialise the affinity watcher: %s", strerror(errno));
+        goto out;
+    }
     if (open_tables(c) != 0)
         goto out;
     char terr[NMP_ERRLEN] = "";
@@ -1753,6 +2051,8 @@ int nmp_collect_run(const struct nmp_config *cfg, char *err)
         if (open_events(c, cfg->attach_pid, 0) != 0)
             goto out;
         add_proc(c, (uint32_t)cfg->attach_pid);
+        if (aff_start(&c->aff) != 0)
+            warn(c, "thread affinities are not recorded: cannot start the watcher thread");
         synth_mappings(c, (uint32_t)cfg->attach_pid);
         c->start_ns = nmp_now_ns();
         clock_gettime(CLOCK_REALTIME, &c->start_rt);
@@ -1775,6 +2075,8 @@ int nmp_collect_run(const struct nmp_config *cfg, char *err)
                                       (uint32_t)getpid(), 0);
         (void)t;
         add_proc(c, (uint32_t)child.pid);
+        if (aff_start(&c->aff) != 0)
+            warn(c, "thread affinities are not recorded: cannot start the watcher thread");
         c->start_ns = nmp_now_ns();
         clock_gettime(CLOCK_REALTIME, &c->start_rt);
         int e = nmp_child_release(&child);

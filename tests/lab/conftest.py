@@ -132,6 +132,7 @@ def parse_numactl_hardware(text: str) -> tuple[int, dict[int, list[int]], list[l
 
 @dataclass
 class Placement:
+    pid: int
     addr: int
     nodes: list[int]  # node of every page, from move_pages
     numa_maps: dict[int, int]  # node -> pages, from the N<node>= fields
@@ -140,6 +141,7 @@ class Placement:
 
 
 def parse_lab_place(text: str) -> Placement:
+    pid = int(re.search(r"^pid (\d+)$", text, re.M).group(1))
     addr = int(re.search(r"^addr (0x[0-9a-f]+)$", text, re.M).group(1), 16)
     nodes = [int(x) for x in re.search(r"^move_pages((?: -?\d+)+)$", text, re.M)
              .group(1).split()]
@@ -148,7 +150,7 @@ def parse_lab_place(text: str) -> Placement:
     assert int(fields[0], 16) == addr, line
     per_node = {int(k): int(v) for k, v in re.findall(r"\bN(\d+)=(\d+)", line)}
     touchers = {int(k): int(v) for k, v in re.findall(r"^toucher (\d+) (-?\d+)$", text, re.M)}
-    return Placement(addr, nodes, per_node, fields[1], touchers)
+    return Placement(pid, addr, nodes, per_node, fields[1], touchers)
 
 
 def counts(nodes: list[int], n_nodes: int) -> list[int]:

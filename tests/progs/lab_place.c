@@ -11,6 +11,7 @@
  *          as possible (run with NUMA balancing off, or pages may move meanwhile).
  *
  * Prints, for the array:
+ *   pid N                          this process (a profile's page_nodes are per process)
  *   addr 0x...                     start of the mapping (matches a /proc/self/numa_maps line)
  *   toucher K NODE                 (threads mode) node thread K ran on when it touched
  *   move_pages N0 N1 ...           node of every page, from move_pages(2) with nodes=NULL
@@ -140,7 +141,7 @@ int main(int argc, char **argv)
     }
     /* One huge page would put a whole block on one node and hide the per-page truth. */
     madvise(array, (size_t)(npages * page_size), MADV_NOHUGEPAGE);
-    printf("addr %p\n", (void *)array);
+    printf("pid %ld\naddr %p\n", (long)getpid(), (void *)array);
 
     if (strcmp(argv[1], "touch") == 0) {
         for (long i = 0; i < npages; i++)
