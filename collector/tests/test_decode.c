@@ -133,6 +133,16 @@ int main(void)
     check_case(d, "skid", skid, sizeof skid, A, A + 4, 1, &r,
                (struct expect){r.r[SI] + r.r[DX] * 8, NMP_ACC_LOAD, 8, NMP_RULE_SKID});
 
+    /* two accesses in a row: the one that just retired is charged.
+     * movsd xmm0,[rdi+rdx*8]; addsd xmm0,[rsi+rdx*8] <- ip */
+    static const uint8_t pair[] = {0xf2, 0x0f, 0x10, 0x04, 0xd7, 0xf2, 0x0f, 0x58, 0x04, 0xd6};
+    check_case(d, "retired access", pair, sizeof pair, A, A + 5, 1, &r,
+               (struct expect){r.r[DI] + r.r[DX] * 8, NMP_ACC_LOAD, 8, NMP_RULE_SKID});
+    /* ... unless its address is gone: mov rax,[rax]; mov rcx,[rbx] <- ip */
+    static const uint8_t pairc[] = {0x48, 0x8b, 0x00, 0x48, 0x8b, 0x0b};
+    check_case(d, "retired access clobbered", pairc, sizeof pairc, A, A + 3, 1, &r,
+               (struct expect){r.r[BX], NMP_ACC_LOAD, 8, NMP_RULE_AT_IP});
+
     /* skid across two ALU instructions: mov rax,[rbx]; add rcx,rax; imul rdx,rcx <- ip */
     static const uint8_t skid2[] = {0x48, 0x8b, 0x03, 0x48, 0x01, 0xc1, 0x48, 0x0f, 0xaf, 0xd1};
     check_case(d, "skid 2", skid2, sizeof skid2, A, A + 6, 1, &r,
