@@ -274,8 +274,11 @@ def measure(topology: Topology, *, size_mib: int = 256, reps: int = 5,
 
 
 def apply_measured(topology: Topology, m: Measurement) -> Topology:
-    """The topology with ``measured_factor`` = the measured latency ratio, in the topology's
-    node order.  Pairs that were not measurable keep the SLIT ratio."""
+    """The topology with ``measured_factor`` = the measured latency ratio and
+    ``node_bandwidth`` = each node's measured local triad bandwidth (the diagonal of
+    ``bandwidth_gbs``, GB/s), in the topology's node order.  Pairs that were not
+    measurable keep the SLIT ratio; nodes without a local bandwidth (no cpus or no
+    memory) get NaN."""
     ids = [n.id for n in topology.nodes]
     if sorted(ids) != sorted(m.nodes):
         raise NumaprofError(f"the measurement is of nodes {list(m.nodes)}, the topology has "
@@ -284,4 +287,6 @@ def apply_measured(topology: Topology, m: Measurement) -> Topology:
     factor = m.latency_factor[np.ix_(pos, pos)]
     slit = topology.slit_factor()
     factor = np.where(np.isfinite(factor), factor, slit)
-    return dataclasses.replace(topology, measured_factor=factor)
+    local_bw = np.diag(np.asarray(m.bandwidth_gbs, dtype=float))[pos]
+    local_bw = np.where(np.isfinite(local_bw) & (local_bw > 0), local_bw, np.nan)
+    return dataclasses.replace(topology, measured_factor=factor, node_bandwidth=local_bw)

@@ -30,6 +30,9 @@ class Topology:
     # (N, N) measured latency(i, j) / latency(i, i) from `numaprof topology --measure`
     # (analyzer/measure.py apply_measured); numa_factor() prefers it when present.
     measured_factor: np.ndarray | None = None
+    # (N,) local memory bandwidth per node in GB/s (NaN: unknown), from the measured triad
+    # (apply_measured) or hwloc memory attributes (recommender/targets.py); None: unknown.
+    node_bandwidth: np.ndarray | None = None
 
     @property
     def n_nodes(self) -> int:

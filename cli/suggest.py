@@ -70,10 +70,13 @@ def command(profile, target, fmt, top, object_name, do_apply, dry_run, revert):
 
 
 def measured_topology(analysis, topo):
-    """The recorded machine with the NUMA factor `numaprof topology --measure` cached for it,
-    when the profile was recorded on this host; else ``topo`` unchanged.  Returns the
-    topology and a note saying which factor the predictions use (or None)."""
+    """The recorded machine with the NUMA factor and per-node local bandwidths that
+    `numaprof topology --measure` cached for it, when the profile was recorded on this
+    host; else ``topo`` unchanged.  Returns the topology and a note saying which factor
+    and bandwidths the predictions use (or None)."""
     import socket
+
+    import numpy as np
 
     from numaprof.analyzer.measure import apply_measured, load_cached
 
@@ -84,9 +87,13 @@ def measured_topology(analysis, topo):
     if m is None:
         return topo, None
     measured = apply_measured(topo, m)
+    bw = np.asarray(measured.node_bandwidth, dtype=float)
+    local = ", ".join(f"node {n.id} {b:.1f}" for n, b in zip(measured.nodes, bw, strict=True)
+                      if np.isfinite(b))
     return measured, (f"NUMA factor measured by `numaprof topology --measure` "
                       f"({m.created or 'cached'}): max {float(measured.numa_factor().max()):.2f} "
-                      f"(SLIT {float(topo.slit_factor().max()):.2f}).")
+                      f"(SLIT {float(topo.slit_factor().max()):.2f})"
+                      + (f"; local bandwidth {local} GB/s." if local else "."))
 
 
 def _patches(result, analysis, profile):

@@ -12,15 +12,24 @@ numactl / environment line < one-line patch.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import numpy as np
 
 from numaprof.analyzer.model import Analysis, ObjectAccess, ObjectResult, Topology
 from numaprof.recommender import emit
-from numaprof.recommender.cost import TIE_TOLERANCE, Replay, Ties, imbalance
+from numaprof.recommender.cost import (
+    TIE_TOLERANCE,
+    Replay,
+    Ties,
+    bandwidth_pressure,
+    contention_cost,
+    imbalance,
+)
 from numaprof.recommender.model import ObjectSuggestion, Prediction, Suggestions
-from numaprof.recommender.policies import node_of_page, static_schedule_owner
+from numaprof.recommender.policies import bandwidth_weights, node_of_page, static_schedule_owner
+from numaprof.recommender.targets import relative_bandwidth
 
 #: Candidates, in tie-break order within the same kind of change.
 CANDIDATES = (
@@ -33,11 +42,14 @@ CANDIDATES = (
     "cyclic_block",
     "random",
     "random_block",
+    "weighted_interleave",  # only where the nodes in use differ in bandwidth
     "bind_all",
 )
 SPREADING = frozenset({"cyclic", "cyclic_block", "skew_mapp", "prime_mapp", "random",
                        "random_block", "weighted_interleave"})
-CHANGE_RANK = {"none": 0, "env": 1, "numactl": 1, "patch": 2}
+#: "code": a source change given as the runtime call to add (weighted_interleave: the
+#: automatic patcher places with default weights, which would be plain cyclic).
+CHANGE_RANK = {"none": 0, "env": 1, "numactl": 1, "patch": 2, "code": 2}
 
 #: Hot data up to this size is "small shared data": pack threads (OMP_PROC_BIND=close)
 #: for cache coherence rather than spreading them for bandwidth (`002_8bc2a645f7c00486.txt`
@@ -142,6 +154,17 @@ class _Plan:
         self.spread_nodes = sorted(set(self.compute_nodes))
         self.tid_index = {t.tid: i for i, t in enumerate(analysis.threads)}
         self.contradicted: list[str] = []
+        # Node bandwidths relative to the nodes in use (None: unknown or equal) and the
+        # weighted_interleave weights over the spread nodes that follow from them.
+        self.speed = relative_bandwidth(target, self.spread_nodes) if self.n > 1 else None
+        self.weights: list[int] = []
+        if self.speed is not None:
+            bw = np.asarray(target.node_bandwidth, dtype=float)[self.spread_nodes]
+            self.weights = bandwidth_weights(bw)
+        # The node counters describe the recorded machine only.
+        self.pressure = (bandwidth_pressure(analysis.node_counters, target, self.spread_nodes)
+                         if self.recorded and self.n > 1 else None)
+        self.beta = None if self.pressure is None else self.pressure.beta
 
     def master_index(self, o: ObjectResult) -> int:
         ft = o.first_touch
@@ -194,6 +217,8 @@ class _Plan:
 def _change_of(policy: str, numactl_ok: bool) -> str:
     if policy == "first_touch":
         return "none"
+    if policy == "weighted_interleave":
+        return "code"
     if policy == "cyclic" and numactl_ok:
         return "numactl"
     return "patch"
@@ -273,12 +298,19 @@ def _evaluate(plan: _Plan, o: ObjectResult) -> tuple[list[Prediction], str, Ties
             # The centralised placement on the node of the master thread.
             placed = node_of_page(policy, n_pages, [int(plan.thread_node[plan.master_index(o)])],
                                   pages=subset)
+        elif policy == "weighted_interleave":
+            if not plan.weights:
+                continue  # equal (or unknown) node bandwidths: it would be cyclic
+            placed = node_of_page(policy, n_pages, spread_nodes, weights=plan.weights,
+                                  pages=subset)
         else:
             placed = node_of_page(policy, n_pages, spread_nodes, pages=subset)
         pages[policy] = placed
         preds.append(replays.get(policy, replay).predict(policy, placed, factor,
-                                                         active_nodes=spread_nodes))
-    return preds, ft_how, Ties(replay, pages, factor, len(spread_nodes), replays)
+                                                         active_nodes=spread_nodes,
+                                                         speed=plan.speed, pressure=plan.beta))
+    return preds, ft_how, Ties(replay, pages, factor, len(spread_nodes), replays,
+                               pressure=plan.beta)
 
 
 def _pick(preds: list[Prediction], pattern: str, ties: Ties, numactl_ok: bool) -> Prediction:
@@ -329,6 +361,10 @@ def _reason(o: ObjectResult, chosen: Prediction, current: Prediction, plan: _Pla
         fix = "placing block k on the node of thread k (bind_block) keeps accesses local"
     elif chosen.policy == "bind_all":
         fix = f"binding it to {_node_label([master], tgt)}, where its threads run, keeps accesses local"
+    elif chosen.policy == "weighted_interleave":
+        fix = (f"the nodes differ in memory bandwidth ({_bandwidth_text(plan)}), so "
+               f"weighted_interleave puts pages on them in proportion ({_weights_text(plan)}) "
+               f"and every node's controllers are busy for about the same time")
     elif o.pattern == "random":
         fix = (f"random access from all threads cannot be made local, so {chosen.policy} "
                f"spreads the pages over {over} to balance the load")
@@ -338,6 +374,54 @@ def _reason(o: ObjectResult, chosen: Prediction, current: Prediction, plan: _Pla
     else:
         fix = f"{chosen.policy} spreads the pages over {over} to balance the load"
     return f"{head}; {fix} ({new})."
+
+
+def _bandwidth_text(plan: _Plan) -> str:
+    bw = np.asarray(plan.target.node_bandwidth, dtype=float)
+    return ", ".join(f"node {plan.target.nodes[p].id} {bw[p]:.1f} GB/s" for p in plan.spread_nodes)
+
+
+def _weights_text(plan: _Plan) -> str:
+    return ("weights " + ":".join(str(w) for w in plan.weights) + " for "
+            + _node_label(plan.spread_nodes, plan.target))
+
+
+def _pressure_effect(o: ObjectResult, chosen: Prediction, preds: list[Prediction], ties: Ties,
+                     plan: _Plan, numactl_ok: bool) -> str:
+    """What the measured bandwidth pressure did to this choice: the pick of the same
+    candidates scored as fully bandwidth-bound (the model without node counters)."""
+    beta = plan.beta
+    full = [dataclasses.replace(p, score=p.latency * p.contention) for p in preds]
+    full_ties = copy.copy(ties)
+    full_ties.pressure = None
+    other = _pick(full, o.pattern, full_ties, numactl_ok)
+    at = f"bandwidth pressure {beta:.2f} from the node counters"
+    if other.policy != chosen.policy:
+        return (f" At the measured {at}, each unit of contention adds {beta:.0%} to the cost "
+                f"instead of 100%; a fully bandwidth-bound run would get {other.policy} "
+                f"instead.")
+    return f" The choice is the same at the measured {at} as for a fully bandwidth-bound run."
+
+
+def _bandwidth_notes(analysis: Analysis, plan: _Plan, notes: list[str]) -> None:
+    """Notes on node bandwidths and bandwidth pressure: what the scores used."""
+    pr = plan.pressure
+    if pr is not None:
+        notes.append(
+            f"memory bandwidth from the node counters: busiest node {pr.busiest_node} at "
+            f"{pr.busiest_gbs:.1f} GB/s, {_pct(pr.busiest_share)} of its measured peak "
+            f"({pr.busiest_peak_gbs:.1f} GB/s), {pr.total_gbs:.1f} GB/s over all nodes: a run "
+            f"without contention would spend about {_pct(pr.beta)} of its time streaming at "
+            f"the memory controllers, so contention weighs {pr.beta:.2f} in the scores "
+            f"(1 = fully bandwidth-bound).")
+    elif not plan.recorded and any(c.bandwidth_gbs is not None for c in analysis.node_counters):
+        notes.append("the node counters measured the recorded machine's memory bandwidth, "
+                     "which says nothing about this target: its scores assume a "
+                     "bandwidth-bound loop.")
+    if plan.weights:
+        notes.append(f"node bandwidths differ ({_bandwidth_text(plan)}): each node's load is "
+                     f"scored divided by its relative bandwidth, and weighted_interleave "
+                     f"({_weights_text(plan)}) is a candidate.")
 
 
 def _aggregate(preds: list[Prediction], n: int, factor: np.ndarray,
@@ -385,6 +469,10 @@ def suggest(analysis: Analysis, target: Topology | None = None, *,
     plan = _Plan(analysis, target, hot)
     result.thread_nodes = [int(x) for x in plan.thread_node[: len(analysis.threads)]]
     result.binding = plan.binding
+    result.pressure = plan.pressure
+    if plan.weights:
+        result.weighted_nodes = [plan.target.nodes[p].id for p in plan.spread_nodes]
+        result.weights = list(plan.weights)
     factor = target.numa_factor()
 
     if plan.n == 1:
@@ -429,12 +517,16 @@ def suggest(analysis: Analysis, target: Topology | None = None, *,
             break
         numactl_ok = False
 
+    if plan.n > 1:
+        _bandwidth_notes(analysis, plan, notes)
     for (o, preds, ft_how, ties), chosen in zip(evaluated, choices, strict=True):
         current = next(p for p in preds if p.policy == "first_touch")
         if plan.n == 1:
             reason = "one NUMA node: every access is local whatever the placement; nothing to place."
         else:
             reason = _reason(o, chosen, current, plan, ft_how, ties)
+            if plan.pressure is not None:
+                reason += _pressure_effect(o, chosen, preds, ties, plan, numactl_ok)
         result.objects.append(ObjectSuggestion(
             name=o.name, policy=chosen.policy, reason=reason, predicted=chosen,
             alternatives=sorted(preds, key=lambda p: p.score), patch=None, change=chosen.change,
@@ -454,12 +546,13 @@ def _commands(analysis: Analysis, plan: _Plan, result: Suggestions, factor: np.n
     if any(s.change == "numactl" for s in result.objects):
         ids = [plan.target.nodes[p].id for p in plan.spread_nodes]
         prefix = emit.interleave_args(None if len(ids) == plan.n else ids)
-    patches = [s for s in result.objects if s.change == "patch"]
+    patches = [s for s in result.objects if s.change in ("patch", "code")]
     changed = bool(prefix or patches)
     if changed and (env or prefix):
         comment = (f"predicted: local {_pct(now['local'])} -> {_pct(new['local'])}, "
                    f"max/mean node load {now['imbalance']:.2f} -> {new['imbalance']:.2f}"
-                   + (" (with the patches applied)" if patches else ""))
+                   + (" (with the patches applied)" if any(s.change == "patch" for s in patches)
+                      else " (with the code changes applied)" if patches else ""))
         result.commands.append(emit.command_line(command, env=env, prefix=prefix, comment=comment))
     elif env:
         comment = (f"keeps each thread on the node where its first touch put its pages: "
@@ -475,15 +568,35 @@ def _commands(analysis: Analysis, plan: _Plan, result: Suggestions, factor: np.n
                             "coherence traffic (002 §IV-B); the predictions assume this binding.")
     if patches:
         result.notes.append(code_change_note(result.objects))
+    for s in result.objects:
+        if s.policy == "weighted_interleave":
+            site = next((o.site for o in analysis.objects if o.name == s.name), "")
+            result.notes.append(_weighted_note(s, plan, command, site))
     if not changed:
         result.notes.append("no placement change: first touch already places the hot data well "
                             "for this target.")
     _one_node(analysis, plan, result, now)
 
 
+def _weighted_note(s: ObjectSuggestion, plan: _Plan, command, site: str = "") -> str:
+    """How to apply weighted_interleave to one array: the runtime call with its weights
+    (works on any Linux with mbind/move_pages), and the whole-process kernel policy."""
+    ids = [plan.target.nodes[p].id for p in plan.spread_nodes]
+    call = emit.weighted_place_call(s.name, s.size, ids, plan.weights)
+    sysfs = "; ".join(emit.weighted_interleave_sysfs(ids, plan.weights))
+    where = f" at {site}" if site and site != "?" else ""
+    ptr = "" if call.startswith(f"numaprof_place_ex({s.name},") else " (ptr: the array's pointer)"
+    return (f"{s.name}: weighted_interleave needs a call after its allocation{where} (numaprof "
+            f"does not patch it automatically): #include \"numaprof_place.h\" and {call}{ptr} "
+            f"Whole-process alternative on Linux >= 6.9 with numactl >= 2.0.19 (Debian 12's "
+            f"2.0.16 has no --weighted-interleave): as root {sysfs}; then "
+            f"{emit.command_line(command, prefix=emit.weighted_interleave_args(ids))} (the "
+            f"weights apply to every weighted-interleave user on the machine).")
+
+
 def code_change_note(objects) -> str | None:
     """The note naming the suggestions that need a source change, or None."""
-    patches = [s for s in objects if s.change == "patch"]
+    patches = [s for s in objects if s.change in ("patch", "code")]
     if not patches:
         return None
     return ("placement changes needing a code change: "
@@ -499,6 +612,9 @@ def _one_node(analysis: Analysis, plan: _Plan, result: Suggestions, now: dict[st
     one-node run's.  In a bandwidth-bound loop time goes as latency x the busiest memory
     node's share of the traffic: 1 x 1 on one node, and for the unchanged program its mean
     NUMA factor x its busiest node's share (master-thread initialisation: > 1 x 1).
+    With a measured bandwidth pressure beta only that share of the time streams: over the
+    K nodes in use, (1 - beta) + beta * K on one node against latency x ((1 - beta) +
+    beta * K * busiest share) for the unchanged program (beta = 1 gives the rule above).
     """
     target = plan.target
     node = target.nodes[0]
@@ -507,8 +623,14 @@ def _one_node(analysis: Analysis, plan: _Plan, result: Suggestions, now: dict[st
         return
     if not node.memory_bytes or data > ONE_NODE_MEMORY_SHARE * node.memory_bytes:
         return
-    if now["latency"] * now["max_share"] <= 1.0 + TIE_TOLERANCE:
-        return
+    if plan.beta is None:
+        if now["latency"] * now["max_share"] <= 1.0 + TIE_TOLERANCE:
+            return
+    else:
+        k = max(len(plan.spread_nodes), 1)
+        cost_now = now["latency"] * contention_cost(max(1.0, k * now["max_share"]), plan.beta)
+        if cost_now <= contention_cost(float(k), plan.beta) * (1.0 + TIE_TOLERANCE):
+            return
     now_local = now["local"]
     result.commands.append(emit.command_line(
         analysis.profile.command, prefix=emit.one_node_args(node.id),

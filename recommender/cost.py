@@ -5,9 +5,12 @@ For one object, a placement (node per page) and a thread→node map, every measu
 holding its page.  That gives the predicted traffic matrix T[i][j].  Its cost is
 
     latency    = sum_ij T[i][j] * F[i][j] / sum T           (F = NUMA factor, 1.0 local)
-    contention = max(1, max_j load_j / max_i demand_i)      (load_j = sum_i T[i][j],
-                                                             demand_i = sum_j T[i][j])
-    score      = latency * contention ** CONTENTION_EXPONENT
+    contention = max(1, max_j (load_j / r_j) / max_i demand_i)
+                 (load_j = sum_i T[i][j], demand_i = sum_j T[i][j], r_j = node j's bandwidth
+                  over the mean of the nodes in use: all 1 unless the target's node
+                  bandwidths differ, see targets.relative_bandwidth)
+    score      = latency * contention                           (no node counters)
+    score      = latency * (1 + beta * (contention - 1))        (bandwidth pressure beta)
 
 The busiest memory node sets the pace of a bandwidth-bound loop, so contention multiplies
 the per-access latency.  It compares the busiest memory node's load with the busiest
@@ -22,6 +25,32 @@ balanced (dynamic schedules, `000_33c6b40d94544844.txt` §4.1); a serial phase d
 from one node only and is no contention.  The what-if table's imbalance is max/mean load
 over the nodes in use (SPEC §3.2's definition applied to the nodes that run threads or
 serve traffic).
+
+Node bandwidths.  A node serves its load in load_j / bandwidth_j, so where the target's
+nodes differ in bandwidth (by more than 10 %), each node's load is divided by its
+bandwidth relative to the mean of the nodes in use; equal placements then load the slow
+node's controllers longest, and weighted_interleave (pages in proportion to bandwidth)
+evens the time out.
+
+Bandwidth pressure (beta).  Multiplying by contention assumes the loop is bandwidth-bound
+all the time.  When the node counters give the run's memory bandwidth per node and each
+node's measured peak (``Analysis.node_counters``, recorded machine only), the run is
+modelled as two kinds of time: streaming at the memory controllers, which stretches with
+the busiest node's load, and everything else (compute, latency-bound chasing), which does
+not.  With u_even = sum_j bw_j / sum_{j in use} peak_j (the nodes' utilisation had the
+traffic been spread evenly), u_busy = max_j bw_j / peak_j, and S = 0.8 the utilisation
+from which a node counts as saturated (analyzer/counters.py):
+
+    s     = u_even / S * min(1, S / u_busy)    streaming time of an even placement,
+                                               as a share of the measured run's time
+    b     = min(1, u_busy / S)                 the measured run's streaming time share
+    beta  = s / (1 - b + s)                    streaming share of a contention-free run
+
+and a placement with contention c takes (1 - beta) + beta * c of the contention-free time.
+A run at 10 % of its peak on one node of two gets beta = 0.07 (a busy node costs 7 % per
+unit of contention), a run whose busiest node is at or above 80 % of its peak beta = 1
+(the busiest node paces the run).  Without counters the score is latency * contention,
+the same as beta = 1.
 """
 
 from __future__ import annotations
@@ -30,12 +59,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from numaprof.analyzer.model import ObjectAccess
-from numaprof.recommender.model import Prediction
+from numaprof.analyzer import counters
+from numaprof.analyzer.model import NodeCounters, ObjectAccess, Topology
+from numaprof.recommender.model import BandwidthPressure, Prediction
 
-#: Weight of contention in the score: 1.0 = fully bandwidth-bound (time ∝ busiest node).
-#: Hook for measured bandwidth pressure once node counters are available.
-CONTENTION_EXPONENT = 1.0
+#: Share of a node's measured peak from which its memory counts as saturated (the
+#: streaming phases of a bandwidth-bound loop run at about this share of the triad peak).
+SATURATED = counters.SATURATED
 
 #: Minimum relative score difference that counts as a real difference (SPEC: ties go to
 #: the simplest change).  Widened by sampling noise, see :class:`Ties`.
@@ -100,10 +130,11 @@ class Replay:
         s2 = float((self.w * self.w).sum())
         return float(self.w.sum()) ** 2 / s2 if s2 > 0 else 0.0
 
-    def windowed_contention(self) -> float | None:
+    def windowed_contention(self, speed: np.ndarray | None = None) -> float | None:
         """Contention per time window (busiest memory node's load over the busiest thread
         node's demand in that window), traffic-weighted mean, for the placement last passed
-        to traffic().  A serial phase demands from one node only, so it is no contention."""
+        to traffic().  A serial phase demands from one node only, so it is no contention.
+        ``speed``: relative bandwidth per node (loads are divided by it)."""
         if self.window_row is None:
             return None
         n, k = self.n, self.k
@@ -113,17 +144,21 @@ class Replay:
         keep = totals > 0
         if not keep.any():
             return None
-        per_window = np.maximum(1.0, load[keep].max(axis=1) / self.demand_max[keep])
+        busy = load[keep] if speed is None else load[keep] / speed
+        per_window = np.maximum(1.0, busy.max(axis=1) / self.demand_max[keep])
         return float((per_window * totals[keep]).sum() / totals[keep].sum())
 
     def predict(self, policy: str, page_node: np.ndarray, factor: np.ndarray,
-                active_nodes: Sequence[int] | None = None, change: str = "none") -> Prediction:
+                active_nodes: Sequence[int] | None = None, change: str = "none", *,
+                speed: np.ndarray | None = None, pressure: float | None = None) -> Prediction:
         """Predicted traffic, local fraction, imbalance and score of one placement.
 
         ``active_nodes``: node positions the compute threads run on (default: every node).
         The reported imbalance is max/mean over the nodes in use (those and every node
         that serves traffic), so a 2-thread program on an 8-node machine is not called
-        unbalanced for leaving 6 nodes idle.
+        unbalanced for leaving 6 nodes idle.  ``speed``: each node's bandwidth relative to
+        the nodes in use (None: all equal); ``pressure``: the bandwidth pressure beta
+        (None: fully bandwidth-bound, the model without node counters).
         """
         n = self.n
         tm = self.traffic(page_node)
@@ -138,11 +173,11 @@ class Replay:
         used[active] = True
         used |= load > 0
         imb = imbalance(load[used])
-        cont = contention(load, tm.sum(axis=1))
-        windowed = self.windowed_contention()
+        cont = contention(load if speed is None else load / speed, tm.sum(axis=1))
+        windowed = self.windowed_contention(speed)
         if windowed is not None:
             cont = max(cont, windowed)
-        score = latency * cont**CONTENTION_EXPONENT
+        score = latency * contention_cost(cont, pressure)
         return Prediction(policy=policy, local_fraction=local, imbalance=imb, score=score,
                           latency=latency, contention=cont, change=change, traffic=tm)
 
@@ -159,11 +194,13 @@ class Ties:
     """
 
     def __init__(self, replay: Replay, pages: dict[str, np.ndarray], factor: np.ndarray,
-                 active_nodes: int, replays: dict[str, Replay] | None = None):
+                 active_nodes: int, replays: dict[str, Replay] | None = None,
+                 pressure: float | None = None):
         # ``replays``: candidates replayed with other accessing threads for the same samples
         # (parallel_init: the initialisation loop run by the compute threads)
         self.replay, self.pages, self.factor = replay, pages, factor
         self.replays = replays or {}
+        self.pressure = pressure
         n = replay.n_eff()
         self.cont_noise = max(TIE_TOLERANCE, 1.5 * np.sqrt(max(active_nodes - 1, 1) / n)) if n >= 2 else None
 
@@ -172,7 +209,10 @@ class Ties:
             return True
         if self.cont_noise is None or p.policy not in self.pages or ref.policy not in self.pages:
             return False
-        if abs(p.contention - ref.contention) > self.cont_noise * ref.contention:
+        # contention counts in the score with weight beta: compare the terms as scored
+        beta = 1.0 if self.pressure is None else self.pressure
+        if (abs(beta * (p.contention - ref.contention))
+                > self.cont_noise * contention_cost(ref.contention, self.pressure)):
             return False
         r = self.replay
         rp = self.replays.get(p.policy, r)
@@ -223,6 +263,48 @@ def time_windows(access: ObjectAccess, n_nodes: int) -> tuple[np.ndarray, int] |
     return np.minimum(window, k - 1), k
 
 
+def contention_cost(cont: float, pressure: float | None) -> float:
+    """The factor contention puts on the score: ``cont`` itself without node counters
+    (fully bandwidth-bound), else (1 - beta) + beta * cont for bandwidth pressure beta."""
+    if pressure is None:
+        return cont
+    return 1.0 + pressure * (cont - 1.0)
+
+
+def bandwidth_pressure(node_counters: Sequence[NodeCounters], target: Topology,
+                       active: Sequence[int]) -> BandwidthPressure | None:
+    """The run's bandwidth pressure beta from the node counters (see the module docstring),
+    or None when they do not give it: a node of ``target`` without memory-controller
+    bandwidth, or a node in use (``active``: positions) or one that carried at least 1 %
+    of the bytes without a measured peak."""
+    by_id = {c.node: c for c in node_counters}
+    ids = [n.id for n in target.nodes]
+    if len(ids) < 2 or any(by_id.get(i) is None or by_id[i].bandwidth_gbs is None for i in ids):
+        return None
+    bw = np.array([max(float(by_id[i].bandwidth_gbs), 0.0) for i in ids])
+    peak = np.array([float(by_id[i].peak_gbs) if by_id[i].peak_gbs else np.nan for i in ids])
+    total = float(bw.sum())
+    in_use = np.zeros(len(ids), dtype=bool)
+    in_use[sorted({int(a) for a in active})] = True
+    carried = bw >= 0.01 * total if total > 0 else np.zeros(len(ids), dtype=bool)
+    if not np.all(np.isfinite(peak[in_use | carried])):
+        return None
+    known = np.isfinite(peak)
+    util = np.where(known, bw / np.where(known, peak, 1.0), 0.0)
+    busiest = int(np.argmax(util))
+    u_busy = float(util[busiest])
+    u_even = total / float(peak[in_use].sum())
+    if u_busy <= 0:
+        beta = 0.0
+    else:
+        s = u_even / SATURATED * min(1.0, SATURATED / u_busy)
+        b = min(1.0, u_busy / SATURATED)
+        beta = float(np.clip(s / (1.0 - b + s), 0.0, 1.0))
+    return BandwidthPressure(beta=beta, busiest_node=ids[busiest], busiest_gbs=float(bw[busiest]),
+                             busiest_peak_gbs=float(peak[busiest]), busiest_share=u_busy,
+                             even_share=u_even, total_gbs=total)
+
+
 def contention(load: np.ndarray, demand: np.ndarray) -> float:
     """Busiest memory node's load over the busiest thread node's demand, at least 1.
 
@@ -239,8 +321,10 @@ def contention(load: np.ndarray, demand: np.ndarray) -> float:
 
 def predict(policy: str, access: ObjectAccess, thread_node: np.ndarray, page_node: np.ndarray,
             factor: np.ndarray, active_nodes: Sequence[int] | None = None,
-            change: str = "none") -> Prediction:
+            change: str = "none", *, speed: np.ndarray | None = None,
+            pressure: float | None = None) -> Prediction:
     """Predicted traffic, local fraction, imbalance and score of one placement of ``access``
     (see :meth:`Replay.predict`; build a Replay to score several placements)."""
     replay = Replay(access, thread_node, factor.shape[0], len(page_node))
-    return replay.predict(policy, page_node, factor, active_nodes, change)
+    return replay.predict(policy, page_node, factor, active_nodes, change, speed=speed,
+                          pressure=pressure)

@@ -7,6 +7,7 @@ effect follows as a shell comment, so the line can be pasted as is.
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Sequence
 
@@ -24,6 +25,34 @@ def interleave_args(node_ids: Sequence[int] | None = None) -> list[str]:
     """numactl arguments interleaving pages over ``node_ids`` (None: all nodes)."""
     nodes = "all" if node_ids is None else ",".join(str(n) for n in node_ids)
     return ["numactl", f"--interleave={nodes}"]
+
+
+def weighted_interleave_args(node_ids: Sequence[int]) -> list[str]:
+    """numactl (>= 2.0.19, Linux >= 6.9) arguments for MPOL_WEIGHTED_INTERLEAVE over
+    ``node_ids``; the weights are the kernel's, see :func:`weighted_interleave_sysfs`."""
+    return ["numactl", "--weighted-interleave=" + ",".join(str(n) for n in node_ids)]
+
+
+def weighted_interleave_sysfs(node_ids: Sequence[int], weights: Sequence[int]) -> list[str]:
+    """Shell lines (root) setting the kernel's per-node interleave weights (Linux >= 6.9,
+    1..255 each), which MPOL_WEIGHTED_INTERLEAVE uses for every process."""
+    return [f"echo {int(w)} > /sys/kernel/mm/mempolicy/weighted_interleave/node{int(n)}"
+            for n, w in zip(node_ids, weights, strict=True)]
+
+
+def weighted_place_call(name: str, size: int, node_ids: Sequence[int],
+                        weights: Sequence[int]) -> str:
+    """The numaprof_place.h call placing one array with weighted_interleave: C99 compound
+    literals for the node list and the weights, so it is one statement after the
+    allocation.  ``name`` is used as the pointer when it is a C identifier (else ``ptr``);
+    ``size`` is the array's recorded size in bytes."""
+    ptr = name if re.fullmatch(r"[A-Za-z_]\w*", name or "") else "ptr"
+    nodes = ", ".join(str(int(n)) for n in node_ids)
+    ws = ", ".join(f"{int(w)}u" for w in weights)
+    return (f"numaprof_place_ex({ptr}, {int(size)} /* bytes of {name} as recorded */, "
+            f"NUMAPROF_WEIGHTED_INTERLEAVE, &(struct numaprof_place_opts){{"
+            f".nodes = (const int[]){{{nodes}}}, .n_nodes = {len(node_ids)}, "
+            f".weights = (const unsigned[]){{{ws}}}}});")
 
 
 def one_node_args(node_id: int) -> list[str]:

@@ -9,6 +9,19 @@ import numpy as np
 from numaprof.analyzer.model import Topology
 
 
+@dataclass(frozen=True)
+class BandwidthPressure:
+    """How bandwidth-bound the recorded run was, from its node counters (cost.py)."""
+
+    beta: float  # streaming share of a contention-free run: weight of contention in the score
+    busiest_node: int  # node id with the highest bandwidth / peak
+    busiest_gbs: float  # its memory-controller bandwidth over the run
+    busiest_peak_gbs: float  # its measured local peak (numaprof topology --measure)
+    busiest_share: float  # busiest_gbs / busiest_peak_gbs
+    even_share: float  # all nodes' bytes over the peaks of the nodes in use
+    total_gbs: float  # all nodes together
+
+
 @dataclass
 class Prediction:
     """One row of the what-if table: an object placed with ``policy`` on the target."""
@@ -19,7 +32,7 @@ class Prediction:
     score: float  # predicted cost: mean NUMA factor per access x contention (lower is better)
     latency: float = 1.0  # mean NUMA factor per access (1.0 = all local)
     contention: float = 1.0  # contention term used in the score
-    change: str = "none"  # none | env | numactl | patch: what applying it takes
+    change: str = "none"  # none | env | numactl | patch | code: what applying it takes
     traffic: np.ndarray | None = field(default=None, repr=False)  # (N, N) predicted
 
 
@@ -31,7 +44,7 @@ class ObjectSuggestion:
     predicted: Prediction
     alternatives: list[Prediction]  # every candidate, best score first
     patch: str | None = None  # unified diff (recommender issue: patches)
-    change: str = "none"  # none | env | numactl | patch
+    change: str = "none"  # none | env | numactl | patch | code (a call to add by hand)
     current: Prediction | None = None  # the unchanged program (first touch) on the target
     size: int = 0
     share: float = 0.0
@@ -50,3 +63,7 @@ class Suggestions:
     notes: list[str] = field(default_factory=list)
     thread_nodes: list[int] = field(default_factory=list)  # node per Analysis.threads entry
     binding: str | None = None  # spread | close | None (measured placement kept)
+    pressure: BandwidthPressure | None = None  # from the node counters, when they give it
+    # weighted_interleave: node ids and weights (pages per round) when it was a candidate
+    weighted_nodes: list[int] = field(default_factory=list)
+    weights: list[int] = field(default_factory=list)

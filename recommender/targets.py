@@ -2,21 +2,34 @@
 
 A target is the recorded topology (no ``--target``), a preset, or an hwloc XML file.
 Presets carry SLIT distances (10 = local), cores per node and memory per node; cores are
-numbered node by node, as ``OMP_PLACES=cores`` enumerates them.
+numbered node by node, as ``OMP_PLACES=cores`` enumerates them.  A target carries each
+node's local memory bandwidth where it is known (``Topology.node_bandwidth``): measured by
+`numaprof topology --measure` on the recorded machine, or the ``Bandwidth`` memory
+attribute of an hwloc ≥ 2.3 XML file.  Presets carry none.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
 import numpy as np
 
 from numaprof.analyzer.model import Node, Topology
-from numaprof.errors import UsageError
+from numaprof.errors import ProfileError, UsageError
 
 GiB = 1 << 30
+
+#: Node bandwidths "differ" when the fastest node in use is more than this factor faster
+#: than the slowest: below it, measured differences are within the noise of a triad run
+#: and every node is taken as equally fast (weighted_interleave is then not a candidate).
+BANDWIDTH_DIFFERS = 1.10
+
+#: hwloc memory attributes are in MiB/s.
+_MIB_S_TO_GB_S = (1 << 20) / 1e9
 
 # 000_33c6b40d94544844.txt Table 4: measured NUMA factor (remote / local Stream triad
 # time) between the 8 nodes of the dual-core Opteron 875 machine, rows = from, cols = to.
@@ -97,9 +110,89 @@ def resolve_target(spec: str | None, recorded: Topology, *, threads: int | None 
     if os.path.isfile(spec):
         from numaprof.analyzer.topology import load_hwloc_xml
 
-        return load_hwloc_xml(spec)
+        topo = load_hwloc_xml(spec)
+        bw = hwloc_node_bandwidth(spec, topo)
+        return topo if bw is None else dataclasses.replace(topo, node_bandwidth=bw)
     if spec.endswith(".xml") or os.sep in spec:
         raise UsageError(f"--target {spec}: no such hwloc XML file (presets: {', '.join(PRESETS)})")
     raise UsageError(
         f"unknown --target {spec!r}: use a preset ({', '.join(PRESETS)}) or an hwloc XML file"
     )
+
+
+def hwloc_node_bandwidth(path: str | os.PathLike, topo: Topology) -> np.ndarray | None:
+    """Local memory bandwidth per node of ``topo`` (GB/s, NaN where unknown) from the
+    memory attributes of an hwloc ≥ 2.3 XML export, or None when it has none.
+
+    hwloc stores ``<memattr name="Bandwidth">`` with one ``<memattr_value>`` per (target
+    NUMA node, initiator): ``value`` in MiB/s, the target by ``target_obj_gp_index``, the
+    initiator as ``initiator_cpuset`` or an object (``initiator_obj_gp_index``).  A node's
+    local bandwidth is the best value among initiators whose cpus overlap the node's
+    (the best of all initiators for a node without cpus).  Without ``Bandwidth``, the mean
+    of ``ReadBandwidth`` and ``WriteBandwidth`` is used (hwloc's own convention).
+    """
+    from numaprof.analyzer.topology import parse_cpuset
+
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError):
+        return None  # load_hwloc_xml has already refused what it could not read
+    objs = list(root.iter("object"))
+    cpus_of_gp = {o.get("gp_index"): set(parse_cpuset(o.get("cpuset", ""))) for o in objs}
+    node_of_gp = {o.get("gp_index"): int(o.get("os_index", -1)) for o in objs
+                  if o.get("type") == "NUMANode"}
+    node_cpus = {n.id: set(n.cpus) for n in topo.nodes}
+
+    def local_values(name: str) -> dict[int, float]:
+        found: dict[int, list[tuple[bool, float]]] = {}
+        for attr in root.iter("memattr"):
+            if attr.get("name") != name:
+                continue
+            for v in attr.iter("memattr_value"):
+                if v.get("target_obj_type", "NUMANode") != "NUMANode":
+                    continue
+                node = node_of_gp.get(v.get("target_obj_gp_index"))
+                if node is None or node not in node_cpus:
+                    continue
+                try:
+                    value = float(v.get("value", "")) * _MIB_S_TO_GB_S
+                except ValueError:
+                    raise ProfileError(f"{path}: corrupted memattr {name} value "
+                                       f"{v.get('value')!r}") from None
+                if "initiator_cpuset" in v.attrib:
+                    init = set(parse_cpuset(v.get("initiator_cpuset", "")))
+                else:
+                    init = cpus_of_gp.get(v.get("initiator_obj_gp_index"), set())
+                found.setdefault(node, []).append((bool(init & node_cpus[node]), value))
+        out = {}
+        for node, vals in found.items():
+            local = [x for is_local, x in vals if is_local]
+            out[node] = max(local or [x for _, x in vals])
+        return out
+
+    bw = local_values("Bandwidth")
+    if not bw:
+        rd, wr = local_values("ReadBandwidth"), local_values("WriteBandwidth")
+        bw = {k: (rd[k] + wr[k]) / 2 for k in rd if k in wr}
+    if not bw:
+        return None
+    return np.array([bw.get(n.id, np.nan) for n in topo.nodes], dtype=float)
+
+
+def relative_bandwidth(topo: Topology, positions) -> np.ndarray | None:
+    """Each node's bandwidth relative to the mean over ``positions`` (the nodes in use),
+    one entry per node of ``topo``; None when the bandwidth of a node in use is unknown
+    or all of them are within ``BANDWIDTH_DIFFERS`` of each other (equally fast)."""
+    bw = None if topo.node_bandwidth is None else np.asarray(topo.node_bandwidth, dtype=float)
+    positions = sorted({int(p) for p in positions})
+    if bw is None or bw.shape != (topo.n_nodes,) or len(positions) < 2:
+        return None
+    used = bw[positions]
+    if not np.all(np.isfinite(used)) or (used <= 0).any():
+        return None
+    if used.max() <= BANDWIDTH_DIFFERS * used.min():
+        return None
+    rel = bw / used.mean()
+    # nodes not in use with unknown bandwidth: the mean (they serve no traffic unless a
+    # policy puts pages there, and then nothing says they are slower)
+    return np.where(np.isfinite(rel) & (rel > 0), rel, 1.0)
