@@ -72,6 +72,11 @@ static int g_fd = -1;
 #define NMP_CHUNK_BIG ((uint64_t)NMP_CHUNK0 << (NMP_DOUBLINGS - 1))
 #define NMP_DOUBLING_END ((uint64_t)NMP_CHUNK0 * ((1u << NMP_DOUBLINGS) - 1))
 #define NMP_CHUNKS 4096 /* 268 million records */
+#ifdef MADV_POPULATE_WRITE
+#define NMP_MADV_POPULATE_WRITE MADV_POPULATE_WRITE
+#else
+#define NMP_MADV_POPULATE_WRITE 23
+#endif
 static struct nmp_shim_header *g_hdr;
 static char *g_chunks[NMP_CHUNKS];
 static char g_dir[3072];
@@ -179,11 +184,20 @@ static __attribute__((noinline)) char *map_chunk(unsigned k)
             (st.st_size < off + (off_t)len && ftruncate(g_fd, off + (off_t)len) != 0))
             return NULL;
     }
-    /* populated now, in the kernel: the target does not take a page fault per page of
-     * records (which a sampler would charge to the shim's stores) */
-    char *m = sys_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, g_fd, off);
+    /* Populated now, in the kernel, and writable: the target takes no page fault per page
+     * of records (each one a write-protect fault with the file system's page_mkwrite, and
+     * a page-fault sample the collector would process).  MAP_POPULATE alone maps a shared
+     * file mapping read-only, so MADV_POPULATE_WRITE (Linux 5.14) does the write faults
+     * here in one go; older kernels fall back to the read-only population. */
+    char *m = sys_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, g_fd, off);
     if (m == MAP_FAILED)
         return NULL;
+    if (syscall(SYS_madvise, m, len, NMP_MADV_POPULATE_WRITE) != 0) {
+        syscall(SYS_munmap, m, len);
+        m = sys_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, g_fd, off);
+        if (m == MAP_FAILED)
+            return NULL;
+    }
     char *expect = NULL;
     if (!__atomic_compare_exchange_n(&g_chunks[k], &expect, m, 0, __ATOMIC_ACQ_REL,
                                      __ATOMIC_ACQUIRE)) {

@@ -293,43 +293,16 @@ static struct nmp_proc *get_proc(struct nmp_decoder *d, uint32_t pid, int create
     return p;
 }
 
-static int cmp_map(const void *a, const void *b)
-{
-    const struct nmp_map *x = a, *y = b;
-    return x->start < y->start ? -1 : x->start > y->start;
-}
-
+/* maps is sorted by start and its mappings do not overlap (so the ends are sorted too):
+ * a new mapping replaces the run of those it overlaps, keeping the parts of the first
+ * and last that stick out, with one memmove (no sort: a program that maps and unmaps
+ * blocks all the time sends an MMAP2 record for each). */
 static int add_map(struct nmp_proc *p, uint64_t start, uint64_t end, uint64_t pgoff,
                    struct nmp_file *file)
 {
-    /* a new mapping replaces whatever it overlaps */
-    for (size_t i = 0; i < p->n;) {
-        struct nmp_map *m = &p->maps[i];
-        if (m->end <= start || m->start >= end) {
-            i++;
-            continue;
-        }
-        if (m->start < start && m->end > end) {
-            if (p->n == p->cap)
-                break; /* rare: keep the old mapping whole rather than fail */
-            struct nmp_map right = *m;
-            right.pgoff += end - m->start;
-            right.start = end;
-            m->end = start;
-            p->maps[p->n++] = right;
-            i++;
-        } else if (m->start < start) {
-            m->end = start;
-            i++;
-        } else if (m->end > end) {
-            m->pgoff += end - m->start;
-            m->start = end;
-            i++;
-        } else {
-            p->maps[i] = p->maps[--p->n];
-        }
-    }
-    if (p->n + 1 >= p->cap) {
+    if (end <= start)
+        return 0;
+    if (p->n + 2 > p->cap) {
         size_t nc = p->cap ? p->cap * 2 : 64;
         struct nmp_map *nm = realloc(p->maps, nc * sizeof *nm);
         if (!nm)
@@ -337,8 +310,33 @@ static int add_map(struct nmp_proc *p, uint64_t start, uint64_t end, uint64_t pg
         p->maps = nm;
         p->cap = nc;
     }
-    p->maps[p->n++] = (struct nmp_map){start, end, pgoff, file};
-    qsort(p->maps, p->n, sizeof *p->maps, cmp_map);
+    size_t lo = 0, hi = p->n;
+    while (lo < hi) { /* the first mapping that ends after start */
+        size_t mid = (lo + hi) / 2;
+        if (p->maps[mid].end <= start)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    size_t first = lo, last = lo; /* [first, last): the overlapped ones */
+    while (last < p->n && p->maps[last].start < end)
+        last++;
+    struct nmp_map repl[3];
+    size_t k = 0;
+    if (first < last && p->maps[first].start < start) {
+        repl[k] = p->maps[first];
+        repl[k++].end = start;
+    }
+    repl[k++] = (struct nmp_map){start, end, pgoff, file};
+    if (first < last && p->maps[last - 1].end > end) {
+        struct nmp_map right = p->maps[last - 1];
+        right.pgoff += end - right.start;
+        right.start = end;
+        repl[k++] = right;
+    }
+    memmove(&p->maps[first + k], &p->maps[last], (p->n - last) * sizeof *p->maps);
+    memcpy(&p->maps[first], repl, k * sizeof *repl);
+    p->n = p->n - (last - first) + k;
     return 0;
 }
 

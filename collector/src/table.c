@@ -7,11 +7,17 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Values go into the column's own buffer and reach the (unbuffered) FILE a buffer at a
+ * time: one fwrite per value cost more than the collector's whole sample handling. */
+#define NMP_COL_BUF 8192
+
 struct nmp_col {
     FILE *f;
     FILE *heap; /* string columns only */
     uint64_t heap_off;
     enum nmp_coltype type;
+    size_t len; /* bytes in buf */
+    unsigned char buf[NMP_COL_BUF];
 };
 
 struct nmp_table {
@@ -63,6 +69,14 @@ static FILE *open_0600(const char *dir, const char *table, const char *col, cons
     return f;
 }
 
+static FILE *open_col(const char *dir, const char *table, const char *col)
+{
+    FILE *f = open_0600(dir, table, col, "col");
+    if (f)
+        setvbuf(f, NULL, _IONBF, 0); /* buffered in struct nmp_col */
+    return f;
+}
+
 struct nmp_table *nmp_table_create(const char *dir, const char *table,
                                    const struct nmp_coldef *cols, int ncols)
 {
@@ -73,7 +87,7 @@ struct nmp_table *nmp_table_create(const char *dir, const char *table,
     for (int i = 0; i < ncols; i++) {
         struct nmp_col *c = &t->cols[i];
         c->type = cols[i].type;
-        c->f = open_0600(dir, table, cols[i].name, "col");
+        c->f = open_col(dir, table, cols[i].name);
         if (!c->f)
             goto fail;
         char header[NMP_COL_HEADER] = {0};
@@ -103,6 +117,13 @@ static void failed_with(struct nmp_table *t)
         t->failed = errno ? errno : EIO;
 }
 
+static void flush_col(struct nmp_table *t, struct nmp_col *c)
+{
+    if (c->len && c->f && fwrite(c->buf, 1, c->len, c->f) != c->len)
+        failed_with(t);
+    c->len = 0;
+}
+
 int nmp_table_append(struct nmp_table *t, const uint64_t *values)
 {
     for (int i = 0; i < t->ncols; i++) {
@@ -117,8 +138,11 @@ int nmp_table_append(struct nmp_table *t, const uint64_t *values)
             c->heap_off += len + 1;
         }
         /* x86-64 is little-endian: the low bytes of v are the value */
-        if (fwrite(&v, 1, size_of(c->type), c->f) != size_of(c->type))
-            failed_with(t);
+        size_t n = size_of(c->type);
+        if (c->len + n > sizeof c->buf)
+            flush_col(t, c);
+        memcpy(c->buf + c->len, &v, n);
+        c->len += n;
     }
     t->rows++;
     if (t->failed) {
@@ -133,6 +157,7 @@ uint64_t nmp_table_rows(const struct nmp_table *t) { return t->rows; }
 int nmp_table_flush(struct nmp_table *t)
 {
     for (int i = 0; i < t->ncols; i++) {
+        flush_col(t, &t->cols[i]);
         if (t->cols[i].f && fflush(t->cols[i].f))
             failed_with(t);
         if (t->cols[i].heap && fflush(t->cols[i].heap))
@@ -150,6 +175,7 @@ int nmp_table_close(struct nmp_table *t)
     if (!t)
         return 0;
     for (int i = 0; i < t->ncols; i++) {
+        flush_col(t, &t->cols[i]);
         if (t->cols[i].f && fclose(t->cols[i].f))
             failed_with(t);
         if (t->cols[i].heap && fclose(t->cols[i].heap))
