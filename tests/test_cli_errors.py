@@ -185,8 +185,10 @@ def test_full_disk_keeps_the_previous_profile(small_disk, examples_built):
     prof = small_disk / "p.data"
     run_numaprof("record", "-o", prof, "--", "true", check=True)
     before = _tree(prof)
-    _fill(small_disk, leave=96 << 10)
-    proc = run_numaprof("record", "-o", prof, "--freq", "4000", "--",
+    # room for the empty tables (a block per column file), not for the run's samples
+    # (10 kHz: well over 1 MiB of samples alone)
+    _fill(small_disk, leave=768 << 10)
+    proc = run_numaprof("record", "-o", prof, "--freq", "10000", "--",
                         examples_built / "serial_init", env={"OMP_NUM_THREADS": "2"})
     assert proc.returncode == 125, (proc.returncode, proc.stderr)
     _one_clean_line(proc)
