@@ -9,7 +9,7 @@
 
 /* Values go into the column's own buffer and reach the (unbuffered) FILE a buffer at a
  * time: one fwrite per value cost more than the collector's whole sample handling. */
-#define NMP_COL_BUF 8192
+#define NMP_COL_BUF 65536
 
 struct nmp_col {
     FILE *f;
