@@ -9,23 +9,42 @@ falls back to `bind_block` placement, as SPEC §4.3 (b) says.
 from __future__ import annotations
 
 from numaprof.analyzer.model import Analysis
+from numaprof.errors import ProfileError
 from numaprof.recommender.choose import code_change_note
 from numaprof.recommender.model import Suggestions
 from numaprof.recommender.patch import Patch, Refusal, merge_patches, patch_for_object
+from numaprof.recommender.sources import read_sources_json
+
+
+def _recorded_hashes(analysis: Analysis) -> dict[str, str] | None:
+    """The profile's path -> sha256 map (sources.json), or None when it has none."""
+    profile = getattr(getattr(analysis, "profile", None), "path", None)
+    if not profile:
+        return None
+    try:
+        return read_sources_json(profile)
+    except ProfileError:
+        return None
 
 
 def attach_patches(s: Suggestions, analysis: Analysis, source_paths, root: str) -> list[Patch]:
-    """Fills `patch` on each suggestion that needs code; returns the merged patches."""
+    """Fills `patch` on each suggestion that needs code; returns the merged patches.
+
+    A recorded file whose content changed since the recording (edited, or already
+    patched by --apply) gets no patch: the reason says so, since its line numbers moved.
+    """
     objects = {o.name: o for o in analysis.objects}
+    hashes = _recorded_hashes(analysis)
     note_before = code_change_note(s.objects)
     patches: list[Patch] = []
     for sug in s.objects:
         obj = objects.get(sug.name)
         if obj is None or sug.policy == "first_touch" or sug.change != "patch":
             continue
-        result = patch_for_object(obj, sug.policy, source_paths, root=root)
+        result = patch_for_object(obj, sug.policy, source_paths, root=root, hashes=hashes)
         if isinstance(result, Refusal) and sug.policy == "parallel_init":
-            fallback = patch_for_object(obj, "bind_block", source_paths, root=root)
+            fallback = patch_for_object(obj, "bind_block", source_paths, root=root,
+                                        hashes=hashes)
             if isinstance(fallback, Patch):
                 sug.reason += (f" A parallel first-touch loop cannot be added safely "
                                f"({result.reason}); placing it with bind_block instead.")

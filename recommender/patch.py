@@ -66,7 +66,12 @@ _ALLOCATORS = {"malloc": 0, "calloc": None, "realloc": 1, "aligned_alloc": 1,
                "memalign": 1, "valloc": 0, "pvalloc": 0, "posix_memalign": 2}
 
 _C_SUFFIXES = (".c", ".h")
+_CXX_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++", ".cp", ".hpp", ".hh", ".hxx", ".h++", ".ipp",
+                 ".tpp")
+_CXX_CASED_SUFFIXES = (".C", ".H")  # upper case is C++ by gcc's convention
 _F_SUFFIXES = (".f90", ".f95", ".f03", ".f08", ".f18")
+#: Languages patched by the C code path (tree-sitter-cpp's grammar extends tree-sitter-c's).
+C_FAMILY = ("c", "cpp")
 
 
 @dataclass(frozen=True)
@@ -122,12 +127,14 @@ def policy_constant(policy: str) -> str:
 
 # ---------------------------------------------------------------------------- parsing
 
-@lru_cache(maxsize=2)
+@lru_cache(maxsize=3)
 def _parser(lang: str):
     import tree_sitter
 
     if lang == "c":
         import tree_sitter_c as grammar
+    elif lang == "cpp":
+        import tree_sitter_cpp as grammar
     else:
         import tree_sitter_fortran as grammar
     return tree_sitter.Parser(tree_sitter.Language(grammar.language()))
@@ -135,6 +142,8 @@ def _parser(lang: str):
 
 def _language(path: str) -> str | None:
     low = path.lower()
+    if path.endswith(_CXX_CASED_SUFFIXES) or low.endswith(_CXX_SUFFIXES):
+        return "cpp"
     if low.endswith(_C_SUFFIXES):
         return "c"
     if low.endswith(_F_SUFFIXES):
@@ -173,13 +182,13 @@ class _Source:
         return not self.data[self.line_start(node.start_byte):node.start_byte].strip()
 
 
-def _load(path: str, want: str | None = None) -> _Source | Refusal:
+def _load(path: str, want: tuple[str, ...] | None = None) -> _Source | Refusal:
     lang = _language(path)
     if lang is None:
-        return Refusal(path, 0, f"{os.path.basename(path)} is neither C nor free-form "
+        return Refusal(path, 0, f"{os.path.basename(path)} is neither C, C++ nor free-form "
                                 "Fortran; numaprof only patches those")
-    if want is not None and lang != want:
-        return Refusal(path, 0, f"placement calls are only inserted into C sources, "
+    if want is not None and lang not in want:
+        return Refusal(path, 0, f"placement calls are only inserted into C and C++ sources, "
                                 f"not into {os.path.basename(path)}")
     try:
         with open(path, "rb") as f:
@@ -218,6 +227,16 @@ def _walk(node) -> Iterator:
 
 def _contains_row(node, row: int) -> bool:
     return node.start_point[0] <= row <= node.end_point[0]
+
+
+def _subscript_index(node):
+    """The index of ``a[i]``: C has an `index` field, C++ a `subscript_argument_list`."""
+    idx = node.child_by_field_name("index")
+    if idx is not None:
+        return idx
+    args = node.child_by_field_name("indices")
+    items = [c for c in args.named_children if c.type != "comment"] if args is not None else []
+    return items[0] if len(items) == 1 else None
 
 
 def _strip_parens(node):
@@ -351,7 +370,8 @@ def _own_statement(node):
 def _declarator_name(node) -> str | None:
     while node is not None and node.type not in ("identifier",):
         if node.type in ("pointer_declarator", "array_declarator", "init_declarator",
-                         "parenthesized_declarator", "attributed_declarator"):
+                         "parenthesized_declarator", "attributed_declarator",
+                         "reference_declarator"):
             node = node.child_by_field_name("declarator") or (
                 node.named_children[0] if node.named_children else None)
         else:
@@ -360,8 +380,8 @@ def _declarator_name(node) -> str | None:
 
 
 def _allocation_target(src: _Source, call) -> str | None:
-    """The variable an allocator call's result goes to (text of the lvalue)."""
-    name = src.text(call.child_by_field_name("function"))
+    """The variable an allocator call's (or new-expression's) result goes to (lvalue text)."""
+    name = _allocator_name(src, call)
     if name == "posix_memalign":
         args = call.child_by_field_name("arguments").named_children
         if not args:
@@ -372,9 +392,14 @@ def _allocation_target(src: _Source, call) -> str | None:
             return src.text(first.child_by_field_name("argument"))
         return None
     n = call
-    while n.parent is not None and n.parent.type in ("cast_expression",
-                                                      "parenthesized_expression"):
-        n = n.parent
+    while n.parent is not None:
+        if n.parent.type in ("cast_expression", "parenthesized_expression"):
+            n = n.parent
+        elif n.parent.type == "argument_list" and _is_cxx_cast(src, n.parent.parent) and \
+                len(n.parent.named_children) == 1:
+            n = n.parent.parent  # static_cast<double *>(malloc(...))
+        else:
+            break
     parent = n.parent
     if parent is None:
         return None
@@ -388,11 +413,65 @@ def _allocation_target(src: _Source, call) -> str | None:
 
 def _has_side_effects(node) -> bool:
     return any(n.type in ("assignment_expression", "update_expression", "call_expression",
-                          "comma_expression") for n in _walk(node))
+                          "comma_expression", "new_expression", "delete_expression")
+               for n in _walk(node))
+
+
+def _allocator_name(src: _Source, node) -> str | None:
+    """``malloc`` for a call to a C allocator (C++: also ``std::malloc``), else None."""
+    if node.type != "call_expression":
+        return None
+    fn = node.child_by_field_name("function")
+    if fn is None:
+        return None
+    if fn.type == "qualified_identifier" and src.lang == "cpp":
+        scope, name = fn.child_by_field_name("scope"), fn.child_by_field_name("name")
+        if scope is None or src.text(scope) != "std" or name is None:
+            return None
+        fn = name
+    if fn.type != "identifier" or src.text(fn) not in _ALLOCATORS:
+        return None
+    return src.text(fn)
+
+
+def _is_cxx_cast(src: _Source, node) -> bool:
+    """``static_cast<T>(x)`` / ``reinterpret_cast<T>(x)``: a cast, not a call."""
+    if node is None or node.type != "call_expression" or src.lang != "cpp":
+        return False
+    fn = node.child_by_field_name("function")
+    name = fn.child_by_field_name("name") if fn is not None and \
+        fn.type == "template_function" else None
+    return name is not None and src.text(name) in ("static_cast", "reinterpret_cast",
+                                                   "const_cast")
+
+
+def _enclosing(node, type_: str):
+    n = node.parent
+    while n is not None and n.type != type_:
+        n = n.parent
+    return n
+
+
+def _new_size(src: _Source, new, target: str | None, where: str) -> str:
+    """Bytes of ``new T[n]`` as ``n * sizeof(*target)``, or ``!reason`` when there is none."""
+    if new.child_by_field_name("placement") is not None:
+        return (f"!the new-expression at {where} is a placement new: it constructs in memory "
+                "allocated elsewhere, which is where a placement belongs")
+    decl = new.child_by_field_name("declarator")
+    length = decl.child_by_field_name("length") if decl is not None and \
+        decl.type == "new_declarator" else None
+    if length is None:
+        return (f"!the new-expression at {where} allocates one object, not an array; "
+                "numaprof places arrays")
+    if _has_side_effects(length):
+        return (f"!the length of the new[] at {where} has side effects; it cannot be "
+                "evaluated twice")
+    # sizeof(*p) is the element size whatever T is (also for new T[n][4]).
+    return f"{_operand(src, length)} * sizeof(*{target})"
 
 
 def _size_expression(src: _Source, call) -> str | None:
-    name = src.text(call.child_by_field_name("function"))
+    name = _allocator_name(src, call)
     args = call.child_by_field_name("arguments").named_children
     args = [a for a in args if a.type != "comment"]
     if any(_has_side_effects(a) for a in args):
@@ -427,7 +506,7 @@ def place_after_allocation(path: str, line: int, var: str | None, policy_const: 
     """
     path = os.path.abspath(path)
     const = policy_constant(policy_const)
-    src = _load(path, want="c")
+    src = _load(path, want=C_FAMILY)
     if isinstance(src, Refusal):
         return Refusal(path, line, src.reason)
     row = line - 1
@@ -435,14 +514,15 @@ def place_after_allocation(path: str, line: int, var: str | None, policy_const: 
     if bad is not None:
         return bad
     candidates = []
+    in_initialiser = False
     for n in _walk(src.root):
-        if n.type != "call_expression":
-            continue
-        fn = n.child_by_field_name("function")
-        if fn is None or fn.type != "identifier" or src.text(fn) not in _ALLOCATORS:
+        if _allocator_name(src, n) is None and not (
+                n.type == "new_expression" and src.lang == "cpp"):
             continue
         own = _own_statement(n)
         if own is None or not _contains_row(own, row):
+            if _contains_row(n, row) and _enclosing(n, "field_initializer") is not None:
+                in_initialiser = True
             continue
         stmt = _block_statement(n)
         if stmt != own:
@@ -452,11 +532,27 @@ def place_after_allocation(path: str, line: int, var: str | None, policy_const: 
                            "numactl")
         candidates.append((n, stmt, _allocation_target(src, n)))
     where = f"{os.path.basename(path)}:{line}"
+    if not candidates and src.lang == "cpp":
+        vec = _cxx_vector_construction(src, row, var)
+        if vec is not None:
+            return _place_vector(src, vec, const, where, root)
     if not candidates:
-        return Refusal(path, line, f"no malloc/calloc/realloc/aligned_alloc/posix_memalign "
-                                   f"call in a block statement at {where}", "numactl")
+        if in_initialiser:
+            return Refusal(path, line, f"the allocation at {where} is in a constructor's member "
+                                       "initialiser list; a placement call needs a statement "
+                                       "after it (assign it in the constructor body instead)",
+                           "numactl")
+        what = ("new[], std::vector construction or malloc/calloc/realloc/aligned_alloc/"
+                "posix_memalign" if src.lang == "cpp" else
+                "malloc/calloc/realloc/aligned_alloc/posix_memalign call")
+        return Refusal(path, line, f"no {what} in a block statement at {where}", "numactl")
+
+    def same(target: str | None) -> bool:
+        return target is not None and (target == var or (
+            target.startswith("this->") and target[len("this->"):] == var))
+
     if var is not None:
-        chosen = [c for c in candidates if c[2] == var]
+        chosen = [c for c in candidates if same(c[2])]
     else:
         chosen = [c for c in candidates if c[2] is not None]
     if len(chosen) != 1:
@@ -476,38 +572,173 @@ def place_after_allocation(path: str, line: int, var: str | None, policy_const: 
         return Refusal(path, line, f"the allocation at {where} is in `{fname}`, which returns "
                                    "it: a wrapper shared by other allocations; not placing "
                                    "there", "numactl")
-    size = size_expr or _size_expression(src, call)
+    touched = ""
+    if call.type == "new_expression":
+        size = _new_size(src, call, target, where)
+        if isinstance(size, str) and size.startswith("!"):
+            return Refusal(path, line, size[1:], "numactl")
+        if call.child_by_field_name("arguments") is not None:
+            touched = (" (the new-expression initialises the elements, so the call moves the "
+                       "pages it touched)")
+        elif not _cxx_plain_type(src, call.child_by_field_name("type")):
+            touched = (" (if the element constructors write the memory, the call moves the "
+                       "pages they touched)")
+        size = size_expr or size
+    else:
+        size = size_expr or _size_expression(src, call)
     if size is None:
         return Refusal(path, line, f"the size argument of the allocation at {where} has "
                                    "side effects; it cannot be evaluated twice", "numactl")
     text = f"numaprof_place({target}, {size}, {const});"
+    edits = [_edit_after(src, stmt, text)]
+    inc = _include_edit(src)
+    if inc is not None:
+        edits.append(inc)
+    return _make_patch(path, src.data, edits, root,
+                       f"place `{target}` with {const} after its allocation at {where}{touched}")
+
+
+def _edit_after(src: _Source, stmt, text: str) -> Edit:
+    """Insert the statement `text` after `stmt`, on its own line when `stmt` has one."""
     rest = src.data[stmt.end_byte:src.line_end(stmt.end_byte)]
     rest_is_comment = rest.strip() == b"" or rest.strip().startswith((b"//", b"/*"))
     if rest_is_comment and src.starts_line(stmt):
         at = src.line_end(stmt.end_byte)
         prefix = src.nl if at == len(src.data) and not src.data.endswith(b"\n") else ""
-        edit = Edit(at, f"{prefix}{src.indent(stmt)}{text}{src.nl}")
-    else:
-        # Other code shares the line (``a = malloc(n); }``): insert right after the
-        # statement so the call stays inside the same block.
-        edit = Edit(stmt.end_byte, f" {text}")
-    edits = [edit]
+        return Edit(at, f"{prefix}{src.indent(stmt)}{text}{src.nl}")
+    # Other code shares the line (``a = malloc(n); }``): insert right after the
+    # statement so the call stays inside the same block.
+    return Edit(stmt.end_byte, f" {text}")
+
+
+# --------------------------------------------------------------- C++: std::vector
+
+#: Built-in type names and the standard integer typedefs (also as ``std::size_t``).
+_PLAIN_TYPEDEFS = frozenset({
+    "size_t", "ssize_t", "ptrdiff_t", "intptr_t", "uintptr_t", "int8_t", "int16_t", "int32_t",
+    "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t", "intmax_t", "uintmax_t",
+    "off_t", "wchar_t", "char16_t", "char32_t", "char8_t",
+})
+
+
+def _cxx_plain_type(src: _Source, typ) -> bool:
+    """Whether a type node names a built-in arithmetic type: no constructor, no operators."""
+    if typ is None:
+        return False
+    if typ.type in ("primitive_type", "sized_type_specifier"):
+        return True
+    if typ.type == "type_descriptor":
+        inner = typ.child_by_field_name("type")
+        abstract = typ.child_by_field_name("declarator")
+        return abstract is None and _cxx_plain_type(src, inner)
+    if typ.type == "type_identifier":
+        return src.text(typ) in _PLAIN_TYPEDEFS
+    if typ.type == "qualified_identifier":
+        scope, name = typ.child_by_field_name("scope"), typ.child_by_field_name("name")
+        return scope is not None and src.text(scope) == "std" and name is not None and \
+            name.type == "type_identifier" and src.text(name) in _PLAIN_TYPEDEFS
+    return False
+
+
+def _cxx_vector_element(src: _Source, typ):
+    """The element type node of ``std::vector<T>`` (or ``vector<T>``), else None."""
+    if typ is None:
+        return None
+    if typ.type == "qualified_identifier":
+        scope = typ.child_by_field_name("scope")
+        if scope is None or src.text(scope) != "std":
+            return None
+        typ = typ.child_by_field_name("name")
+    if typ is None or typ.type != "template_type":
+        return None
+    name = typ.child_by_field_name("name")
+    args = typ.child_by_field_name("arguments")
+    if name is None or src.text(name) != "vector" or args is None:
+        return None
+    items = [a for a in args.named_children if a.type != "comment"]
+    return items[0] if items else None
+
+
+def _cxx_vector_construction(src: _Source, row: int, var: str | None):
+    """The block-level declaration that constructs a `std::vector` with elements on `row`.
+
+    Returns (statement, name, element type node), a Refusal, or None when there is none.
+    ``std::vector<T> v(n)`` parses as a function declarator (C++'s most vexing parse);
+    ``v(n, x)``, ``v{...}`` and ``v = std::vector<T>(n)`` are constructions too.
+    """
+    found = []
+    for n in _walk(src.root):
+        if n.type != "declaration" or not _contains_row(n, row):
+            continue
+        elem = _cxx_vector_element(src, n.child_by_field_name("type"))
+        if elem is None:
+            continue
+        for d in n.children_by_field_name("declarator"):
+            inner = d.child_by_field_name("declarator")
+            if d.type == "function_declarator" or (
+                    d.type == "init_declarator" and inner is not None and
+                    inner.type == "identifier"):
+                name = _declarator_name(inner if d.type == "function_declarator" else d)
+                if name and (var is None or name == var):
+                    found.append((n, name, elem))
+    if len(found) != 1:
+        return None
+    stmt, name, elem = found[0]
+    where = f"{os.path.basename(src.path)}:{row + 1}"
+    if src.text(elem).strip() == "bool":
+        return Refusal(src.path, row + 1, f"`{name}` at {where} is a std::vector<bool>, which "
+                                          "packs bits and has no data() to place", "numactl")
+    if _block_statement(stmt) != stmt:
+        return Refusal(src.path, row + 1, f"the std::vector `{name}` at {where} is not "
+                                          "constructed in a block of a function", "numactl")
+    return stmt, name, elem
+
+
+def _place_vector(src: _Source, found, const: str, where: str, root) -> Patch | Refusal:
+    if isinstance(found, Refusal):
+        return found
+    stmt, name, _elem = found
+    text = f"numaprof_place({name}.data(), {name}.size() * sizeof(*{name}.data()), {const});"
+    edits = [_edit_after(src, stmt, text)]
     inc = _include_edit(src)
     if inc is not None:
         edits.append(inc)
-    return _make_patch(path, src.data, edits, root,
-                       f"place `{target}` with {const} after its allocation at {where}")
+    return _make_patch(src.path, src.data, edits, root,
+                       f"place std::vector `{name}` with {const} after its construction at "
+                       f"{where} (the constructor already wrote the elements: the call "
+                       "moves those pages)")
 
 
 def _file_scope_array(src: _Source, symbol: str):
-    for decl in src.root.named_children:
-        if decl.type != "declaration":
-            continue
-        for d in decl.children_by_field_name("declarator"):
-            inner = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
-            if inner is not None and inner.type == "array_declarator" and \
-                    _declarator_name(inner) == symbol:
-                return decl, inner, d
+    """(declaration, array declarator, declarator) of a file-scope array, C++: also one
+    in a named namespace, spelt ``ns::name`` as the symbol table demangles it."""
+    *spaces, name = symbol.split("::") if src.lang == "cpp" else [symbol]
+    scopes = [(src.root, [])]
+    while scopes:
+        scope, where = scopes.pop()
+        for decl in scope.named_children:
+            if decl.type == "namespace_definition":
+                ns = decl.child_by_field_name("name")
+                body = decl.child_by_field_name("body")
+                if ns is not None and body is not None:
+                    # `namespace a::b {` is a nested namespace definition
+                    scopes.append((body, where + src.text(ns).replace(" ", "").split("::")))
+                continue
+            if decl.type == "linkage_specification":  # extern "C" { ... }
+                body = decl.child_by_field_name("body")
+                if body is not None and body.type == "declaration_list":
+                    scopes.append((body, where))
+                elif body is not None:
+                    scopes.append((decl, where))
+                continue
+            if decl.type != "declaration" or where != spaces:
+                continue
+            for d in decl.children_by_field_name("declarator"):
+                inner = d.child_by_field_name("declarator") if d.type == "init_declarator" \
+                    else d
+                if inner is not None and inner.type == "array_declarator" and \
+                        _declarator_name(inner) == name:
+                    return decl, inner, d
     return None
 
 
@@ -523,7 +754,7 @@ def place_static(path: str, symbol: str, policy_const: str, before_line: int | N
     """
     path = os.path.abspath(path)
     const = policy_constant(policy_const)
-    src = _load(path, want="c")
+    src = _load(path, want=C_FAMILY)
     line = before_line or 0
     if isinstance(src, Refusal):
         return Refusal(path, line, src.reason)
@@ -537,7 +768,7 @@ def place_static(path: str, symbol: str, policy_const: str, before_line: int | N
     if arr.child_by_field_name("size") is None and not has_init:
         return Refusal(path, line, f"`{symbol}` is declared without a size in {name}; "
                                    "sizeof cannot give its length", "numactl")
-    funcs = [n for n in src.root.named_children if n.type == "function_definition"]
+    funcs = [n for n in _walk(src.root) if n.type == "function_definition"]
     if before_line is not None:
         func = next((f for f in funcs if _contains_row(f, before_line - 1)), None)
         if func is None:
@@ -561,7 +792,8 @@ def place_static(path: str, symbol: str, policy_const: str, before_line: int | N
         body = func.child_by_field_name("body")
         stmts = [s for s in body.named_children if s.type != "comment"]
         stmt = next((s for s in stmts if s.type != "declaration"
-                     or symbol in {i.text.decode() for i in _walk(s) if i.type == "identifier"}),
+                     or symbol.rsplit("::", 1)[-1] in {
+                         i.text.decode() for i in _walk(s) if i.type == "identifier"}),
                     None)
         if stmt is None:
             return Refusal(path, line, f"main() in {name} has no statement to place "
@@ -623,6 +855,12 @@ _C_ALLOWED = frozenset({
     "pointer_declarator", "abstract_pointer_declarator", "initializer_list",
     "comma_expression", "storage_class_specifier",
 })
+#: C++ adds qualified names (``std::sqrt``, ``grid::field``), C++ subscripts and casts.
+_CXX_ALLOWED = _C_ALLOWED | {
+    "qualified_identifier", "namespace_identifier", "subscript_argument_list",
+    "template_function", "template_argument_list", "type_descriptor", "nullptr",
+    "raw_string_literal", "reference_declarator",
+}
 _C_JUMPS = {
     "return_statement": "the loop leaves early with `return`",
     "goto_statement": "the loop jumps with `goto`",
@@ -700,7 +938,8 @@ def _c_locals(src: _Source, body) -> dict[str, str]:
                 name = _declarator_name(d)
                 inner = d.child_by_field_name("declarator") if d.type == "init_declarator" \
                     else d
-                kind = {"array_declarator": "array", "pointer_declarator": "pointer"}.get(
+                kind = {"array_declarator": "array", "pointer_declarator": "pointer",
+                        "reference_declarator": "reference"}.get(
                     inner.type if inner is not None else "", "scalar")
                 if name:
                     names[name] = kind
@@ -756,6 +995,8 @@ def _c_check_loop(src: _Source, loop, func) -> str | None:
     header = _c_loop_header(src, loop)
     if isinstance(header, str):
         return header
+    if src.lang == "cpp" and _enclosing(loop, "lambda_expression") is not None:
+        return "the loop is inside a lambda, which the check does not follow to its callers"
     macros = _c_macros(src)
     for n in _walk(loop):
         if n.type == "identifier" and src.text(n) in macros and \
@@ -768,11 +1009,12 @@ def _c_check_loop(src: _Source, loop, func) -> str | None:
     local = _c_locals(src, body)
     local.pop(var, None)
     written: dict[str, object] = {}  # non-local arrays written as name[var]
+    allowed = _CXX_ALLOWED if src.lang == "cpp" else _C_ALLOWED
     for n in _walk(body):
         t = n.type
         if not n.is_named:
             continue
-        if t not in _C_ALLOWED:
+        if t not in allowed:
             if t.startswith("preproc"):
                 return "the loop contains preprocessor directives"
             if t in _C_JUMPS:
@@ -783,8 +1025,18 @@ def _c_check_loop(src: _Source, loop, func) -> str | None:
         if t == "call_expression":
             fn = n.child_by_field_name("function")
             name = src.text(fn)
-            if fn.type != "identifier" or name not in PURE_C_FUNCTIONS:
+            if _is_cxx_cast(src, n) and src.text(fn.child_by_field_name("name")) == \
+                    "static_cast":
+                continue  # a conversion, not a call
+            if fn.type == "qualified_identifier" and src.lang == "cpp" and \
+                    src.text(fn.child_by_field_name("scope")) == "std":
+                fn = fn.child_by_field_name("name")  # std::sqrt is sqrt
+            if fn is None or fn.type != "identifier" or src.text(fn) not in PURE_C_FUNCTIONS:
                 return f"the loop calls `{name}`, which may have side effects"
+        elif t == "declaration" and src.lang == "cpp":
+            why = _cxx_check_local_declaration(src, n)
+            if why:
+                return why
         elif t == "break_statement":
             p = n.parent
             while p is not None and p != loop and p.type not in _C_SCOPES:
@@ -798,22 +1050,208 @@ def _c_check_loop(src: _Source, loop, func) -> str | None:
             if why:
                 return why
     for name in written:
+        # C++: `grid::field` and a plain `field` may be one array: match the last name.
+        last = name.rsplit("::", 1)[-1]
         for n in _walk(loop):
-            if n.type != "identifier" or src.text(n) != name:
+            if n.type != "identifier" or src.text(n) != last:
                 continue
-            p = n.parent
-            ok = (p.type == "subscript_expression" and p.child_by_field_name("argument") == n
-                  and (idx := _strip_parens(p.child_by_field_name("index"))) is not None
+            ref = n
+            if n.parent.type == "qualified_identifier" and \
+                    n.parent.child_by_field_name("name") == n:
+                ref = n.parent
+            p = ref.parent
+            ok = (p.type == "subscript_expression" and p.child_by_field_name("argument") == ref
+                  and (idx := _strip_parens(_subscript_index(p))) is not None
                   and idx.type == "identifier" and src.text(idx) == var
                   and p.parent.type != "subscript_expression")
             if not ok:
-                shown = src.text(p) if p.type == "subscript_expression" else name
+                shown = src.text(p) if p.type == "subscript_expression" else src.text(ref)
                 return (f"the loop writes `{name}[{var}]` and also uses `{shown}`: one "
                         "iteration may depend on another")
+    if src.lang == "cpp":
+        why = _cxx_check_types(src, loop, var)
+        if why:
+            return why
     if not declared:
         why = _c_counter_used_elsewhere(src, loop, func, var)
         if why:
             return why
+    return None
+
+
+def _cxx_declarator(d) -> tuple[str | None, str]:
+    """(name, kind) of a C++ declarator; kind: pointer | array | reference | function | value."""
+    kind = None
+    while d is not None and d.type not in ("identifier", "field_identifier"):
+        if d.type in ("pointer_declarator", "array_declarator", "reference_declarator",
+                      "function_declarator") and kind is None:
+            kind = d.type.replace("_declarator", "")
+        if d.type in ("pointer_declarator", "array_declarator", "init_declarator",
+                      "parenthesized_declarator", "attributed_declarator",
+                      "reference_declarator", "function_declarator"):
+            d = d.child_by_field_name("declarator") or (
+                d.named_children[0] if d.named_children else None)
+        else:
+            return None, ""
+    return (d.text.decode() if d is not None else None), kind or "value"
+
+
+def _cxx_type_class(src: _Source, typ) -> str:
+    """``plain`` (built-in arithmetic), ``vector`` (std::vector of those, not bool), or
+    the type's text: the classes whose operators and constructors are known to be pure."""
+    if _cxx_plain_type(src, typ):
+        return "plain"
+    elem = _cxx_vector_element(src, typ)
+    if elem is not None and _cxx_plain_type(src, elem) and src.text(elem).strip() != "bool":
+        return "vector"
+    return " ".join(src.text(typ).split()) if typ is not None else "?"
+
+
+@lru_cache(maxsize=8)
+def _cxx_declared(src: _Source) -> dict[str, set[tuple[str, str]]]:
+    """Every name declared in the file -> {(type class, declarator kind)}, by plain name and
+    by namespace-qualified name.  Names, not scopes: a name declared twice with two
+    types has both, and the check then needs both to be safe."""
+    out: dict[str, set[tuple[str, str]]] = {}
+    kinds = ("declaration", "field_declaration", "parameter_declaration",
+             "optional_parameter_declaration")
+    for n in _walk(src.root):
+        if n.type == "enumerator":
+            name = n.child_by_field_name("name")
+            if name is not None:
+                out.setdefault(src.text(name), set()).add(("plain", "value"))
+            continue
+        if n.type not in kinds:
+            continue
+        cls = _cxx_type_class(src, n.child_by_field_name("type"))
+        spaces = []
+        p = n.parent
+        while p is not None:
+            if p.type == "namespace_definition" and p.child_by_field_name("name") is not None:
+                spaces.append(src.text(p.child_by_field_name("name")).replace(" ", ""))
+            p = p.parent
+        prefix = "::".join(reversed(spaces))
+        for d in n.children_by_field_name("declarator"):
+            name, kind = _cxx_declarator(d)
+            if not name:
+                continue
+            out.setdefault(name, set()).add((cls, kind))
+            if prefix:
+                out.setdefault(f"{prefix}::{name}", set()).add((cls, kind))
+    return out
+
+
+def _cxx_lookup(src: _Source, ref, name: str) -> set[tuple[str, str]]:
+    """The declaration `name` refers to at `ref`: the nearest enclosing block, for header,
+    function parameter list or namespace that declares it before `ref`; else (members
+    used in a member function, qualified names) every declaration of that name."""
+    if "::" not in name:
+        n = ref
+        while n.parent is not None:
+            p = n.parent
+            if p.type in ("compound_statement", "translation_unit", "declaration_list"):
+                decls = [c for c in p.named_children
+                         if c.type == "declaration" and c.start_byte < ref.start_byte]
+            elif p.type == "for_statement":
+                init = p.child_by_field_name("initializer")
+                decls = [init] if init is not None and init.type == "declaration" else []
+            elif p.type == "function_definition":
+                fd = p.child_by_field_name("declarator")
+                while fd is not None and fd.type != "function_declarator":
+                    fd = fd.child_by_field_name("declarator")
+                params = fd.child_by_field_name("parameters") if fd is not None else None
+                decls = [c for c in params.named_children if c.type in (
+                    "parameter_declaration", "optional_parameter_declaration")] \
+                    if params is not None else []
+            else:
+                decls = []
+            for decl in reversed(decls):  # the last declaration before `ref` wins
+                for d in decl.children_by_field_name("declarator"):
+                    dname, kind = _cxx_declarator(d)
+                    if dname == name:
+                        return {(_cxx_type_class(src, decl.child_by_field_name("type")), kind)}
+            n = p
+    return _cxx_declared(src).get(name, set())
+
+
+def _cxx_check_local_declaration(src: _Source, decl) -> str | None:
+    typ = decl.child_by_field_name("type")
+    names = ", ".join(f"`{_cxx_declarator(d)[0]}`"
+                      for d in decl.children_by_field_name("declarator"))
+    if typ is not None and typ.type == "placeholder_type_specifier":
+        return f"the loop declares {names} as `auto`; the check does not deduce types"
+    if not _cxx_plain_type(src, typ):
+        return (f"the loop declares {names} of type `{src.text(typ) if typ else '?'}`, whose "
+                "constructor and operators may run code the check cannot see")
+    return None
+
+
+def _cxx_check_types(src: _Source, loop, var: str) -> str | None:
+    """C++: operators can be overloaded, so every variable the loop uses must have a type
+    whose operators are known: a built-in arithmetic type (or pointer/array of one), or a
+    std::vector of one used as ``v[...]``.  The member of a class object reached with
+    ``.`` (or ``->`` on a plain pointer) must itself be of such a type."""
+    declared = _cxx_declared(src)
+    macros = _c_macros(src)
+    file = os.path.basename(src.path)
+    for n in _walk(loop):
+        if n.type == "qualified_identifier":
+            p = n.parent
+            last = n.child_by_field_name("name")
+            if p.type == "qualified_identifier" or last is None or last.type != "identifier":
+                continue  # a type (std::size_t), or part of a longer name
+            if p.type == "call_expression" and p.child_by_field_name("function") == n:
+                continue  # the function of a call: the call check decides
+            ref, name = n, src.text(n).replace(" ", "").lstrip(":")
+        elif n.type in ("identifier", "field_identifier"):
+            p = n.parent
+            if p.type == "qualified_identifier" or p.type == "template_function":
+                continue
+            if p.type == "call_expression" and p.child_by_field_name("function") == n:
+                continue
+            if p.type in ("init_declarator", "declaration", "pointer_declarator",
+                          "array_declarator", "reference_declarator") and \
+                    p.child_by_field_name("declarator") in (n, None):
+                continue  # a declared name: the declaration check decides
+            if n.type == "field_identifier":
+                continue  # checked with its object below
+            ref, name = n, src.text(n)
+        else:
+            continue
+        if name in macros:
+            continue  # non-constant macros were refused already
+        classes = _cxx_lookup(src, ref, name)
+        if not classes:
+            return (f"`{name}` is not declared in {file}, so the check cannot tell whether "
+                    "its operators run code")
+        cls = {c for c, _ in classes}
+        if cls <= {"plain"}:
+            continue
+        p = ref.parent
+        if cls <= {"plain", "vector"}:
+            if p.type == "subscript_expression" and p.child_by_field_name("argument") == ref:
+                continue
+            return f"the loop uses the std::vector `{name}` other than as `{name}[...]`"
+        if p.type == "field_expression" and p.child_by_field_name("argument") == ref:
+            op = src.text(p.child_by_field_name("operator"))
+            kinds = {k for _, k in classes}
+            if op == "." and kinds <= {"value", "reference", "function"} or \
+                    op == "->" and kinds <= {"pointer"}:
+                field = p.child_by_field_name("field")
+                fname = src.text(field) if field is not None else "?"
+                fcls = {c for c, _ in declared.get(fname, ())}
+                if fcls and fcls <= {"plain"}:
+                    continue
+                if fcls and fcls <= {"plain", "vector"} and p.parent.type == \
+                        "subscript_expression" and p.parent.child_by_field_name("argument") == p:
+                    continue
+                return (f"the member `{src.text(p)}` is not of a built-in type declared in "
+                        f"{file}; its operators may run code the check cannot see")
+        shown = next(c for c in sorted(cls) if c not in ("plain", "vector"))
+        if shown == "auto":
+            return f"`{name}` is declared `auto`; the check does not deduce types"
+        return (f"`{name}` has the type `{shown}`, whose operators and conversions may "
+                "run code the check cannot see")
     return None
 
 
@@ -826,20 +1264,26 @@ def _c_check_write(src: _Source, target, var: str, local: dict[str, str],
         name = src.text(target)
         if name == var:
             return f"the loop changes its own counter `{var}`"
+        if local.get(name) == "reference":
+            return (f"the loop writes through the reference `{name}`, which may name memory "
+                    "other iterations use")
         if name in local:
             return None
         return f"the loop writes the scalar `{name}` declared outside it"
     if t == "subscript_expression":
         base = _strip_parens(target.child_by_field_name("argument"))
-        idx = _strip_parens(target.child_by_field_name("index"))
+        idx = _strip_parens(_subscript_index(target))
         if base is not None and base.type == "identifier" and src.text(base) in local:
             if local[src.text(base)] == "array":
                 return None
             return (f"the loop writes `{src.text(target)}` through `{src.text(base)}`, a "
                     "pointer that may reach memory other iterations use")
-        if base is None or base.type != "identifier" or idx is None or \
-                idx.type != "identifier" or src.text(idx) != var:
-            arr = src.text(base) if base is not None and base.type == "identifier" else "x"
+        named = ("identifier", "qualified_identifier") if src.lang == "cpp" else ("identifier",)
+        if base is not None and base.type not in named:
+            return (f"the loop writes `{src.text(target)}` through `{src.text(base)}`, which "
+                    "the check does not follow")
+        if base is None or idx is None or idx.type != "identifier" or src.text(idx) != var:
+            arr = src.text(base) if base is not None else "x"
             return (f"the loop writes `{src.text(target)}`, not exactly `{arr}[{var}]`: "
                     "iterations may write the same element")
         written[src.text(base)] = target
@@ -909,6 +1353,10 @@ def _c_parallelize(src: _Source, path: str, line: int, root: str | None) -> Patc
     loops = [n for n in _walk(func if func is not None else src.root)
              if n.type == "for_statement" and _contains_row(n, row)]
     where = f"{os.path.basename(path)}:{line}"
+    if not loops and src.lang == "cpp" and any(
+            n.type == "for_range_loop" and _contains_row(n, row) for n in _walk(src.root)):
+        return Refusal(path, line, f"the loop at {where} is a range-based `for`; only counted "
+                                   "`for (i = a; i < n; i++)` loops are parallelised")
     if not loops:
         return Refusal(path, line, f"{where} is not inside a `for` loop")
     omp = _c_omp_context(src, loops[-1], func)
@@ -1207,7 +1655,7 @@ def parallelize_first_touch(path: str, line: int, *, root: str | None = None
     src = _load(path)
     if isinstance(src, Refusal):
         return Refusal(path, line, src.reason)
-    if src.lang == "c":
+    if src.lang in C_FAMILY:
         return _c_parallelize(src, path, line, root)
     return _f_parallelize(src, path, line, root)
 
@@ -1225,13 +1673,71 @@ def parse_site(site: str) -> tuple[str, str, int] | None:
     return func, file, int(line)
 
 
+def _strip_balanced(text: str, open_: str, close: str) -> str:
+    out, depth = [], 0
+    for ch in text:
+        if ch == open_:
+            depth += 1
+        elif ch == close and depth:
+            depth -= 1
+        elif not depth:
+            out.append(ch)
+    return "".join(out)
+
+
+def site_function(func: str) -> str:
+    """The source-level name of a site's function, as a definition spells it.
+
+    ``main._omp_fn.0`` (an OpenMP region gcc outlined from main) -> ``main``;
+    ``Matrix::Matrix(unsigned long)`` -> ``Matrix::Matrix``; ``f(int) [clone .cold]``
+    -> ``f``; template arguments and a template's return type are dropped.
+    """
+    name = func.split(" [clone ", 1)[0].strip()
+    if name.startswith("operator") or "::operator" in name:
+        return name  # operator() and friends: left as they are
+    if "(" in name:
+        name = name[:name.index("(")]
+    name = name.split(".", 1)[0]  # gcc clones: ._omp_fn.N, .part.N, .constprop.N, .cold
+    name = _strip_balanced(name, "<", ">").strip()
+    return name.rsplit(" ", 1)[-1]  # `void f<int>` (templates carry a return type)
+
+
+def _function_qualname(src: _Source, func) -> str | None:
+    """``ns::Class::method`` of a C++ function definition: its declarator's (possibly
+    qualified) name inside the enclosing named namespaces and classes."""
+    d = func.child_by_field_name("declarator")
+    while d is not None and d.type != "function_declarator":
+        d = d.child_by_field_name("declarator")
+    name = d.child_by_field_name("declarator") if d is not None else None
+    if name is None:
+        return None
+    parts = [_strip_balanced(src.text(name), "<", ">").replace(" ", "")]
+    p = func.parent
+    while p is not None:
+        if p.type in ("namespace_definition", "class_specifier", "struct_specifier"):
+            n = p.child_by_field_name("name")
+            if n is not None:
+                parts.append(_strip_balanced(src.text(n), "<", ">").replace(" ", ""))
+        p = p.parent
+    return "::".join(reversed(parts))
+
+
 def _defines_function(path: str, func: str) -> bool:
     src = _load(path)
     if isinstance(src, Refusal):
         return False
+    func = site_function(func)
     if src.lang == "c":
         return any(n.type == "function_definition" and _declarator_name_of_function(n) == func
                    for n in _walk(src.root))
+    if src.lang == "cpp":
+        for n in _walk(src.root):
+            if n.type != "function_definition":
+                continue
+            q = _function_qualname(src, n)
+            if q is not None and (q == func or func.endswith("::" + q)):
+                return True
+        return False
     stmts = ("program_statement", "subroutine_statement", "function_statement")
     for n in _walk(src.root):
         if n.type in stmts:
@@ -1259,8 +1765,85 @@ def resolve_source(file: str, source_paths: Iterable[str], func: str | None = No
     return found[0] if len(found) == 1 else None
 
 
+def _cxx_constructed_serially(obj, paths: list[str],
+                              hashes: dict[str, str] | None = None) -> Refusal | None:
+    """A C++ heap object whose allocation already writes its elements: a std::vector
+    constructed with elements, or ``new T[n]()`` / ``new T[n]{...}``.  That first touch
+    happens inside the allocating statement (libstdc++'s value-initialisation, in the
+    allocating thread), before any loop of the program: no parallel loop can be its
+    first touch, so ``parallel_init`` is refused with that reason."""
+    if obj.kind != "heap":
+        return None
+    parsed = parse_site(obj.site)
+    if parsed is None:
+        return None
+    func, file, line = parsed
+    path = _resolve(file, paths, func, line, "bind_block", hashes)
+    if isinstance(path, Refusal) or _language(path) != "cpp":
+        return None  # the placement path then gives the reason
+    src = _load(path)
+    if isinstance(src, Refusal) or src.root.has_error:
+        return None
+    row, where = line - 1, f"{os.path.basename(path)}:{line}"
+    var = obj.name if obj.name.isidentifier() else None
+    vec = _cxx_vector_construction(src, row, var)
+    if isinstance(vec, tuple):
+        stmt, name, elem = vec
+        return Refusal(path, line, f"the std::vector `{name}` constructed at {where} "
+                                   f"(`{' '.join(src.text(stmt).split())}`) writes its elements in "
+                                   "its constructor, serially in the constructing thread, so its "
+                                   "pages are first-touched before any loop runs and no "
+                                   "parallel loop can place them")
+    for n in _walk(src.root):
+        if n.type == "new_expression" and _contains_row(n, row) and \
+                n.child_by_field_name("arguments") is not None and \
+                n.child_by_field_name("declarator") is not None:
+            target = _allocation_target(src, n)
+            if var is None or target in (var, f"this->{var}"):
+                return Refusal(path, line, f"`{' '.join(src.text(n).split())}` at {where} "
+                                           "initialises the array as it allocates it, serially "
+                                           "in the allocating thread, so its pages are "
+                                           "first-touched before any loop runs and no parallel "
+                                           "loop can place them")
+    return None
+
+
+def _resolve(file: str, paths: list[str], func: str | None, line: int, fallback: str,
+             hashes: dict[str, str] | None) -> str | Refusal:
+    """`resolve_source`, or a Refusal that says truly why there is no file to patch."""
+    path = resolve_source(file, paths, func)
+    if path is None:
+        suffix = "/" + file.lstrip("./")
+        named = [p for p in paths if p == file or p.endswith(suffix)]
+        if not named:
+            return Refusal(file, line, f"{file} is not among the recorded sources", fallback)
+        shown = site_function(func) if func else "?"
+        defining = [p for p in named if func and _defines_function(p, func)]
+        if len(defining) > 1:
+            return Refusal(file, line, f"several recorded files named {file} define `{shown}`; "
+                                       "not guessing which one the profile means", fallback)
+        return Refusal(file, line, f"the recorded {file} has no definition of `{shown}` that "
+                                   "the parser finds, so the profile's line numbers cannot be "
+                                   "matched to it", fallback)
+    if hashes is not None and path in hashes:
+        from numaprof.recommender.sources import sha256_file
+
+        try:
+            current = sha256_file(path)
+        except OSError as e:
+            return Refusal(path, line, f"cannot read {path}: {e.strerror or e}", fallback)
+        if current != hashes[path]:
+            return Refusal(path, line, f"{os.path.basename(path)} changed after the profile was "
+                                       "recorded, so its line numbers no longer hold; patches "
+                                       "are made only against the recorded text (undo the edits "
+                                       "— `numaprof suggest --revert` after --apply — or record "
+                                       "again)", fallback)
+    return path
+
+
 def patch_for_object(obj, policy: str, source_paths: Iterable[str], *,
-                     root: str | None = None) -> Patch | Refusal | None:
+                     root: str | None = None,
+                     hashes: dict[str, str] | None = None) -> Patch | Refusal | None:
     """The source patch that applies `policy` to an analyzed object (an ObjectResult).
 
     - ``parallel_init``: `parallelize_first_touch` on the object's first-touch sites,
@@ -1270,21 +1853,25 @@ def patch_for_object(obj, policy: str, source_paths: Iterable[str], *,
     - ``first_touch`` (no change) and objects of other kinds: None.
 
     `source_paths` are the files recorded with the profile (`sources.read_sources_json`)
-    — only those are ever patched.
+    — only those are ever patched; with `hashes` (that file's path -> sha256 map), a file
+    whose content changed since is refused rather than patched at lines that moved.
     """
     paths = list(source_paths)
     if policy == "first_touch":
         return None
     if policy == "parallel_init":
+        serial = _cxx_constructed_serially(obj, paths, hashes)
+        if serial is not None:
+            return serial
         refusals = []
         for site in obj.first_touch.sites:
             parsed = parse_site(site)
             if parsed is None:
                 continue
             func, file, line = parsed
-            path = resolve_source(file, paths, func)
-            if path is None:
-                refusals.append(Refusal(file, line, f"{file} is not among the recorded sources"))
+            path = _resolve(file, paths, func, line, "bind_block", hashes)
+            if isinstance(path, Refusal):
+                refusals.append(path)
                 continue
             result = parallelize_first_touch(path, line, root=root)
             if isinstance(result, Patch):
@@ -1302,17 +1889,21 @@ def patch_for_object(obj, policy: str, source_paths: Iterable[str], *,
             return Refusal("", 0, f"the allocation site of `{obj.name}` has no source line",
                            "numactl")
         func, file, line = parsed
-        path = resolve_source(file, paths, func)
-        if path is None:
-            return Refusal(file, line, f"{file} is not among the recorded sources", "numactl")
+        path = _resolve(file, paths, func, line, "numactl", hashes)
+        if isinstance(path, Refusal):
+            return path
         var = obj.name if obj.name.isidentifier() else None
         return place_after_allocation(path, line, var, policy, root=root)
     if obj.kind == "static":
         touches = [t for t in (parse_site(s) for s in obj.first_touch.sites) if t is not None]
         tried, first_refusal = [], None
         for func, file, line in touches:
-            path = resolve_source(file, paths, func)
-            if path is None or path in tried:
+            path = _resolve(file, paths, func, line, "numactl", hashes)
+            if isinstance(path, Refusal):
+                first_refusal = first_refusal or (path if "changed after" in path.reason
+                                                  else None)
+                continue
+            if path in tried:
                 continue
             tried.append(path)
             result = place_static(path, obj.name, policy, before_line=line, root=root)
@@ -1321,10 +1912,13 @@ def patch_for_object(obj, policy: str, source_paths: Iterable[str], *,
             first_refusal = first_refusal or result
         # Defined in another file than the one touching it: place at the start of main.
         for path in paths:
-            if path in tried or _language(path) != "c":
+            if path in tried or _language(path) not in C_FAMILY:
                 continue
-            src = _load(path, want="c")
+            src = _load(path, want=C_FAMILY)
             if not isinstance(src, Refusal) and _file_scope_array(src, obj.name) is not None:
+                fresh = _resolve(path, paths, None, 0, "numactl", hashes)
+                if isinstance(fresh, Refusal):
+                    return fresh
                 return place_static(path, obj.name, policy, root=root)
         return first_refusal or Refusal(
             "", 0, f"no recorded C source defines the static array `{obj.name}`", "numactl")

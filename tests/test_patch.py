@@ -384,7 +384,7 @@ def test_unparsable_or_foreign_files_are_refused(tmp_path):
     refusal(parallelize_first_touch(bad, 1), "does not parse")
     other = tmp_path / "x.py"
     other.write_text("print(1)\n")
-    refusal(parallelize_first_touch(other, 1), "neither C nor")
+    refusal(parallelize_first_touch(other, 1), "neither C, C++ nor")
     refusal(place_after_allocation(DATA / "loops.f90", 3, "w", "cyclic"), "only", "C")
     refusal(parallelize_first_touch(tmp_path / "missing.c", 3), "cannot read")
 
@@ -484,7 +484,9 @@ def test_patch_for_object_parallel_init_and_heap_placement(tmp_path):
     p = patch_for_object(a, "cyclic", paths, root=tmp_path)
     assert "    numaprof_place(a, n * sizeof(double), NUMAPROF_CYCLIC);" in added(p)
     assert patch_for_object(a, "first_touch", paths) is None
-    refusal(patch_for_object(a, "cyclic", [str(other)]), "not among the recorded sources")
+    # a file of that name is recorded, but it is not the one: the reason says so
+    refusal(patch_for_object(a, "cyclic", [str(other)]), "recorded serial_init.c has no "
+            "definition of `main`")
     nameless = obj(f"main@serial_init.c:{alloc}", f"main@serial_init.c:{alloc}", "heap", [])
     assert isinstance(patch_for_object(nameless, "random", paths), Patch)
 
@@ -526,6 +528,17 @@ def test_patch_for_object_fortran_static_placement_is_refused_as_c_only(tmp_path
     src = copy(tmp_path, DATA / "loops.f90")
     line = loop_line(src.read_text(), "SAFE: element-wise", 2)
     u = obj("u", ".bss@loops", "static", [f"loops@loops.f90:{line}"])
-    refusal(patch_for_object(u, "cyclic", [str(src)]), "only inserted into C sources")
+    refusal(patch_for_object(u, "cyclic", [str(src)]), "only inserted into C and C++ sources")
     p = patch_for_object(u, "parallel_init", [str(src)])
     assert isinstance(p, Patch) and f"  {F_DIRECTIVE}" in added(p)
+
+
+def test_site_in_an_outlined_openmp_region_resolves_to_its_function(tmp_path):
+    """gcc names the body of a `#pragma omp parallel` `main._omp_fn.N`: the site is in
+    main() of the recorded file, so the refusal is the true one (already parallel), not
+    "not among the recorded sources"."""
+    src = copy(tmp_path, EXAMPLES / "serial_init.c")
+    line = lines(src.read_text()).index("            a[j] = b[j] + c[j] * (double)it;") + 1
+    a = obj("a", "main@serial_init.c:1", "heap", [f"main._omp_fn.1@serial_init.c:{line}"])
+    reason = refusal(patch_for_object(a, "parallel_init", [str(src)]), "already runs under")
+    assert "recorded sources" not in reason
