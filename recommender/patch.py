@@ -195,7 +195,13 @@ def _load(path: str, want: tuple[str, ...] | None = None) -> _Source | Refusal:
             data = f.read()
     except OSError as e:
         return Refusal(path, 0, f"cannot read {path}: {e.strerror or e}")
-    return _Source(path, data, lang)
+    src = _Source(path, data, lang)
+    if src.root.has_error and path.lower().endswith((".h", ".inc")):
+        # `.h` is shared by C and C++: a header only the C++ grammar parses is C++.
+        cxx = _Source(path, data, "cpp")
+        if not cxx.root.has_error:
+            return cxx
+    return src
 
 
 def _parse_refusal(src: _Source, node, line: int) -> Refusal | None:

@@ -496,3 +496,23 @@ def test_suggest_apply_revert_on_recorded_cxx_arrays(tmp_path):
     assert r.returncode == 0, r.stderr
     assert src.read_bytes() == original
     assert _sha(src) == hashlib.sha256(original).hexdigest()
+
+
+def test_cxx_header_named_h_and_upper_case_C_are_parsed_as_cxx(tmp_path):
+    """`.h` is parsed as C unless only the C++ grammar parses it; `.C` is C++."""
+    body = ("#include <vector>\nstruct Grid {\n    std::vector<double> cells;\n"
+            "    explicit Grid(unsigned n) {\n        double *w = new double[n];\n"
+            "        for (unsigned i = 0; i < n; i++)\n            w[i] = 0.0;\n"
+            "        delete[] w;\n    }\n};\n")
+    for name in ("grid.h", "grid.C"):
+        src = tmp_path / name
+        src.write_text(body)
+        p = place_after_allocation(src, 5, "w", "cyclic")
+        assert isinstance(p, Patch), p.reason
+        assert "        numaprof_place(w, n * sizeof(*w), NUMAPROF_CYCLIC);" in added(p)
+        p = parallelize_first_touch(src, 7)
+        assert isinstance(p, Patch), p.reason
+    c_header = tmp_path / "plain.h"
+    c_header.write_text("#include <stdlib.h>\nstatic inline double *mk(size_t n) {\n"
+                        "    double *p = malloc(n * sizeof *p);\n    return p;\n}\n")
+    refusal(place_after_allocation(c_header, 3, "p", "cyclic"), "`mk`, which returns it")
