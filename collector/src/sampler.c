@@ -1881,27 +1881,6 @@ static int should_forward(struct collector *c, const struct signalfd_siginfo *si
     return !(same_group && last_tty[si->ssi_signo] && now - last_tty[si->ssi_signo] < 500000000ULL);
 }
 
-/* The collector's own threads do not preempt the program's when they wake up (they
- * still get their fair share of cpu, so the rings are drained): on a machine whose cpus
- * the program keeps busy, an ordinary wakeup would interrupt one of its threads at once,
- * possibly while that thread holds a lock the others wait for.  Called after the command
- * was spawned, which keeps the ordinary policy. */
-static void yield_to_program(void)
-{
-    struct sched_param sp;
-    memset(&sp, 0, sizeof sp);
-    DIR *d = opendir("/proc/self/task"); /* every thread of the collector */
-    struct dirent *de;
-    while (d && (de = readdir(d)) != NULL) {
-        char *end;
-        long tid = strtol(de->d_name, &end, 10);
-        if (end != de->d_name && !*end && sched_setscheduler((pid_t)tid, SCHED_BATCH, &sp) != 0)
-            nmp_debug("SCHED_BATCH for thread %ld: %s", tid, strerror(errno));
-    }
-    if (d)
-        closedir(d);
-}
-
 /* Polls the rings and the signals until the command exits (or the attach time is up). */
 static void run_loop(struct collector *c, int sfd, int pidfd, uint64_t deadline)
 {
@@ -2115,7 +2094,6 @@ int nmp_collect_run(const struct nmp_config *cfg, char *err)
         }
     }
 
-    yield_to_program();
     run_loop(c, sfd, pidfd, deadline);
     c->end_ns = nmp_now_ns();
     clock_gettime(CLOCK_REALTIME, &c->end_rt);
