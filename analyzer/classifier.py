@@ -34,10 +34,14 @@ N_TREES = 50
 #   shared_range    the threads' ranges coincide, in a window and inside each loop
 #   mapping_change  the thread ↔ block mapping changes, between windows or between loops
 #   random_evidence spread × coinciding × independent steps, as a soft AND (minimum)
+#   no_owner        shared_range OR mapping_change (maximum): no thread keeps a block,
+#                   Figure 15's irregular clause in one input, so that a tree need not
+#                   rebuild the OR from two splits (one input is drawn per split)
 FEATURES = (
     "random_evidence",
     "shared_range",
     "mapping_change",
+    "no_owner",
 )
 STEP_RANDOM = 0.29  # median |step| between independent uniform positions (1 − 1/√2)
 MIN_PAIRS = 10  # steps needed before a median step means anything
@@ -70,6 +74,7 @@ def feature_vector(features: dict) -> list[float]:
     cross = f.get("cross_step_median", 0.0) if f.get("cross_pairs", 0.0) >= MIN_PAIRS else STEP_RANDOM
     f["random_evidence"] = min(f.get("span_median", 0.0), f.get("entropy_median", 0.0), shared,
                                min(step, cross) / STEP_RANDOM)
+    f["no_owner"] = max(f["shared_range"], f["mapping_change"])
     return [f.get(name, 0.0) for name in FEATURES]
 
 

@@ -2,8 +2,9 @@
 
     python -m numaprof.analyzer.train record --out DIR     # record, analyse, write DIR/features.csv
     python -m numaprof.analyzer.train fit --data DIR        # train, evaluate held-out, export JSON
+    python -m numaprof.analyzer.train evaluate --data DIR   # the shipped model on another recording
 
-``record`` runs the Figure 15 kernels of examples/patterns.c (regular / irregular / random
+``record`` runs the Figure 15 kernels of examples/patterns.c (regular / irregular / random / hashed
 × static / dynamic × read / write / rw × array sizes × OMP_NUM_THREADS 1, 2, 3) built at
 -O2, plus -O0 and -O3 builds and the other examples (spmv, gather, serial_init,
 numa_aware, fortran_arrays), under ``numaprof record --freq 4000``; analyses every
@@ -40,7 +41,7 @@ EXAMPLES = ROOT / "examples"
 DEFAULT_TABLE = "features.csv"
 SEED = 20260
 
-KINDS = ("regular", "irregular", "random")
+KINDS = ("regular", "irregular", "random", "hashed")
 SCHEDULES = ("static", "dynamic")
 OPS = ("read", "write", "rw")
 TRAIN_SIZES = (64, 128, 160)  # MiB per array, -O2, 2 threads: the training runs
@@ -73,6 +74,8 @@ def patterns_labels(kind: str, schedule: str, op: str) -> dict[str, str]:
     touch; an array only initialised (a and b under `write`, c under `read`, page unless
     the kind is random) has no pattern to learn and is left out."""
     touched = {"read": {"a", "b"}, "write": {"c"}, "rw": {"a", "b", "c"}}[op]
+    if kind == "hashed":  # random accesses, the index computed in registers: page untouched
+        return {obj: "random" for obj in sorted(touched)}
     if kind == "random":
         touched = touched | {"page"}
     out = {}
@@ -104,7 +107,7 @@ EXAMPLE_RUNS = [
 def iterations(kind: str, mib: int) -> int:
     # about the same run time (≈ 1 s with 2 threads) whatever the size; a random sweep
     # costs a cache miss per element
-    return max(4, 640 // mib) if kind == "random" else max(4, 1280 // mib)
+    return max(4, 640 // mib) if kind in ("random", "hashed") else max(4, 1280 // mib)
 
 
 def plan(bins: dict[str, Path], quick: bool = False) -> list[Run]:
@@ -312,6 +315,20 @@ def cmd_fit(args) -> int:
     return 0
 
 
+def cmd_evaluate(args) -> int:
+    """The shipped (or --model) model on another recording: held-out and all rows."""
+    rows = load_table(args.data)
+    clf = classifier.PatternModel.load(args.model)
+
+    def predict_labels(rs):
+        return list(clf.predict(matrix(rs)))
+
+    print(f"model {args.model} on {args.data} ({len(rows)} rows)")
+    print_eval("held-out", evaluate([r for r in rows if r["split"] == "heldout"], predict_labels))
+    print_eval("all rows", evaluate(rows, predict_labels))
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m numaprof.analyzer.train", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -323,9 +340,12 @@ def main(argv=None) -> int:
     f.add_argument("--data", default=str(ROOT / "tests" / "data" / "training"),
                    help="feature table (CSV or a directory with features.csv)")
     f.add_argument("--out", default=str(classifier.MODEL_PATH), help="model JSON to write")
+    e = sub.add_parser("evaluate", help="the model's accuracy on another recording (no training)")
+    e.add_argument("--data", required=True, help="feature table (CSV or a directory with features.csv)")
+    e.add_argument("--model", default=str(classifier.MODEL_PATH), help="model JSON to evaluate")
     args = ap.parse_args(argv)
     try:
-        return cmd_record(args) if args.cmd == "record" else cmd_fit(args)
+        return {"record": cmd_record, "fit": cmd_fit, "evaluate": cmd_evaluate}[args.cmd](args)
     except NumaprofError as e:
         print(f"numaprof: {e}", file=sys.stderr)
         return e.exit_code

@@ -2,7 +2,7 @@
  * checking the access-pattern classifier.
  *
  *   patterns KIND SCHEDULE OP [MiB per array] [iterations]
- *     KIND      regular | irregular | random
+ *     KIND      regular | irregular | random | hashed
  *     SCHEDULE  static | dynamic
  *     OP        read | write | rw
  *
@@ -11,11 +11,16 @@
  * block.  irregular: the copy phase walks j downwards, so under a static schedule the
  * thread <-> block mapping flips between phases.  random: accesses go through the index
  * array `page` (c[page[j]] = a[page[j]]), spreading every thread over the whole arrays.
+ * hashed: the same random accesses, the index computed in registers (the hash that fills
+ * `page`) instead of loaded, so the random access is the first memory access of its loop
+ * (the one a TCG guest's timer samples see: tests/lab/test_lab_classifier.py); `page` is
+ * not touched.
  *
  * Known labels by construction (what the classifier must say):
  *   schedule static : a, c -> KIND; b -> regular (the add phase always walks upwards)
  *                     except random, where b is random too; page -> regular
  *   schedule dynamic: a, b, c -> irregular, or random for KIND=random; page -> irregular
+ *   KIND=hashed     : a, b, c -> random under either schedule
  * OP picks the operation: read (sum of the operands), write (store a constant),
  * rw (c = a + b, the STREAM add).
  */
@@ -30,6 +35,16 @@ static size_t n;
 static double *a, *b, *c;
 static uint32_t *page;
 static double sink;
+
+/* a reproducible pseudo-random index in [0, n): page[j] == hidx(j) */
+static inline size_t hidx(size_t j)
+{
+    uint64_t x = (j + 1) * 0x9E3779B97F4A7C15ull;
+    x ^= x >> 29;
+    x *= 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 32;
+    return (uint32_t)(x % n);
+}
 
 #define LOOP_UP(sched, body)                                                          \
     do {                                                                              \
@@ -82,18 +97,19 @@ int main(int argc, char **argv)
     for (size_t j = 0; j < n; j++) {
         c[j] = a[j] = 1.0;
         b[j] = 2.0;
-        uint64_t x = (j + 1) * 0x9E3779B97F4A7C15ull; /* hash: reproducible, parallel */
-        x ^= x >> 29;
-        x *= 0xBF58476D1CE4E5B9ull;
-        x ^= x >> 32;
-        page[j] = (uint32_t)(x % n);
+        page[j] = (uint32_t)hidx(j); /* hash: reproducible, parallel */
     }
 
     int random = strcmp(kind, "random") == 0;
     int irregular = strcmp(kind, "irregular") == 0;
+    int hashed = strcmp(kind, "hashed") == 0;
     for (int it = 0; it < iters; it++) {
         /* copy phase */
-        if (random) {
+        if (hashed) {
+            if (op == READ) LOOP_UP(dynamic, s_ += a[hidx(j)]);
+            else if (op == WRITE) LOOP_UP(dynamic, c[hidx(j)] = 3.0);
+            else LOOP_UP(dynamic, size_t k = hidx(j); c[k] = a[k]);
+        } else if (random) {
             if (op == READ) LOOP_UP(dynamic, s_ += a[page[j]]);
             else if (op == WRITE) LOOP_UP(dynamic, c[page[j]] = 3.0);
             else LOOP_UP(dynamic, c[page[j]] = a[page[j]]);
@@ -107,7 +123,11 @@ int main(int argc, char **argv)
             else LOOP_UP(dynamic, c[j] = a[j]);
         }
         /* add phase */
-        if (random) {
+        if (hashed) {
+            if (op == READ) LOOP_UP(dynamic, size_t k = hidx(j); s_ += a[k] + b[k]);
+            else if (op == WRITE) LOOP_UP(dynamic, c[hidx(j)] = 4.0);
+            else LOOP_UP(dynamic, size_t k = hidx(j); c[k] = a[k] + b[k]);
+        } else if (random) {
             if (op == READ) LOOP_UP(dynamic, s_ += a[page[j]] + b[page[j]]);
             else if (op == WRITE) LOOP_UP(dynamic, c[page[j]] = 4.0);
             else LOOP_UP(dynamic, c[page[j]] = a[page[j]] + b[page[j]]);

@@ -17,7 +17,10 @@ TABLE = ROOT / "tests" / "data" / "training" / "features.csv"
 # a second, independent recording of the whole plan (the same command, another hour)
 RERUN = ROOT / "tests" / "data" / "training" / "features_rerun.csv"
 MIN_HELDOUT_ACCURACY = 0.95
-MIN_RERUN_ACCURACY = 0.9  # measured 0.926 on all its rows: a statistical check with a margin
+MIN_RERUN_ACCURACY = 0.95  # the same bar on the held-out rows of the independent recording
+# "unknown" must not dodge: at most this share of the rows with a class label (one-thread
+# rows are labelled unknown by construction and not counted) may fall to the fallback
+MAX_UNKNOWN_SHARE = 0.1
 
 
 @pytest.fixture(scope="module")
@@ -86,9 +89,18 @@ def test_heldout_accuracy(rows):
 def test_shipped_model_on_an_independent_recording():
     shipped = classifier.PatternModel.load()
     rerun = train.load_table(RERUN)
-    ev = train.evaluate(rerun, lambda rs: list(shipped.predict(train.matrix(rs))))
+    heldout = [r for r in rerun if r["split"] == "heldout"]
+    ev = train.evaluate(heldout, lambda rs: list(shipped.predict(train.matrix(rs))))
     assert ev["n"] >= 200
     assert ev["accuracy"] >= MIN_RERUN_ACCURACY, (ev["accuracy"], ev["confusion"], ev["wrong"])
+
+
+@pytest.mark.parametrize("table", [TABLE, RERUN], ids=["table", "rerun"])
+def test_few_unknowns(table):
+    rs = [r for r in train.load_table(table) if r["label"] in classifier.CLASSES]
+    unknown = [r for r in rs if classifier.fallback(r) is not None]
+    assert len(unknown) <= MAX_UNKNOWN_SHARE * len(rs), \
+        (len(unknown), len(rs), [(r["run"], r["object"], r["samples"]) for r in unknown])
 
 
 def test_accuracy_check_can_fail(rows):
@@ -140,6 +152,8 @@ def test_derived_features():
         "cross_step_median": 0.3, "cross_pairs": 500.0, "instability": 0.2}), strict=True))
     assert alt["random_evidence"] == 0.0 and alt["shared_range"] == 0.0
     assert alt["mapping_change"] == 1.0
+    assert alt["no_owner"] == 1.0  # the mapping changes between the loops
+    assert rnd["no_owner"] == pytest.approx(max(rnd["shared_range"], rnd["mapping_change"]))
     # a dynamic schedule: threads move through the array together, short steps
     dyn = dict(zip(names, classifier.feature_vector({
         "span_median": 0.9, "entropy_median": 0.95, "overlap_median": 0.9, "step_median": 0.03,
