@@ -530,12 +530,12 @@ class _FirstTouch:
 
 
 def _first_touches(ft: dict, ivs, heap_iv, static_iv, map_iv, page_shift) -> _FirstTouch | None:
-    n = len(ft["time"])
-    if n == 0 or len(ivs) == 0:
+    if len(ft["time"]) == 0 or len(ivs) == 0:
         return None
-    addr = np.asarray(ft["addr"], dtype=np.uint64)
-    time = np.asarray(ft["time"], dtype=np.uint64)
-    pid = np.asarray(ft["pid"])
+    row, addr = _fault_pages(ft, page_shift)
+    n = len(row)
+    time = np.asarray(ft["time"], dtype=np.uint64)[row]
+    pid = np.asarray(ft["pid"])[row]
     where = np.full(n, -1, dtype=np.int64)
     offset = 0
     for part in (heap_iv, static_iv, map_iv):
@@ -558,8 +558,28 @@ def _first_touches(ft: dict, ivs, heap_iv, static_iv, map_iv, page_shift) -> _Fi
     by_obj = np.argsort(ivs.obj[iv], kind="stable")
     iv, pg, ok = iv[by_obj], pg[by_obj], ok[by_obj]
     obj = ivs.obj[iv]
-    return _FirstTouch(iv, pg, np.asarray(ft["tid"])[ok].astype(np.int64), np.asarray(ft["cpu"])[ok].astype(np.int64),
-                       np.asarray(ft["ip"])[ok].astype(np.uint64), pid[ok].astype(np.int64), obj)
+    r = row[ok]
+    return _FirstTouch(iv, pg, np.asarray(ft["tid"])[r].astype(np.int64), np.asarray(ft["cpu"])[r].astype(np.int64),
+                       np.asarray(ft["ip"])[r].astype(np.uint64), pid[ok].astype(np.int64), obj)
+
+
+def _fault_pages(ft: dict, page_shift: int) -> tuple[np.ndarray, np.ndarray]:
+    """(fault row, page address) per base page a fault placed: one page per fault, and
+    every base page of a huge page for a fault that mapped one (`page_size` 2 MiB: one
+    first touch placed 512 pages)."""
+    addr = np.asarray(ft["addr"], dtype=np.uint64)
+    rows = np.arange(len(addr))
+    size = ft.get("page_size")
+    if size is None or len(size) == 0:
+        return rows, addr
+    size = np.asarray(size, dtype=np.uint64)
+    per = np.where(size > np.uint64(1 << page_shift), size >> np.uint64(page_shift), 1).astype(np.int64)
+    if (per == 1).all():
+        return rows, addr
+    start = np.where(per > 1, addr & ~(np.maximum(size, np.uint64(1)) - np.uint64(1)), addr)
+    rep = np.repeat(rows, per)
+    within = (np.arange(len(rep)) - np.repeat(np.cumsum(per) - per, per)).astype(np.uint64)
+    return rep, start[rep] + (within << np.uint64(page_shift))
 
 
 def _first_touch_of(oi, ft: _FirstTouch | None, topo, n_program_threads, resolver) -> FirstTouch:

@@ -50,6 +50,7 @@ SCHEMA: dict[str, dict[str, tuple[str, bool, bool]]] = {
         "addr": (_U8, True, False),
         "flags": (_U1, False, False),
         "source": (_U1, False, False),
+        "page_size": (_U4, False, False),
     },
     "page_nodes": {
         "time": (_U8, True, False),

@@ -44,7 +44,7 @@
 #define MAX_CPUS 4096
 #define MAX_HW_ATTRS 8
 
-enum ev_kind { EV_SOFT, EV_FAULT_SW, EV_FAULT_TP, EV_HW, EV_SIDEBAND };
+enum ev_kind { EV_SOFT, EV_FAULT_SW, EV_FAULT_TP, EV_FAULT_DONE, EV_HW, EV_SIDEBAND };
 
 struct ev {
     uint64_t id;
@@ -243,6 +243,7 @@ static const struct nmp_coldef samples_cols[] = {
 static const struct nmp_coldef faults_cols[] = {
     {"time", NMP_U64}, {"pid", NMP_U32}, {"tid", NMP_U32}, {"cpu", NMP_U16},
     {"ip", NMP_U64},   {"addr", NMP_U64}, {"flags", NMP_U8}, {"source", NMP_U8},
+    {"page_size", NMP_U32},
 };
 static const struct nmp_coldef pages_cols[] = {
     {"time", NMP_U64}, {"pid", NMP_U32}, {"page", NMP_U64}, {"node", NMP_I16},
@@ -1083,8 +1084,43 @@ static int open_task_events(struct collector *c, pid_t pid, int launch, int *own
             }
         }
 
-        /* first-touch faults: the tracepoint (write bit known) when allowed, else the
-         * software page-faults event with the address */
+        /* first-touch faults: completed minor and major faults with the size of the page
+         * they mapped (a 2 MiB transparent huge page is one fault: Linux >= 5.11
+         * PERF_SAMPLE_DATA_PAGE_SIZE, and the minor/major fault events fire after the
+         * fault is handled, when the page table has the page); else the tracepoint
+         * (write bit known) when allowed, else the software page-faults event with the
+         * address (which fires before the fault is handled: page size unknown) */
+        if (c->fault_source == 0 || c->fault_source == 3) {
+            int opened = 0;
+            static const uint64_t done_events[2] = {PERF_COUNT_SW_PAGE_FAULTS_MIN,
+                                                    PERF_COUNT_SW_PAGE_FAULTS_MAJ};
+            for (int k = 0; k < 2; k++) {
+                memset(&a, 0, sizeof a);
+                a.type = PERF_TYPE_SOFTWARE;
+                a.config = done_events[k];
+                a.sample_period = 1;
+                a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_ADDR | PERF_SAMPLE_DATA_PAGE_SIZE;
+                base_attr(c, &a, launch);
+                long fd = perf_open(&a, pid, cpu, -1);
+                if (fd < 0)
+                    break;
+                if (!add_ev(c, (int)fd, EV_FAULT_DONE, 0, a.sample_type) ||
+                    ioctl((int)fd, PERF_EVENT_IOC_SET_OUTPUT, owner_fd[ci]) != 0) {
+                    snprintf(c->err, NMP_ERRLEN, "page-fault events: %s", strerror(errno));
+                    return -1;
+                }
+                opened++;
+            }
+            if (opened == 2) {
+                c->fault_source = 3;
+                continue;
+            }
+            if (c->fault_source == 3 || opened) {
+                perf_error(c, "minor-faults/major-faults", errno);
+                return -1;
+            }
+            nmp_debug("minor/major fault events with the data page size: %s", strerror(errno));
+        }
         if (c->fault_source != 1 && tp_id) {
             memset(&a, 0, sizeof a);
             a.type = PERF_TYPE_TRACEPOINT;
@@ -1221,7 +1257,7 @@ static uint32_t rd32(const uint8_t *p)
 }
 
 struct psample {
-    uint64_t id, ip, time, addr;
+    uint64_t id, ip, time, addr, data_page_size;
     uint32_t pid, tid, cpu, raw_size;
     const uint8_t *raw;
     uint64_t abi;
@@ -1266,6 +1302,21 @@ static int parse_sample(const uint8_t *p, size_t len, uint64_t st, struct psampl
             s->regs = (const uint64_t *)(const void *)p;
             p += s->nregs * 8;
         }
+    }
+    if (st & (PERF_SAMPLE_STACK_USER | PERF_SAMPLE_REGS_INTR))
+        return 0; /* not used by our own events */
+    /* fixed-size fields up to the page size of the data address (perf_event.h order) */
+    uint64_t fixed[] = {PERF_SAMPLE_WEIGHT | PERF_SAMPLE_WEIGHT_STRUCT, PERF_SAMPLE_DATA_SRC,
+                        PERF_SAMPLE_TRANSACTION, PERF_SAMPLE_PHYS_ADDR, PERF_SAMPLE_CGROUP};
+    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
+        if (st & fixed[i]) {
+            NEED(8);
+            p += 8;
+        }
+    if (st & PERF_SAMPLE_DATA_PAGE_SIZE) {
+        NEED(8);
+        s->data_page_size = rd64(p);
+        p += 8;
     }
 #undef NEED
     return 0;
@@ -1371,7 +1422,7 @@ static void on_fault(struct collector *c, const struct ev *e, const uint8_t *bod
         return;
     }
     uint64_t ip = ps.ip, addr = ps.addr;
-    uint8_t flags = 0, source = 1;
+    uint8_t flags = 0, source = e->kind == EV_FAULT_DONE ? 3 : 1;
     if (e->kind == EV_FAULT_TP) {
         source = 2;
         if (!ps.raw || ps.raw_size < (uint32_t)c->tp_off_err + 8) {
@@ -1384,7 +1435,10 @@ static void on_fault(struct collector *c, const struct ev *e, const uint8_t *bod
         flags = (uint8_t)(((ec >> 1) & 1) | 2); /* error_code bit1 = write */
     }
     c->faults++;
-    uint64_t v[] = {ps.time, ps.pid, ps.tid, ps.cpu, ip, addr, flags, source};
+    /* the page the fault mapped: 4 KiB, or 2 MiB for a transparent huge page (only the
+     * completed-fault events know it; 0 = not known) */
+    uint64_t v[] = {ps.time, ps.pid, ps.tid, ps.cpu, ip, addr, flags, source,
+                    ps.data_page_size};
     if (nmp_table_append(c->t_faults, v) != 0)
         table_fail(c, "faults");
 }
@@ -1418,7 +1472,7 @@ static void on_record(struct collector *c, const uint8_t *rec, uint32_t len, uin
             on_soft_sample(c, b, blen, e->sample_type);
         else if (e->kind == EV_HW)
             on_hw_sample(c, e, h.misc, b, blen);
-        else if (e->kind == EV_FAULT_SW || e->kind == EV_FAULT_TP)
+        else if (e->kind == EV_FAULT_SW || e->kind == EV_FAULT_TP || e->kind == EV_FAULT_DONE)
             on_fault(c, e, b, blen);
         break;
     }
@@ -1702,7 +1756,9 @@ static int write_collector_json(struct collector *c, const struct nmp_shim_total
     }
     fprintf(f, "},\n \"freq\": %u, \"event\": \"%s\", \"fault_event\": ",
             c->cfg->freq, c->backend == NMP_BACKEND_SOFT ? "cpu-clock" : backend_name(c->backend));
-    if (c->fault_source == 2)
+    if (c->fault_source == 3)
+        fputs("\"minor-faults+major-faults\"", f);
+    else if (c->fault_source == 2)
         fputs("\"exceptions:page_fault_user\"", f);
     else if (c->fault_source == 1)
         fputs("\"page-faults\"", f);
