@@ -13,8 +13,7 @@
  * array `page` (c[page[j]] = a[page[j]]), spreading every thread over the whole arrays.
  * hashed: the same random accesses, the index computed in registers (the hash that fills
  * `page`) instead of loaded, so the random access is the first memory access of its loop
- * (the one a TCG guest's timer samples see: tests/lab/test_lab_classifier.py); `page` is
- * not touched.
+ * and the only one under `write`; `page` is not touched.
  *
  * Known labels by construction (what the classifier must say):
  *   schedule static : a, c -> KIND; b -> regular (the add phase always walks upwards)

@@ -175,3 +175,27 @@ def test_foreign_model_refused(tmp_path):
     data["features"] = data["features"][::-1]
     with pytest.raises(NumaprofError, match="features"):
         classifier.PatternModel(data)
+
+
+def test_repeated_samples_are_set_aside():
+    # two threads accessing random positions; then every sample is repeated once (a
+    # descheduled virtual cpu: the same instruction and address again): the repeats are
+    # counted and set aside, and the random walk's steps are those of the original samples
+    from numaprof.analyzer import features
+
+    rng = np.random.default_rng(7)
+    n = 2000
+    time = np.arange(n, dtype=np.int64) * 250_000
+    thread = np.tile([0, 1], n // 2)
+    pos = rng.random(n)
+    page = (pos * 4096).astype(np.int64)
+    ip = np.full(n, 0x401000, dtype=np.uint64)
+    base, _ = features.object_features(time, thread, pos, page, ip)
+    d = np.repeat(np.arange(n), 2)
+    twice, _ = features.object_features(time[d] + np.tile([0, 125_000], n), thread[d], pos[d], page[d], ip[d])
+    assert base["repeat_samples"] == 0 and twice["repeat_samples"] == n
+    assert twice["samples"] == 2 * n
+    for k in ("step_median", "span_median", "overlap_median", "parallel_samples"):
+        assert twice[k] == pytest.approx(base[k]), k
+    # without the rule the median step would be 0: half the steps are repeats
+    assert twice["step_median"] > 0.2
