@@ -80,3 +80,25 @@ def test_suggest_text_shows_the_patch(recorded):
     assert "#pragma omp parallel for schedule(static)" in out
     assert "a[j] = 0.0;" in out  # source text printed verbatim, not read as markup
     assert "to run" in out and "OMP_PROC_BIND=" in out
+
+
+def test_report_text_leaves_out_objects_with_a_tiny_share(recorded):
+    """The hot-objects table shows the arrays that matter, not a library's data page with
+    one sample: objects under 0.5 % of the samples are counted in one line instead."""
+    import re
+
+    from helpers import run_numaprof
+
+    r = recorded("serial_init")
+    out = run_numaprof("report", r.dir, env={"COLUMNS": "250"}, check=True).stdout
+    table = out[out.index("hot objects"):out.index("traffic")]
+    rows = {ln.split("│")[1].strip() for ln in table.splitlines() if ln.startswith("│")}
+    first = r.report["objects"][:15]
+    big = {o["name"] for o in first if o["share"] >= 0.005}
+    small = [o["name"] for o in first if o["share"] < 0.005]
+    assert {"a", "b", "c"} <= big and rows == big, (rows, big)
+    if small:
+        m = re.search(r"\+(\d+) object\(s\) with under 0\.5% of the samples", table)
+        assert m and int(m.group(1)) == len(small), table
+    else:
+        assert "under 0.5%" not in table

@@ -19,6 +19,19 @@ def _console(out: Path | None) -> Console:
     return console(open(out, "w") if out is not None else None)  # noqa: SIM115
 
 
+#: objects with a smaller share of the samples are left out of the hot-objects table
+#: (one sample of a library's data is noise, not a hot object) unless nothing else is there
+MIN_SHARE = 0.005
+
+
+def hot_objects(a: Analysis, top: int) -> tuple[list, int]:
+    """The objects the table shows (at most ``top``, those with at least MIN_SHARE of the
+    samples, or all of them when none has) and how many were left out for their share."""
+    first = a.objects[:top]
+    shown = [o for o in first if o.share >= MIN_SHARE] or first
+    return shown, len(first) - len(shown)
+
+
 def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
     con = _console(out)
     p = a.profile
@@ -54,7 +67,8 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
                       ("first touch", "left"), ("pages by node", "left"), ("local", "right")):
         table.add_column(col, justify=just, no_wrap=col not in ("site", "pages by node"),
                          overflow="fold")
-    for o in a.objects[:top]:
+    shown, hidden = hot_objects(a, top)
+    for o in shown:
         ft = o.first_touch
         if ft.pages == 0:
             toucher = "-"
@@ -70,7 +84,10 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
                       pattern, f"{pct(o.reads)}/{pct(o.writes)}", toucher, pages,
                       pct(o.local_fraction))
     con.print(table)
-    for o in a.objects[:top]:
+    if hidden:
+        con.print(f"[dim]+{hidden} object(s) with under {MIN_SHARE:.1%} of the samples each "
+                  "(--object NAME or --format json shows them)[/dim]")
+    for o in shown:
         if len(o.phases) > 1:
             con.print(f"  {esc(o.name)}: phases " + ", ".join(
                 f"{p_.pattern}{'' if p_.parallel else ' (serial)'} "
