@@ -1,7 +1,18 @@
 """Benchmarks of SPEC §7 (not pass/fail tests): recording overhead as a ratio measured
-side by side with interleaved repetitions (best of N), and profile bytes per sample.
+side by side with interleaved repetitions, and profile bytes per sample.
 
-    .venv/bin/python bench/run.py [--reps 5]
+    .venv/bin/python bench/run.py [--reps 5] [--only alloc] [--parts] [--baseline DIR]
+
+Each repetition runs the workload plain, then under `numaprof record` (default settings),
+so both see the same machine load.  Reported per workload: the wall times (median and
+range), the overhead as the median of the per-repetition ratios recorded/plain (and the
+ratio of the best times), the collector's own cpu time (collector.json) and the time the
+record command spends after the program has ended (conversion of the shim's data,
+manifest, source hashes).  With --parts each repetition also runs the workload under the
+collector alone (no CLI) and with only the allocation shim preloaded, to tell the costs
+apart.  With --baseline DIR (the libexec directory of another build: collector and shim)
+each repetition also records with that build, to compare two versions under the same
+load.  The machine is shared: use several repetitions and read the spread.
 """
 
 from __future__ import annotations
@@ -9,6 +20,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -16,6 +29,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+LIBEXEC = ROOT / "build" / "dev" / "libexec"
 
 
 def numaprof() -> list[str]:
@@ -35,11 +49,12 @@ def build() -> dict[str, list[str]]:
     }
 
 
-def timed(argv: list[str], env: dict) -> float:
+def timed(argv: list[str], env: dict) -> tuple[float, int]:
+    """Wall seconds, and the CLOCK_MONOTONIC ns at the end."""
     t0 = time.perf_counter()
     subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                    check=True)
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.monotonic_ns()
 
 
 def profile_bytes(d: Path) -> tuple[int, int]:
@@ -48,24 +63,69 @@ def profile_bytes(d: Path) -> tuple[int, int]:
     return total, n
 
 
+def spread(xs: list[float]) -> str:
+    return f"{statistics.median(xs):.3f} [{min(xs):.3f}-{max(xs):.3f}]"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--only", default="", help="run only the workloads whose label has this")
+    ap.add_argument("--parts", action="store_true",
+                    help="also time the collector without the CLI and the shim alone")
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="libexec directory of another build, recorded with as 'baseline'")
     args = ap.parse_args()
     env = {**os.environ, "OMP_NUM_THREADS": "2", "PYTHONPATH": str(ROOT)}
+    shim = LIBEXEC / "libnumaprof_shim.so"
     for label, argv in build().items():
-        plain, recorded = [], []
+        if args.only not in label:
+            continue
+        runs: dict[str, list[float]] = {"plain": [], "record": []}
+        if args.parts:
+            runs.update({"collector": [], "shim only": []})
+        if args.baseline:
+            runs["baseline"] = []
+        collector_cpu, after = [], []
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "p"
+            part = Path(tmp) / "part"
             for _ in range(args.reps):  # interleaved: plain, recorded, plain, recorded, ...
-                plain.append(timed(argv, env))
-                recorded.append(timed([*numaprof(), "record", "-o", str(out), "--", *argv],
-                                      env))
+                runs["plain"].append(timed(argv, env)[0])
+                for d in (out, out.with_name(out.name + ".old")):  # not timed
+                    shutil.rmtree(d, ignore_errors=True)
+                wall, end = timed([*numaprof(), "record", "-o", str(out), "--", *argv], env)
+                runs["record"].append(wall)
+                col = json.loads((out / "collector.json").read_text())
+                collector_cpu.append(col["collector_cpu_ns"] / 1e9)
+                after.append((end - col["end_ns"]) / 1e9)
+                if args.baseline:
+                    shutil.rmtree(part, ignore_errors=True)
+                    runs["baseline"].append(timed(
+                        [*numaprof(), "record", "-o", str(part), "--", *argv],
+                        {**env, "NUMAPROF_LIBEXEC": str(args.baseline.resolve())})[0])
+                if args.parts:
+                    shutil.rmtree(part, ignore_errors=True)
+                    part.mkdir()
+                    runs["collector"].append(timed(
+                        [str(LIBEXEC / "numaprof-collect"), "-o", str(part), "--shim", str(shim),
+                         "--", *argv], env)[0])
+                    shutil.rmtree(part, ignore_errors=True)
+                    part.mkdir()
+                    runs["shim only"].append(timed(
+                        argv, {**env, "LD_PRELOAD": str(shim), "NUMAPROF_DIR": str(part)})[0])
             size, n = profile_bytes(out)
-        ratio = min(recorded) / min(plain)
-        print(f"{label}: plain best {min(plain):.3f} s, recorded best {min(recorded):.3f} s, "
-              f"overhead ratio {ratio:.3f}; samples {n}, sample table {size / max(n, 1):.1f} "
-              "bytes/sample")
+        plain = runs["plain"]
+        print(f"{label}, {args.reps} interleaved repetitions:")
+        for name, ts in runs.items():
+            line = f"  {name:10s} wall {spread(ts)} s"
+            if name != "plain":
+                ratios = [t / p for t, p in zip(ts, plain, strict=True)]
+                line += (f"; ratio to plain: median {spread(ratios)}, best/best "
+                         f"{min(ts) / min(plain):.3f}")
+            print(line)
+        print(f"  collector cpu {spread(collector_cpu)} s; record after the program ended "
+              f"{spread(after)} s; samples {n}, sample table {size / max(n, 1):.1f} bytes/sample")
 
 
 if __name__ == "__main__":
