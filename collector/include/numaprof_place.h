@@ -33,6 +33,21 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* Strict ISO C (-std=c99 / -std=c11 without _GNU_SOURCE or _DEFAULT_SOURCE) hides these
+ * Linux declarations, and a patch includes this header after the file's own includes, too
+ * late to ask for them with a feature macro.  (C++ compilers define _GNU_SOURCE.) */
+#if !defined(__cplusplus) && !defined(__USE_MISC) && !defined(_DEFAULT_SOURCE) && \
+    !defined(_GNU_SOURCE) && !defined(_BSD_SOURCE)
+extern long syscall(long number, ...);
+extern int madvise(void *addr, size_t length, int advice);
+#endif
+#ifndef O_CLOEXEC
+#define O_CLOEXEC 02000000 /* the x86-64 and arm64 value */
+#endif
+#ifndef MADV_DONTNEED
+#define MADV_DONTNEED 4
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
