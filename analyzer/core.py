@@ -8,6 +8,7 @@ objects (not samples) are ever visited in Python loops.
 from __future__ import annotations
 
 import datetime as _dt
+import itertools
 import os
 import socket
 from dataclasses import dataclass
@@ -480,7 +481,7 @@ def _name(o: _Obj, resolver: symbols.CodeResolver, prof: Profile) -> None:
         var, named_at = _assigned(site, roots)
         # an allocation wrapper (it returns the block): its caller's variable names the
         # array, up to a few wrappers deep (xmalloc inside new_grid inside main)
-        callers = iter(list(resolver.user_frames(o.pid, ips))[1:4])
+        callers = itertools.islice(resolver.user_frames(o.pid, ips), 1, 4)  # resolved only if needed
         cur, at = var, named_at
         while at is not None and symbols.returns_allocation(
                 str(at[0]), at[1].line, cur, symbols.source_language(at[1].file)):
