@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -241,7 +242,48 @@ SYSTEM_PREFIXES = ("/usr/", "/lib/", "/lib64/", "/opt/", "/snap/", "/etc/", "/pr
                    "/dev/")
 
 
-def _hash_sources(cfg: RecordConfig) -> None:
+class _Prefetch:
+    """What `record` needs after the exit, read while the program runs.
+
+    The command's executable is known before it starts: a thread at the lowest priority
+    (nice 19, so that it takes only cpu time the program leaves idle) reads its DWARF file
+    table, hashes its sources and the executable, and imports what the end of `record`
+    imports (numpy for the mappings table).  After the exit `_hash_sources` redoes
+    whatever changed since (a `stat` per file tells).  A failure here only means that the
+    work is done after the exit, as without the thread.
+    """
+
+    def __init__(self, cfg: RecordConfig):
+        from numaprof.recommender.sources import HashCache
+
+        self.cache = HashCache()
+        exe = shutil.which(cfg.command[0]) if cfg.command else None
+        self._thread = threading.Thread(target=self._run, args=(exe,), name="numaprof-prefetch",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self, exe: str | None) -> None:
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        except OSError:
+            pass
+        try:
+            import numaprof.analyzer.profile  # noqa: F401  (numpy: 0.1 s of imports)
+            from numaprof.recommender.sources import hash_sources
+
+            if exe:
+                real = os.path.realpath(exe)
+                hash_sources([real], self.cache)
+                self.cache.digest(real)
+        except Exception:  # noqa: BLE001 - the same work is done after the exit
+            pass
+
+    def join(self):
+        self._thread.join()
+        return self.cache
+
+
+def _hash_sources(cfg: RecordConfig, cache=None) -> None:
     """Stores the hashes of the user's source files (sources.json) for `suggest --apply`.
 
     The executables are the program and the user's own shared objects seen mapped in the
@@ -267,23 +309,25 @@ def _hash_sources(cfg: RecordConfig) -> None:
             executables.append(os.path.realpath(p))
     executables = list(dict.fromkeys(executables))
     try:
-        sources = write_sources_json(cfg.output, executables)
+        sources = write_sources_json(cfg.output, executables, cache)
     except OSError as e:
         if _disk_full(e):
             raise NumaprofError(f"cannot write the profile {cfg.output}: {e.strerror}") from e
         print(f"numaprof: warning: cannot hash the sources ({e.strerror}); "
               "suggest --apply will refuse to patch", file=sys.stderr)
         return
-    _archive(cfg.output, executables, sources)
+    _archive(cfg.output, executables, sources, cache)
 
 
 ARCHIVE_LIMIT = 256 << 20  # bytes of executables and sources copied into one profile
 
 
-def _archive(out: Path, executables: list[str], sources: dict[str, str]) -> None:
+def _archive(out: Path, executables: list[str], sources: dict[str, str], cache=None) -> None:
     """Copies the user's executables and sources into <profile>/archive (content-addressed),
     so that report names objects right after a rebuild or a patch (like perf archive)."""
-    from numaprof.recommender.sources import sha256_file
+    from numaprof.recommender.sources import HashCache
+
+    cache = cache or HashCache()
 
     base = out / "archive"
     doc: dict = {"binaries": {}, "sources": {}, "skipped": []}
@@ -296,7 +340,7 @@ def _archive(out: Path, executables: list[str], sources: dict[str, str]) -> None
             if used + size > ARCHIVE_LIMIT:
                 doc["skipped"].append(path)
                 continue
-            digest = digest or sha256_file(path)
+            digest = digest or cache.digest(path)
             base.mkdir(mode=0o700, exist_ok=True)
             target = base / digest
             if not target.exists():
@@ -344,7 +388,9 @@ def run_record(cfg: RecordConfig, argv: list[str]) -> int:
     except NumaprofError:
         _discard(cfg.output, old)
         raise
+    prefetch = _Prefetch(cfg)
     rc, said = _run_collector(collector_argv)
+    cache = prefetch.join()
     if rc >= 0 and not (cfg.output / "collector.json").exists():
         # The run never started, or the collector could not write its results (a full
         # disk).  Leave no half-written profile; the previous one comes back.
@@ -362,7 +408,7 @@ def run_record(cfg: RecordConfig, argv: list[str]) -> int:
         if manifest["collector"].get("write_error"):
             raise NumaprofError(f"cannot write the profile {cfg.output}: "
                                 f"{manifest['collector']['write_error']}")
-        _hash_sources(cfg)
+        _hash_sources(cfg, cache)
         _write_json_atomic(manifest_path, manifest)
     except NumaprofError as e:
         _discard(cfg.output, old)

@@ -32,6 +32,51 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+def _stat_key(path: str) -> tuple | None:
+    """What must not change for an earlier result about PATH to stand (None: no file)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+class HashCache:
+    """Results of `sha256_file` and `dwarf_source_files` that stay valid while the file's
+    identity, size and times are unchanged.
+
+    `record` fills one in a background thread while the program runs (the command's own
+    executable is known before it starts), so that what is left after the exit is a
+    `stat` per file instead of reading the DWARF and hashing every source again.  A file
+    changed since it was read is read again: the result is what `hash_sources` without a
+    cache gives after the run.
+    """
+
+    def __init__(self) -> None:
+        self._digests: dict[str, tuple[tuple, str]] = {}
+        self._sources: dict[str, tuple[tuple, list[str]]] = {}
+
+    def digest(self, path: str) -> str:
+        key = _stat_key(path)
+        hit = self._digests.get(path)
+        if key is not None and hit is not None and hit[0] == key:
+            return hit[1]
+        value = sha256_file(path)
+        if key is not None and _stat_key(path) == key:  # not changed while it was read
+            self._digests[path] = (key, value)
+        return value
+
+    def source_files(self, executable: str) -> list[str]:
+        key = _stat_key(executable)
+        hit = self._sources.get(executable)
+        if key is not None and hit is not None and hit[0] == key:
+            return hit[1]
+        value = dwarf_source_files(executable)
+        if key is not None and _stat_key(executable) == key:
+            self._sources[executable] = (key, value)
+        return value
+
+
 def _decode(value) -> str:
     return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
 
@@ -86,37 +131,39 @@ def dwarf_source_files(executable_path: str | os.PathLike) -> list[str]:
     return [p for p in paths if not (p in seen or seen.add(p))]
 
 
-def hash_sources(executable_paths) -> dict[str, str]:
+def hash_sources(executable_paths, cache: HashCache | None = None) -> dict[str, str]:
     """Map each user source file of the given ELF files to its sha256.
 
     Only files that exist on disk and are not system files (under /usr) are kept; paths
     are absolute and resolved through symbolic links, since that is what `--apply`
-    writes to.
+    writes to.  With a `HashCache`, files unchanged since it read them are not read again.
     """
+    cache = cache or HashCache()
     result: dict[str, str] = {}
     exes = dict.fromkeys(os.path.realpath(e) for e in executable_paths)
     for exe in exes:
         if exe.startswith(_SYSTEM_PREFIXES):
             continue  # system libraries: their sources are never the user's to patch
-        for path in dwarf_source_files(exe):
+        for path in cache.source_files(exe):
             real = os.path.realpath(path)
             if real in result or real.startswith(_SYSTEM_PREFIXES):
                 continue
             if not os.path.isfile(real):
                 continue
             try:
-                result[real] = sha256_file(real)
+                result[real] = cache.digest(real)
             except OSError:
                 continue
     return dict(sorted(result.items()))
 
 
-def write_sources_json(profile_dir: str | os.PathLike, executable_paths) -> dict[str, str]:
+def write_sources_json(profile_dir: str | os.PathLike, executable_paths,
+                       cache: HashCache | None = None) -> dict[str, str]:
     """Hash the sources of `executable_paths` and store them as `sources.json` in the profile.
 
     The file is created 0600 like the rest of the profile.  Returns the mapping written.
     """
-    hashes = hash_sources(executable_paths)
+    hashes = hash_sources(executable_paths, cache)
     doc = {"schema": SCHEMA, "files": hashes}
     path = os.path.join(os.fspath(profile_dir), SOURCES_FILE)
     tmp = path + ".tmp"

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from numaprof.errors import ProfileError
+from numaprof.recommender import sources
 from numaprof.recommender.sources import (
+    HashCache,
     dwarf_source_files,
     hash_sources,
     read_sources_json,
@@ -47,6 +49,25 @@ def test_hashes_cover_the_user_sources_and_no_system_headers(program):
     assert str(main_c) in dwarf_source_files(exe)
     hashes = hash_sources([exe])
     assert hashes == {str(main_c): sha(main_c), str(util_h): sha(util_h)}
+
+
+def test_a_cache_filled_before_the_run_gives_the_hashes_after_it(program, monkeypatch):
+    """`record` hashes while the program runs; a source edited meanwhile is hashed again,
+    an unchanged one is not read again."""
+    exe, main_c, util_h = program
+    cache = HashCache()
+    before = hash_sources([exe], cache)
+    assert before == hash_sources([exe])
+    reads = []
+    real_sha = sources.sha256_file
+    monkeypatch.setattr(sources, "sha256_file", lambda p: reads.append(str(p)) or real_sha(p))
+    util_h.write_text(UTIL_H.replace("2 * x", "x + x"))  # an edit during the run
+    after = hash_sources([exe], cache)
+    assert after == {str(main_c): sha(main_c), str(util_h): sha(util_h)}
+    assert after[str(util_h)] != before[str(util_h)]
+    assert reads == [str(util_h)]  # main.c did not change: its hash came from the cache
+    util_h.unlink()
+    assert hash_sources([exe], cache) == {str(main_c): sha(main_c)}
 
 
 def test_missing_deleted_and_non_elf_files_give_nothing(program, tmp_path):
