@@ -603,6 +603,23 @@ def code_change_note(objects) -> str | None:
             + ", ".join(f"{s.name} ({s.policy})" for s in patches) + ".")
 
 
+def _one_node_choice(target: Topology, n_threads: int, data: int):
+    """The node to run on: one whose cpus take the compute threads and whose memory takes
+    80 % of the data; of those the one with the most memory bandwidth when the target
+    knows it (measured or from hwloc), then the lowest id.  None when no node qualifies."""
+    fits = [(p, node) for p, node in enumerate(target.nodes)
+            if n_threads <= max(len(node.cpus), 1) and node.memory_bytes
+            and data <= ONE_NODE_MEMORY_SHARE * node.memory_bytes]
+    if not fits:
+        return None
+    bw = None if target.node_bandwidth is None else np.asarray(target.node_bandwidth, dtype=float)
+    if bw is not None and bw.shape == (target.n_nodes,):
+        known = [(p, node) for p, node in fits if np.isfinite(bw[p]) and bw[p] > 0]
+        if known:
+            return max(known, key=lambda pn: (bw[pn[0]], -pn[1].id))[1]
+    return min(fits, key=lambda pn: pn[1].id)[1]
+
+
 def _one_node(analysis: Analysis, plan: _Plan, result: Suggestions, now: dict[str, float]) -> None:
     """`numactl -N n -m n` when the data fits one node and the unchanged program gains
     nothing from the other nodes (001 §3.1).
@@ -615,13 +632,12 @@ def _one_node(analysis: Analysis, plan: _Plan, result: Suggestions, now: dict[st
     With a measured bandwidth pressure beta only that share of the time streams: over the
     K nodes in use, (1 - beta) + beta * K on one node against latency x ((1 - beta) +
     beta * K * busiest share) for the unchanged program (beta = 1 gives the rule above).
+    The rule takes every node as fast as the others; the node named is the fastest one
+    that qualifies (`_one_node_choice`), so a difference in bandwidth only helps it.
     """
-    target = plan.target
-    node = target.nodes[0]
     data = sum(o.size for o in analysis.objects)
-    if len(plan.compute) > max(len(node.cpus), 1):
-        return
-    if not node.memory_bytes or data > ONE_NODE_MEMORY_SHARE * node.memory_bytes:
+    node = _one_node_choice(plan.target, len(plan.compute), data)
+    if node is None:
         return
     if plan.beta is None:
         if now["latency"] * now["max_share"] <= 1.0 + TIE_TOLERANCE:

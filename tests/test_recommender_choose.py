@@ -5,6 +5,8 @@ Each test builds the analyzer's result objects by hand: threads, per-sample acce
 random; static or dynamic schedule), and the first touch (master-thread or parallel).
 """
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -269,6 +271,22 @@ def test_run_on_one_node_for_master_init_that_fits():
     an = example_serial_init()
     s = suggest(an, resolve_target("2s", an.topology))
     assert any(c.startswith("numactl -N 0 -m 0 ./app -n 10") for c in s.commands)
+
+
+def test_run_on_one_node_names_the_fastest_node_that_fits():
+    an = example_serial_init()
+    target = dataclasses.replace(resolve_target("2s", an.topology), node_bandwidth=np.array([40.0, 90.0]))
+    s = suggest(an, target)
+    assert any(c.startswith("numactl -N 1 -m 1 ./app -n 10") for c in s.commands), s.commands
+    assert not any(c.startswith("numactl -N 0") for c in s.commands)
+
+
+def test_run_on_one_node_names_a_node_whose_cpus_take_the_threads():
+    an = example_serial_init()  # 2 threads
+    target = Topology(nodes=(Node(0, (0,), 8 << 30), Node(1, (1, 2, 3), 8 << 30)),
+                      distances=np.array([[10.0, 21.0], [21.0, 10.0]]), source="test")
+    s = suggest(an, target)
+    assert any(c.startswith("numactl -N 1 -m 1 ./app -n 10") for c in s.commands), s.commands
 
 
 def test_no_run_on_one_node_when_threads_do_not_fit():
