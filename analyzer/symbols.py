@@ -626,18 +626,24 @@ class CodeResolver:
     def user_frames(self, pid: int, ips: list[int]):
         """The frames of a call stack (innermost first) with a source line outside the
         system headers, each named after the function whose body holds the line: the
-        allocation site, then its callers (for allocation wrappers)."""
+        allocation site, then its callers (for allocation wrappers).  A function inlined
+        into its caller is a frame too: after the line in its body come the call sites it
+        was inlined at (a wrapper `return calloc(...)` inlined into `u = make_grid(n)`)."""
         for ip in ips:
             sl = self.resolve(pid, ip, return_address=True)
             if sl is None or sl.line <= 0 or is_system_source(sl.file):
                 continue
             found = self.elf_address(pid, ip - 1)
-            if found is not None:
-                named = next((p for p in found[0].inline_positions(found[1])
-                              if (p.file, p.line, p.column) == (sl.file, sl.line, sl.column)), None)
-                if named is not None and named.function != "?":
-                    sl = named
-            yield sl
+            chain = found[0].inline_positions(found[1]) if found is not None else []
+            at = next((k for k, p in enumerate(chain)
+                       if (p.file, p.line, p.column) == (sl.file, sl.line, sl.column)), None)
+            if at is None:
+                yield sl
+                continue
+            yield chain[at] if chain[at].function != "?" else sl
+            for p in chain[at + 1:]:
+                if p.line > 0 and not is_system_source(p.file):
+                    yield p
 
 
 # ------------------------------------------------------------------- naming from source

@@ -312,6 +312,38 @@ def test_allocation_wrappers_take_the_callers_name(tmp_path):
     assert got[addrs[3]] == ("tmp", "scratch@wrap.c:23"), got
 
 
+C_INLINED_WRAPPER = """\
+#include <stdio.h>
+#include <stdlib.h>
+
+static double *make_grid(size_t n)
+{
+    return calloc(n * n, sizeof(double));
+}
+
+int main(int argc, char **argv)
+{
+    size_t n = (size_t)argc * 1000;
+    double *u = make_grid(n);
+    double *v = make_grid(n + 1);
+    printf("%p %p\\n", (void *)u, (void *)v);
+    return 0;
+}
+"""
+
+
+def test_inlined_wrapper_takes_the_callers_name(tmp_path):
+    """At -O2 the wrapper is inlined into main: the allocation's return address is in main,
+    its line is the wrapper's `return calloc(...)`, and the inline call site names it."""
+    exe = _build(tmp_path, "inl.c", C_INLINED_WRAPPER, "gcc", ["-g", "-O2"])
+    ras = _return_addresses(exe, ["calloc"])
+    assert len(ras) == 2, "gcc did not inline make_grid twice"
+    assert not _calls(exe, "make_grid"), "make_grid was not inlined"
+    prof, addrs = _profile(tmp_path, exe, [(ra, 1 << 20) for ra in ras])
+    got = {o.address: (o.name, o.site) for o in analyze(prof).objects}
+    assert sorted(got.values()) == [("u", "main@inl.c:12"), ("v", "main@inl.c:13")], got
+
+
 def test_returns_allocation_and_out_argument(tmp_path):
     src = tmp_path / "r.c"
     src.write_text(

@@ -19,6 +19,9 @@
 #include <string.h>
 
 enum { F_CF = 1, F_TARGET = 2, F_MEM = 4, F_GAP = 8, F_PAUSE = 16 };
+/* nmp_insn.def_op: dst = src (mov), dst = sx32(src) (movsxd), dst = dst OP imm, or
+ * dst = src + src2 * scale + imm (lea) */
+enum { DEF_NONE = 0, DEF_MOV = 32, DEF_SX32, DEF_ALU, DEF_LEA };
 
 /* Capstone register -> perf_event_x86_regs index (aliases map to the full register);
  * -1 for anything else (vector, segment, control registers). */
@@ -84,15 +87,37 @@ void nmp_regs_unpack(uint64_t mask, const uint64_t *vals, size_t n, struct nmp_r
             out->r[b] = vals[k++];
 }
 
+static uint64_t rebuilt(const struct nmp_rebuild *rb, const struct nmp_regs *r)
+{
+    uint64_t v = r->r[(int)rb->src];
+    for (int k = 0; k < rb->nops && k < NMP_REBUILD_OPS; k++) {
+        const struct nmp_rop *o = &rb->ops[k];
+        switch (o->op) {
+        case NMP_ROP_ADD: v += (uint64_t)(int64_t)o->imm; break;
+        case NMP_ROP_AND: v &= (uint64_t)(int64_t)o->imm; break;
+        case NMP_ROP_SHL: v <<= (unsigned)o->imm & 63; break;
+        case NMP_ROP_SHR: v >>= (unsigned)o->imm & 63; break;
+        case NMP_ROP_SAR: v = (uint64_t)((int64_t)v >> ((unsigned)o->imm & 63)); break;
+        case NMP_ROP_ZX32: v &= 0xffffffffULL; break;
+        case NMP_ROP_SX32: v = (uint64_t)(int64_t)(int32_t)(uint32_t)v; break;
+        case NMP_ROP_ADDREG:
+            v += r->r[(int)o->reg] * o->scale + (uint64_t)(int64_t)o->imm;
+            break;
+        default: break;
+        }
+    }
+    return v;
+}
+
 uint64_t nmp_memop_addr(const struct nmp_memop *m, const struct nmp_regs *r)
 {
     if (m->rule != NMP_RULE_AT_IP && m->rule != NMP_RULE_SKID)
         return 0;
     uint64_t a = (uint64_t)m->disp;
     if (m->base >= 0)
-        a += r->r[(int)m->base];
+        a += m->rb.used && m->rb.reg == m->base ? rebuilt(&m->rb, r) : r->r[(int)m->base];
     if (m->index >= 0)
-        a += r->r[(int)m->index] * m->scale;
+        a += (m->rb.used && m->rb.reg == m->index ? rebuilt(&m->rb, r) : r->r[(int)m->index]) * m->scale;
     if (m->addr32)
         a &= 0xffffffffULL;
     return a;
@@ -172,6 +197,86 @@ static int fix_access(unsigned id, const char *mnem, int opidx, int acc)
     return acc;
 }
 
+/* The def_* fields: what an instruction that writes exactly one general register (8 or
+ * 4 bytes wide) computed into it, for the forms that can be replayed. */
+static void fill_def(struct nmp_insn *in, unsigned id, const cs_x86 *x)
+{
+    in->def_src = in->def_src2 = -1;
+    if (x->op_count != 2 || x->operands[0].type != X86_OP_REG)
+        return;
+    int d32 = 0, s32 = 0;
+    int dst = perf_reg(x->operands[0].reg, &d32);
+    uint8_t dsize = x->operands[0].size;
+    if (dst < 0 || dst == 7 || dst == 8 || (dsize != 8 && dsize != 4) || in->wregs != (1u << dst))
+        return;
+    const cs_x86_op *s = &x->operands[1];
+    int64_t imm = s->type == X86_OP_IMM ? s->imm : 0;
+    if (s->type == X86_OP_IMM && (d32 ? (imm < INT32_MIN || imm > (int64_t)UINT32_MAX)
+                                      : (imm < INT32_MIN || imm > INT32_MAX)))
+        return;
+    in->def_32 = (uint8_t)(dsize == 4);
+    in->def_imm = (int32_t)(uint32_t)(uint64_t)imm;
+    switch (id) {
+    case X86_INS_MOV:
+        if (s->type == X86_OP_REG && s->size == dsize) {
+            int src = perf_reg(s->reg, &s32);
+            if (src >= 0 && src != 8) {
+                in->def_op = DEF_MOV;
+                in->def_src = (int8_t)src;
+            }
+        }
+        return;
+    case X86_INS_MOVSXD:
+        if (s->type == X86_OP_REG && s->size == 4 && dsize == 8) {
+            int src = perf_reg(s->reg, &s32);
+            if (src >= 0 && src != 8) {
+                in->def_op = DEF_SX32;
+                in->def_src = (int8_t)src;
+            }
+        }
+        return;
+    case X86_INS_AND: case X86_INS_ADD: case X86_INS_SUB:
+    case X86_INS_SHL: case X86_INS_SAL: case X86_INS_SHR: case X86_INS_SAR:
+        if (s->type != X86_OP_IMM)
+            return;
+        in->def_op = DEF_ALU;
+        in->def_src = (int8_t)dst;
+        in->def_scale = id == X86_INS_AND ? NMP_ROP_AND
+                        : id == X86_INS_ADD ? NMP_ROP_ADD
+                        : id == X86_INS_SUB ? NMP_ROP_ADD
+                        : id == X86_INS_SHR ? NMP_ROP_SHR
+                        : id == X86_INS_SAR ? NMP_ROP_SAR : NMP_ROP_SHL;
+        if (id == X86_INS_SUB)
+            in->def_imm = (int32_t)-(int64_t)in->def_imm;
+        if ((id == X86_INS_SHL || id == X86_INS_SAL || id == X86_INS_SHR || id == X86_INS_SAR) &&
+            (imm < 0 || imm > 63))
+            in->def_op = DEF_NONE;
+        if (id == X86_INS_SUB && imm == INT32_MIN)
+            in->def_op = DEF_NONE;
+        return;
+    case X86_INS_LEA:
+        if (s->type != X86_OP_MEM || s->mem.segment != X86_REG_INVALID ||
+            s->mem.base == X86_REG_RIP || s->mem.base == X86_REG_EIP ||
+            s->mem.disp < INT32_MIN || s->mem.disp > INT32_MAX)
+            return;
+        int b = -1, i = -1, b32 = 0, i32 = 0;
+        if (s->mem.base != X86_REG_INVALID && (b = perf_reg(s->mem.base, &b32)) < 0)
+            return;
+        if (s->mem.index != X86_REG_INVALID && (i = perf_reg(s->mem.index, &i32)) < 0)
+            return;
+        if (b32 || i32 || b == 8 || i == 8)
+            return; /* 32-bit address arithmetic: not replayed */
+        in->def_op = DEF_LEA;
+        in->def_src = (int8_t)b;
+        in->def_src2 = (int8_t)i;
+        in->def_scale = (uint8_t)(s->mem.scale > 0 ? s->mem.scale : 1);
+        in->def_imm = (int32_t)s->mem.disp;
+        return;
+    default:
+        return;
+    }
+}
+
 /* Fills one compact instruction from Capstone's decode in c->ci. */
 static void fill_insn(struct nmp_cs *c, struct nmp_insn *in, uint64_t *target)
 {
@@ -234,6 +339,7 @@ static void fill_insn(struct nmp_cs *c, struct nmp_insn *in, uint64_t *target)
     }
     if (in->step_reg >= 0 && in->wregs != (1u << in->step_reg))
         in->step_reg = -1;
+    fill_def(in, ci->id, x);
 
     if (no_data_access(ci->id))
         return;
@@ -368,6 +474,142 @@ static long find_insn(const struct nmp_insn *v, size_t n, uint64_t ip)
     return lo < n && v[lo].addr == ip ? (long)lo : -1;
 }
 
+static int push_op(struct nmp_rebuild *rb, int op, int reg, int scale, int64_t imm)
+{
+    if (rb->nops >= NMP_REBUILD_OPS || imm < INT32_MIN || imm > INT32_MAX)
+        return -1;
+    struct nmp_rop *o = &rb->ops[rb->nops++];
+    o->op = (uint8_t)op;
+    o->reg = (int8_t)reg;
+    o->scale = (uint8_t)scale;
+    o->pad = 0;
+    o->imm = (int32_t)imm;
+    return 0;
+}
+
+/* 1 if v[from..to) wrote `reg` only by constant steps (their sum, negated, in *undo). */
+static int steps_only(const struct nmp_insn *v, long from, long to, int reg, int64_t *undo)
+{
+    *undo = 0;
+    for (long k = from; k < to; k++) {
+        if (!(v[k].wregs & (1u << reg)))
+            continue;
+        if (v[k].step_reg != reg)
+            return 0;
+        *undo -= v[k].step;
+    }
+    return 1;
+}
+
+static int log2_scale(int s)
+{
+    return s == 1 ? 0 : s == 2 ? 1 : s == 4 ? 2 : s == 8 ? 3 : -1;
+}
+
+/* Rebuilds into rb the value `reg` had just before v[at], from the registers at the
+ * sample (taken before v[ipi]): intact up to constant steps, or replayed from the
+ * instruction that last set it in the same straight-line block (mov, movsxd, and / add /
+ * sub / shifts by a constant, lea), recursively.  0, or -1 when it cannot be known. */
+static int rebuild(const struct nmp_insn *v, long at, long ipi, int reg, struct nmp_rebuild *rb,
+                   int depth)
+{
+    int64_t undo;
+    if (steps_only(v, at, ipi, reg, &undo)) {
+        rb->src = (int8_t)reg;
+        rb->nops = 0;
+        return undo ? push_op(rb, NMP_ROP_ADD, -1, 0, undo) : 0;
+    }
+    if (depth >= 4)
+        return -1;
+    for (long k = at - 1; k >= 0; k--) {
+        if ((v[k + 1].flags & (F_TARGET | F_GAP)) || (v[k].flags & F_CF))
+            return -1; /* the value came from another path */
+        if (!(v[k].wregs & (1u << reg)))
+            continue;
+        const struct nmp_insn *d = &v[k];
+        int b = d->def_src, x = d->def_src2, sh = log2_scale(d->def_scale);
+        int64_t ub = 0, ux = 0;
+        switch (d->def_op) {
+        case DEF_MOV:
+            if (rebuild(v, k, ipi, b, rb, depth + 1) < 0)
+                return -1;
+            break;
+        case DEF_SX32:
+            if (rebuild(v, k, ipi, b, rb, depth + 1) < 0 || push_op(rb, NMP_ROP_SX32, -1, 0, 0) < 0)
+                return -1;
+            break;
+        case DEF_ALU:
+            if (rebuild(v, k, ipi, reg, rb, depth + 1) < 0 ||
+                push_op(rb, d->def_scale, -1, 0, d->def_imm) < 0)
+                return -1;
+            break;
+        case DEF_LEA:
+            if (x < 0) { /* base + disp */
+                if (b < 0 || rebuild(v, k, ipi, b, rb, depth + 1) < 0)
+                    return -1;
+            } else if (b < 0 || (b != x && steps_only(v, k, ipi, b, &ub))) {
+                /* index * scale (+ an intact base) + disp */
+                if (sh < 0 || rebuild(v, k, ipi, x, rb, depth + 1) < 0 ||
+                    (sh && push_op(rb, NMP_ROP_SHL, -1, 0, sh) < 0) ||
+                    (b >= 0 && push_op(rb, NMP_ROP_ADDREG, b, 1, ub) < 0))
+                    return -1;
+            } else if (b != x && steps_only(v, k, ipi, x, &ux)) {
+                /* base + an intact index * scale + disp */
+                if (rebuild(v, k, ipi, b, rb, depth + 1) < 0 ||
+                    push_op(rb, NMP_ROP_ADDREG, x, d->def_scale, ux * d->def_scale) < 0)
+                    return -1;
+            } else {
+                return -1;
+            }
+            if (d->def_imm && push_op(rb, NMP_ROP_ADD, -1, 0, d->def_imm) < 0)
+                return -1;
+            break;
+        default:
+            return -1;
+        }
+        if (d->def_32 && push_op(rb, NMP_ROP_ZX32, -1, 0, 0) < 0)
+            return -1;
+        return 0;
+    }
+    return -1;
+}
+
+/* Charges the access of v[j] to a sample taken before v[i] (rule skid): each address
+ * register is either intact up to constant steps (undone in the displacement) or
+ * rebuilt (at most one of them).  Returns 0, or -1 with rule clobbered. */
+static int skid_to(const struct nmp_insn *v, long j, long i, struct nmp_memop *out)
+{
+    *out = v[j].mem;
+    out->rule = NMP_RULE_SKID;
+    memset(&out->rb, 0, sizeof out->rb);
+    int64_t dbase = 0, dindex = 0;
+    int regs[2] = {out->base, out->index};
+    int64_t *undo[2] = {&dbase, &dindex};
+    for (int w = 0; w < 2; w++) {
+        int reg = regs[w];
+        if (reg < 0)
+            continue;
+        if (w == 1 && reg == regs[0]) { /* (%rax,%rax,s): as the base */
+            dindex = dbase;
+            continue;
+        }
+        if (steps_only(v, j, i, reg, undo[w]))
+            continue;
+        struct nmp_rebuild rb;
+        memset(&rb, 0, sizeof rb);
+        if (out->rb.used || rebuild(v, j, i, reg, &rb, 0) < 0) {
+            memset(&out->rb, 0, sizeof out->rb);
+            out->rule = NMP_RULE_CLOBBERED;
+            return -1;
+        }
+        rb.used = 1;
+        rb.reg = (int8_t)reg;
+        out->rb = rb;
+    }
+    out->disp += dbase + dindex * out->scale;
+    return 0;
+}
+
 /* The at_ip / skid rule on a decoded instruction list.  Returns 0, or -1 if ip is not an
  * instruction boundary of the list. */
 int nmp_attribute(const struct nmp_insn *v, size_t n, uint64_t ip, struct nmp_memop *out)
@@ -383,21 +625,11 @@ int nmp_attribute(const struct nmp_insn *v, size_t n, uint64_t ip, struct nmp_me
          * waited for has retired, so ip is the instruction *after* the stalled one.  The
          * first instruction of such a run is never at ip (measured: 0 of 12 766 samples
          * on `patterns irregular static rw`, whose loads of `a` open both loops), so the
-         * access that just retired is charged (rule skid) when its address is intact. */
+         * access that just retired is charged (rule skid) when its address is known. */
         const struct nmp_insn *p = i > 0 ? &v[i - 1] : NULL;
         if (p && !(v[i].flags & (F_TARGET | F_GAP)) && (p->flags & F_MEM) && !(p->flags & F_CF) &&
-            p->mem.rule == NMP_RULE_AT_IP) {
-            uint32_t need = 0;
-            if (p->mem.base >= 0)
-                need |= 1u << p->mem.base;
-            if (p->mem.index >= 0)
-                need |= 1u << p->mem.index;
-            if (!(p->wregs & need)) {
-                *out = p->mem;
-                out->rule = NMP_RULE_SKID;
-                return 0;
-            }
-        }
+            p->mem.rule == NMP_RULE_AT_IP && skid_to(v, i - 1, i, out) == 0)
+            return 0;
         *out = v[i].mem;
         return 0;
     }
@@ -423,32 +655,9 @@ int nmp_attribute(const struct nmp_insn *v, size_t n, uint64_t ip, struct nmp_me
         *out = in->mem;
         if (out->rule != NMP_RULE_AT_IP)
             return 0; /* segment / vsib / undecodable: the nearest access is not computable */
-        uint32_t need = 0;
-        if (out->base >= 0)
-            need |= 1u << out->base;
-        if (out->index >= 0)
-            need |= 1u << out->index;
-        out->rule = NMP_RULE_SKID;
-        if (in->wregs & need) { /* mov rax,[rax]: the address is gone */
-            out->rule = NMP_RULE_CLOBBERED;
-            return 0;
-        }
-        /* writes in between: constant steps are undone, anything else clobbers */
-        int64_t dbase = 0, dindex = 0;
-        for (long k = j + 1; k < i; k++) {
-            uint32_t w = v[k].wregs & need;
-            if (!w)
-                continue;
-            if (v[k].step_reg < 0) {
-                out->rule = NMP_RULE_CLOBBERED;
-                return 0;
-            }
-            if (v[k].step_reg == out->base)
-                dbase -= v[k].step;
-            if (v[k].step_reg == out->index)
-                dindex -= v[k].step;
-        }
-        out->disp += dbase + dindex * out->scale;
+        /* writes in between: constant steps are undone, a register overwritten since the
+         * access is rebuilt from the instructions that computed it, else it is clobbered */
+        skid_to(v, j, i, out);
         return 0;
     }
     return 0;

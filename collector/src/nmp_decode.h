@@ -32,6 +32,36 @@ void nmp_regs_unpack(uint64_t mask, const uint64_t *vals, size_t n, struct nmp_r
 /* How to compute the data address of a sample at one IP: the decode of the memory
  * operand the sample is attributed to.  rule is NMP_RULE_*; the address is meaningful
  * only for NMP_RULE_AT_IP and NMP_RULE_SKID. */
+/* The value an address register had at the access, rebuilt from a register still intact
+ * at the sample when the register itself was overwritten since (`mov (%r10,%rdx,4),%edx`
+ * loads over its own index): start from r[src] and apply ops[0..nops) in order. */
+enum nmp_rop_kind {
+    NMP_ROP_ADD = 1, /* v += imm */
+    NMP_ROP_AND,     /* v &= (int64_t)imm */
+    NMP_ROP_SHL,     /* v <<= imm */
+    NMP_ROP_SHR,     /* v >>= imm (logical) */
+    NMP_ROP_SAR,     /* v = (int64_t)v >> imm */
+    NMP_ROP_ZX32,    /* v &= 0xffffffff (a 32-bit write) */
+    NMP_ROP_SX32,    /* v = (int64_t)(int32_t)v (movsxd) */
+    NMP_ROP_ADDREG,  /* v += r[reg] * scale + imm */
+};
+#define NMP_REBUILD_OPS 6
+struct nmp_rop {
+    uint8_t op;   /* nmp_rop_kind */
+    int8_t reg;   /* ADDREG: perf register index */
+    uint8_t scale;
+    uint8_t pad;
+    int32_t imm;
+};
+struct nmp_rebuild {
+    uint8_t used; /* 0 (a zeroed memop): nothing rebuilt */
+    int8_t reg;   /* the memop's base or index register this replaces */
+    int8_t src;   /* perf register index the value starts from */
+    uint8_t nops;
+    uint8_t pad[4];
+    struct nmp_rop ops[NMP_REBUILD_OPS];
+};
+
 struct nmp_memop {
     int64_t disp;       /* displacement; RIP-relative operands have it resolved */
     uint64_t insn;      /* address of the instruction the sample is attributed to */
@@ -41,6 +71,7 @@ struct nmp_memop {
     uint8_t access;     /* NMP_ACC_* */
     uint8_t size;       /* bytes, 0 unknown */
     uint8_t rule;       /* NMP_RULE_* */
+    struct nmp_rebuild rb; /* rb.used: rb.reg's value at the access, rebuilt */
 };
 
 /* Effective address of `m` under registers `r` (0 if the rule carries no address). */

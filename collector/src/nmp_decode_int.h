@@ -12,6 +12,13 @@ struct nmp_insn {
     uint8_t flags;
     int8_t step_reg;  /* `reg += step` (add/sub imm, inc/dec, lea reg,[reg+d]): reg, or -1 */
     int32_t step;
+    /* what the instruction computed into its only written register, when it is one of
+     * the forms the skid rule can replay (mov, movsxd, and/add/sub/shifts by a constant,
+     * lea): def_op (a nmp_rop_kind, 0 = none) of def_src / def_src2 */
+    uint8_t def_op, def_32;  /* def_32: a 32-bit destination (the result is zero-extended) */
+    int8_t def_src, def_src2;
+    uint8_t def_scale;
+    int32_t def_imm;
     struct nmp_memop mem; /* valid when flags has the memory-operand bit */
 };
 

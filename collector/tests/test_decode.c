@@ -158,6 +158,46 @@ int main(void)
     check_case(d, "clobbered between", clob2, sizeof clob2, A, A + 6, 1, &r,
                (struct expect){0, NMP_ACC_LOAD, 8, NMP_RULE_CLOBBERED});
 
+    /* an index loaded over (the gather x = lut[i & mask]): rebuilt from what computed it.
+     * mov rdx,rax; and edx,0x3fffff; mov edx,[r10+rdx*4]; mulsd xmm0,xmm2 <- ip */
+    {
+        struct nmp_regs g = r;
+        g.r[18] = 0x7f0000100000; /* r10 */
+        g.r[DX] = 77;             /* what the load put in edx */
+        static const uint8_t gat[] = {0x48, 0x89, 0xc2, 0x81, 0xe2, 0xff, 0xff, 0x3f, 0x00,
+                                      0x41, 0x8b, 0x14, 0x92, 0xf2, 0x0f, 0x59, 0xc2};
+        check_case(d, "rebuilt masked index", gat, sizeof gat, A, A + 13, 1, &g,
+                   (struct expect){g.r[18] + (g.r[AX] & 0x3fffff) * 4, NMP_ACC_LOAD, 4,
+                                   NMP_RULE_SKID});
+        /* the same, ip on the next access: the retired load is charged, rebuilt */
+        static const uint8_t gat2[] = {0x48, 0x89, 0xc2, 0x81, 0xe2, 0xff, 0xff, 0x3f, 0x00,
+                                       0x41, 0x8b, 0x14, 0x92, 0xf2, 0x0f, 0x10, 0x0e};
+        check_case(d, "rebuilt masked index, next access", gat2, sizeof gat2, A, A + 13, 1, &g,
+                   (struct expect){g.r[18] + (g.r[AX] & 0x3fffff) * 4, NMP_ACC_LOAD, 4,
+                                   NMP_RULE_SKID});
+        /* a jump target between the mask and the load: the value may come from elsewhere
+         * mov rdx,rax; and edx,0x3fffff; jmp +0; mov edx,[r10+rdx*4]; mulsd <- ip */
+        static const uint8_t gatj[] = {0x48, 0x89, 0xc2, 0x81, 0xe2, 0xff, 0xff, 0x3f, 0x00, 0xeb,
+                                       0x00, 0x41, 0x8b, 0x14, 0x92, 0xf2, 0x0f, 0x59, 0xc2};
+        check_case(d, "no rebuild across a jump target", gatj, sizeof gatj, A, A + 15, 1, &g,
+                   (struct expect){0, NMP_ACC_LOAD, 4, NMP_RULE_CLOBBERED});
+        /* lea rdx,[rax+rbx+8]; mov rdx,[rdx]; add rcx,rdx <- ip */
+        static const uint8_t lea[] = {0x48, 0x8d, 0x54, 0x18, 0x08, 0x48, 0x8b, 0x12,
+                                      0x48, 0x01, 0xd1};
+        check_case(d, "rebuilt lea", lea, sizeof lea, A, A + 8, 1, &g,
+                   (struct expect){g.r[AX] + g.r[BX] + 8, NMP_ACC_LOAD, 8, NMP_RULE_SKID});
+        /* movsxd rdx,eax (negative); mov rdx,[rdi+rdx*8]; add rcx,rdx <- ip */
+        g.r[AX] = 0x12345678fffffff0ULL;
+        static const uint8_t sx[] = {0x48, 0x63, 0xd0, 0x48, 0x8b, 0x14, 0xd7, 0x48, 0x01, 0xd1};
+        check_case(d, "rebuilt movsxd", sx, sizeof sx, A, A + 7, 1, &g,
+                   (struct expect){g.r[DI] - 16 * 8, NMP_ACC_LOAD, 8, NMP_RULE_SKID});
+        /* an index that was itself loaded cannot be rebuilt:
+         * movsxd rdx,[rsi]; mov rdx,[rdi+rdx*8]; add rcx,rdx <- ip */
+        static const uint8_t ld[] = {0x48, 0x63, 0x16, 0x48, 0x8b, 0x14, 0xd7, 0x48, 0x01, 0xd1};
+        check_case(d, "loaded index stays clobbered", ld, sizeof ld, A, A + 7, 1, &g,
+                   (struct expect){0, NMP_ACC_LOAD, 8, NMP_RULE_CLOBBERED});
+    }
+
     /* push writes rsp: mov rax,[rsp+8]; push rbx; add rcx,rax <- ip */
     static const uint8_t pushc[] = {0x48, 0x8b, 0x44, 0x24, 0x08, 0x53, 0x48, 0x01, 0xc1};
     check_case(d, "push clobbers rsp", pushc, sizeof pushc, A, A + 6, 1, &r,
