@@ -47,8 +47,8 @@ CANDIDATES = (
 )
 SPREADING = frozenset({"cyclic", "cyclic_block", "skew_mapp", "prime_mapp", "random",
                        "random_block", "weighted_interleave"})
-#: "code": a source change given as the runtime call to add (weighted_interleave: the
-#: automatic patcher places with default weights, which would be plain cyclic).
+#: "code": a source change given as the runtime call to add by hand (weighted_interleave
+#: whose source patch could not be made: recommender.fixes sets it after a refusal).
 CHANGE_RANK = {"none": 0, "env": 1, "numactl": 1, "patch": 2, "code": 2}
 
 #: Hot data up to this size is "small shared data": pack threads (OMP_PROC_BIND=close)
@@ -217,8 +217,6 @@ class _Plan:
 def _change_of(policy: str, numactl_ok: bool) -> str:
     if policy == "first_touch":
         return "none"
-    if policy == "weighted_interleave":
-        return "code"
     if policy == "cyclic" and numactl_ok:
         return "numactl"
     return "patch"
@@ -531,6 +529,9 @@ def suggest(analysis: Analysis, target: Topology | None = None, *,
             name=o.name, policy=chosen.policy, reason=reason, predicted=chosen,
             alternatives=sorted(preds, key=lambda p: p.score), patch=None, change=chosen.change,
             current=current, size=o.size, share=o.share))
+        if chosen.policy == "weighted_interleave":
+            result.objects[-1].weighted_nodes = list(result.weighted_nodes)
+            result.objects[-1].weights = list(result.weights)
 
     if plan.n > 1:
         _commands(analysis, plan, result, factor)
@@ -570,24 +571,38 @@ def _commands(analysis: Analysis, plan: _Plan, result: Suggestions, factor: np.n
         result.notes.append(code_change_note(result.objects))
     for s in result.objects:
         if s.policy == "weighted_interleave":
-            site = next((o.site for o in analysis.objects if o.name == s.name), "")
-            result.notes.append(_weighted_note(s, plan, command, site))
+            o = next((o for o in analysis.objects if o.name == s.name), None)
+            result.notes.append(weighted_note(s, command, o))
     if not changed:
         result.notes.append("no placement change: first touch already places the hot data well "
                             "for this target.")
     _one_node(analysis, plan, result, now)
 
 
-def _weighted_note(s: ObjectSuggestion, plan: _Plan, command, site: str = "") -> str:
-    """How to apply weighted_interleave to one array: the runtime call with its weights
-    (works on any Linux with mbind/move_pages), and the whole-process kernel policy."""
-    ids = [plan.target.nodes[p].id for p in plan.spread_nodes]
-    call = emit.weighted_place_call(s.name, s.size, ids, plan.weights)
-    sysfs = "; ".join(emit.weighted_interleave_sysfs(ids, plan.weights))
-    where = f" at {site}" if site and site != "?" else ""
-    ptr = "" if call.startswith(f"numaprof_place_ex({s.name},") else " (ptr: the array's pointer)"
-    return (f"{s.name}: weighted_interleave needs a call after its allocation{where} (numaprof "
-            f"does not patch it automatically): #include \"numaprof_place.h\" and {call}{ptr} "
+def weighted_note(s: ObjectSuggestion, command, obj=None) -> str:
+    """How weighted_interleave is applied to one array: the statement after its allocation
+    (numaprof_place.h, any Linux with mbind/move_pages) that `suggest --apply` writes —
+    or, when no source patch could be made (change ``code``), to add by hand — and the
+    whole-process kernel policy as the alternative.  `obj`: the analyzed object (its
+    allocation site; a static array is placed before its first touch instead)."""
+    ids, weights = s.weighted_nodes, s.weights
+    call = emit.weighted_place_call(s.name, s.size, ids, weights)
+    sysfs = "; ".join(emit.weighted_interleave_sysfs(ids, weights))
+    site = getattr(obj, "site", "") or ""
+    if getattr(obj, "kind", "") == "static":
+        where = " before its first touch"
+    else:
+        where = " after its allocation" + (f" at {site}" if site and site != "?" else "")
+    ptr = "" if f"numaprof_place_weighted({s.name}," in call else " (ptr: the array's pointer)"
+    if s.change == "code":
+        how = (f"needs a call{where}, to add by hand (no source patch "
+               f"could be made, see its reason): #include \"numaprof_place.h\" and "
+               f"{call}{ptr}")
+    else:
+        how = (f"is placed by the statement the source patch (`numaprof suggest --apply`) "
+               f"writes{where}, with its pointer and size: "
+               f"{emit.weighted_place_statement('ptr', 'bytes', ids, weights)}")
+    return (f"{s.name}: weighted_interleave {how}. "
             f"Whole-process alternative on Linux >= 6.9 with numactl >= 2.0.19 (Debian 12's "
             f"2.0.16 has no --weighted-interleave): as root {sysfs}; then "
             f"{emit.command_line(command, prefix=emit.weighted_interleave_args(ids))} (the "

@@ -40,19 +40,27 @@ def weighted_interleave_sysfs(node_ids: Sequence[int], weights: Sequence[int]) -
             for n, w in zip(node_ids, weights, strict=True)]
 
 
-def weighted_place_call(name: str, size: int, node_ids: Sequence[int],
-                        weights: Sequence[int]) -> str:
-    """The numaprof_place.h call placing one array with weighted_interleave: C99 compound
-    literals for the node list and the weights, so it is one statement after the
-    allocation.  ``name`` is used as the pointer when it is a C identifier (else ``ptr``);
-    ``size`` is the array's recorded size in bytes."""
-    ptr = name if re.fullmatch(r"[A-Za-z_]\w*", name or "") else "ptr"
+def weighted_place_statement(ptr: str, size: str, node_ids: Sequence[int],
+                               weights: Sequence[int]) -> str:
+    """One C and C++ statement placing ``size`` bytes at ``ptr`` with weighted_interleave:
+    a block with the node ids and weights as static const arrays and the call of
+    ``numaprof_place_weighted`` (numaprof_place.h).  What `suggest --apply` writes."""
+    if not node_ids or len(node_ids) != len(weights):
+        raise ValueError("weighted_interleave needs one weight per node")
     nodes = ", ".join(str(int(n)) for n in node_ids)
     ws = ", ".join(f"{int(w)}u" for w in weights)
-    return (f"numaprof_place_ex({ptr}, {int(size)} /* bytes of {name} as recorded */, "
-            f"NUMAPROF_WEIGHTED_INTERLEAVE, &(struct numaprof_place_opts){{"
-            f".nodes = (const int[]){{{nodes}}}, .n_nodes = {len(node_ids)}, "
-            f".weights = (const unsigned[]){{{ws}}}}});")
+    return (f"{{ static const int nmp_nodes[] = {{{nodes}}}; "
+            f"static const unsigned nmp_weights[] = {{{ws}}}; "
+            f"numaprof_place_weighted({ptr}, {size}, nmp_nodes, nmp_weights, {len(node_ids)}); }}")
+
+
+def weighted_place_call(name: str, size: int, node_ids: Sequence[int],
+                        weights: Sequence[int]) -> str:
+    """`weighted_place_statement` for one array as recorded, to add by hand: ``name`` is
+    the pointer when it is a C identifier (else ``ptr``), ``size`` the recorded bytes."""
+    ptr = name if re.fullmatch(r"[A-Za-z_]\w*", name or "") else "ptr"
+    return weighted_place_statement(ptr, f"{int(size)} /* bytes of {name} as recorded */",
+                                    node_ids, weights)
 
 
 def one_node_args(node_id: int) -> list[str]:

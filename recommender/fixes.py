@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from numaprof.analyzer.model import Analysis
 from numaprof.errors import ProfileError
-from numaprof.recommender.choose import code_change_note
+from numaprof.recommender.choose import code_change_note, weighted_note
 from numaprof.recommender.model import Suggestions
 from numaprof.recommender.patch import Patch, Refusal, merge_patches, patch_for_object
 from numaprof.recommender.sources import read_sources_json
@@ -41,7 +41,9 @@ def attach_patches(s: Suggestions, analysis: Analysis, source_paths, root: str) 
         obj = objects.get(sug.name)
         if obj is None or sug.policy == "first_touch" or sug.change != "patch":
             continue
-        result = patch_for_object(obj, sug.policy, source_paths, root=root, hashes=hashes)
+        weighted = (sug.weighted_nodes, sug.weights) if sug.weights else None
+        result = patch_for_object(obj, sug.policy, source_paths, root=root, hashes=hashes,
+                                  weighted=weighted)
         if isinstance(result, Refusal) and sug.policy == "parallel_init":
             fallback = patch_for_object(obj, "bind_block", source_paths, root=root,
                                         hashes=hashes)
@@ -56,6 +58,13 @@ def attach_patches(s: Suggestions, analysis: Analysis, source_paths, root: str) 
             patches.append(result)
         elif isinstance(result, Refusal):
             sug.reason += f" No source patch: {result.reason}."
+            if sug.policy == "weighted_interleave":
+                # the note's call, with its weights, is then to be added by hand
+                command = analysis.profile.command
+                old = weighted_note(sug, command, obj)
+                sug.change = "code"
+                s.notes = [weighted_note(sug, command, obj) if n == old else n
+                           for n in s.notes]
     note_after = code_change_note(s.objects)
     if note_before != note_after:  # a fallback changed a policy: the note must say so
         s.notes = [note_after if n == note_before else n for n in s.notes]

@@ -48,6 +48,9 @@ class ObjectSuggestion:
     current: Prediction | None = None  # the unchanged program (first touch) on the target
     size: int = 0
     share: float = 0.0
+    # weighted_interleave (the chosen policy): node ids and their weights (pages per round)
+    weighted_nodes: list[int] = field(default_factory=list)
+    weights: list[int] = field(default_factory=list)
 
     def alternative(self, policy: str) -> Prediction | None:
         """The what-if row of ``policy`` (e.g. to switch a refused parallel_init to bind_block)."""

@@ -4,7 +4,10 @@ Three kinds, all found from DWARF line information and written against the user'
 sources with a real parser (tree-sitter), never with regular expressions:
 
 - `place_after_allocation`: ``numaprof_place(ptr, bytes, NUMAPROF_<POLICY>);`` right
-  after a heap allocation, plus ``#include "numaprof_place.h"``;
+  after a heap allocation, plus ``#include "numaprof_place.h"`` (weighted_interleave:
+  ``{ static const int nmp_nodes[] = {...}; static const unsigned nmp_weights[] = {...};
+  numaprof_place_weighted(ptr, bytes, nmp_nodes, nmp_weights, M); }``, the suggestion's
+  nodes and weights);
 - `place_static`: the same call for a static array, before its first touch;
 - `parallelize_first_touch`: ``#pragma omp parallel for schedule(static)`` (Fortran:
   ``!$omp parallel do`` ... ``!$omp end parallel do``) on the serial loop that first
@@ -25,6 +28,8 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
+
+from numaprof.recommender import emit
 
 #: Policy name (recommender.policies) -> constant of numaprof_place.h.
 POLICY_CONSTANTS = {
@@ -112,6 +117,25 @@ class Refusal:
 
     def __str__(self) -> str:
         return self.reason
+
+
+def _place_text(ptr: str, size: str, const: str, weighted) -> str:
+    """The placement statement: ``numaprof_place(ptr, size, CONST);``, or for
+    weighted_interleave with `weighted` = (node ids, weights) the block calling
+    ``numaprof_place_weighted`` with them (emit.weighted_place_statement)."""
+    if weighted is not None and const == POLICY_CONSTANTS["weighted_interleave"]:
+        nodes, weights = weighted
+        return emit.weighted_place_statement(ptr, size, nodes, weights)
+    return f"numaprof_place({ptr}, {size}, {const});"
+
+
+def _with(const: str, weighted) -> str:
+    """How a patch's description names the placement."""
+    if weighted is not None and const == POLICY_CONSTANTS["weighted_interleave"]:
+        nodes, weights = weighted
+        return (f"{const} (weights {':'.join(str(int(w)) for w in weights)} for nodes "
+                f"{', '.join(str(int(n)) for n in nodes)})")
+    return const
 
 
 def policy_constant(policy: str) -> str:
@@ -499,7 +523,7 @@ def _operand(src: _Source, node) -> str:
 
 def place_after_allocation(path: str, line: int, var: str | None, policy_const: str,
                            size_expr: str | None = None, *,
-                           root: str | None = None) -> Patch | Refusal:
+                           root: str | None = None, weighted=None) -> Patch | Refusal:
     """Insert ``numaprof_place(var, bytes, POLICY);`` after the allocation on `line`.
 
     `line` is the 1-based source line of the allocation (from DWARF); `var` the variable
@@ -508,7 +532,10 @@ def place_after_allocation(path: str, line: int, var: str | None, policy_const: 
     the allocator's argument (``calloc``: the product of both) unless `size_expr`
     gives one.  The call gets the indentation of the allocation statement, and
     ``#include "numaprof_place.h"`` goes after the last #include.  Diff paths are
-    relative to `root` (default: the current directory).
+    relative to `root` (default: the current directory).  For weighted_interleave,
+    `weighted` = (node ids, weights) makes the statement a block calling
+    ``numaprof_place_weighted`` with them (without it: the header's default, equal
+    weights over all nodes).
     """
     path = os.path.abspath(path)
     const = policy_constant(policy_const)
@@ -541,7 +568,7 @@ def place_after_allocation(path: str, line: int, var: str | None, policy_const: 
     if not candidates and src.lang == "cpp":
         vec = _cxx_vector_construction(src, row, var)
         if vec is not None:
-            return _place_vector(src, vec, const, where, root)
+            return _place_vector(src, vec, const, where, root, weighted)
     if not candidates:
         if in_initialiser:
             return Refusal(path, line, f"the allocation at {where} is in a constructor's member "
@@ -595,13 +622,14 @@ def place_after_allocation(path: str, line: int, var: str | None, policy_const: 
     if size is None:
         return Refusal(path, line, f"the size argument of the allocation at {where} has "
                                    "side effects; it cannot be evaluated twice", "numactl")
-    text = f"numaprof_place({target}, {size}, {const});"
+    text = _place_text(target, size, const, weighted)
     edits = [_edit_after(src, stmt, text)]
     inc = _include_edit(src)
     if inc is not None:
         edits.append(inc)
     return _make_patch(path, src.data, edits, root,
-                       f"place `{target}` with {const} after its allocation at {where}{touched}")
+                       f"place `{target}` with {_with(const, weighted)} after its allocation "
+                       f"at {where}{touched}")
 
 
 def _edit_after(src: _Source, stmt, text: str) -> Edit:
@@ -700,17 +728,20 @@ def _cxx_vector_construction(src: _Source, row: int, var: str | None):
     return stmt, name, elem
 
 
-def _place_vector(src: _Source, found, const: str, where: str, root) -> Patch | Refusal:
+def _place_vector(src: _Source, found, const: str, where: str, root,
+                  weighted=None) -> Patch | Refusal:
     if isinstance(found, Refusal):
         return found
     stmt, name, _elem = found
-    text = f"numaprof_place({name}.data(), {name}.size() * sizeof(*{name}.data()), {const});"
+    text = _place_text(f"{name}.data()", f"{name}.size() * sizeof(*{name}.data())", const,
+                       weighted)
     edits = [_edit_after(src, stmt, text)]
     inc = _include_edit(src)
     if inc is not None:
         edits.append(inc)
     return _make_patch(src.path, src.data, edits, root,
-                       f"place std::vector `{name}` with {const} after its construction at "
+                       f"place std::vector `{name}` with {_with(const, weighted)} after its "
+                       f"construction at "
                        f"{where} (the constructor already wrote the elements: the call "
                        "moves those pages)")
 
@@ -749,7 +780,7 @@ def _file_scope_array(src: _Source, symbol: str):
 
 
 def place_static(path: str, symbol: str, policy_const: str, before_line: int | None = None,
-                 *, root: str | None = None) -> Patch | Refusal:
+                 *, root: str | None = None, weighted=None) -> Patch | Refusal:
     """Insert ``numaprof_place(sym, sizeof(sym), POLICY);`` before a static array's first touch.
 
     Without `before_line` the call goes at the start of ``main()`` (after its leading
@@ -757,6 +788,7 @@ def place_static(path: str, symbol: str, policy_const: str, before_line: int | N
     function that contains that line (the first-touch loop), and before any #pragma
     attached to that statement.  The array must be defined with a size at file scope
     in `path`, before the insertion point, so that ``sizeof(sym)`` is its size.
+    `weighted` as in `place_after_allocation`.
     """
     path = os.path.abspath(path)
     const = policy_constant(policy_const)
@@ -813,7 +845,7 @@ def place_static(path: str, symbol: str, policy_const: str, before_line: int | N
     if stmt.start_byte < decl.end_byte:
         return Refusal(path, line, f"`{symbol}` is defined after the place it is first "
                                    f"touched in {name}", "numactl")
-    text = f"numaprof_place({symbol}, sizeof({symbol}), {const});"
+    text = _place_text(symbol, f"sizeof({symbol})", const, weighted)
     if src.starts_line(stmt):
         indent = src.indent(stmt)
         if stmt.type == "preproc_call":
@@ -831,7 +863,8 @@ def place_static(path: str, symbol: str, policy_const: str, before_line: int | N
         edits.append(inc)
     where = f"line {before_line}" if before_line else "the start of main()"
     return _make_patch(path, src.data, edits, root,
-                       f"place static `{symbol}` with {const} before {where} of {name}")
+                       f"place static `{symbol}` with {_with(const, weighted)} before {where} "
+                       f"of {name}")
 
 
 def _declarator_name_of_function(func) -> str | None:
@@ -1849,7 +1882,8 @@ def _resolve(file: str, paths: list[str], func: str | None, line: int, fallback:
 
 def patch_for_object(obj, policy: str, source_paths: Iterable[str], *,
                      root: str | None = None,
-                     hashes: dict[str, str] | None = None) -> Patch | Refusal | None:
+                     hashes: dict[str, str] | None = None,
+                     weighted=None) -> Patch | Refusal | None:
     """The source patch that applies `policy` to an analyzed object (an ObjectResult).
 
     - ``parallel_init``: `parallelize_first_touch` on the object's first-touch sites,
@@ -1861,6 +1895,8 @@ def patch_for_object(obj, policy: str, source_paths: Iterable[str], *,
     `source_paths` are the files recorded with the profile (`sources.read_sources_json`)
     — only those are ever patched; with `hashes` (that file's path -> sha256 map), a file
     whose content changed since is refused rather than patched at lines that moved.
+    ``weighted_interleave`` needs `weighted` = (node ids, weights), the suggestion's; the
+    statement is then a block calling ``numaprof_place_weighted`` with them.
     """
     paths = list(source_paths)
     if policy == "first_touch":
@@ -1889,6 +1925,10 @@ def patch_for_object(obj, policy: str, source_paths: Iterable[str], *,
         return Refusal("", 0, f"`{obj.name}` was first touched at {where}, with no source "
                               "line to patch (a library call such as memset?)")
     policy_constant(policy)  # ValueError for a policy without a runtime constant
+    if policy == "weighted_interleave" and (
+            weighted is None or not weighted[0] or len(weighted[0]) != len(weighted[1])):
+        return Refusal("", 0, f"weighted_interleave for `{obj.name}` has no per-node weights "
+                              "to write", "numactl")
     if obj.kind == "heap":
         parsed = parse_site(obj.site)
         if parsed is None:
@@ -1899,7 +1939,7 @@ def patch_for_object(obj, policy: str, source_paths: Iterable[str], *,
         if isinstance(path, Refusal):
             return path
         var = obj.name if obj.name.isidentifier() else None
-        return place_after_allocation(path, line, var, policy, root=root)
+        return place_after_allocation(path, line, var, policy, root=root, weighted=weighted)
     if obj.kind == "static":
         touches = [t for t in (parse_site(s) for s in obj.first_touch.sites) if t is not None]
         tried, first_refusal = [], None
@@ -1912,7 +1952,8 @@ def patch_for_object(obj, policy: str, source_paths: Iterable[str], *,
             if path in tried:
                 continue
             tried.append(path)
-            result = place_static(path, obj.name, policy, before_line=line, root=root)
+            result = place_static(path, obj.name, policy, before_line=line, root=root,
+                                  weighted=weighted)
             if isinstance(result, Patch):
                 return result
             first_refusal = first_refusal or result
@@ -1925,7 +1966,7 @@ def patch_for_object(obj, policy: str, source_paths: Iterable[str], *,
                 fresh = _resolve(path, paths, None, 0, "numactl", hashes)
                 if isinstance(fresh, Refusal):
                     return fresh
-                return place_static(path, obj.name, policy, root=root)
+                return place_static(path, obj.name, policy, root=root, weighted=weighted)
         return first_refusal or Refusal(
             "", 0, f"no recorded C source defines the static array `{obj.name}`", "numactl")
     return None

@@ -241,7 +241,8 @@ def test_weighted_interleave_on_nodes_of_different_bandwidth():
     s = suggest(an, resolve_target(str(DIFFERENT), an.topology))
     o = s.objects[0]
     assert s.weights == [3, 1] and s.weighted_nodes == [0, 1]
-    assert o.policy == "weighted_interleave" and o.change == "code"
+    assert o.policy == "weighted_interleave" and o.change == "patch"
+    assert o.weighted_nodes == [0, 1] and o.weights == [3, 1]  # what the patch writes
     # pages (and so the gathered load) in proportion 3:1 to the nodes
     load = o.predicted.traffic.sum(axis=0) / o.predicted.traffic.sum()
     assert load == pytest.approx([0.75, 0.25], abs=0.02)
@@ -251,8 +252,8 @@ def test_weighted_interleave_on_nodes_of_different_bandwidth():
     cyc = o.alternative("cyclic")
     assert cyc.contention > 1.8 and cyc.score > 1.5 * o.predicted.score
     assert "weights 3:1 for nodes 0, 1" in o.reason
-    call = emit.weighted_place_call("lookup", o.size, [0, 1], [3, 1])
-    assert any(call in n for n in s.notes)
+    stmt = emit.weighted_place_statement("ptr", "bytes", [0, 1], [3, 1])
+    assert any(stmt in n and "suggest --apply" in n for n in s.notes), s.notes
     assert any("numactl --weighted-interleave=0,1 ./app -n 10" in n and "2.0.16" in n for n in s.notes)
     assert not any("--weighted-interleave" in c for c in s.commands)  # not a line to paste
 
@@ -280,27 +281,33 @@ CC = shutil.which("cc") or shutil.which("gcc")
 
 @pytest.mark.skipif(CC is None, reason="no C compiler")
 def test_emitted_runtime_call_compiles_and_gives_the_weighted_map(tmp_path):
-    # The emitted statement, verbatim, with numaprof_place_ex replaced by a probe that
-    # prints the runtime's map for the options the statement builds.
+    # The emitted statement, verbatim, with numaprof_place_weighted replaced by a probe
+    # that prints the runtime's map for the nodes and weights the statement passes.
     call = emit.weighted_place_call("lookup", 40 * 4096, [0, 2, 3], [5, 3, 1])
     src = tmp_path / "probe.c"
     src.write_text(f"""
 #include <numaprof_place.h>
 #include <stdio.h>
-static int probe(void *p, size_t bytes, enum numaprof_policy pol, const struct numaprof_place_opts *o)
+static int probe(void *p, size_t bytes, const int *nodes, const unsigned *weights, int m)
 {{
     size_t n = bytes / 4096;
+    struct numaprof_place_opts o;
     (void)p;
+    memset(&o, 0, sizeof o);
+    o.nodes = nodes;
+    o.n_nodes = m;
+    o.weights = weights;
     for (size_t i = 0; i < n; i++)
-        printf("%d\\n", numaprof_node_of_page(pol, i, n, o));
+        printf("%d\\n", numaprof_node_of_page(NUMAPROF_WEIGHTED_INTERLEAVE, i, n, &o));
     return 0;
 }}
-#define numaprof_place_ex(...) probe(__VA_ARGS__)  /* the commas of the literals stay inside */
+#define numaprof_place_weighted probe
 int main(void)
 {{
     char lookup_storage[1];
     void *lookup = lookup_storage;
-    return {call[:-1]};
+    {call}
+    return 0;
 }}
 """)
     exe = tmp_path / "probe"

@@ -35,6 +35,9 @@ def suggestion(s, analysis: Analysis, top: int | None = None) -> dict:
                     for a in o.alternatives
                 ],
                 "patch": o.patch,
+                "weights": ([{"node": int(n), "weight": int(w)}
+                             for n, w in zip(o.weighted_nodes, o.weights, strict=True)]
+                            if o.weights else None),
             }
             for o in objects
         ],

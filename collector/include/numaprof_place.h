@@ -9,6 +9,10 @@
  *     double *a = malloc(n * sizeof *a);
  *     numaprof_place(a, n * sizeof *a, NUMAPROF_CYCLIC);
  *
+ *     static const int nodes[] = {0, 1};
+ *     static const unsigned weights[] = {3u, 1u};   (3 pages on node 0 per 1 on node 1)
+ *     numaprof_place_weighted(a, n * sizeof *a, nodes, weights, 2);
+ *
  * Page i of a range is the i-th page of memory overlapping [ptr, ptr + bytes); the first
  * one contains ptr, so partial first and last pages are placed too (with whatever else
  * shares them).  Call it after allocating and before other threads use the range: pages
@@ -507,6 +511,25 @@ static inline int numaprof_place_nodes(void *ptr, size_t bytes, enum numaprof_po
     o.nodes = nodes;
     o.n_nodes = n_nodes;
     return numaprof_place_ex(ptr, bytes, policy, &o);
+}
+
+/* WEIGHTED_INTERLEAVE over the given nodes: weights[k] pages on nodes[k] per round (the
+ * map of `numaprof suggest`, whose patches call this).  nodes must be given (n_nodes > 0,
+ * else -1 with errno EINVAL: the weights belong to these nodes); weights NULL: all 1;
+ * all weights 0: -1 with errno EINVAL. */
+static inline int numaprof_place_weighted(void *ptr, size_t bytes, const int *nodes,
+                                          const unsigned *weights, int n_nodes)
+{
+    struct numaprof_place_opts o;
+    if (!nodes || n_nodes <= 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    memset(&o, 0, sizeof o);
+    o.nodes = nodes;
+    o.n_nodes = n_nodes;
+    o.weights = weights;
+    return numaprof_place_ex(ptr, bytes, NUMAPROF_WEIGHTED_INTERLEAVE, &o);
 }
 
 #ifdef __cplusplus
