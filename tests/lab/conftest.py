@@ -159,6 +159,17 @@ def counts(nodes: list[int], n_nodes: int) -> list[int]:
 
 # ---- the guests: one boot per group of checks ----------------------------------------
 
+# numaprof_place.h policies run by tests/progs/lab_policies.c (its parameters: weights 3,1,..,
+# seed 7, 4-page blocks, thread k of bind_block on node k)
+PLACE_POLICIES = ("bind_all", "bind_block", "cyclic", "cyclic_block", "skew_mapp", "prime_mapp",
+                  "random", "random_block", "weighted_interleave")
+INCLUDE = ROOT / "collector" / "include"
+
+
+def build_policies(out: Path) -> Path:
+    return build_prog("lab_policies", out, f"-I{INCLUDE}")
+
+
 def placement_checks(n_nodes: int, pages: int) -> list[tuple[str, str]]:
     last = n_nodes - 1
     return [
@@ -169,6 +180,7 @@ def placement_checks(n_nodes: int, pages: int) -> list[tuple[str, str]]:
         ("interleave", f"numactl --interleave=all ./lab_place touch {pages}"),
         ("cpunodebind", f"numactl --cpunodebind={last} ./lab_place touch {pages}"),
         ("threads", f"./lab_place threads {pages} {n_nodes}"),
+        ("policies", f"./lab_policies {n_nodes} {pages} {' '.join(PLACE_POLICIES)}"),
         # QEMU 7.2's TCG mis-executed numpy's AVX2 argsort until the lab hid AVX2.
         ("numpy_sort", f"{shlex.quote(sys.executable)} -c " + shlex.quote(
             "import numpy as np\n"
@@ -196,6 +208,7 @@ def guest2(tmp_path_factory) -> GuestRun:
     """2 nodes x 2 cpus, distance 17: topology and placement checks."""
     work = tmp_path_factory.mktemp("lab2")
     build_prog("lab_place", work)
+    build_policies(work)
     return run_group(work, ["--nodes", "2", "--cpus-per-node", "2", "--distance", "0,1=17",
                             "--timeout", str(LAB_TIMEOUT)], placement_checks(2, 64))
 
@@ -205,6 +218,7 @@ def guest4(tmp_path_factory) -> GuestRun:
     """4 nodes x 1 cpu with an irregular, partly asymmetric matrix: the same checks."""
     work = tmp_path_factory.mktemp("lab4")
     build_prog("lab_place", work)
+    build_policies(work)
     args = ["--nodes", "4"]
     for d in DISTANCES_4:
         args += ["--distance", d]

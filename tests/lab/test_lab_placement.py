@@ -92,3 +92,31 @@ def test_first_touch_by_bound_threads(guest, labkit):
 def test_guest_cpu_computes_right(guest2):
     """numpy's sorts are right in the guest (TCG's AVX2 was not: the lab hides it)."""
     assert guest2.out("numpy_sort").strip() == "sorted"
+
+
+def _policies(text):
+    out = {}
+    for line in text.splitlines():
+        f = line.split()
+        if f[:1] == ["policy"]:
+            out[f[1]] = (int(f[3]), int(f[5]), [int(x) for x in f[7:]])
+    return out
+
+
+def test_numaprof_place_puts_every_page_where_its_policy_says(guest, labkit):
+    """numaprof_place.h on a real multi-node kernel: for every policy, the node of every page
+    (move_pages after the program wrote them) is the one recommender/policies.py predicts —
+    the same page→node maps the recommender scores and the patches apply."""
+    from numaprof.recommender.policies import node_of_page
+
+    _, n, run = guest
+    got = _policies(run.out("policies"))
+    assert sorted(got) == sorted(labkit.PLACE_POLICIES), got.keys()
+    pages = 64
+    for policy, (rc, query, nodes) in got.items():
+        assert rc == 0 and query == 0, (policy, rc, query)
+        want = node_of_page(policy, pages, range(n), threads_nodes=list(range(n)), block_pages=4,
+                            seed=7, weights=[3] + [1] * (n - 1)).tolist()
+        assert nodes == want, (policy, nodes, want)
+        if policy not in ("bind_all",):
+            assert len(set(nodes)) > 1, (policy, nodes)  # the check is not trivially true
