@@ -156,8 +156,6 @@ def build(out: Path) -> dict[str, Path]:
 
 def record_one(run: Run, tmp: Path, freq: int = 0) -> list[dict]:
     """Record and analyse one run; one row per labelled object found."""
-    from numaprof.analyzer import analyze
-
     prof = tmp / "prof.data"
     env = dict(os.environ, OMP_NUM_THREADS=str(run.threads),
                PYTHONPATH=_pythonpath() + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -167,20 +165,166 @@ def record_one(run: Run, tmp: Path, freq: int = 0) -> list[dict]:
     if proc.returncode != 0:
         print(f"  {run.name}: record failed ({proc.returncode}): {proc.stderr.strip()[-300:]}", file=sys.stderr)
         return []
+    rows = profile_rows(run, prof, freq)
+    shutil.rmtree(prof, ignore_errors=True)
+    shutil.rmtree(str(prof) + ".old", ignore_errors=True)
+    return rows
+
+
+def profile_rows(run: Run, prof: Path, freq: int = 0, where: str = "host") -> list[dict]:
+    """Analyse one recorded profile of ``run``: one row per labelled object found."""
+    from numaprof.analyzer import analyze
+
     res = analyze(prof)
     rows = []
     for o in res.objects:
         if o.name not in run.labels or o.kind != run.kind:
             continue
-        row = {"run": run.name, "program": run.prog, "kernel": run.kernel,
+        name = run.name if where == "host" else f"{where}-{run.name}"
+        row = {"run": name, "program": run.prog, "kernel": run.kernel,
                "args": " ".join(run.args), "opt": run.opt, "threads_requested": run.threads,
                "freq": freq or "", "split": run.split, "object": o.name, "label": run.labels[o.name],
-               "analyzer_pattern": o.pattern}
+               "analyzer_pattern": o.pattern, "where": where}
         row.update({k: float(v) for k, v in o.features.items()})
         rows.append(row)
-    shutil.rmtree(prof, ignore_errors=True)
-    shutil.rmtree(str(prof) + ".old", ignore_errors=True)
     return rows
+
+
+# ---- the NUMA lab: the Figure 15 kernels recorded in `numaprof lab` guests ------------------
+
+# hashed is left out: its loops open with the hash, where TCG puts every sample, so no
+# array gets a data address (measured: 6 runs on the 2-node guest, 0 rows; --kind hashed)
+LAB_KINDS = ("regular", "irregular", "random")
+LAB_MIB = 8  # per array: small, the guest runs ~20x slower (docs/lab.md "Limits")
+LAB_MIN_SAMPLES = 30  # a row the analyzer calls unknown is kept only with this many samples
+# (where, lab options, threads, split): the 2-node rows train, the 4-node rows are held out
+LAB_TOPOLOGIES = (
+    ("lab2", ["--preset", "2s"], 2, "train"),
+    ("lab4", ["--preset", "4s"], 4, "heldout"),
+    ("lab4t3", ["--preset", "4s"], 3, "heldout"),  # 3 threads on 4 nodes: one node idle
+)
+LAB_OMP = {"OMP_PROC_BIND": "spread", "OMP_PLACES": "cores"}
+LAB_TIMEOUT = 1200  # seconds per guest, boot included
+
+
+def lab_iterations(kind: str, quick: bool = False) -> int:
+    # ~5-10 s per recording in the guest at 8 MiB (a random sweep costs a miss per element)
+    n = 8 if kind in ("random", "hashed") else 16
+    return max(2, n // 2) if quick else n
+
+
+def lab_plan(program: str, threads: int, split: str, quick: bool = False,
+             kinds: tuple[str, ...] = LAB_KINDS) -> list[Run]:
+    runs = []
+    for kind in kinds:
+        for sched in SCHEDULES:
+            for op in OPS:
+                args = [kind, sched, op, str(LAB_MIB), str(lab_iterations(kind, quick))]
+                runs.append(Run(program, args, threads, "O2", split, patterns_labels(kind, sched, op),
+                                f"{kind} {sched} {op}"))
+    return runs
+
+
+def enough_samples(row: dict) -> bool:
+    """A lab row is kept when the analyzer gave it a pattern or it has LAB_MIN_SAMPLES
+    samples: under TCG a loop's samples all go to its first access (docs/lab.md)."""
+    return row["analyzer_pattern"] != "unknown" or row["samples"] >= LAB_MIN_SAMPLES
+
+
+def cmd_lab_guest(args) -> int:
+    """Inside a lab guest: record every run of plan.json in this one Python process (an
+    import of numpy costs about a minute under TCG, so one `numaprof record` per run would
+    cost more than the runs)."""
+    from numaprof.cli.record import RecordConfig, run_record
+
+    plan_doc = json.loads(Path(args.plan).read_text())
+    for item in plan_doc["runs"]:
+        t = time.monotonic()
+        os.environ.update(item["env"])
+        cfg = RecordConfig(command=tuple(item["command"]), output=Path(item["name"] + ".data"),
+                           output_given=True, backend="auto", freq=plan_doc["freq"], alloc_threshold=65536,
+                           pid=None, duration=None)
+        try:
+            rc = run_record(cfg, ["numaprof", "record", "--", *item["command"]])
+        except NumaprofError as e:
+            print(f"numaprof: {e}", file=sys.stderr)
+            rc = e.exit_code
+        Path(item["name"] + ".rc").write_text(f"{rc}\n")
+        print(f"guest: {item['name']}: rc {rc} ({time.monotonic() - t:.1f} s)", flush=True)
+    return 0
+
+
+def cmd_lab_record(args) -> int:
+    if not (EXAMPLES / "patterns.c").exists():
+        raise NumaprofError(f"{EXAMPLES} not found: run the training from a source checkout "
+                            "(PYTHONPATH=<checkout> python -m numaprof.analyzer.train ...)")
+    from numaprof.lab.runner import find_tools
+
+    find_tools()  # one clear line if QEMU, a kernel or virtme-ng is missing
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["make", "-s", "-C", str(EXAMPLES), "patterns"], check=True, stdout=subprocess.DEVNULL)
+    program = str(EXAMPLES / "patterns")
+    env = dict(os.environ, PYTHONPATH=_pythonpath() + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    rows: list[dict] = []
+    dropped = absent = 0  # labelled arrays with too few samples / with none (TCG, docs/lab.md)
+    t0 = time.monotonic()
+    topologies = [t for t in LAB_TOPOLOGIES if not args.only or t[0] in args.only]
+    for where, lab_args, threads, split in topologies:
+        work = out / f"{where}-work"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir()
+        runs = lab_plan(program, threads, split, args.quick, tuple(args.kind or LAB_KINDS))
+        names = [f"r{i:02d}" for i in range(len(runs))]
+        doc = {"freq": args.freq, "runs": [
+            {"name": n, "command": [r.program, *r.args],
+             "env": dict(LAB_OMP, OMP_NUM_THREADS=str(r.threads))} for n, r in zip(names, runs, strict=True)]}
+        (work / "plan.json").write_text(json.dumps(doc, indent=1))
+        t = time.monotonic()
+        cmd = [sys.executable, "-m", "numaprof.cli.main", "lab", *lab_args, "--timeout", str(LAB_TIMEOUT),
+               "--", sys.executable, "-m", "numaprof.analyzer.train", "lab-guest", "plan.json"]
+        print(f"{where}: {len(runs)} recordings in one guest ({' '.join(lab_args)}, {threads} threads)",
+              flush=True)
+        proc = subprocess.run(cmd, cwd=str(work), env=env, text=True)
+        guest_s = time.monotonic() - t
+        print(f"{where}: guest exited {proc.returncode} after {guest_s:.0f} s", flush=True)
+        n_rows = 0
+        for name, run in zip(names, runs, strict=True):
+            prof = work / f"{name}.data"
+            rc_file = work / f"{name}.rc"
+            if not rc_file.exists() or rc_file.read_text().strip() != "0" or not prof.is_dir():
+                print(f"  {where} {run.name}: not recorded in the guest", file=sys.stderr)
+                continue
+            got = profile_rows(run, prof, args.freq, where)
+            absent += len(run.labels) - len(got)
+            keep = [r for r in got if enough_samples(r)]
+            dropped += len(got) - len(keep)
+            for r in got:
+                if r not in keep:
+                    print(f"  {where} {run.name} {r['object']}: dropped ({int(r['samples'])} samples, "
+                          f"analyzer says unknown)")
+            rows += keep
+            n_rows += len(keep)
+        print(f"{where}: {n_rows} rows ({time.monotonic() - t:.0f} s with the host analysis)", flush=True)
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    path = out / DEFAULT_TABLE
+    write_table(path, rows)
+    print(f"{len(rows)} rows, {dropped} labelled arrays dropped for want of samples and {absent} "
+          "never sampled, "
+          f"in {time.monotonic() - t0:.0f} s -> {path}")
+    return 0
+
+
+def write_table(path: Path, rows: list[dict]) -> None:
+    cols: list[str] = []
+    for r in rows:
+        cols += [k for k in r if k not in cols]
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols, restval="")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in r.items()})
 
 
 def _pythonpath() -> str:
@@ -207,15 +351,8 @@ def cmd_record(args) -> int:
             rows += got
             print(f"[{i + 1}/{len(runs)}] {run.name}: {len(got)} rows ({time.monotonic() - t:.1f} s)",
                   flush=True)
-    cols: list[str] = []
-    for r in rows:
-        cols += [k for k in r if k not in cols]
     path = out / DEFAULT_TABLE
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=cols, restval="")
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in r.items()})
+    write_table(path, rows)
     shutil.rmtree(out / "bin", ignore_errors=True)
     print(f"{len(rows)} rows from {len(runs)} runs in {time.monotonic() - t0:.0f} s -> {path}")
     return 0
@@ -229,7 +366,8 @@ def load_table(path: str | Path) -> list[dict]:
         p = p / DEFAULT_TABLE
     with open(p, newline="") as f:
         rows = list(csv.DictReader(f))
-    text = {"run", "program", "kernel", "args", "opt", "freq", "split", "object", "label", "analyzer_pattern"}
+    text = {"run", "program", "kernel", "args", "opt", "freq", "split", "object", "label", "analyzer_pattern",
+            "where"}
     for r in rows:
         for k, v in list(r.items()):
             if k not in text:
@@ -302,10 +440,17 @@ def cmd_fit(args) -> int:
           f"seed {SEED}) -> {out}")
     print_eval("train", evaluate(train, predict_labels))
     print_eval("held-out", evaluate(heldout, predict_labels))
+    by_source: dict[str, list[dict]] = {}
+    for r in heldout:
+        by_source.setdefault(r.get("where") or "host", []).append(r)
+    if len(by_source) > 1:  # the lab rows (docs/classifier.md) apart from this host's
+        for where, rs in sorted(by_source.items()):
+            print_eval(f"held-out, {where} rows", evaluate(rs, predict_labels))
     groups: dict[str, list[dict]] = {}
     for r in heldout:
         g = r["program"] if r["program"] != "patterns" else f"patterns -{r['opt']} {int(r['threads_requested'])} threads"
-        groups.setdefault(g, []).append(r)
+        where = r.get("where") or "host"
+        groups.setdefault(g if where == "host" else f"{where} {g}", []).append(r)
     for g, rs in sorted(groups.items()):
         ev = evaluate(rs, predict_labels)
         print(f"  held-out {g}: {ev['n'] - len(ev['wrong'])}/{ev['n']} right, {ev['fallback']} unknown")
@@ -326,6 +471,11 @@ def cmd_evaluate(args) -> int:
     print(f"model {args.model} on {args.data} ({len(rows)} rows)")
     print_eval("held-out", evaluate([r for r in rows if r["split"] == "heldout"], predict_labels))
     print_eval("all rows", evaluate(rows, predict_labels))
+    sources = sorted({r.get("where") or "host" for r in rows})
+    if len(sources) > 1:
+        for where in sources:
+            print_eval(f"all {where} rows", evaluate([r for r in rows if (r.get("where") or "host") == where],
+                                                    predict_labels))
     return 0
 
 
@@ -340,12 +490,24 @@ def main(argv=None) -> int:
     f.add_argument("--data", default=str(ROOT / "tests" / "data" / "training"),
                    help="feature table (CSV or a directory with features.csv)")
     f.add_argument("--out", default=str(classifier.MODEL_PATH), help="model JSON to write")
+    lr = sub.add_parser("lab-record", help="record the Figure 15 kernels in NUMA lab guests (2 and 4 nodes)")
+    lr.add_argument("--out", required=True, help="directory for features.csv")
+    lr.add_argument("--quick", action="store_true", help="half the iterations")
+    lr.add_argument("--freq", type=int, default=FREQ, help=f"samples per second per thread (default {FREQ})")
+    lr.add_argument("--only", action="append", choices=[t[0] for t in LAB_TOPOLOGIES],
+                    help="record only this topology (repeatable)")
+    lr.add_argument("--kind", action="append", choices=KINDS,
+                    help="record only this kernel kind (repeatable; default all)")
+    lr.add_argument("--keep", action="store_true", help="keep the guests' profiles in OUT/<where>-work")
+    lg = sub.add_parser("lab-guest", help=argparse.SUPPRESS)
+    lg.add_argument("plan")
     e = sub.add_parser("evaluate", help="the model's accuracy on another recording (no training)")
     e.add_argument("--data", required=True, help="feature table (CSV or a directory with features.csv)")
     e.add_argument("--model", default=str(classifier.MODEL_PATH), help="model JSON to evaluate")
     args = ap.parse_args(argv)
     try:
-        return {"record": cmd_record, "fit": cmd_fit, "evaluate": cmd_evaluate}[args.cmd](args)
+        return {"record": cmd_record, "fit": cmd_fit, "evaluate": cmd_evaluate, "lab-record": cmd_lab_record,
+                "lab-guest": cmd_lab_guest}[args.cmd](args)
     except NumaprofError as e:
         print(f"numaprof: {e}", file=sys.stderr)
         return e.exit_code
