@@ -3,6 +3,7 @@
     python -m numaprof.analyzer.train record --out DIR     # record, analyse, write DIR/features.csv
     python -m numaprof.analyzer.train fit --data DIR        # train, evaluate held-out, export JSON
     python -m numaprof.analyzer.train evaluate --data DIR   # the shipped model on another recording
+    python -m numaprof.analyzer.train lab-record --out DIR # the same kernels in NUMA lab guests
 
 ``record`` runs the Figure 15 kernels of examples/patterns.c (regular / irregular / random / hashed
 × static / dynamic × read / write / rw × array sizes × OMP_NUM_THREADS 1, 2, 3) built at
@@ -11,7 +12,10 @@ numa_aware, fortran_arrays), under ``numaprof record --freq 4000``; analyses eve
 profile and keeps one row per array whose label is known by construction (the examples'
 header comments).  The split is fixed by construction: *train* = patterns at -O2, 2
 threads, 64, 128 and 160 MiB (and 512 MiB for the structured kinds); everything else is
-*held-out* (other sizes, other -O levels, other thread counts, other programs).  ``fit`` trains a seeded random forest on the train rows, prints the held-out
+*held-out* (other sizes, other -O levels, other thread counts, other programs).
+``lab-record`` records the -O2 kernels (8 MiB) in `numaprof lab` guests, one boot per
+topology (2 nodes / 2 threads: train; 4 nodes / 4 and 3 threads: held-out), and analyses
+the profiles on the host; its rows carry ``where`` = lab2 | lab4 | lab4t3.  ``fit`` trains a seeded random forest on the train rows, prints the held-out
 accuracy and confusion matrix, and writes the model as plain JSON (tree arrays) that
 :mod:`numaprof.analyzer.classifier` evaluates with numpy.  docs/classifier.md explains
 the choices.
@@ -288,6 +292,8 @@ def cmd_lab_record(args) -> int:
         proc = subprocess.run(cmd, cwd=str(work), env=env, text=True)
         guest_s = time.monotonic() - t
         print(f"{where}: guest exited {proc.returncode} after {guest_s:.0f} s", flush=True)
+        if not any(work.glob("r*.rc")):
+            raise NumaprofError(f"the {where} guest recorded nothing (numaprof lab exited {proc.returncode})")
         n_rows = 0
         for name, run in zip(names, runs, strict=True):
             prof = work / f"{name}.data"
