@@ -77,35 +77,33 @@ int main(void)
 """
 
 
-@pytest.mark.parametrize("compiler,std,suffix", [
+STANDARDS = pytest.mark.parametrize("compiler,std,suffix", [
     ("gcc", "c99", "c"), ("gcc", "c11", "c"), ("gcc", "c17", "c"), ("gcc", "gnu11", "c"),
     ("g++", "c++17", "cpp"),
 ])
-def test_header_builds_strictly_and_places(tmp_path, compiler, std, suffix):
+
+
+def _build_and_run(tmp_path, name, text, compiler, std, suffix):
+    """Builds TEXT as NAME.SUFFIX with -std=STD -Wall -Wextra -Werror and runs it."""
     if shutil.which(compiler) is None:
         pytest.skip(f"{compiler} not installed")
-    src = tmp_path / f"app.{suffix}"
-    src.write_text(PROGRAM)
-    exe = tmp_path / "app"
+    src = tmp_path / f"{name}.{suffix}"
+    src.write_text(text)
+    exe = tmp_path / name
     subprocess.run([compiler, f"-std={std}", "-Wall", "-Wextra", "-Werror", f"-I{INCLUDE}",
                     str(src), "-o", str(exe)], check=True, capture_output=True, text=True)
-    out = subprocess.run([str(exe)], capture_output=True, text=True)
+    return subprocess.run([str(exe)], capture_output=True, text=True)
+
+
+@STANDARDS
+def test_header_builds_strictly_and_places(tmp_path, compiler, std, suffix):
+    out = _build_and_run(tmp_path, "app", PROGRAM, compiler, std, suffix)
     assert out.returncode == 0 and out.stdout.strip() == "rc=0 1", (out.stdout, out.stderr)
 
 
-@pytest.mark.parametrize("compiler,std,suffix", [
-    ("gcc", "c99", "c"), ("gcc", "c11", "c"), ("gcc", "c17", "c"), ("gcc", "gnu11", "c"),
-    ("g++", "c++17", "cpp"),
-])
+@STANDARDS
 def test_weighted_places_every_page_on_its_weighted_node(tmp_path, compiler, std, suffix):
-    if shutil.which(compiler) is None:
-        pytest.skip(f"{compiler} not installed")
-    src = tmp_path / f"weighted.{suffix}"
-    src.write_text(WEIGHTED)
-    exe = tmp_path / "weighted"
-    subprocess.run([compiler, f"-std={std}", "-Wall", "-Wextra", "-Werror", f"-I{INCLUDE}",
-                    str(src), "-o", str(exe)], check=True, capture_output=True, text=True)
-    out = subprocess.run([str(exe)], capture_output=True, text=True)
+    out = _build_and_run(tmp_path, "weighted", WEIGHTED, compiler, std, suffix)
     assert out.returncode == 0, (out.stdout, out.stderr)
     got = dict(kv.split("=") for kv in out.stdout.split())
     # placed without error, all 40 pages present and each on its node
