@@ -1,5 +1,8 @@
 # numaprof developer entry points.  `make setup` is idempotent: it installs what is
 # missing (Debian packages, .venv, the project with its test extras) and nothing else.
+# The project is installed editable: .venv imports the Python files of this checkout, and
+# `make build` (part of setup) rebuilds the C parts into build/dev, which a checkout uses
+# before any installed copy (numaprof/paths.py).  So an edit is tested without a reinstall.
 SHELL := /bin/bash
 VENV ?= .venv
 # The system interpreter, so that the tools also run for unprivileged users (tests/test_unprivileged.py).
@@ -14,7 +17,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: setup apt build demo test test-c test-py lint bench clean
 
-setup: apt $(STAMP)
+setup: apt $(STAMP) build
 
 apt:
 	@missing=""; for p in $(APT_PACKAGES); do \
@@ -26,17 +29,18 @@ apt:
 	  DEBIAN_FRONTEND=noninteractive $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
-$(STAMP): pyproject.toml CMakeLists.txt $(shell find collector analyzer recommender cli lab numaprof -type f -not -name '*.pyc' 2>/dev/null)
+# Exact versions from constraints.txt; pyproject.toml only declares compatible ranges.
+$(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q ".[test]" virtme-ng==1.42
+	$(PIP) install -q -c constraints.txt -e ".[test,train]" virtme-ng
 	@touch $(STAMP)
 
 # Development build of the native parts into build/dev (used from a source checkout).
 build:
-	cmake -S . -B build/cmake -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=$(CURDIR)/build/dev >/dev/null
-	cmake --build build/cmake -j2
-	cmake --install build/cmake >/dev/null
+	@cmake -S . -B build/cmake -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=$(CURDIR)/build/dev >/dev/null
+	@cmake --build build/cmake -j2 >/dev/null
+	@cmake --install build/cmake >/dev/null
 
 demo: setup
 	$(MAKE) -s -C examples
