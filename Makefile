@@ -47,6 +47,7 @@ demo: setup
 	cd examples && OMP_NUM_THREADS=2 ../$(NUMAPROF) record -o /tmp/numaprof-demo.data -- ./serial_init 2>&1
 	$(NUMAPROF) report /tmp/numaprof-demo.data
 	$(NUMAPROF) suggest /tmp/numaprof-demo.data --target 2s
+	@echo "make demo: numaprof is installed in $(VENV)/; run '. $(VENV)/bin/activate' to have it on your PATH"
 
 test: setup lint test-c test-py
 

@@ -203,12 +203,25 @@ def check_shareable(cwd: Path) -> None:
         )
 
 
-def guest_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The caller's environment for the guest, minus host-session variables; PATH is the
-    caller's followed by the usual system directories."""
+def numaprof_bin_dir() -> Path | None:
+    """The directory of the `numaprof` command of this installation (a venv's bin/), which
+    need not be on the caller's PATH: `make setup` installs into .venv without activating it."""
+    here = Path(sys.executable).parent
+    return here if (here / "numaprof").is_file() else None
+
+
+def guest_environment(environ: dict[str, str] | None = None,
+                      numaprof_bin: Path | None = None) -> dict[str, str]:
+    """The caller's environment for the guest, minus host-session variables.
+
+    PATH is the directory of the numaprof that runs the lab (so that
+    ``numaprof lab -- numaprof record ...`` runs this numaprof in the guest), then the
+    caller's PATH, then the usual system directories.
+    """
     environ = dict(os.environ if environ is None else environ)
     env = {k: v for k, v in environ.items() if k not in _ENV_SKIP and _ENV_NAME.match(k)}
-    env["PATH"] = ":".join(p for p in (environ.get("PATH", ""), GUEST_PATH) if p)
+    first = str(numaprof_bin) if numaprof_bin else ""
+    env["PATH"] = ":".join(p for p in (first, environ.get("PATH", ""), GUEST_PATH) if p)
     return env
 
 
@@ -300,7 +313,7 @@ def run(config: LabConfig, tools: LabTools | None = None) -> int:
         status_file = state_dir / "status"
         script = state_dir / "run.sh"
         script.write_text(guest_script(config.command, config.cwd, status_file,
-                                       guest_environment()))
+                                       guest_environment(numaprof_bin=numaprof_bin_dir())))
         argv = build_vng_command(tools, config.topology, config.cwd, state_dir, script,
                                  config.numa_balancing)
         env = dict(os.environ)

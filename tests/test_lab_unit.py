@@ -161,6 +161,22 @@ def test_guest_script_runs_in_cwd_and_records_status(tmp_path):
     assert (tmp_path / "out").read_text() == "a 'b' $c\n"
 
 
+def test_the_guest_finds_the_numaprof_that_runs_the_lab_without_an_active_venv(tmp_path):
+    """`numaprof lab -- numaprof record ...` failed in the guest with 'numaprof: not found'
+    when the venv was not activated: the lab puts its own numaprof's directory on PATH."""
+    bindir = runner.numaprof_bin_dir()
+    assert bindir is not None and (bindir / "numaprof").is_file()
+    env = runner.guest_environment({"PATH": "/usr/bin:/bin"}, numaprof_bin=bindir)
+    status = tmp_path / "status"
+    script = runner.guest_script(("sh", "-c", "command -v numaprof > out"), tmp_path, status,
+                                 env)
+    (tmp_path / "run.sh").write_text(script)
+    proc = subprocess.run(["/bin/sh", str(tmp_path / "run.sh")], cwd="/",
+                          env={"PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0
+    assert (tmp_path / "out").read_text().strip() == str(bindir / "numaprof")
+
+
 def test_command_not_found_is_127(tmp_path):
     status = tmp_path / "status"
     script = runner.guest_script(("no-such-command-here",), tmp_path, status,
