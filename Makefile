@@ -15,7 +15,7 @@ APT_PACKAGES := build-essential cmake pkg-config gfortran openmpi-bin chromium l
 	qemu-system-x86 linux-image-amd64 busybox-static
 STAMP := $(VENV)/.installed
 
-.PHONY: setup apt build demo test test-c test-py lint bench clean
+.PHONY: setup apt build demo test test-c test-py lint bench corpus fidelity clean
 
 setup: apt $(STAMP) build
 
@@ -66,6 +66,14 @@ test-py:
 
 bench: setup
 	$(PY) bench/run.py
+
+# The realistic-program corpus (tests/progs/corpus) at -O2 and -O3 into build/corpus;
+# tests/test_corpus.py and bench/fidelity.py build it themselves too.
+corpus:
+	$(MAKE) -s -C tests/progs/corpus OUT=$(CURDIR)/build/corpus
+
+fidelity: setup
+	$(PY) bench/fidelity.py
 
 clean:
 	rm -rf build $(VENV) numaprof.data numaprof.data.old

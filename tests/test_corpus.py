@@ -1,0 +1,229 @@
+"""The realistic-program corpus (tests/progs/corpus, issue 13): every run of every program
+recorded once per session with numaprof's default settings, 2 OpenMP threads, -O2 (the
+bench, bench/fidelity.py, also measures -O3); the known right answer of each program (the
+`numaprof-corpus:` lines of its header comment) and the fidelity targets are asserted.
+
+The measures (address coverage, named share, unknown share, which objects carry an
+expected array's name) are bench/fidelity.py's, so that the bench and these tests agree.
+
+Assertions that today's numaprof fails are marked xfail(strict=True) with what is missing,
+as measured at -O2 in three recordings on the 2-core development VM: when a change makes
+one pass, the test fails until its mark is removed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import pytest
+from helpers import ROOT
+
+
+def _load_fidelity():
+    spec = importlib.util.spec_from_file_location("numaprof_bench_fidelity", ROOT / "bench" / "fidelity.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+fidelity = _load_fidelity()
+RUNS = {r.name: r for r in fidelity.corpus_runs()}
+OPT = "O2"
+
+# Why an expected array is not found under its name (measured at -O2).
+NOT_FOUND = {
+    ("adi", "v"): "allocate(u(n, n), v(n, n), w(n, n)) names all three arrays `u` "
+                  "(one Fortran statement, one name taken from its line)",
+    ("adi", "w"): "allocate(u(n, n), v(n, n), w(n, n)) names all three arrays `u`",
+    ("adi", "cp"): "thread-private automatic array on the thread stacks: `[stack]` / "
+                   "`stack@0x…` (75-103 samples per stack, cp and dp together), not named "
+                   "from the DWARF locals of sweep_x/sweep_y's outlined functions",
+    ("adi", "dp"): "thread-private automatic array on the thread stacks: `[stack]` / "
+                   "`stack@0x…`, not named from DWARF locals",
+    ("bucket_sort", "hist"): "the 1 MiB local of the outlined parallel region is `[stack]` "
+                             "(main thread) / `stack@0x…` (worker), 706-833 samples, not named "
+                             "from DWARF (DW_OP_fbreg -1048640 in sort_by_cell._omp_fn.0)",
+    ("fft", "work"): "the FFT work array (16 KiB local of fft_row) is `[stack]` / "
+                     "`stack@0x…`, 1646-1744 samples, not named from DWARF",
+    ("fft", "tw"): "8 KiB malloc, below the 64 KiB threshold: not tracked, its samples "
+                   "(211-250) land in the `anon@0x…` mapping of the brk heap",
+    ("mesh", "m_pos"): "`m_pos.resize(n)` assigns nothing: named by its site "
+                       "`Mesh::allocate(unsigned long, int)@mesh.cpp:75` (1158-1587 samples)",
+    ("mesh", "m_charge"): "allocated through alloc_array<double>: named `p`, the wrapper's "
+                          "own variable (`return static_cast<T *>(p)` is not seen as "
+                          "returning the allocation)",
+    ("multigrid", "u"): "every row of the double *** grids is a 1 KiB calloc, below the "
+                        "64 KiB threshold: all grids are one `[heap]` mapping "
+                        "(1790-2229 samples, pattern irregular)",
+    ("multigrid", "f"): "rows are small callocs: part of the `[heap]` mapping",
+    ("multigrid", "r"): "rows are small callocs: part of the `[heap]` mapping",
+    ("multigrid", "uold"): "per-step temporary grid of small callocs: part of `[heap]`",
+}
+# Found under its name, but not as the one object of that name or with another pattern.
+WRONG = {
+    ("adi", "u"): "three objects are named `u` (u, v and w: one allocate statement); the one "
+                  "with most samples, v, is called random",
+}
+TARGET_MISSES = {
+    ("adi", "coverage"): "0.813-0.817: 605-633 samples rule clobbered in sweep_y's outlined "
+                         "function, where `add %rcx,%r15` steps the address register by the "
+                         "column stride in a register (only constant steps are undone)",
+    ("bucket_sort", "named"): "0.71-0.72: hist (thread stacks) is `[stack]` / `stack@0x…`",
+    ("bucket_sort", "unknown"): "0.28-0.30: the stack objects holding hist are unknown "
+                                "(each is touched by one thread only)",
+    ("fft", "coverage"): "0.878-0.882: 366-371 samples rule no_mem in fft_row's butterfly, "
+                         "after the `jp` to __muldc3 that the complex multiply's NaN check "
+                         "emits (the loads are before that branch)",
+    ("fft", "named"): "0.23-0.25: work on the thread stacks, tw in the `anon@0x…` heap mapping",
+    ("fft", "unknown"): "0.67-0.68: the stack objects holding work are unknown; 124-131 "
+                        "samples outside every object (libm's exp table, .rodata constants)",
+    ("mesh", "named"): "0.51-0.57: m_pos is named by its site (`m_pos.resize(n)`)",
+    ("multigrid", "named"): "0.00: every grid is small callocs in the `[heap]` mapping",
+}
+
+
+def _xfail(reason: str | None) -> list:
+    return [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+
+
+def _array_params(only_private: bool = False) -> list:
+    params = []
+    for run in RUNS.values():
+        for e in run.arrays:
+            if only_private and not e.private:
+                continue
+            reason = NOT_FOUND.get((run.name, e.name)) or WRONG.get((run.name, e.name))
+            params.append(pytest.param(run.name, e, id=f"{run.name}-{e.name}", marks=_xfail(reason)))
+    return params
+
+
+@pytest.fixture(scope="session")
+def corpus_report(tmp_path_factory):
+    fidelity.build_corpus()
+    base = tmp_path_factory.mktemp("corpus")
+    cache: dict[str, dict] = {}
+
+    def get(name: str) -> dict:
+        if name not in cache:
+            cache[name] = fidelity.record(RUNS[name], OPT, base / f"{name}.data")
+        return cache[name]
+
+    return get
+
+
+# --------------------------------------------------------------- the corpus itself
+
+def test_corpus_declares_its_answers():
+    """Every program declares its runs and hot arrays; a header the parser misses would
+    make the tests below vacuous."""
+    programs = {r.program for r in RUNS.values()}
+    assert programs == {"adi", "bucket_sort", "cg", "fft", "mesh", "multigrid", "table_lookup"}
+    assert {"cg-serial", "cg-parallel"} <= RUNS.keys()
+    for run in RUNS.values():
+        assert len(run.arrays) >= 2, run.name
+        assert all(e.pattern in ("regular", "irregular", "random") for e in run.arrays)
+    assert {e.name for r in RUNS.values() for e in r.arrays if e.private} == {"hist", "work", "cp", "dp"}
+
+
+@pytest.mark.parametrize("name, named", [
+    ("u", True), ("g->energy", True), ("lv[l].u", True), ("Mesh::m_pos", True),
+    ("grid::field", True), ("struct grid.energy", True), ("fields%w", True), ("this->m_pos", True),
+    ("[stack]", False), ("[heap]", False), ("stack@0x7f0217b64000", False),
+    ("anon@0x5558a5d93000", False), ("heap@0x1000", False), ("main@cg.c:96", False),
+    ("Mesh::allocate(unsigned long, int)@mesh.cpp:75", False),
+    ("libc.so.6@0x7f00ccf3b000", False), ("shim.123.bin@0x7f00", False), ("", False),
+])
+def test_named_definition(name, named):
+    assert fidelity.is_named(name) is named
+
+
+@pytest.mark.parametrize("name, last", [
+    ("u", "u"), ("g->energy", "energy"), ("lv[l].u", "u"), ("Mesh::m_pos", "m_pos"),
+    ("struct grid.energy", "energy"), ("fields%w", "w"), ("g[i][j]", "g"),
+])
+def test_leaf(name, last):
+    assert fidelity.leaf(name) == last
+
+
+def test_measure_on_a_hand_built_report():
+    """The three shares from a report document, computed by hand."""
+    run = fidelity.Run("t", "t", ROOT / "t.c", arrays=(fidelity.Expected("a", "random"),))
+    report = {"profile": {"samples": 120, "with_address": 100, "address_coverage": 0.9,
+                          "outside_objects": 5, "rules": {"no_mem": 9, "skid": 100}},
+              "objects": [
+                  {"name": "g->a", "kind": "heap", "size": 800, "samples": 60, "share": 0.6, "pattern": "random", "threads": 2},
+                  {"name": "[stack]", "kind": "stack", "size": 4096, "samples": 25, "share": 0.25, "pattern": "unknown", "threads": 1},
+                  {"name": "main@t.c:3", "kind": "heap", "size": 80, "samples": 10, "share": 0.1, "pattern": "regular", "threads": 2},
+              ]}
+    f = fidelity.measure(report, run, "O2")
+    assert (f.coverage, f.named, f.unknown) == (0.9, 0.6, 0.3)  # unknown: 25 + 5 outside
+    assert f.lost_rules == {"no_mem": 9}
+    assert [o["name"] for o in f.arrays[0].objects] == ["g->a"] and f.arrays[0].pattern == "random"
+    assert not f.meets("named") and f.meets("coverage") and not f.meets("unknown")
+
+
+# ------------------------------------------------------------ recorded, -O2, defaults
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("run, metric", [
+    pytest.param(r, m, id=f"{r}-{m}", marks=_xfail(TARGET_MISSES.get((r, m))))
+    for r in RUNS for m in ("coverage", "named", "unknown")
+])
+def test_target(corpus_report, run, metric):
+    """coverage >= 0.90, named >= 0.90, unknown <= 0.10 (definitions: bench/fidelity.py)."""
+    f = fidelity.measure(corpus_report(run), RUNS[run], OPT)
+    assert f.meets(metric), (f"{metric} {getattr(f, metric):.3f}; lost rules {f.lost_rules}; "
+                             f"unnamed {f.unnamed_top}")
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("run, expected", _array_params())
+def test_array_named(corpus_report, run, expected):
+    """The array is found under the name its source gives it (a member's name may carry
+    its owner: `g->energy`, `Mesh::m_pos`); a shared array is exactly one object."""
+    report = corpus_report(run)
+    found = fidelity.matching(report, expected.name)
+    names = [(o["name"], o["samples"]) for o in report["objects"][:12]]
+    assert found, f"{expected.name} not found; objects: {names}"
+    if not expected.private:
+        assert len(found) == 1, f"{len(found)} objects named {expected.name}: {found}"
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("run, expected", _array_params())
+def test_array_pattern(corpus_report, run, expected):
+    """The array's pattern is the one it has by construction (its program's header)."""
+    found = fidelity.matching(corpus_report(run), expected.name)
+    assert found, f"{expected.name} not found"
+    top = max(found, key=lambda o: o["samples"])
+    assert top["pattern"] == expected.pattern, (top["name"], top["samples"], top["pattern"],
+                                                top["pattern_confidence"])
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("run, expected", _array_params(only_private=True))
+def test_array_thread_private(corpus_report, run, expected):
+    """A thread-private array (a local of a parallel region) is reported as such: a
+    stack object, or one marked `thread_private`."""
+    found = fidelity.matching(corpus_report(run), expected.name)
+    assert found, f"{expected.name} not found"
+    for o in found:
+        assert o["kind"] == "stack" or o.get("thread_private") is True, o
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("run", [r for r in RUNS if RUNS[r].first_touch])
+def test_first_touch(corpus_report, run):
+    """cg's serial variant places every page from the master thread; the parallel one
+    from both threads."""
+    report = corpus_report(run)
+    for e in RUNS[run].arrays:
+        found = fidelity.matching(report, e.name)
+        assert len(found) == 1, e.name
+        ft = found[0]["first_touch"]
+        if RUNS[run].first_touch == "serial":
+            assert ft["serial"] and ft["master_fraction"] >= 0.9, (e.name, ft)
+        else:
+            assert ft["threads"] >= 2 and ft["master_fraction"] < 0.9, (e.name, ft)
