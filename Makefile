@@ -30,7 +30,10 @@ apt:
 	fi
 
 # Exact versions from constraints.txt; pyproject.toml only declares compatible ranges.
-$(STAMP): pyproject.toml constraints.txt
+# The editable install maps each module to its file, so adding, removing or renaming a
+# module (a change of its directory's mtime) reinstalls; editing one does not.
+PY_DIRS := $(shell find analyzer recommender cli lab numaprof -type d -not -name __pycache__ 2>/dev/null)
+$(STAMP): pyproject.toml constraints.txt $(PY_DIRS)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -c constraints.txt -e ".[test,train]" virtme-ng

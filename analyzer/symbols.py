@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from numaprof.analyzer import sourcelang
+
 try:
     from elftools.common.exceptions import ELFError
     from elftools.elf.elffile import ELFFile
@@ -648,39 +650,17 @@ class CodeResolver:
 
 # ------------------------------------------------------------------- naming from source
 
-_PARSERS: dict[str, object] = {}
-
-
 def _parser(lang: str):
-    if lang not in _PARSERS:
-        try:
-            from tree_sitter import Language, Parser
-
-            if lang == "c":
-                import tree_sitter_c as mod
-            elif lang == "cpp":
-                import tree_sitter_cpp as mod
-            else:
-                import tree_sitter_fortran as mod
-            _PARSERS[lang] = Parser(Language(mod.language()))
-        except Exception:  # noqa: BLE001 - a missing grammar only disables naming
-            _PARSERS[lang] = None
-    return _PARSERS[lang]
-
-
-_FORTRAN_EXT = {".f", ".for", ".f90", ".f95", ".f03", ".f08", ".ftn"}
-_CXX_EXT = {".cc", ".cpp", ".cxx", ".c++", ".cp", ".hpp", ".hh", ".hxx", ".h++", ".ipp", ".tpp"}
+    try:
+        return sourcelang.parser(lang)
+    except Exception:  # noqa: BLE001 - a missing grammar only disables naming
+        return None
 
 
 def source_language(path: str) -> str:
     """``c``, ``cpp`` or ``fortran``: the grammar a source file is parsed with, by its
-    extension (``.C`` and ``.H``, capitalised, are C++ as GCC takes them)."""
-    suffix = Path(path).suffix
-    if suffix in (".C", ".H") or suffix.lower() in _CXX_EXT:
-        return "cpp"
-    if suffix.lower() in _FORTRAN_EXT:
-        return "fortran"
-    return "c"
+    extension (``.C`` and ``.H``, capitalised, are C++ as GCC takes them); C otherwise."""
+    return sourcelang.source_language(path) or "c"
 
 
 def find_source(path: str, roots: list[str]) -> Path | None:

@@ -1,0 +1,278 @@
+"""Parallel first touch in free-form Fortran: ``!$omp parallel do`` ...
+``!$omp end parallel do`` on the serial loop that first touched an array, by the same
+rules as the C loops."""
+
+from __future__ import annotations
+
+import os
+
+from numaprof.recommender.patch.edits import Edit, Patch, Refusal, make_patch
+from numaprof.recommender.patch.source import Source, contains_row, parse_refusal, walk
+
+F_DIRECTIVE = "!$omp parallel do schedule(static)"
+
+
+F_END_DIRECTIVE = "!$omp end parallel do"
+
+
+#: Fortran elemental intrinsics a parallelised loop may call (pure by the standard).
+PURE_F_FUNCTIONS = frozenset({
+    "sqrt", "sin", "cos", "tan", "exp", "log", "log10", "abs", "floor", "ceiling", "mod",
+    "modulo", "min", "max", "dble", "real", "int", "nint", "float", "sign", "dsqrt",
+    "dsin", "dcos", "dexp", "dlog", "dabs", "cmplx", "aimag", "conjg", "iand", "ior",
+    "ieor", "ishft", "atan", "atan2", "asin", "acos", "sinh", "cosh", "tanh",
+    "size", "lbound", "ubound", "len", "huge", "tiny", "epsilon", "kind",
+})
+
+
+_F_ALLOWED = frozenset({
+    "assignment_statement", "call_expression", "argument_list", "identifier",
+    "number_literal", "math_expression", "relational_expression", "logical_expression",
+    "unary_expression", "parenthesized_expression", "if_statement", "elseif_clause",
+    "else_clause", "end_if_statement", "do_loop_statement", "loop_control_expression",
+    "end_do_loop_statement", "comment", "keyword_statement", "string_literal",
+    "boolean_literal", "complex_literal", "derived_type_member_expression", "type_member",
+    "keyword_argument", "concatenation_expression",
+})
+
+
+def fortran_name(src: Source, node) -> str:
+    return src.text(node).lower()
+
+
+def _f_arrays(src: Source) -> set[str]:
+    """Names declared with a shape anywhere in the file (lower case)."""
+    names = set()
+    for decl in walk(src.root):
+        if decl.type != "variable_declaration":
+            continue
+        dims = any(a.type == "type_qualifier" and src.text(a).lower().startswith("dimension")
+                   for a in decl.children)
+        for d in decl.children_by_field_name("declarator"):
+            if d.type == "sized_declarator":
+                names.add(fortran_name(src, d.named_children[0]))
+            elif dims and d.type == "identifier":
+                names.add(fortran_name(src, d))
+            elif dims and d.type == "init_declarator":
+                names.add(fortran_name(src, d.child_by_field_name("left")))
+    return names
+
+
+def _f_loop_header(src: Source, loop) -> tuple[str, list] | str:
+    ctl = next((c for c in loop.named_children if c.type == "loop_control_expression"), None)
+    if ctl is None:
+        return "the loop is not a counted `do i = a, b` loop"
+    parts = [c for c in ctl.named_children if c.type != "comment"]
+    if len(parts) not in (3, 4) or parts[0].type != "identifier":
+        return "the loop is not a counted `do i = a, b` loop"
+    var = fortran_name(src, parts[0])
+    if len(parts) == 4 and src.text(parts[3]).strip() != "1":
+        return f"the loop steps `{var}` by {src.text(parts[3])}, not 1"
+    return var, parts[1:3]
+
+
+def _f_check_loop(src: Source, loop, unit, arrays: set[str]) -> str | None:
+    header = _f_loop_header(src, loop)
+    if isinstance(header, str):
+        return header
+    var, bounds = header
+    for b in bounds:
+        for n in walk(b):
+            if n.type == "call_expression":
+                name = fortran_name(src, n.named_children[0])
+                if name not in arrays and name not in PURE_F_FUNCTIONS:
+                    return f"the loop bound calls `{name}`"
+    body = [c for c in loop.named_children
+            if c.type not in ("loop_control_expression", "end_do_loop_statement")]
+    written: set[str] = set()
+    for stmt in body:
+        for n in walk(stmt):
+            if not n.is_named:
+                continue
+            t = n.type
+            if t not in _F_ALLOWED:
+                if t == "subroutine_call":
+                    sub = n.child_by_field_name("subroutine")
+                    return f"the loop calls the subroutine `{src.text(sub)}`"
+                return f"the loop contains a `{t}` construct the safety check does not analyse"
+            if t == "comment" and src.text(n).lower().startswith("!$"):
+                return "the loop contains OpenMP directives"
+            if t == "keyword_statement":
+                kw = src.text(n).strip().lower()
+                if kw.startswith("exit"):
+                    p = n.parent
+                    while p is not None and p != loop and p.type != "do_loop_statement":
+                        p = p.parent
+                    if p == loop or kw != "exit":
+                        return "the loop leaves early with `exit`"
+                elif not kw.startswith("cycle"):
+                    return f"the loop contains `{kw.split()[0]}`"
+            elif t == "call_expression":
+                name = fortran_name(src, n.named_children[0])
+                if name not in arrays and name not in PURE_F_FUNCTIONS:
+                    return (f"the loop calls `{name}`, which may have side effects (or is an "
+                            "array declared in another file)")
+            elif t == "assignment_statement":
+                why = _f_check_write(src, n.child_by_field_name("left"), var, arrays, written)
+                if why:
+                    return why
+            elif t == "do_loop_statement" and n != loop:
+                inner = _f_loop_header(src, n)
+                if isinstance(inner, str):
+                    return "the loop contains a loop that is not counted"
+                return (f"the loop contains the loop over `{inner[0]}`, whose counter "
+                        "would be shared between threads")
+    for name in written:
+        for n in walk(loop):
+            if n.type != "identifier" or fortran_name(src, n) != name:
+                continue
+            p = n.parent
+            if p.type == "call_expression" and p.named_children[0] == n and \
+                    _f_is_var_index(src, p, var):
+                continue
+            shown = src.text(p) if p.type == "call_expression" else name
+            return (f"the loop writes `{name}({var})` and also uses `{shown}`: one "
+                    "iteration may depend on another")
+    return _f_counter_used_elsewhere(src, loop, unit, var)
+
+
+def _f_is_var_index(src: Source, ref, var: str) -> bool:
+    args = next((c for c in ref.named_children if c.type == "argument_list"), None)
+    if args is None:
+        return False
+    items = [a for a in args.named_children if a.type != "comment"]
+    return len(items) == 1 and items[0].type == "identifier" and fortran_name(src, items[0]) == var
+
+
+def _f_check_write(src: Source, target, var: str, arrays: set[str],
+                   written: set[str]) -> str | None:
+    if target is None:
+        return "the loop assigns to something the check cannot follow"
+    if target.type == "identifier":
+        name = fortran_name(src, target)
+        if name == var:
+            return f"the loop changes its own counter `{var}`"
+        return f"the loop writes the scalar `{name}` declared outside it"
+    if target.type == "call_expression":
+        name = fortran_name(src, target.named_children[0])
+        if name in arrays and _f_is_var_index(src, target, var):
+            written.add(name)
+            return None
+        return (f"the loop writes `{src.text(target)}`, not exactly `{name}({var})`: "
+                "iterations may write the same element")
+    return f"the loop writes `{src.text(target)}`, which the check cannot follow"
+
+
+def _f_counter_used_elsewhere(src: Source, loop, unit, var: str) -> str | None:
+    """The do variable has no defined value after ``!$omp parallel do``: allow it only
+    when every other use is inside another do loop over it, or its declaration."""
+    if unit is None:
+        return None
+    for n in walk(unit):
+        if n.type != "identifier" or fortran_name(src, n) != var:
+            continue
+        if loop.start_byte <= n.start_byte < loop.end_byte:
+            continue
+        p, ok = n.parent, False
+        if p.type == "variable_declaration":
+            continue
+        while p is not None and p != unit:
+            if p.type == "do_loop_statement" and _f_do_var(src, p) == var:
+                ok = True
+                break
+            if p.type in _F_UNITS and _f_declares(src, p, var):
+                ok = True  # an internal procedure with its own variable of that name
+                break
+            p = p.parent
+        if not ok:
+            return (f"the loop counter `{var}` is used after the loop (line "
+                    f"{n.start_point[0] + 1}); its value would be undefined")
+    return None
+
+
+def _f_do_var(src: Source, loop) -> str | None:
+    ctl = next((c for c in loop.named_children if c.type == "loop_control_expression"), None)
+    if ctl is None or not ctl.named_children or ctl.named_children[0].type != "identifier":
+        return None
+    return fortran_name(src, ctl.named_children[0])
+
+
+def _f_declares(src: Source, unit, var: str) -> bool:
+    for decl in unit.named_children:
+        if decl.type == "variable_declaration":
+            for d in decl.children_by_field_name("declarator"):
+                name = d.named_children[0] if d.type == "sized_declarator" else \
+                    d.child_by_field_name("left") if d.type == "init_declarator" else d
+                if name is not None and fortran_name(src, name) == var:
+                    return True
+    return False
+
+
+def _f_omp_context(src: Source, node, unit) -> str | None:
+    """An ``!$omp`` directive already governing `node`, or None."""
+    n = node
+    while n is not None and n != unit:
+        depth = 0
+        prev = n.prev_named_sibling
+        first = True
+        while prev is not None:
+            if prev.type == "comment":
+                text = " ".join(src.text(prev).lower().split())
+                if text.startswith("!$omp"):
+                    words = text[len("!$omp"):].split()
+                    if first and words[:1] in (["do"], ["parallel"], ["simd"]):
+                        return text
+                    if words[:2] == ["end", "parallel"] and words[2:3] != ["do"]:
+                        depth -= 1
+                    elif words[:1] == ["parallel"] and words[1:2] != ["do"]:
+                        depth += 1
+            else:
+                first = False
+            prev = prev.prev_named_sibling
+        if depth > 0:
+            return "!$omp parallel"
+        n = n.parent
+    return None
+
+
+_F_UNITS = ("program", "subroutine", "function", "module_procedure")
+
+
+def parallelize_fortran(src: Source, path: str, line: int, root: str | None) -> Patch | Refusal:
+    row = line - 1
+    where = f"{os.path.basename(path)}:{line}"
+    loops = [n for n in walk(src.root) if n.type == "do_loop_statement"
+             and contains_row(n, row)]
+    if not loops:
+        return Refusal(path, line, f"{where} is not inside a `do` loop")
+    unit = loops[0].parent
+    while unit is not None and unit.type not in _F_UNITS:
+        unit = unit.parent
+    bad = parse_refusal(src, unit, line)
+    if bad is not None:
+        return bad
+    omp = _f_omp_context(src, loops[-1], unit)
+    if omp is not None:
+        return Refusal(path, line, f"the loop at {where} already runs under `{omp}`")
+    arrays = _f_arrays(src)
+    reasons = []
+    for loop in loops:
+        why = _f_check_loop(src, loop, unit, arrays)
+        if why is None:
+            end = next((c for c in loop.named_children if c.type == "end_do_loop_statement"),
+                       None)
+            if end is None or not src.starts_line(loop):
+                why = "the loop's `do` or `end do` does not stand on its own line"
+            else:
+                indent = src.indent(loop)
+                at_end = src.line_end(end.end_byte)
+                pre = src.nl if at_end == len(src.data) and not src.data.endswith(b"\n") else ""
+                edits = [Edit(src.line_start(loop.start_byte),
+                              f"{indent}{F_DIRECTIVE}{src.nl}", attach=True),
+                         Edit(at_end, f"{pre}{indent}{F_END_DIRECTIVE}{src.nl}")]
+                lline = loop.start_point[0] + 1
+                return make_patch(path, src.data, edits, root,
+                                   f"parallel first touch: `{F_DIRECTIVE}` on the loop at "
+                                   f"{os.path.basename(path)}:{lline}")
+        reasons.append(why)
+    return Refusal(path, line, f"not parallelising the loop at {where}: {reasons[-1]}")

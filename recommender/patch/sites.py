@@ -1,0 +1,324 @@
+"""From analyzer results to patches: the file and line a site names, and the patch that
+applies a policy to an analyzed object."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from numaprof.recommender.patch.edits import Patch, Refusal
+from numaprof.recommender.patch.loops_c import parallelize_c
+from numaprof.recommender.patch.loops_fortran import fortran_name, parallelize_fortran
+from numaprof.recommender.patch.place import (
+    allocation_target,
+    cxx_vector_construction,
+    file_scope_array,
+    place_after_allocation,
+    place_static,
+    policy_constant,
+)
+from numaprof.recommender.patch.source import (
+    C_FAMILY,
+    Source,
+    contains_row,
+    function_name,
+    language,
+    load,
+    walk,
+)
+
+
+def parallelize_first_touch(path: str, line: int, *, root: str | None = None
+                            ) -> Patch | Refusal:
+    """Make the serial loop that first-touched an array run under OpenMP, if provably safe.
+
+    `line` is a first-touch source line (`FirstTouch.sites`).  Among the loops that
+    contain it, the outermost one that passes every rule gets
+    ``#pragma omp parallel for schedule(static)`` (Fortran: ``!$omp parallel do
+    schedule(static)`` / ``!$omp end parallel do``).  The rules: a counted loop
+    (``i = a`` or a declaration; ``i < / <= / != bound`` with a bound free of calls and
+    not written in the loop; ``i++`` / ``++i`` / ``i += 1``); writes only to variables
+    declared inside the body or to array elements indexed exactly by the counter, and a
+    written array used nowhere in the loop except at exactly that index; no calls but
+    pure math functions; no break / return / goto / exit; not already under an OpenMP
+    directive.  A counter declared outside the loop must not be used after it.
+    Otherwise a `Refusal` with the reason, fallback ``bind_block``.
+    """
+    path = os.path.abspath(path)
+    src = load(path)
+    if isinstance(src, Refusal):
+        return Refusal(path, line, src.reason)
+    if src.lang in C_FAMILY:
+        return parallelize_c(src, path, line, root)
+    return parallelize_fortran(src, path, line, root)
+
+
+def parse_site(site: str) -> tuple[str, str, int] | None:
+    """``func@file.c:42`` -> (func, file, 42); None without a line number."""
+    func, at, rest = site.partition("@")
+    if not at:
+        return None
+    file, colon, line = rest.rpartition(":")
+    if not colon or not line.isdigit() or not file:
+        return None
+    return func, file, int(line)
+
+
+def _strip_balanced(text: str, open_: str, close: str) -> str:
+    out, depth = [], 0
+    for ch in text:
+        if ch == open_:
+            depth += 1
+        elif ch == close and depth:
+            depth -= 1
+        elif not depth:
+            out.append(ch)
+    return "".join(out)
+
+
+def site_function(func: str) -> str:
+    """The source-level name of a site's function, as a definition spells it.
+
+    ``main._omp_fn.0`` (an OpenMP region gcc outlined from main) -> ``main``;
+    ``Matrix::Matrix(unsigned long)`` -> ``Matrix::Matrix``; ``f(int) [clone .cold]``
+    -> ``f``; template arguments and a template's return type are dropped.
+    """
+    name = func.split(" [clone ", 1)[0].strip()
+    if name.startswith("operator") or "::operator" in name:
+        return name  # operator() and friends: left as they are
+    if "(" in name:
+        name = name[:name.index("(")]
+    name = name.split(".", 1)[0]  # gcc clones: ._omp_fn.N, .part.N, .constprop.N, .cold
+    name = _strip_balanced(name, "<", ">").strip()
+    return name.rsplit(" ", 1)[-1]  # `void f<int>` (templates carry a return type)
+
+
+def _function_qualname(src: Source, func) -> str | None:
+    """``ns::Class::method`` of a C++ function definition: its declarator's (possibly
+    qualified) name inside the enclosing named namespaces and classes."""
+    d = func.child_by_field_name("declarator")
+    while d is not None and d.type != "function_declarator":
+        d = d.child_by_field_name("declarator")
+    name = d.child_by_field_name("declarator") if d is not None else None
+    if name is None:
+        return None
+    parts = [_strip_balanced(src.text(name), "<", ">").replace(" ", "")]
+    p = func.parent
+    while p is not None:
+        if p.type in ("namespace_definition", "class_specifier", "struct_specifier"):
+            n = p.child_by_field_name("name")
+            if n is not None:
+                parts.append(_strip_balanced(src.text(n), "<", ">").replace(" ", ""))
+        p = p.parent
+    return "::".join(reversed(parts))
+
+
+def _defines_function(path: str, func: str) -> bool:
+    src = load(path)
+    if isinstance(src, Refusal):
+        return False
+    func = site_function(func)
+    if src.lang == "c":
+        return any(n.type == "function_definition" and function_name(n) == func
+                   for n in walk(src.root))
+    if src.lang == "cpp":
+        for n in walk(src.root):
+            if n.type != "function_definition":
+                continue
+            q = _function_qualname(src, n)
+            if q is not None and (q == func or func.endswith("::" + q)):
+                return True
+        return False
+    stmts = ("program_statement", "subroutine_statement", "function_statement")
+    for n in walk(src.root):
+        if n.type in stmts:
+            name = next((c for c in n.named_children if c.type == "name"), None)
+            if name is not None and fortran_name(src, name) == func.lower():
+                return True
+    return False
+
+
+def resolve_source(file: str, source_paths: Iterable[str], func: str | None = None) -> str | None:
+    """The recorded source path a DWARF/site file name refers to, or None.
+
+    Sites name files by basename; with `func`, only a file that defines that function
+    qualifies, which also tells apart several recorded files of the same name.
+    """
+    paths = list(source_paths)
+    if os.path.isabs(file):
+        return file if file in paths else None
+    suffix = "/" + file.lstrip("./")
+    found = [p for p in paths if p.endswith(suffix)]
+    if func:
+        # Also with one candidate: a file of that name that does not define the
+        # function is not the one the profile's line numbers refer to.
+        found = [p for p in found if _defines_function(p, func)]
+    return found[0] if len(found) == 1 else None
+
+
+def _cxx_constructed_serially(obj, paths: list[str],
+                              hashes: dict[str, str] | None = None) -> Refusal | None:
+    """A C++ heap object whose allocation already writes its elements: a std::vector
+    constructed with elements, or ``new T[n]()`` / ``new T[n]{...}``.  That first touch
+    happens inside the allocating statement (libstdc++'s value-initialisation, in the
+    allocating thread), before any loop of the program: no parallel loop can be its
+    first touch, so ``parallel_init`` is refused with that reason."""
+    if obj.kind != "heap":
+        return None
+    parsed = parse_site(obj.site)
+    if parsed is None:
+        return None
+    func, file, line = parsed
+    path = _resolve(file, paths, func, line, "bind_block", hashes)
+    if isinstance(path, Refusal) or language(path) != "cpp":
+        return None  # the placement path then gives the reason
+    src = load(path)
+    if isinstance(src, Refusal) or src.root.has_error:
+        return None
+    row, where = line - 1, f"{os.path.basename(path)}:{line}"
+    var = obj.name if obj.name.isidentifier() else None
+    vec = cxx_vector_construction(src, row, var)
+    if isinstance(vec, tuple):
+        stmt, name, elem = vec
+        return Refusal(path, line, f"the std::vector `{name}` constructed at {where} "
+                                   f"(`{' '.join(src.text(stmt).split())}`) writes its elements in "
+                                   "its constructor, serially in the constructing thread, so its "
+                                   "pages are first-touched before any loop runs and no "
+                                   "parallel loop can place them")
+    for n in walk(src.root):
+        if n.type == "new_expression" and contains_row(n, row) and \
+                n.child_by_field_name("arguments") is not None and \
+                n.child_by_field_name("declarator") is not None:
+            target = allocation_target(src, n)
+            if var is None or target in (var, f"this->{var}"):
+                return Refusal(path, line, f"`{' '.join(src.text(n).split())}` at {where} "
+                                           "initialises the array as it allocates it, serially "
+                                           "in the allocating thread, so its pages are "
+                                           "first-touched before any loop runs and no parallel "
+                                           "loop can place them")
+    return None
+
+
+def _resolve(file: str, paths: list[str], func: str | None, line: int, fallback: str,
+             hashes: dict[str, str] | None) -> str | Refusal:
+    """`resolve_source`, or a Refusal that says truly why there is no file to patch."""
+    path = resolve_source(file, paths, func)
+    if path is None:
+        suffix = "/" + file.lstrip("./")
+        named = [p for p in paths if p == file or p.endswith(suffix)]
+        if not named:
+            return Refusal(file, line, f"{file} is not among the recorded sources", fallback)
+        shown = site_function(func) if func else "?"
+        defining = [p for p in named if func and _defines_function(p, func)]
+        if len(defining) > 1:
+            return Refusal(file, line, f"several recorded files named {file} define `{shown}`; "
+                                       "not guessing which one the profile means", fallback)
+        return Refusal(file, line, f"the recorded {file} has no definition of `{shown}` that "
+                                   "the parser finds, so the profile's line numbers cannot be "
+                                   "matched to it", fallback)
+    if hashes is not None and path in hashes:
+        from numaprof.recommender.sources import sha256_file
+
+        try:
+            current = sha256_file(path)
+        except OSError as e:
+            return Refusal(path, line, f"cannot read {path}: {e.strerror or e}", fallback)
+        if current != hashes[path]:
+            return Refusal(path, line, f"{os.path.basename(path)} changed after the profile was "
+                                       "recorded, so its line numbers no longer hold; patches "
+                                       "are made only against the recorded text (undo the edits "
+                                       "— `numaprof suggest --revert` after --apply — or record "
+                                       "again)", fallback)
+    return path
+
+
+def patch_for_object(obj, policy: str, source_paths: Iterable[str], *,
+                     root: str | None = None,
+                     hashes: dict[str, str] | None = None,
+                     weighted=None) -> Patch | Refusal | None:
+    """The source patch that applies `policy` to an analyzed object (an ObjectResult).
+
+    - ``parallel_init``: `parallelize_first_touch` on the object's first-touch sites,
+      most pages first; the first site that can be made parallel wins.
+    - a placement policy: `place_after_allocation` at a heap object's allocation site,
+      or `place_static` for a static array before its first touch.
+    - ``first_touch`` (no change) and objects of other kinds: None.
+
+    `source_paths` are the files recorded with the profile (`sources.read_sources_json`)
+    — only those are ever patched; with `hashes` (that file's path -> sha256 map), a file
+    whose content changed since is refused rather than patched at lines that moved.
+    ``weighted_interleave`` needs `weighted` = (node ids, weights), the suggestion's; the
+    statement is then a block calling ``numaprof_place_weighted`` with them.
+    """
+    paths = list(source_paths)
+    if policy == "first_touch":
+        return None
+    if policy == "parallel_init":
+        serial = _cxx_constructed_serially(obj, paths, hashes)
+        if serial is not None:
+            return serial
+        refusals = []
+        for site in obj.first_touch.sites:
+            parsed = parse_site(site)
+            if parsed is None:
+                continue
+            func, file, line = parsed
+            path = _resolve(file, paths, func, line, "bind_block", hashes)
+            if isinstance(path, Refusal):
+                refusals.append(path)
+                continue
+            result = parallelize_first_touch(path, line, root=root)
+            if isinstance(result, Patch):
+                return result
+            refusals.append(result)
+        if refusals:
+            return refusals[0]
+        where = ", ".join(obj.first_touch.sites) or "no recorded site"
+        return Refusal("", 0, f"`{obj.name}` was first touched at {where}, with no source "
+                              "line to patch (a library call such as memset?)")
+    policy_constant(policy)  # ValueError for a policy without a runtime constant
+    if policy == "weighted_interleave" and (
+            weighted is None or not weighted[0] or len(weighted[0]) != len(weighted[1])):
+        return Refusal("", 0, f"weighted_interleave for `{obj.name}` has no per-node weights "
+                              "to write", "numactl")
+    if obj.kind == "heap":
+        parsed = parse_site(obj.site)
+        if parsed is None:
+            return Refusal("", 0, f"the allocation site of `{obj.name}` has no source line",
+                           "numactl")
+        func, file, line = parsed
+        path = _resolve(file, paths, func, line, "numactl", hashes)
+        if isinstance(path, Refusal):
+            return path
+        var = obj.name if obj.name.isidentifier() else None
+        return place_after_allocation(path, line, var, policy, root=root, weighted=weighted)
+    if obj.kind == "static":
+        touches = [t for t in (parse_site(s) for s in obj.first_touch.sites) if t is not None]
+        tried, first_refusal = [], None
+        for func, file, line in touches:
+            path = _resolve(file, paths, func, line, "numactl", hashes)
+            if isinstance(path, Refusal):
+                first_refusal = first_refusal or (path if "changed after" in path.reason
+                                                  else None)
+                continue
+            if path in tried:
+                continue
+            tried.append(path)
+            result = place_static(path, obj.name, policy, before_line=line, root=root,
+                                  weighted=weighted)
+            if isinstance(result, Patch):
+                return result
+            first_refusal = first_refusal or result
+        # Defined in another file than the one touching it: place at the start of main.
+        for path in paths:
+            if path in tried or language(path) not in C_FAMILY:
+                continue
+            src = load(path, want=C_FAMILY)
+            if not isinstance(src, Refusal) and file_scope_array(src, obj.name) is not None:
+                fresh = _resolve(path, paths, None, 0, "numactl", hashes)
+                if isinstance(fresh, Refusal):
+                    return fresh
+                return place_static(path, obj.name, policy, root=root, weighted=weighted)
+        return first_refusal or Refusal(
+            "", 0, f"no recorded C source defines the static array `{obj.name}`", "numactl")
+    return None
