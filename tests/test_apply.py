@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import numaprof.recommender.apply as apply_mod
+import numaprof.recommender.apply_state as apply_state
 from numaprof.errors import NumaprofError
 from numaprof.recommender.apply import apply, revert, state_dir
 from numaprof.recommender.patch import Patch, parallelize_first_touch, place_after_allocation
@@ -148,7 +149,7 @@ def test_second_apply_before_revert_is_refused(tree):
 
 def test_failure_after_the_first_file_restores_everything(tree, monkeypatch):
     calls = []
-    real = apply_mod._overwrite
+    real = apply_mod.overwrite
 
     def failing_overwrite(fd, data):
         calls.append(fd)
@@ -157,7 +158,7 @@ def test_failure_after_the_first_file_restores_everything(tree, monkeypatch):
             raise OSError(28, "No space left on device")
         real(fd, data)
 
-    monkeypatch.setattr(apply_mod, "_overwrite", failing_overwrite)
+    monkeypatch.setattr(apply_mod, "overwrite", failing_overwrite)
     with pytest.raises(NumaprofError, match="every file was left as it was"):
         apply(tree.patches(), tree.root, tree.hashes)
     # The first file really had been patched, then restored from the originals.
@@ -166,7 +167,7 @@ def test_failure_after_the_first_file_restores_everything(tree, monkeypatch):
 
 
 def test_failure_while_keeping_the_originals_changes_nothing(tree, monkeypatch):
-    real = apply_mod._create_at
+    real = apply_state.create_at
     seen = []
 
     def failing_create(dir_fd, name, data):
@@ -175,7 +176,7 @@ def test_failure_while_keeping_the_originals_changes_nothing(tree, monkeypatch):
             raise OSError(13, "Permission denied", name)
         return real(dir_fd, name, data)
 
-    monkeypatch.setattr(apply_mod, "_create_at", failing_create)
+    monkeypatch.setattr(apply_state, "create_at", failing_create)
     with pytest.raises(NumaprofError, match="nothing was patched"):
         apply(tree.patches(), tree.root, tree.hashes)
     assert tree.unchanged() and not tree.state.exists() and not tree.stray_files()
@@ -183,7 +184,7 @@ def test_failure_while_keeping_the_originals_changes_nothing(tree, monkeypatch):
 
 def test_failure_of_the_rollback_keeps_the_backup_for_revert(tree, monkeypatch):
     calls = []
-    real = apply_mod._overwrite
+    real = apply_mod.overwrite
 
     def write_then_break(fd, data):
         calls.append(fd)
@@ -191,11 +192,11 @@ def test_failure_of_the_rollback_keeps_the_backup_for_revert(tree, monkeypatch):
             raise OSError(5, "Input/output error")
         real(fd, data)
 
-    monkeypatch.setattr(apply_mod, "_overwrite", write_then_break)
+    monkeypatch.setattr(apply_mod, "overwrite", write_then_break)
     with pytest.raises(NumaprofError, match="--revert"):
         apply(tree.patches(), tree.root, tree.hashes)
     assert tree.manifest()["state"] == "applying"
-    monkeypatch.setattr(apply_mod, "_overwrite", real)
+    monkeypatch.setattr(apply_mod, "overwrite", real)
     revert(tree.root)
     assert tree.unchanged() and not tree.state.exists() and not tree.stray_files()
 
@@ -286,7 +287,7 @@ def test_profile_level_apply_and_revert(tree, tmp_path):
 
 def test_interrupt_between_write_and_bookkeeping_still_restores(tree, monkeypatch):
     calls = []
-    real = apply_mod._overwrite
+    real = apply_mod.overwrite
 
     def write_then_interrupt(fd, data):
         calls.append(fd)
@@ -294,7 +295,7 @@ def test_interrupt_between_write_and_bookkeeping_still_restores(tree, monkeypatc
         if len(calls) == 1:
             raise KeyboardInterrupt  # ... and Ctrl-C arrives before apply notes it
 
-    monkeypatch.setattr(apply_mod, "_overwrite", write_then_interrupt)
+    monkeypatch.setattr(apply_mod, "overwrite", write_then_interrupt)
     with pytest.raises(KeyboardInterrupt):
         apply(tree.patches(), tree.root, tree.hashes)
     assert tree.unchanged() and not tree.state.exists() and not tree.stray_files()
@@ -304,7 +305,7 @@ def test_interrupt_while_backing_up_leaves_no_backup(tree, monkeypatch):
     def interrupted(dir_fd, name, data):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(apply_mod, "_create_at", interrupted)
+    monkeypatch.setattr(apply_state, "create_at", interrupted)
     with pytest.raises(KeyboardInterrupt):
         apply(tree.patches(), tree.root, tree.hashes)
     assert tree.unchanged() and not tree.state.exists()
