@@ -164,9 +164,9 @@ def open_beneath(root_fd: int, rel: str, flags: int) -> tuple[int, int]:
         # Only a regular file is opened: opening a device can act, a FIFO can block.
         mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
         if stat.S_ISLNK(mode):
-            raise OSError(errno.ELOOP, "a symbolic link", name)
+            raise OSError(errno.ELOOP, "a symbolic link")
         if not stat.S_ISREG(mode):
-            raise OSError(errno.EINVAL, "not a regular file", name)
+            raise OSError(errno.EINVAL, "not a regular file")
         fd = os.open(name, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
     except BaseException:
         os.close(dir_fd)
