@@ -44,8 +44,12 @@ def command(profile, target, fmt, top, object_name, do_apply, dry_run, revert):
         from numaprof.recommender.apply import revert_profile
 
         restored = revert_profile(profile)
-        click.echo(f"numaprof: restored {len(restored)} file(s): " + ", ".join(restored),
-                   err=True)
+        if restored:
+            click.echo(f"numaprof: restored {len(restored)} file(s): " + ", ".join(restored),
+                       err=True)
+        else:
+            click.echo("numaprof: every file was already back to its original; numaprof's "
+                       "apply state is removed", err=True)
         return
     cfg = SuggestConfig(profile=profile, target=target, format=fmt, top=top,
                         object_name=object_name)
@@ -120,5 +124,5 @@ def _apply(profile, patches, dry_run: bool) -> None:
         sys.stdout.write(result.diff)
         return
     click.echo(f"numaprof: patched {len(result.files)} file(s): {', '.join(result.files)}; "
-               f"originals kept in {result.backup_dir} (undo: numaprof suggest {profile} "
-               "--revert); rebuild with the flags of `numaprof config --cflags`", err=True)
+               f"originals kept in {result.backup_dir} (undo: numaprof suggest --revert, in "
+               "this tree); rebuild with the flags of `numaprof config --cflags`", err=True)

@@ -473,7 +473,8 @@ def test_suggest_apply_revert_on_recorded_cxx_arrays(tmp_path):
     original = src.read_bytes()
     expected = subprocess.run([str(exe), "2"], capture_output=True, text=True, check=True,
                               env={**os.environ, **env}).stdout
-    r = run_numaprof("suggest", prof, "--target", "2s", "--apply")
+    # run in the source tree: --apply writes only files inside the directory it runs in
+    r = run_numaprof("suggest", prof, "--target", "2s", "--apply", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     patched = src.read_text()
     assert patched != original.decode()
@@ -489,7 +490,7 @@ def test_suggest_apply_revert_on_recorded_cxx_arrays(tmp_path):
                                   check=True).stdout)
     v = next(o for o in doc["objects"] if o["name"] == "v")
     assert not v.get("patch") and "changed after the profile was recorded" in v["reason"]
-    again = run_numaprof("suggest", prof, "--target", "2s", "--apply")
+    again = run_numaprof("suggest", prof, "--target", "2s", "--apply", cwd=tmp_path)
     assert again.returncode != 0 and "Traceback" not in again.stderr
     assert len(again.stderr.strip().splitlines()) == 1, again.stderr
     r = run_numaprof("suggest", prof, "--revert")

@@ -152,13 +152,12 @@ def test_c_patches_build_strictly_run_and_revert(tmp_path, std):
         "    " + emit.weighted_place_statement("table", "sizeof(table)", NODES, WEIGHTS),
     ]
     assert "{0, 1}" in got[0] and "{3u, 1u}" in got[0] and "{2u, 5u}" in got[1]
-    backup = tmp_path / "backup"
-    r = apply([merged], tmp_path, {str(src): sha256_file(src)}, backup)
+    r = apply([merged], tmp_path, {str(src): sha256_file(src)})
     assert r.applied and src.read_text() == merged.new_text
     # the 2-node weights on this 1-node machine: mbind to node 1 fails (EINVAL), the
     # call returns -1 and the program goes on unchanged
     assert build_and_run(["gcc", f"-std={std}"], src) == expected
-    revert(backup)
+    revert(tmp_path)
     assert src.read_bytes() == original
 
 
@@ -188,10 +187,9 @@ def test_cxx_patches_build_strictly_run_and_revert(tmp_path):
                                                [0], [1]),
         "    " + emit.weighted_place_statement("grid::field", "sizeof(grid::field)", [0], [1]),
     ]
-    backup = tmp_path / "backup"
-    apply([merged], tmp_path, {str(src): sha256_file(src)}, backup)
+    apply([merged], tmp_path, {str(src): sha256_file(src)})
     assert build_and_run(cxx, src) == expected
-    revert(backup)
+    revert(tmp_path)
     assert src.read_bytes() == original
 
 
@@ -292,7 +290,8 @@ def test_suggest_apply_revert_weighted_on_recorded_examples(tmp_path, example, c
     original = src.read_bytes()
     expected = subprocess.run([str(exe), *args], capture_output=True, text=True, check=True,
                               env={**os.environ, **env}).stdout
-    r = run_numaprof("suggest", prof, *target, "--apply")
+    # run in the source tree: --apply writes only files inside the directory it runs in
+    r = run_numaprof("suggest", prof, *target, "--apply", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     patched = src.read_text()
     assert len(weighted_lines(patched)) == len(patched_objects)
