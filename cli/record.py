@@ -18,11 +18,10 @@ from pathlib import Path
 import click
 
 from numaprof import __version__, paths
+from numaprof.analyzer.format import FORMAT, VERSION
 from numaprof.cli.options import DEFAULT_PROFILE
 from numaprof.errors import NumaprofError
 
-FORMAT = "numaprof.profile"
-VERSION = 1
 COLLECTOR_FAILED = 125  # numaprof-collect could not start the run, or the profile could not be written
 ENV_PREFIXES = ("OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "NUMAPROF_", "SLURM_", "OMPI_")
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 # The format's dtypes and column writers are the package's own (one definition).
+from numaprof.analyzer.format import FORMAT, VERSION  # noqa: E402
 from numaprof.analyzer.writer import DTYPES, MAGIC, write_column, write_str_column  # noqa: E402,F401
 
 PAGE = 4096
@@ -46,7 +47,7 @@ class ProfileWriter:
 
     def manifest(self, **fields) -> dict:
         m = {
-            "format": "numaprof.profile", "version": 1, "numaprof_version": "0.1.0",
+            "format": FORMAT, "version": VERSION, "numaprof_version": "0.1.0",
             "complete": True, "incomplete_reason": None,
             "command": ["./synthetic"], "argv": ["numaprof", "record", "./synthetic"],
             "cwd": str(self.path.parent), "env": {"OMP_NUM_THREADS": "4"},
