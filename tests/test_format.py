@@ -12,7 +12,7 @@ import subprocess
 import pytest
 from helpers import EXAMPLES, run_numaprof
 
-from numaprof import paths
+from numaprof import defaults, paths
 from numaprof.analyzer import format as fmt
 
 
@@ -49,6 +49,10 @@ def test_every_column_a_recording_writes_is_defined_with_its_type(examples_built
             if required:
                 assert (prof / f"{table}.{column}.col").exists(), f"{table}.{column}"
     assert {"samples", "faults", "mappings", "threads", "objects"} <= tables
+    # the defaults the collector was compiled with are the ones Python reads
+    sampling = json.loads((prof / "manifest.json").read_text())["sampling"]
+    assert sampling["freq"] == defaults.FREQ
+    assert sampling["alloc_threshold"] == defaults.ALLOC_THRESHOLD
 
 
 HEADER = (fmt.header_path()).read_text()
