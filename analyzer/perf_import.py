@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from numaprof.analyzer.format import FORMAT, VERSION
 from numaprof.analyzer.profile import CPU_UNKNOWN
 from numaprof.analyzer.writer import write_json, write_table
 from numaprof.errors import NumaprofError, ProfileError
@@ -159,7 +160,7 @@ def convert(path: Path, out: Path) -> Path:
     warnings = ["samples carry no cpu (perf record without --sample-cpu): the cpus and nodes "
                 "threads ran on are unknown"] if len(rec) and bool(no_cpu.any()) else []
     write_json(out / "manifest.json", {
-        "format": "numaprof.profile", "version": 1, "complete": True,
+        "format": FORMAT, "version": VERSION, "complete": True,
         "incomplete_reason": None, "command": header["command"], "argv": [],
         "env": {}, "exit_status": None, "backend": "perf",
         "backend_reason": {"perf": f"imported from {path} ({events})"},

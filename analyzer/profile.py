@@ -15,95 +15,15 @@ from pathlib import Path
 import numpy as np
 
 from numaprof.analyzer import model
+from numaprof.analyzer.format import FORMAT, HEADER, MAGIC, SCHEMA, VERSION
 from numaprof.errors import ProfileError
 
-FORMAT = "numaprof.profile"
-VERSION = 1
-MAGIC = b"NMPCOL01"
-HEADER = 16
 CPU_UNKNOWN = 0xFFFF  # samples.cpu when the source did not record it (perf without --sample-cpu)
 
-# Known tables: column -> (dtype, required, is_str).  Columns not listed here are still
-# read (their header names the dtype); listed optional ones read as zeros when absent.
-_U1, _U2, _U4, _U8, _I2 = "|u1", "<u2", "<u4", "<u8", "<i2"
-SCHEMA: dict[str, dict[str, tuple[str, bool, bool]]] = {
-    "samples": {
-        "time": (_U8, True, False),
-        "pid": (_U4, True, False),
-        "tid": (_U4, True, False),
-        "cpu": (_U2, True, False),
-        "ip": (_U8, True, False),
-        "addr": (_U8, True, False),
-        "access": (_U1, True, False),
-        "size": (_U1, False, False),
-        "rule": (_U1, False, False),
-        "weight": (_U4, False, False),
-        "data_src": (_U8, False, False),
-        "phys_addr": (_U8, False, False),
-    },
-    "faults": {
-        "time": (_U8, True, False),
-        "pid": (_U4, True, False),
-        "tid": (_U4, True, False),
-        "cpu": (_U2, True, False),
-        "ip": (_U8, True, False),
-        "addr": (_U8, True, False),
-        "flags": (_U1, False, False),
-        "source": (_U1, False, False),
-        "page_size": (_U4, False, False),
-    },
-    "page_nodes": {
-        "time": (_U8, True, False),
-        "pid": (_U4, True, False),
-        "page": (_U8, True, False),
-        "node": (_I2, True, False),
-    },
-    "mappings": {
-        "time": (_U8, True, False),
-        "pid": (_U4, True, False),
-        "start": (_U8, True, False),
-        "len": (_U8, True, False),
-        "pgoff": (_U8, True, False),
-        "prot": (_U4, False, False),
-        "flags": (_U4, False, False),
-        "path": (_U8, True, True),
-    },
-    "threads": {
-        "pid": (_U4, True, False),
-        "tid": (_U4, True, False),
-        "ppid": (_U4, False, False),
-        "start_time": (_U8, False, False),
-        "end_time": (_U8, False, False),
-        "comm": (_U8, False, True),
-        "affinity_first": (_U8, False, True),
-        "affinity_last": (_U8, False, True),
-        "samples": (_U8, False, False),
-    },
-    "objects": {
-        "time": (_U8, True, False),
-        "free_time": (_U8, False, False),
-        "pid": (_U4, True, False),
-        "tid": (_U4, False, False),
-        "addr": (_U8, True, False),
-        "size": (_U8, True, False),
-        "kind": (_U1, False, False),
-        "stack": (_U4, False, False),
-        "prev": (_U8, False, False),
-    },
-    "stack_frames": {
-        "stack": (_U4, True, False),
-        "depth": (_U2, True, False),
-        "ip": (_U8, True, False),
-    },
-    "counters": {
-        "time": (_U8, True, False),
-        "phase": (_U1, True, False),
-        "node": (_I2, True, False),
-        "name": (_U8, True, True),
-        "value": (_U8, True, False),
-    },
-}
-_VALID_DTYPES = {_U1, _U2, _U4, _U8, _I2, "<i4", "<i8", "|i1", "<f4", "<f8"}
+# SCHEMA, the format's one definition (collector/include/numaprof_format.h): table ->
+# column -> (dtype, required, is_str).  Columns not listed are still read (their header
+# names the dtype); listed optional ones read as zeros when absent.
+_VALID_DTYPES = {"|u1", "<u2", "<u4", "<u8", "<i2", "<i4", "<i8", "|i1", "<f4", "<f8"}
 
 Table = dict[str, np.ndarray]
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from numaprof.analyzer import sourcelang
+from numaprof.syspaths import is_system_library, is_system_source  # noqa: F401 (re-exported)
 
 try:
     from elftools.common.exceptions import ELFError
@@ -324,20 +325,6 @@ def demangle(name: str) -> str:
     except Exception:  # noqa: BLE001 - not a valid mangled name, or no demangler: as is
         return name
     return out + at + version if out else name
-
-
-def is_system_source(path: str) -> bool:
-    """A header of the compiler or the C library (``/usr/include``, GCC's own headers,
-    any ``include/c++`` tree): inlined code from there (std::vector, std::allocator) is
-    not where the user allocated."""
-    p = os.path.normpath(path)
-    return p.startswith(("/usr/include/", "/usr/lib/gcc/", "/usr/local/lib/gcc/")) or "/include/c++/" in p
-
-
-def is_system_library(path: str) -> bool:
-    """A shared library of the system (libc, libstdc++, libgomp, ld.so)."""
-    p = os.path.normpath(path)
-    return p.startswith(("/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/")) and ".so" in os.path.basename(p)
 
 
 def _cu_at(dw, vaddr: int):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from numaprof.analyzer.profile import MAGIC, SCHEMA
+from numaprof.analyzer.format import MAGIC, SCHEMA
 
 # Column dtypes as the reader checks them (one schema: analyzer.profile.SCHEMA).
 DTYPES = {table: {col: ("str" if is_str else dtype) for col, (dtype, _, is_str) in cols.items()}

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import click
 
-from numaprof import __version__, paths
+from numaprof import __version__, defaults, paths
+from numaprof.analyzer.format import FORMAT, VERSION
 from numaprof.cli.options import DEFAULT_PROFILE
 from numaprof.errors import NumaprofError
+from numaprof.syspaths import is_system_path
 
-FORMAT = "numaprof.profile"
-VERSION = 1
 COLLECTOR_FAILED = 125  # numaprof-collect could not start the run, or the profile could not be written
 ENV_PREFIXES = ("OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "NUMAPROF_", "SLURM_", "OMPI_")
 
@@ -238,10 +238,6 @@ def _finish(cfg: RecordConfig, manifest: dict, rc: int) -> dict:
     return manifest
 
 
-SYSTEM_PREFIXES = ("/usr/", "/lib/", "/lib64/", "/opt/", "/snap/", "/etc/", "/proc/", "/sys/",
-                   "/dev/")
-
-
 class _Prefetch:
     """What `record` needs after the exit, read while the program runs.
 
@@ -304,7 +300,7 @@ def _hash_sources(cfg: RecordConfig, cache=None) -> None:
     ours = os.path.realpath(paths.libexec_dir()) + os.sep  # the shim is not the user's code
     profile_dir = os.path.realpath(cfg.output) + os.sep  # nor the shim's own files
     for p in dict.fromkeys(str(x) for x in paths_seen):
-        if (p.startswith("/") and not p.startswith(SYSTEM_PREFIXES) and os.path.isfile(p)
+        if (p.startswith("/") and not is_system_path(p) and os.path.isfile(p)
                 and not os.path.realpath(p).startswith((ours, profile_dir))):
             executables.append(os.path.realpath(p))
     executables = list(dict.fromkeys(executables))
@@ -429,8 +425,9 @@ def run_record(cfg: RecordConfig, argv: list[str]) -> int:
 @click.option("--backend", type=click.Choice(["auto", "pebs", "ibs", "soft"]), default="auto",
               show_default=True, help="Sampling backend.")
 @click.option("--freq", type=click.IntRange(min=10, max=100000), default=None,
-              help="Samples per second per thread (default: the collector's, 1009).")
-@click.option("--alloc-threshold", type=click.IntRange(min=1), default=65536, show_default=True,
+              help=f"Samples per second per thread (default {defaults.FREQ}).")
+@click.option("--alloc-threshold", type=click.IntRange(min=1), default=defaults.ALLOC_THRESHOLD,
+              show_default=True,
               help="Track heap allocations of at least this many bytes with their call stack.")
 @click.option("-p", "--pid", type=click.IntRange(min=1), default=None,
               help="Attach to a running process instead of starting one.")

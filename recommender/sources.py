@@ -15,12 +15,11 @@ import json
 import os
 
 from numaprof.errors import ProfileError
+from numaprof.syspaths import is_system_path
 
 SOURCES_FILE = "sources.json"
 SCHEMA = "numaprof.sources/1"
 
-# Files under these prefixes belong to the system (libc, compiler headers): never patched.
-_SYSTEM_PREFIXES = ("/usr/", "/lib/", "/lib64/", "/opt/rh/")
 
 
 def sha256_file(path: str | os.PathLike) -> str:
@@ -134,7 +133,7 @@ def dwarf_source_files(executable_path: str | os.PathLike) -> list[str]:
 def hash_sources(executable_paths, cache: HashCache | None = None) -> dict[str, str]:
     """Map each user source file of the given ELF files to its sha256.
 
-    Only files that exist on disk and are not system files (under /usr) are kept; paths
+    Only files that exist on disk and are not system files (numaprof.syspaths) are kept; paths
     are absolute and resolved through symbolic links, since that is what `--apply`
     writes to.  With a `HashCache`, files unchanged since it read them are not read again.
     """
@@ -142,11 +141,11 @@ def hash_sources(executable_paths, cache: HashCache | None = None) -> dict[str, 
     result: dict[str, str] = {}
     exes = dict.fromkeys(os.path.realpath(e) for e in executable_paths)
     for exe in exes:
-        if exe.startswith(_SYSTEM_PREFIXES):
+        if is_system_path(exe):
             continue  # system libraries: their sources are never the user's to patch
         for path in cache.source_files(exe):
             real = os.path.realpath(path)
-            if real in result or real.startswith(_SYSTEM_PREFIXES):
+            if real in result or is_system_path(real):
                 continue
             if not os.path.isfile(real):
                 continue

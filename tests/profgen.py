@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 
 # The format's dtypes and column writers are the package's own (one definition).
+from numaprof import defaults  # noqa: E402
+from numaprof.analyzer.format import FORMAT, VERSION  # noqa: E402
 from numaprof.analyzer.writer import DTYPES, MAGIC, write_column, write_str_column  # noqa: E402,F401
 
 PAGE = 4096
@@ -46,7 +48,7 @@ class ProfileWriter:
 
     def manifest(self, **fields) -> dict:
         m = {
-            "format": "numaprof.profile", "version": 1, "numaprof_version": "0.1.0",
+            "format": FORMAT, "version": VERSION, "numaprof_version": "0.1.0",
             "complete": True, "incomplete_reason": None,
             "command": ["./synthetic"], "argv": ["numaprof", "record", "./synthetic"],
             "cwd": str(self.path.parent), "env": {"OMP_NUM_THREADS": "4"},
@@ -54,7 +56,7 @@ class ProfileWriter:
             "exit_status": 0, "backend": "soft",
             "backend_reason": {"pebs": "no PEBS-capable PMU", "ibs": "no ibs_op PMU", "soft": "selected"},
             "sampling": {"freq": 4000, "event": "cpu-clock", "fault_event": "page-faults",
-                         "alloc_threshold": 65536},
+                         "alloc_threshold": defaults.ALLOC_THRESHOLD},
             "counts": {"samples": 0, "with_address": 0, "lost": 0, "throttled": 0, "unresolved": 0,
                        "faults": 0},
         }

@@ -59,6 +59,7 @@ EXPECTED: dict[str, dict[str, tuple[str, list]]] = {
         "addr": ("<u8", [0x7F0000001000, M8]),
         "flags": ("|u1", [3, M1]),
         "source": ("|u1", [1, 2]),
+        "page_size": ("<u4", [4096, M4]),
     },
     "page_nodes": {
         "time": ("<u8", [5, 6, M8, 7]),
@@ -138,7 +139,7 @@ def written(tmp_path_factory) -> Path:
     exe = tmp / "test_roundtrip"
     src = ROOT / "collector" / "src"
     srcs = [ROOT / "collector" / "tests" / "test_roundtrip.c"] + \
-        [src / f for f in ("table.c", "shimconv.c", "counters.c", "util.c")]
+        [src / f for f in ("table.c", "schema.c", "shimconv.c", "counters.c", "util.c")]
     r = subprocess.run(["gcc", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE",
                         f"-I{ROOT / 'collector' / 'include'}", f"-I{src}", *map(str, srcs),
                         "-o", str(exe)], capture_output=True, text=True)

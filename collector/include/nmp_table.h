@@ -14,8 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define NMP_COL_MAGIC "NMPCOL01"
-#define NMP_COL_HEADER 16
+#include "numaprof_format.h" /* NMP_COL_MAGIC, NMP_COL_HEADER */
 
 enum nmp_coltype { NMP_U8, NMP_U16, NMP_U32, NMP_U64, NMP_I16, NMP_I32, NMP_I64, NMP_STR };
 

@@ -26,6 +26,7 @@
  * Debug messages go to stderr only when NUMAPROF_DEBUG is set.
  */
 #include "nmp_shim_format.h"
+#include "numaprof_defaults.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -62,7 +63,7 @@ extern void *__libc_valloc(size_t);
 extern void *__libc_pvalloc(size_t);
 
 static int g_active;                   /* set once the file is open */
-static uint64_t g_threshold = 65536;
+static uint64_t g_threshold = NMP_DEFAULT_ALLOC_THRESHOLD;
 static int g_fd = -1;
 /* Mapped mode (nmp_shim_format.h): the header and the chunks of the file; NULL where not
  * mapped yet.  g_hdr NULL: write(2) mode.  Chunk sizes double from 256 slots (11 pages:

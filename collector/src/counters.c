@@ -4,6 +4,7 @@
  * so tests can use stored trees of real machines, as hwloc does with HWLOC_FSROOT.
  */
 #include "nmp_collect.h"
+#include "nmp_schema.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -12,15 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const struct nmp_coldef counter_cols[] = {
-    {"time", NMP_U64}, {"phase", NMP_U8}, {"node", NMP_I16},
-    {"name", NMP_STR}, {"value", NMP_U64},
-};
-
 struct nmp_table *nmp_counters_open(const char *dir)
 {
-    return nmp_table_create(dir, "counters", counter_cols,
-                            (int)(sizeof counter_cols / sizeof counter_cols[0]));
+    return nmp_table_open(dir, NMP_TABLE_ID_counters, -1);
 }
 
 static const char *sysroot(void)
@@ -48,8 +43,10 @@ static int read_counter_file(struct nmp_table *t, const char *path, const char *
         if (strncmp(field, prefix, plen) != 0)
             continue;
         snprintf(name, sizeof name, "%s.%s", name_prefix, field);
-        uint64_t row[5] = {time_ns, (uint64_t)phase, (uint64_t)(int64_t)node,
-                           (uint64_t)(uintptr_t)name, value};
+        uint64_t row[NMP_counters_NCOLS] = {
+            [NMP_counters_time] = time_ns, [NMP_counters_phase] = (uint64_t)phase,
+            [NMP_counters_node] = (uint64_t)(int64_t)node,
+            [NMP_counters_name] = (uint64_t)(uintptr_t)name, [NMP_counters_value] = value};
         if (nmp_table_append(t, row) < 0)
             failed = 1;
         rows++;

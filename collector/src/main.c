@@ -4,6 +4,7 @@
  *                    [--shim LIB] [--alloc-threshold BYTES]
  *                    [-p PID --duration SECONDS] [--error-fd FD] -- CMD ARGS...
  *   numaprof-collect --list-events [--json]
+ *   numaprof-collect --schema     (the profile tables it writes, as JSON)
  *
  * Exit status: the command's; 128+N if it died of signal N; 127 command not found;
  * 126 not executable; 125 numaprof-collect itself failed (one line on stderr).
@@ -12,6 +13,7 @@
  */
 #include "nmp_hw.h"
 #include "nmp_sampler.h"
+#include "nmp_schema.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +30,25 @@ static int fail(const char *msg, const char *arg)
 {
     dprintf(error_fd, "numaprof: %s%s%s\n", msg, arg ? ": " : "", arg ? arg : "");
     return NMP_EXIT_SELF;
+}
+
+/* The format and every table and column this build writes, for the test that compares
+ * them with the Python reader's reading of numaprof_format.h. */
+static int print_schema(FILE *f)
+{
+    fprintf(f, "{\"format\": \"%s\", \"version\": %d, \"magic\": \"%s\", \"tables\": {",
+            NMP_PROFILE_FORMAT, NMP_PROFILE_VERSION, NMP_COL_MAGIC);
+    for (int t = 0; t < NMP_NTABLES; t++) {
+        const struct nmp_table_schema *s = &nmp_schema[t];
+        fprintf(f, "%s\"%s\": [", t ? ", " : "", s->name);
+        for (int i = 0; i < s->ncols; i++)
+            fprintf(f, "%s[\"%s\", \"%s\", %s, %s]", i ? ", " : "", s->cols[i].name,
+                    nmp_coltype_dtype(s->cols[i].type), s->required[i] ? "true" : "false",
+                    s->cols[i].type == NMP_STR ? "true" : "false");
+        fputc(']', f);
+    }
+    fputs("}}\n", f);
+    return ferror(f) ? NMP_EXIT_SELF : 0;
 }
 
 static int parse_u64(const char *s, uint64_t *out)
@@ -51,9 +72,10 @@ int main(int argc, char **argv)
         {"alloc-threshold", required_argument, 0, 't'},
         {"pid", required_argument, 0, 'p'},      {"duration", required_argument, 0, 'd'},
         {"list-events", no_argument, 0, 'L'},    {"json", no_argument, 0, 'J'},
-        {"error-fd", required_argument, 0, 'E'}, {0, 0, 0, 0},
+        {"error-fd", required_argument, 0, 'E'}, {"schema", no_argument, 0, 'S'},
+        {0, 0, 0, 0},
     };
-    int ch, list_events = 0, json = 0;
+    int ch, list_events = 0, json = 0, schema = 0;
     uint64_t v;
     opterr = 0;
     while ((ch = getopt_long(argc, argv, "+o:F:b:s:t:p:d:", opts, NULL)) != -1) {
@@ -104,6 +126,9 @@ int main(int argc, char **argv)
         case 'J':
             json = 1;
             break;
+        case 'S':
+            schema = 1;
+            break;
         case 'E':
             /* not inherited by the command; a bad fd leaves errors on stderr */
             if (parse_u64(optarg, &v) || v > 0x7fffffff || fcntl((int)v, F_SETFD, FD_CLOEXEC) != 0)
@@ -114,7 +139,9 @@ int main(int argc, char **argv)
             return fail("unknown or incomplete option", argv[optind - 1]);
         }
     }
-    /* the one mode that prints to stdout: it is asked for */
+    /* the modes that print to stdout: it is asked for */
+    if (schema)
+        return print_schema(stdout);
     if (list_events)
         return nmp_hw_list_events(stdout, json) == 0 ? 0 : NMP_EXIT_SELF;
     if (!cfg.dir)

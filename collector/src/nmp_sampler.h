@@ -9,12 +9,7 @@
 
 #include "nmp_collect.h"
 
-/* Hz per thread.  Measured on the 2-core VM, where a cpu-clock sample costs the target
- * ~15-25 us (timer VM exits): 1009 Hz keeps sampling near 2 % of CPU on a 2-thread
- * memory-bound OpenMP loop and still gives ~2000 samples/s there (>= 1000/s even for a
- * single thread).  A prime avoids lockstep with 1 kHz periodic activity. */
-#define NMP_DEFAULT_FREQ 1009
-#define NMP_DEFAULT_ALLOC_THRESHOLD 65536
+#include "numaprof_defaults.h" /* NMP_DEFAULT_FREQ, NMP_DEFAULT_ALLOC_THRESHOLD */
 
 enum nmp_backend_req { NMP_REQ_AUTO = -1, NMP_REQ_SOFT = 0, NMP_REQ_PEBS = 1, NMP_REQ_IBS = 2 };
 

@@ -13,6 +13,7 @@
 
 #include "nmp_decode.h"
 #include "nmp_hw.h"
+#include "nmp_schema.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -235,39 +236,16 @@ static void perf_error(struct collector *c, const char *what, int e)
 
 /* ---------------------------------------------------------------- tables */
 
-static const struct nmp_coldef samples_cols[] = {
-    {"time", NMP_U64}, {"pid", NMP_U32}, {"tid", NMP_U32}, {"cpu", NMP_U16},
-    {"ip", NMP_U64},   {"addr", NMP_U64}, {"access", NMP_U8}, {"size", NMP_U8},
-    {"rule", NMP_U8},  {"weight", NMP_U32}, {"data_src", NMP_U64}, {"phys_addr", NMP_U64},
-};
-static const struct nmp_coldef faults_cols[] = {
-    {"time", NMP_U64}, {"pid", NMP_U32}, {"tid", NMP_U32}, {"cpu", NMP_U16},
-    {"ip", NMP_U64},   {"addr", NMP_U64}, {"flags", NMP_U8}, {"source", NMP_U8},
-    {"page_size", NMP_U32},
-};
-static const struct nmp_coldef pages_cols[] = {
-    {"time", NMP_U64}, {"pid", NMP_U32}, {"page", NMP_U64}, {"node", NMP_I16},
-};
-static const struct nmp_coldef maps_cols[] = {
-    {"time", NMP_U64}, {"pid", NMP_U32}, {"start", NMP_U64}, {"len", NMP_U64},
-    {"pgoff", NMP_U64}, {"prot", NMP_U32}, {"flags", NMP_U32}, {"path", NMP_STR},
-};
-static const struct nmp_coldef threads_cols[] = {
-    {"pid", NMP_U32}, {"tid", NMP_U32}, {"ppid", NMP_U32}, {"start_time", NMP_U64},
-    {"end_time", NMP_U64}, {"comm", NMP_STR}, {"affinity_first", NMP_STR},
-    {"affinity_last", NMP_STR}, {"samples", NMP_U64},
-};
-#define NCOLS(a) ((int)(sizeof a / sizeof a[0]))
 
 static int open_tables(struct collector *c)
 {
     const char *dir = c->cfg->dir;
     /* the software backend has no latency, data source or physical address columns */
-    int nsc = c->backend == NMP_BACKEND_SOFT ? 9 : NCOLS(samples_cols);
-    if (!(c->t_samples = nmp_table_create(dir, "samples", samples_cols, nsc)) ||
-        !(c->t_faults = nmp_table_create(dir, "faults", faults_cols, NCOLS(faults_cols))) ||
-        !(c->t_pages = nmp_table_create(dir, "page_nodes", pages_cols, NCOLS(pages_cols))) ||
-        !(c->t_maps = nmp_table_create(dir, "mappings", maps_cols, NCOLS(maps_cols)))) {
+    int nsc = c->backend == NMP_BACKEND_SOFT ? NMP_samples_rule + 1 : NMP_samples_NCOLS;
+    if (!(c->t_samples = nmp_table_open(dir, NMP_TABLE_ID_samples, nsc)) ||
+        !(c->t_faults = nmp_table_open(dir, NMP_TABLE_ID_faults, -1)) ||
+        !(c->t_pages = nmp_table_open(dir, NMP_TABLE_ID_page_nodes, -1)) ||
+        !(c->t_maps = nmp_table_open(dir, NMP_TABLE_ID_mappings, -1))) {
         snprintf(c->err, NMP_ERRLEN, "cannot create the profile tables in %s: %s", dir,
                  strerror(errno));
         return -1;
@@ -707,8 +685,7 @@ static void thread_comm(struct collector *c, uint32_t pid, uint32_t tid)
 
 static int write_threads(struct collector *c)
 {
-    struct nmp_table *t = nmp_table_create(c->cfg->dir, "threads", threads_cols,
-                                           NCOLS(threads_cols));
+    struct nmp_table *t = nmp_table_open(c->cfg->dir, NMP_TABLE_ID_threads, -1);
     if (!t)
         return -1;
     aff_sort(&c->aff);
@@ -718,8 +695,12 @@ static int write_threads(struct collector *c)
         aff_lookup(&c->aff, th, &first, &last);
         first = first ? first : "";
         last = last ? last : first;
-        uint64_t v[] = {th->pid, th->tid, th->ppid, th->start, th->end,
-                        (uintptr_t)th->comm, (uintptr_t)first, (uintptr_t)last, th->samples};
+        uint64_t v[NMP_threads_NCOLS] = {
+            [NMP_threads_pid] = th->pid, [NMP_threads_tid] = th->tid,
+            [NMP_threads_ppid] = th->ppid, [NMP_threads_start_time] = th->start,
+            [NMP_threads_end_time] = th->end, [NMP_threads_comm] = (uintptr_t)th->comm,
+            [NMP_threads_affinity_first] = (uintptr_t)first,
+            [NMP_threads_affinity_last] = (uintptr_t)last, [NMP_threads_samples] = th->samples};
         nmp_table_append(t, v);
     }
     return nmp_table_close(t);
@@ -824,7 +805,10 @@ static void query_pages(struct collector *c)
             e->last_ns = now;
             if (r < 0)
                 continue; /* process gone (ESRCH) or not allowed */
-            uint64_t v[] = {now, pid, e->page, (uint64_t)(int64_t)status[k - i]};
+            uint64_t v[NMP_page_nodes_NCOLS] = {
+                [NMP_page_nodes_time] = now, [NMP_page_nodes_pid] = pid,
+                [NMP_page_nodes_page] = e->page,
+                [NMP_page_nodes_node] = (uint64_t)(int64_t)status[k - i]};
             if (nmp_table_append(c->t_pages, v) != 0)
                 table_fail(c, "page_nodes");
             c->page_queries++;
@@ -1378,7 +1362,11 @@ static void on_soft_sample(struct collector *c, const uint8_t *body, size_t len,
     struct thread *t = thread_of(c, s.pid, s.tid, s.time);
     if (t)
         t->samples++;
-    uint64_t v[] = {s.time, s.pid, s.tid, s.cpu, s.ip, s.addr, s.access, s.size, s.rule};
+    uint64_t v[NMP_samples_NCOLS] = {
+        [NMP_samples_time] = s.time, [NMP_samples_pid] = s.pid, [NMP_samples_tid] = s.tid,
+        [NMP_samples_cpu] = s.cpu, [NMP_samples_ip] = s.ip, [NMP_samples_addr] = s.addr,
+        [NMP_samples_access] = s.access, [NMP_samples_size] = s.size,
+        [NMP_samples_rule] = s.rule};
     if (nmp_table_append(c->t_samples, v) != 0)
         table_fail(c, "samples");
 }
@@ -1408,8 +1396,12 @@ static void on_hw_sample(struct collector *c, const struct ev *e, uint16_t misc,
     struct thread *t = thread_of(c, s.pid, s.tid, s.time);
     if (t)
         t->samples++;
-    uint64_t v[] = {s.time, s.pid, s.tid, s.cpu, s.ip, s.addr, s.access, s.size, s.rule,
-                    s.weight, s.data_src, s.phys_addr};
+    uint64_t v[NMP_samples_NCOLS] = {
+        [NMP_samples_time] = s.time, [NMP_samples_pid] = s.pid, [NMP_samples_tid] = s.tid,
+        [NMP_samples_cpu] = s.cpu, [NMP_samples_ip] = s.ip, [NMP_samples_addr] = s.addr,
+        [NMP_samples_access] = s.access, [NMP_samples_size] = s.size,
+        [NMP_samples_rule] = s.rule, [NMP_samples_weight] = s.weight,
+        [NMP_samples_data_src] = s.data_src, [NMP_samples_phys_addr] = s.phys_addr};
     if (nmp_table_append(c->t_samples, v) != 0)
         table_fail(c, "samples");
 }
@@ -1437,8 +1429,11 @@ static void on_fault(struct collector *c, const struct ev *e, const uint8_t *bod
     c->faults++;
     /* the page the fault mapped: 4 KiB, or 2 MiB for a transparent huge page (only the
      * completed-fault events know it; 0 = not known) */
-    uint64_t v[] = {ps.time, ps.pid, ps.tid, ps.cpu, ip, addr, flags, source,
-                    ps.data_page_size};
+    uint64_t v[NMP_faults_NCOLS] = {
+        [NMP_faults_time] = ps.time, [NMP_faults_pid] = ps.pid, [NMP_faults_tid] = ps.tid,
+        [NMP_faults_cpu] = ps.cpu, [NMP_faults_ip] = ip, [NMP_faults_addr] = addr,
+        [NMP_faults_flags] = flags, [NMP_faults_source] = source,
+        [NMP_faults_page_size] = ps.data_page_size};
     if (nmp_table_append(c->t_faults, v) != 0)
         table_fail(c, "faults");
 }
@@ -1448,7 +1443,10 @@ static void add_mapping_row(struct collector *c, uint64_t time, uint32_t pid, ui
                             const char *path)
 {
     nmp_decoder_mmap(c->dec, pid, start, len, pgoff, path);
-    uint64_t v[] = {time, pid, start, len, pgoff, prot, flags, (uintptr_t)path};
+    uint64_t v[NMP_mappings_NCOLS] = {
+        [NMP_mappings_time] = time, [NMP_mappings_pid] = pid, [NMP_mappings_start] = start,
+        [NMP_mappings_len] = len, [NMP_mappings_pgoff] = pgoff, [NMP_mappings_prot] = prot,
+        [NMP_mappings_flags] = flags, [NMP_mappings_path] = (uintptr_t)path};
     if (nmp_table_append(c->t_maps, v) != 0)
         table_fail(c, "mappings");
 }

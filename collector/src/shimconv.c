@@ -21,6 +21,7 @@
  * both tables were written successfully.
  */
 #include "nmp_collect.h"
+#include "nmp_schema.h"
 #include "nmp_shim_format.h"
 
 #include <ctype.h>
@@ -459,42 +460,36 @@ static int by_pid(const struct dirent **a, const struct dirent **b)
     return (x > y) - (x < y);
 }
 
-static const struct nmp_coldef object_cols[] = {
-    {"time", NMP_U64}, {"free_time", NMP_U64}, {"pid", NMP_U32}, {"tid", NMP_U32},
-    {"addr", NMP_U64}, {"size", NMP_U64}, {"kind", NMP_U8}, {"stack", NMP_U32},
-    {"prev", NMP_U64},
-};
-static const struct nmp_coldef frame_cols[] = {
-    {"stack", NMP_U32}, {"depth", NMP_U16}, {"ip", NMP_U64},
-};
-
 static int write_tables(const struct conv *c, const char *dir, char *err)
 {
-    struct nmp_table *t = nmp_table_create(dir, "objects", object_cols,
-                                           (int)(sizeof object_cols / sizeof object_cols[0]));
+    struct nmp_table *t = nmp_table_open(dir, NMP_TABLE_ID_objects, -1);
     if (!t) {
         set_err(err, "%s/objects: %s", dir, strerror(errno));
         return -1;
     }
     for (size_t k = 0; k < c->nobjs; k++) {
         const struct obj *o = &c->objs[k];
-        uint64_t row[9] = {o->time, o->free_time, o->pid, o->tid, o->addr,
-                           o->size, o->kind, o->stack, o->prev};
+        uint64_t row[NMP_objects_NCOLS] = {
+            [NMP_objects_time] = o->time, [NMP_objects_free_time] = o->free_time,
+            [NMP_objects_pid] = o->pid, [NMP_objects_tid] = o->tid, [NMP_objects_addr] = o->addr,
+            [NMP_objects_size] = o->size, [NMP_objects_kind] = o->kind,
+            [NMP_objects_stack] = o->stack, [NMP_objects_prev] = o->prev};
         nmp_table_append(t, row);
     }
     if (nmp_table_close(t) < 0) {
         set_err(err, "%s/objects: write failed: %s", dir, strerror(errno ? errno : EIO));
         return -1;
     }
-    t = nmp_table_create(dir, "stack_frames", frame_cols,
-                         (int)(sizeof frame_cols / sizeof frame_cols[0]));
+    t = nmp_table_open(dir, NMP_TABLE_ID_stack_frames, -1);
     if (!t) {
         set_err(err, "%s/stack_frames: %s", dir, strerror(errno));
         return -1;
     }
     for (size_t id = 0; id < c->nstacks; id++)
         for (uint32_t d = 0; d < c->stacks[id].nframes; d++) {
-            uint64_t row[3] = {id, d, c->stacks[id].frames[d]};
+            uint64_t row[NMP_stack_frames_NCOLS] = {
+                [NMP_stack_frames_stack] = id, [NMP_stack_frames_depth] = d,
+                [NMP_stack_frames_ip] = c->stacks[id].frames[d]};
             nmp_table_append(t, row);
         }
     if (nmp_table_close(t) < 0) {

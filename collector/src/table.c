@@ -1,5 +1,5 @@
 /* Columnar table writer: see nmp_table.h. */
-#include "nmp_table.h"
+#include "nmp_schema.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,7 +27,7 @@ struct nmp_table {
     struct nmp_col cols[];
 };
 
-static const char *dtype_of(enum nmp_coltype t)
+const char *nmp_coltype_dtype(enum nmp_coltype t)
 {
     switch (t) {
     case NMP_U8: return "|u1";
@@ -92,7 +92,7 @@ struct nmp_table *nmp_table_create(const char *dir, const char *table,
             goto fail;
         char header[NMP_COL_HEADER] = {0};
         memcpy(header, NMP_COL_MAGIC, 8);
-        strncpy(header + 8, dtype_of(c->type), 7);
+        strncpy(header + 8, nmp_coltype_dtype(c->type), 7);
         if (fwrite(header, 1, sizeof header, c->f) != sizeof header)
             goto fail;
         if (c->type == NMP_STR) {

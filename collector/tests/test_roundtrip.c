@@ -1,6 +1,6 @@
-/* Round trip of the on-disk format (STYLE.md practice 8): writes every table of
- * docs/profile-format.md with distinctive values -- byte patterns that expose a wrong
- * width or byte order, the maximum of every width, negative node ids, empty, long and
+/* Round trip of the on-disk format: writes every table of numaprof_format.h
+ * (docs/profile-format.md) through the collector's own table definitions, with
+ * distinctive values -- byte patterns that expose a wrong width or byte order, the maximum of every width, negative node ids, empty, long and
  * non-ASCII strings -- into argv[1] (default $NMP_TEST_TMP/roundtrip).
  * tests/test_roundtrip.py reads them back field by field with numpy; the expected
  * values there are the ones written here.  objects/stack_frames go through the real
@@ -8,6 +8,7 @@
  * Run alone (ctest), it checks that every column file has the size its rows imply.
  */
 #include "nmp_collect.h"
+#include "nmp_schema.h"
 #include "nmp_shim_format.h"
 
 #include <dirent.h>
@@ -25,92 +26,101 @@
 
 static char long_path[3001];
 
-static void write_table(const char *dir, const char *name, const struct nmp_coldef *cols,
-                        int ncols, const uint64_t *rows, int nrows)
+/* Writes `nrows` rows of table `id` through the collector's own table definitions
+ * (nmp_schema.h, generated from numaprof_format.h): no copy of the column lists here. */
+static void write_table(const char *dir, enum nmp_table_id id, const uint64_t (*rows)[16],
+                        int nrows)
 {
-    struct nmp_table *t = nmp_table_create(dir, name, cols, ncols);
+    CHECK(nmp_schema[id].ncols <= 16);
+    struct nmp_table *t = nmp_table_open(dir, id, -1);
     CHECK(t != NULL);
     if (!t)
         return;
     for (int r = 0; r < nrows; r++)
-        CHECK(nmp_table_append(t, rows + (size_t)r * (size_t)ncols) == 0);
+        CHECK(nmp_table_append(t, rows[r]) == 0);
     CHECK(nmp_table_rows(t) == (uint64_t)nrows);
     CHECK(nmp_table_close(t) == 0);
 }
 
+#define SAMPLE(t, p, ti, c, i, a, ac, sz, ru, w, ds, pa)                                        \
+    {[NMP_samples_time] = t, [NMP_samples_pid] = p, [NMP_samples_tid] = ti,                    \
+     [NMP_samples_cpu] = c, [NMP_samples_ip] = i, [NMP_samples_addr] = a,                      \
+     [NMP_samples_access] = ac, [NMP_samples_size] = sz, [NMP_samples_rule] = ru,              \
+     [NMP_samples_weight] = w, [NMP_samples_data_src] = ds, [NMP_samples_phys_addr] = pa}
+
 static void samples(const char *dir)
 {
-    static const struct nmp_coldef cols[] = {
-        {"time", NMP_U64}, {"pid", NMP_U32}, {"tid", NMP_U32}, {"cpu", NMP_U16},
-        {"ip", NMP_U64}, {"addr", NMP_U64}, {"access", NMP_U8}, {"size", NMP_U8},
-        {"rule", NMP_U8}, {"weight", NMP_U32}, {"data_src", NMP_U64}, {"phys_addr", NMP_U64},
+    const uint64_t rows[][16] = {
+        SAMPLE(1, 2, 3, 4, 0x401000, 0x7ffd0000, NMP_ACC_LOAD, 8, NMP_RULE_AT_IP, 30, 0x68100142,
+               0x1234000),
+        SAMPLE(M8, M4, M4, 0xffff, M8, M8, NMP_ACC_RMW, 0xff, NMP_RULE_CLOBBERED, M4, M8, M8),
+        SAMPLE(0x0102030405060708, 0x01020304, 0x05060708, 0x0102, 0x1122334455667788,
+               0x8877665544332211, NMP_ACC_STORE, 64, NMP_RULE_SKID, 0x01020304,
+               0x0807060504030201, 0xdeadbeefcafef00d),
     };
-    const uint64_t rows[] = {
-        1, 2, 3, 4, 0x401000, 0x7ffd0000, NMP_ACC_LOAD, 8, NMP_RULE_AT_IP, 30, 0x68100142,
-        0x1234000,
-        M8, M4, M4, 0xffff, M8, M8, NMP_ACC_RMW, 0xff, NMP_RULE_CLOBBERED, M4, M8, M8,
-        0x0102030405060708, 0x01020304, 0x05060708, 0x0102, 0x1122334455667788,
-        0x8877665544332211, NMP_ACC_STORE, 64, NMP_RULE_SKID, 0x01020304, 0x0807060504030201,
-        0xdeadbeefcafef00d,
-    };
-    write_table(dir, "samples", cols, 12, rows, 3);
+    write_table(dir, NMP_TABLE_ID_samples, rows, 3);
 }
+
+#define FAULT(t, p, ti, c, i, a, fl, so, ps)                                                    \
+    {[NMP_faults_time] = t, [NMP_faults_pid] = p, [NMP_faults_tid] = ti, [NMP_faults_cpu] = c, \
+     [NMP_faults_ip] = i, [NMP_faults_addr] = a, [NMP_faults_flags] = fl,                      \
+     [NMP_faults_source] = so, [NMP_faults_page_size] = ps}
 
 static void faults(const char *dir)
 {
-    static const struct nmp_coldef cols[] = {
-        {"time", NMP_U64}, {"pid", NMP_U32}, {"tid", NMP_U32}, {"cpu", NMP_U16},
-        {"ip", NMP_U64}, {"addr", NMP_U64}, {"flags", NMP_U8}, {"source", NMP_U8},
+    const uint64_t rows[][16] = {
+        FAULT(10, 11, 12, 1, 0x401234, 0x7f0000001000, 3, 1, 4096),
+        FAULT(M8, M4, M4, 0xffff, M8, M8, 0xff, 2, M4),
     };
-    const uint64_t rows[] = {
-        10, 11, 12, 1, 0x401234, 0x7f0000001000, 3, 1,
-        M8, M4, M4, 0xffff, M8, M8, 0xff, 2,
-    };
-    write_table(dir, "faults", cols, 8, rows, 2);
+    write_table(dir, NMP_TABLE_ID_faults, rows, 2);
 }
+
+#define PAGE(t, p, pg, n)                                                                       \
+    {[NMP_page_nodes_time] = t, [NMP_page_nodes_pid] = p, [NMP_page_nodes_page] = pg,          \
+     [NMP_page_nodes_node] = (uint64_t)(int64_t)(n)}
 
 static void page_nodes(const char *dir)
 {
-    static const struct nmp_coldef cols[] = {
-        {"time", NMP_U64}, {"pid", NMP_U32}, {"page", NMP_U64}, {"node", NMP_I16},
+    const uint64_t rows[][16] = {
+        PAGE(5, 6, 0x7f0000000000, 0),
+        PAGE(6, 6, 0x7f0000001000, -ENOENT),
+        PAGE(M8, M4, M8, 32767),
+        PAGE(7, 1, 4096, -32768),
     };
-    const uint64_t rows[] = {
-        5, 6, 0x7f0000000000, 0,
-        6, 6, 0x7f0000001000, (uint64_t)(int64_t)-ENOENT,
-        M8, M4, M8, 32767,
-        7, 1, 4096, (uint64_t)(int64_t)-32768,
-    };
-    write_table(dir, "page_nodes", cols, 4, rows, 4);
+    write_table(dir, NMP_TABLE_ID_page_nodes, rows, 4);
 }
+
+#define MAPPING(t, p, st, l, o, pr, fl, pa)                                                     \
+    {[NMP_mappings_time] = t, [NMP_mappings_pid] = p, [NMP_mappings_start] = st,               \
+     [NMP_mappings_len] = l, [NMP_mappings_pgoff] = o, [NMP_mappings_prot] = pr,               \
+     [NMP_mappings_flags] = fl, [NMP_mappings_path] = S(pa)}
 
 static void mappings(const char *dir)
 {
-    static const struct nmp_coldef cols[] = {
-        {"time", NMP_U64}, {"pid", NMP_U32}, {"start", NMP_U64}, {"len", NMP_U64},
-        {"pgoff", NMP_U64}, {"prot", NMP_U32}, {"flags", NMP_U32}, {"path", NMP_STR},
+    const uint64_t rows[][16] = {
+        MAPPING(100, 7, 0x7f1234560000, 0x1c3000, 0x28000, 5, 2,
+                "/usr/lib/x86_64-linux-gnu/libc.so.6"),
+        MAPPING(101, 7, 0x7f0000000000, 0x100000, 0, 3, 0x22, ""),
+        MAPPING(102, 7, 0x7ffc00000000, 0x21000, 0, 3, 0x22, "[stack]"),
+        MAPPING(M8, M4, M8, M8, M8, M4, M4, "/tmp/dir with spaces/\xc3\xbc.so"),
+        MAPPING(0, 0, 0, 0, 0, 0, 0, long_path),
     };
-    const uint64_t rows[] = {
-        100, 7, 0x7f1234560000, 0x1c3000, 0x28000, 5, 2, S("/usr/lib/x86_64-linux-gnu/libc.so.6"),
-        101, 7, 0x7f0000000000, 0x100000, 0, 3, 0x22, S(""),
-        102, 7, 0x7ffc00000000, 0x21000, 0, 3, 0x22, S("[stack]"),
-        M8, M4, M8, M8, M8, M4, M4, S("/tmp/dir with spaces/\xc3\xbc.so"),
-        0, 0, 0, 0, 0, 0, 0, S(long_path),
-    };
-    write_table(dir, "mappings", cols, 8, rows, 5);
+    write_table(dir, NMP_TABLE_ID_mappings, rows, 5);
 }
+
+#define THREAD(p, t, pp, st, en, co, af, al, sa)                                                \
+    {[NMP_threads_pid] = p, [NMP_threads_tid] = t, [NMP_threads_ppid] = pp,                    \
+     [NMP_threads_start_time] = st, [NMP_threads_end_time] = en, [NMP_threads_comm] = S(co),   \
+     [NMP_threads_affinity_first] = S(af), [NMP_threads_affinity_last] = S(al),               \
+     [NMP_threads_samples] = sa}
 
 static void threads(const char *dir)
 {
-    static const struct nmp_coldef cols[] = {
-        {"pid", NMP_U32}, {"tid", NMP_U32}, {"ppid", NMP_U32}, {"start_time", NMP_U64},
-        {"end_time", NMP_U64}, {"comm", NMP_STR}, {"affinity_first", NMP_STR},
-        {"affinity_last", NMP_STR}, {"samples", NMP_U64},
+    const uint64_t rows[][16] = {
+        THREAD(100, 101, 1, 123456789, 0, "worker-1", "0-3,8", "2", 42),
+        THREAD(M4, M4, M4, M8, M8, "", "", "0-1023", M8),
     };
-    const uint64_t rows[] = {
-        100, 101, 1, 123456789, 0, S("worker-1"), S("0-3,8"), S("2"), 42,
-        M4, M4, M4, M8, M8, S(""), S(""), S("0-1023"), M8,
-    };
-    write_table(dir, "threads", cols, 9, rows, 2);
+    write_table(dir, NMP_TABLE_ID_threads, rows, 2);
 }
 
 static void counters(const char *dir)
@@ -119,14 +129,18 @@ static void counters(const char *dir)
     CHECK(t != NULL);
     if (!t)
         return;
-    const uint64_t rows[] = {
-        1, 0, (uint64_t)(int64_t)-1, S("vmstat.numa_hit"), 12345,
-        2, 1, 0, S("numastat.numa_miss"), M8,
-        3, 2, 32767, S("x"), 0,
-        4, 0, (uint64_t)(int64_t)-32768, S(""), 1,
+#define COUNTER(ti, ph, n, na, v)                                                              \
+    {[NMP_counters_time] = ti, [NMP_counters_phase] = ph,                                     \
+     [NMP_counters_node] = (uint64_t)(int64_t)(n), [NMP_counters_name] = S(na),               \
+     [NMP_counters_value] = v}
+    const uint64_t rows[][NMP_counters_NCOLS] = {
+        COUNTER(1, 0, -1, "vmstat.numa_hit", 12345),
+        COUNTER(2, 1, 0, "numastat.numa_miss", M8),
+        COUNTER(3, 2, 32767, "x", 0),
+        COUNTER(4, 0, -32768, "", 1),
     };
     for (int r = 0; r < 4; r++)
-        CHECK(nmp_table_append(t, rows + r * 5) == 0);
+        CHECK(nmp_table_append(t, rows[r]) == 0);
     CHECK(nmp_table_close(t) == 0);
 }
 
@@ -201,32 +215,34 @@ static long file_size(const char *dir, const char *name)
     return (long)st.st_size;
 }
 
-/* Every column file holds 16 + rows * width bytes. */
+static int width_of(enum nmp_coltype t)
+{
+    switch (t) {
+    case NMP_U8: return 1;
+    case NMP_U16: case NMP_I16: return 2;
+    case NMP_U32: case NMP_I32: return 4;
+    default: return 8;
+    }
+}
+
+/* Every column file of every table of the format holds 16 + rows * width bytes. */
 static void check_sizes(const char *dir)
 {
-    static const struct { const char *table; int rows; const char *cols; } tabs[] = {
-        {"samples", 3, "time8 pid4 tid4 cpu2 ip8 addr8 access1 size1 rule1 weight4 data_src8 phys_addr8"},
-        {"faults", 2, "time8 pid4 tid4 cpu2 ip8 addr8 flags1 source1"},
-        {"page_nodes", 4, "time8 pid4 page8 node2"},
-        {"mappings", 5, "time8 pid4 start8 len8 pgoff8 prot4 flags4 path8"},
-        {"threads", 2, "pid4 tid4 ppid4 start_time8 end_time8 comm8 affinity_first8 affinity_last8 samples8"},
-        {"counters", 4, "time8 phase1 node2 name8 value8"},
-        {"objects", 3, "time8 free_time8 pid4 tid4 addr8 size8 kind1 stack4 prev8"},
-        {"stack_frames", 3 + NMP_SHIM_MAX_FRAMES, "stack4 depth2 ip8"},
+    static const int rows[NMP_NTABLES] = {
+        [NMP_TABLE_ID_samples] = 3, [NMP_TABLE_ID_faults] = 2, [NMP_TABLE_ID_page_nodes] = 4,
+        [NMP_TABLE_ID_mappings] = 5, [NMP_TABLE_ID_threads] = 2, [NMP_TABLE_ID_counters] = 4,
+        [NMP_TABLE_ID_objects] = 3, [NMP_TABLE_ID_stack_frames] = 3 + NMP_SHIM_MAX_FRAMES,
     };
-    for (size_t t = 0; t < sizeof tabs / sizeof tabs[0]; t++) {
-        char cols[256];
-        snprintf(cols, sizeof cols, "%s", tabs[t].cols);
-        for (char *tok = strtok(cols, " "); tok; tok = strtok(NULL, " ")) {
-            size_t len = strlen(tok);
-            int width = tok[len - 1] - '0';
-            tok[len - 1] = 0;
+    for (int t = 0; t < NMP_NTABLES; t++) {
+        CHECK(rows[t] > 0); /* a table of the format that this test does not write */
+        for (int i = 0; i < nmp_schema[t].ncols; i++) {
             char name[128];
-            snprintf(name, sizeof name, "%s.%s.col", tabs[t].table, tok);
+            snprintf(name, sizeof name, "%s.%s.col", nmp_schema[t].name, nmp_schema[t].cols[i].name);
             long size = file_size(dir, name);
-            if (size != 16 + (long)tabs[t].rows * width)
-                fprintf(stderr, "%s: %ld bytes\n", name, size);
-            CHECK(size == 16 + (long)tabs[t].rows * width);
+            long want = NMP_COL_HEADER + (long)rows[t] * width_of(nmp_schema[t].cols[i].type);
+            if (size != want)
+                fprintf(stderr, "%s: %ld bytes, expected %ld\n", name, size, want);
+            CHECK(size == want);
         }
     }
     CHECK(file_size(dir, "mappings.path.heap") ==

@@ -1,0 +1,120 @@
+/* The numaprof profile format, defined once (docs/profile-format.md).
+ *
+ * Every table of a profile and every column of each, with its type and whether a reader
+ * may do without it.  The C collector builds its column tables from these lists
+ * (nmp_schema.h); the Python reader and writer read this file itself
+ * (analyzer/format.py), so that adding a column is one edit here and the two sides cannot
+ * disagree.
+ *
+ * analyzer/format.py parses this file with a strict grammar -- keep to it:
+ *   #define NMP_PROFILE_FORMAT "<name>"
+ *   #define NMP_PROFILE_VERSION <integer>
+ *   #define NMP_COL_MAGIC "<8 characters>"
+ *   #define NMP_COL_HEADER <integer>
+ *   #define NMP_TABLE_<table>(COL) followed by lines  COL(<table>, <column>, <TYPE>, <REQ|OPT>) \
+ *   #define NMP_TABLES(T) followed by lines  T(<table>) \
+ * TYPE: U8 U16 U32 U64 I16 I32 I64 (little-endian integers) or STR (u64 offsets into the
+ * column's .heap of NUL-terminated strings).  REQ: a profile without the column is
+ * refused; OPT: a missing column reads as zeros.
+ */
+#ifndef NUMAPROF_FORMAT_H
+#define NUMAPROF_FORMAT_H
+
+#define NMP_PROFILE_FORMAT "numaprof.profile"
+#define NMP_PROFILE_VERSION 1
+#define NMP_COL_MAGIC "NMPCOL01"
+/* bytes before a column's values: the magic, then the NUL-padded numpy dtype string */
+#define NMP_COL_HEADER 16
+
+/* One row per sample; the software backend writes the columns up to `rule`. */
+#define NMP_TABLE_samples(COL) \
+    COL(samples, time, U64, REQ) \
+    COL(samples, pid, U32, REQ) \
+    COL(samples, tid, U32, REQ) \
+    COL(samples, cpu, U16, REQ) \
+    COL(samples, ip, U64, REQ) \
+    COL(samples, addr, U64, REQ) \
+    COL(samples, access, U8, REQ) \
+    COL(samples, size, U8, OPT) \
+    COL(samples, rule, U8, OPT) \
+    COL(samples, weight, U32, OPT) \
+    COL(samples, data_src, U64, OPT) \
+    COL(samples, phys_addr, U64, OPT)
+
+/* One row per page fault (first touch). */
+#define NMP_TABLE_faults(COL) \
+    COL(faults, time, U64, REQ) \
+    COL(faults, pid, U32, REQ) \
+    COL(faults, tid, U32, REQ) \
+    COL(faults, cpu, U16, REQ) \
+    COL(faults, ip, U64, REQ) \
+    COL(faults, addr, U64, REQ) \
+    COL(faults, flags, U8, OPT) \
+    COL(faults, source, U8, OPT) \
+    COL(faults, page_size, U32, OPT)
+
+/* The node of a page, queried with move_pages(2) while the program runs. */
+#define NMP_TABLE_page_nodes(COL) \
+    COL(page_nodes, time, U64, REQ) \
+    COL(page_nodes, pid, U32, REQ) \
+    COL(page_nodes, page, U64, REQ) \
+    COL(page_nodes, node, I16, REQ)
+
+#define NMP_TABLE_mappings(COL) \
+    COL(mappings, time, U64, REQ) \
+    COL(mappings, pid, U32, REQ) \
+    COL(mappings, start, U64, REQ) \
+    COL(mappings, len, U64, REQ) \
+    COL(mappings, pgoff, U64, REQ) \
+    COL(mappings, prot, U32, OPT) \
+    COL(mappings, flags, U32, OPT) \
+    COL(mappings, path, STR, REQ)
+
+#define NMP_TABLE_threads(COL) \
+    COL(threads, pid, U32, REQ) \
+    COL(threads, tid, U32, REQ) \
+    COL(threads, ppid, U32, OPT) \
+    COL(threads, start_time, U64, OPT) \
+    COL(threads, end_time, U64, OPT) \
+    COL(threads, comm, STR, OPT) \
+    COL(threads, affinity_first, STR, OPT) \
+    COL(threads, affinity_last, STR, OPT) \
+    COL(threads, samples, U64, OPT)
+
+/* Tracked heap allocations (from the allocation shim's records). */
+#define NMP_TABLE_objects(COL) \
+    COL(objects, time, U64, REQ) \
+    COL(objects, free_time, U64, OPT) \
+    COL(objects, pid, U32, REQ) \
+    COL(objects, tid, U32, OPT) \
+    COL(objects, addr, U64, REQ) \
+    COL(objects, size, U64, REQ) \
+    COL(objects, kind, U8, OPT) \
+    COL(objects, stack, U32, OPT) \
+    COL(objects, prev, U64, OPT)
+
+/* The call stacks of the allocations, one row per frame. */
+#define NMP_TABLE_stack_frames(COL) \
+    COL(stack_frames, stack, U32, REQ) \
+    COL(stack_frames, depth, U16, REQ) \
+    COL(stack_frames, ip, U64, REQ)
+
+/* Node-level counters, read before (phase 0) and after (phase 1) the run. */
+#define NMP_TABLE_counters(COL) \
+    COL(counters, time, U64, REQ) \
+    COL(counters, phase, U8, REQ) \
+    COL(counters, node, I16, REQ) \
+    COL(counters, name, STR, REQ) \
+    COL(counters, value, U64, REQ)
+
+#define NMP_TABLES(T) \
+    T(samples) \
+    T(faults) \
+    T(page_nodes) \
+    T(mappings) \
+    T(threads) \
+    T(objects) \
+    T(stack_frames) \
+    T(counters)
+
+#endif

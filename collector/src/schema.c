@@ -1,0 +1,26 @@
+/* The column tables of numaprof_format.h as data: see nmp_schema.h. */
+#include "nmp_schema.h"
+
+#include <errno.h>
+
+#define NMP_SCHEMA_REQ_REQ 1
+#define NMP_SCHEMA_REQ_OPT 0
+#define NMP_SCHEMA_COLDEF_(table, name, type, req) {#name, NMP_##type},
+#define NMP_SCHEMA_REQUIRED_(table, name, type, req) NMP_SCHEMA_REQ_##req,
+#define NMP_SCHEMA_COLS_(table) \
+    static const struct nmp_coldef table##_cols[] = {NMP_TABLE_##table(NMP_SCHEMA_COLDEF_)}; \
+    static const unsigned char table##_required[] = {NMP_TABLE_##table(NMP_SCHEMA_REQUIRED_)};
+NMP_TABLES(NMP_SCHEMA_COLS_)
+
+#define NMP_SCHEMA_ENTRY_(table) {#table, table##_cols, table##_required, NMP_##table##_NCOLS},
+const struct nmp_table_schema nmp_schema[NMP_NTABLES] = {NMP_TABLES(NMP_SCHEMA_ENTRY_)};
+
+struct nmp_table *nmp_table_open(const char *dir, enum nmp_table_id id, int ncols)
+{
+    if ((int)id < 0 || id >= NMP_NTABLES || ncols == 0 || ncols > nmp_schema[id].ncols) {
+        errno = EINVAL;
+        return NULL;
+    }
+    const struct nmp_table_schema *s = &nmp_schema[id];
+    return nmp_table_create(dir, s->name, s->cols, ncols < 0 ? s->ncols : ncols);
+}

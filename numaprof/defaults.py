@@ -1,0 +1,27 @@
+"""numaprof's default settings, read from their one definition (numaprof_defaults.h),
+which the collector and the allocation shim are compiled with."""
+
+from __future__ import annotations
+
+import re
+
+from numaprof import paths
+
+HEADER_NAME = "numaprof_defaults.h"
+
+
+def _read() -> dict[str, int]:
+    path = paths.include_dir() / HEADER_NAME
+    try:
+        text = path.read_text()
+    except OSError as e:  # a broken installation: the header ships with the collector
+        raise RuntimeError(f"cannot read {path}: {e.strerror}") from None
+    return {m.group(1): int(m.group(2))
+            for m in re.finditer(r"^#define[ \t]+NMP_DEFAULT_(\w+)[ \t]+(\d+)[ \t]*$", text, re.M)}
+
+
+_VALUES = _read()
+#: Samples per second per thread.
+FREQ: int = _VALUES["FREQ"]
+#: Heap allocations of at least this many bytes are tracked with their call stack.
+ALLOC_THRESHOLD: int = _VALUES["ALLOC_THRESHOLD"]

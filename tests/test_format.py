@@ -1,0 +1,80 @@
+"""The profile format has one definition (collector/include/numaprof_format.h): the
+collector's tables are generated from it and the Python reader reads it.  These tests
+make a disagreement impossible to miss: the header as Python parses it equals what the
+built collector reports (`numaprof-collect --schema`), every column a real recording
+writes is in it with its type, and the parser refuses a header it does not understand."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from helpers import EXAMPLES, run_numaprof
+
+from numaprof import defaults, paths
+from numaprof.analyzer import format as fmt
+
+
+def test_the_collector_was_built_from_the_definition_python_reads():
+    out = subprocess.run([str(paths.collector()), "--schema"], capture_output=True, text=True,
+                         check=True, timeout=30).stdout
+    built = json.loads(out)
+    assert (built["format"], built["version"], built["magic"]) == (
+        fmt.FORMAT, fmt.VERSION, fmt.MAGIC.decode())
+    assert list(built["tables"]) == list(fmt.SCHEMA)
+    for table, cols in built["tables"].items():
+        assert [(c, (d, req, is_str)) for c, d, req, is_str in cols] == \
+            list(fmt.SCHEMA[table].items()), table
+
+
+def test_every_column_a_recording_writes_is_defined_with_its_type(examples_built, tmp_path):
+    prof = tmp_path / "p"
+    run_numaprof("record", "-o", prof, "--", EXAMPLES / "gather", "16", "4",
+                 env={"OMP_NUM_THREADS": "2"}, check=True)
+    written = sorted(prof.glob("*.col"))
+    assert written
+    tables = set()
+    for path in written:
+        table, column = path.name.removesuffix(".col").split(".", 1)
+        tables.add(table)
+        assert column in fmt.SCHEMA.get(table, {}), f"{path.name} is not in the format"
+        head = path.read_bytes()[:fmt.HEADER]
+        assert head[:8] == fmt.MAGIC
+        dtype, _required, is_str = fmt.SCHEMA[table][column]
+        assert head[8:].rstrip(b"\0").decode() == dtype, path.name
+        assert (prof / f"{table}.{column}.heap").exists() == is_str, path.name
+    for table in tables:  # every required column of a written table is there
+        for column, (_d, required, _s) in fmt.SCHEMA[table].items():
+            if required:
+                assert (prof / f"{table}.{column}.col").exists(), f"{table}.{column}"
+    assert {"samples", "faults", "mappings", "threads", "objects"} <= tables
+    # the defaults the collector was compiled with are the ones Python reads
+    sampling = json.loads((prof / "manifest.json").read_text())["sampling"]
+    assert sampling["freq"] == defaults.FREQ
+    assert sampling["alloc_threshold"] == defaults.ALLOC_THRESHOLD
+
+
+HEADER = (fmt.header_path()).read_text()
+
+
+@pytest.mark.parametrize("edit, why", [
+    (("COL(samples, rule, U8, OPT)", "COL(samples, rule, U9, OPT)"), "bad column"),
+    (("COL(samples, rule, U8, OPT)", "COL(faults, rule, U8, OPT)"), "bad column"),
+    (("COL(samples, rule, U8, OPT)", "COL(samples, rule, U8, MAYBE)"), "unexpected line"),
+    (("    T(stack_frames) \\\n", ""), "NMP_TABLES lists"),
+    (('#define NMP_COL_MAGIC "NMPCOL01"', '#define NMP_COL_MAGIC "NMP"'), "8 characters"),
+    (("#define NMP_PROFILE_VERSION 1", ""), "missing or bad define"),
+])
+def test_the_parser_refuses_a_header_outside_its_grammar(edit, why):
+    old, new = edit
+    assert old in HEADER
+    with pytest.raises(fmt.FormatDefinitionError, match=why):
+        fmt.parse(HEADER.replace(old, new))
+
+
+def test_the_parser_reads_every_table_and_column_of_the_header():
+    _f, _v, _m, _h, schema = fmt.parse(HEADER)
+    n_cols = HEADER.count("    COL(")
+    assert sum(len(c) for c in schema.values()) == n_cols
+    assert len(schema) == HEADER.count("    T(")
