@@ -57,6 +57,7 @@
 #define NMP_MEM_LVLNUM_NA 0x0fULL
 #define NMP_MEM_LVLNUM_SHIFT 33
 #define NMP_MEM_REMOTE_SHIFT 37
+#define NMP_MEM_HOPS_0 1 /* remote core, same node */
 #define NMP_MEM_HOPS_SHIFT 43
 /* PERF_MEM_NA of current kernels: op, lvl, snoop, lock, tlb and lvl_num all NA. */
 #define NMP_MEM_NA 0x1e05080021ULL
