@@ -99,8 +99,17 @@ static int phys_allowed(void)
     return nmp_hw_paranoid() <= 1 || nmp_hw_has_perfmon();
 }
 
-static void common_attr(struct perf_event_attr *a, uint64_t period, uint64_t sample_type)
+/* Sampling attrs shared by the backends.  `user_only` asks for user-level samples only
+ * (exclude_kernel, exclude_hv, as perf's :u and libpfm4's PFM_PLM3): at the default
+ * perf_event_paranoid 2 the kernel refuses anything else to an unprivileged user
+ * (perf_event_open: !exclude_kernel needs perf_allow_kernel(), L kernel/events/core.c). */
+static void common_attr(struct perf_event_attr *a, uint64_t period, uint64_t sample_type,
+                        int user_only)
 {
+    if (user_only) {
+        a->exclude_kernel = 1;
+        a->exclude_hv = 1;
+    }
     a->sample_period = period;
     a->freq = 0;
     a->sample_type = sample_type;
@@ -129,7 +138,7 @@ static int add_event(struct nmp_hw_event *ev, int *n, int max, const char *name,
 
 /* A CPU newer than the installed libpfm4: the kernel's own event descriptions in
  * cpu/events/ (mem-loads, mem-loads-aux, mem-stores; L arch/x86/events/intel/core.c). */
-static int build_pebs_sysfs(const struct nmp_hw_options *opt, int precise,
+int nmp_hw_build_pebs_sysfs(const struct nmp_hw_options *opt, int precise,
                             struct nmp_hw_event *ev, int max, char *why, size_t whylen)
 {
     unsigned ldlat = opt && opt->ldlat ? opt->ldlat : 30;
@@ -146,7 +155,7 @@ static int build_pebs_sysfs(const struct nmp_hw_options *opt, int precise,
     if (nmp_hw_exists(NMP_PMU_DIR "/cpu/events/mem-loads-aux")) {
         if (nmp_hw_sysfs_event("cpu", "mem-loads-aux", &a, NULL, NULL, 0, why, whylen) < 0)
             return -1;
-        common_attr(&a, period, st);
+        common_attr(&a, period, st, 1);
         a.precise_ip = (unsigned)precise;
         if (add_event(ev, &n, max, "mem-loads-aux", "aux-leader", src, &a, why, whylen) < 0)
             return -1;
@@ -158,7 +167,7 @@ static int build_pebs_sysfs(const struct nmp_hw_options *opt, int precise,
     snprintf(term, sizeof term, "ldlat=%u", ldlat);
     if (nmp_hw_sysfs_encode("cpu", term, &a, why, whylen) < 0)
         return -1;
-    common_attr(&a, period, st);
+    common_attr(&a, period, st, 1);
     a.precise_ip = (unsigned)precise;
     snprintf(name, sizeof name, "mem-loads,ldlat=%u", ldlat);
     if (add_event(ev, &n, max, name, "loads", src, &a, why, whylen) < 0)
@@ -166,7 +175,7 @@ static int build_pebs_sysfs(const struct nmp_hw_options *opt, int precise,
     if (opt && opt->stores && nmp_hw_exists(NMP_PMU_DIR "/cpu/events/mem-stores")) {
         if (nmp_hw_sysfs_event("cpu", "mem-stores", &a, NULL, NULL, 0, why, whylen) < 0)
             return -1;
-        common_attr(&a, opt->period ? opt->period : PEBS_STORE_PERIOD, st);
+        common_attr(&a, opt->period ? opt->period : PEBS_STORE_PERIOD, st, 1);
         a.precise_ip = (unsigned)precise;
         if (add_event(ev, &n, max, "mem-stores", "stores", src, &a, why, whylen) < 0)
             return -1;
@@ -183,7 +192,7 @@ static int build_pebs(const struct nmp_hw_options *opt, const char *pfm_pmu, int
     if (!pfm_pmu) {
         pfm_pmu = nmp_hw_pfm_core_pmu(pmubuf, sizeof pmubuf);
         if (!pfm_pmu && nmp_hw_exists(NMP_PMU_DIR "/cpu/events/mem-loads"))
-            return build_pebs_sysfs(opt, precise, ev, max, why, whylen);
+            return nmp_hw_build_pebs_sysfs(opt, precise, ev, max, why, whylen);
         if (!pfm_pmu) {
             snprintf(why, whylen, "libpfm4 knows no core PMU for this CPU "
                                   "(set LIBPFM_FORCE_PMU to list another model's events)");
@@ -218,7 +227,7 @@ static int build_pebs(const struct nmp_hw_options *opt, const char *pfm_pmu, int
                      "the kernel's mem-loads-aux 0x8203", pfm_pmu, (unsigned long long)a.config);
             return -1;
         }
-        common_attr(&a, period, st);
+        common_attr(&a, period, st, 1);
         a.precise_ip = (unsigned)precise;
         if (add_event(ev, &n, max, "LD_BLOCKS:STORE_FORWARD", "aux-leader", src, &a, why,
                       whylen) < 0)
@@ -227,7 +236,7 @@ static int build_pebs(const struct nmp_hw_options *opt, const char *pfm_pmu, int
     snprintf(name, sizeof name, "MEM_TRANS_RETIRED:LOAD_LATENCY:ldlat=%u", ldlat);
     if (pfm_encode(pfm_pmu, name, &a, why, whylen) < 0)
         return -1;
-    common_attr(&a, period, st);
+    common_attr(&a, period, st, 1);
     a.precise_ip = (unsigned)precise;
     snprintf(src, sizeof src, "libpfm4 %s", pfm_pmu);
     if (add_event(ev, &n, max, name, "loads", src, &a, why, whylen) < 0)
@@ -258,7 +267,7 @@ static int build_pebs(const struct nmp_hw_options *opt, const char *pfm_pmu, int
             }
             snprintf(src, sizeof src, "libpfm4 %s", pfm_pmu);
         }
-        common_attr(&a, speriod, sst);
+        common_attr(&a, speriod, sst, 1);
         a.precise_ip = (unsigned)precise;
         if (add_event(ev, &n, max, name, "stores", src, &a, why, whylen) < 0)
             return -1;
@@ -313,7 +322,7 @@ static int build_ibs(const struct nmp_hw_options *opt, struct nmp_hw_event *ev, 
                   PERF_SAMPLE_WEIGHT | PERF_SAMPLE_IDENTIFIER;
     if (phys_allowed())
         st |= PERF_SAMPLE_PHYS_ADDR;
-    common_attr(&a, period, st);
+    common_attr(&a, period, st, 0);
     /* PERF_PMU_CAP_NO_EXCLUDE: every exclude_* stays 0, exclude_guest included; kernel
      * samples are dropped by the reader (nmp_hw_misc_is_user). */
     int n = 0;

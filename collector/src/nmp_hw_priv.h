@@ -106,6 +106,10 @@ struct nmp_hw_event {
 int nmp_hw_build(enum nmp_backend backend, const struct nmp_hw_options *opt,
                  const char *pfm_pmu, int precise, struct nmp_hw_event *ev, int max,
                  char *why, size_t whylen);
+/* The PEBS events from the kernel's cpu/events/ descriptions, as nmp_hw_build() uses
+ * them when libpfm4 does not know the CPU.  Returns the count or -1 with `why`. */
+int nmp_hw_build_pebs_sysfs(const struct nmp_hw_options *opt, int precise,
+                            struct nmp_hw_event *ev, int max, char *why, size_t whylen);
 /* Name of the libpfm4 core PMU in use (forced or detected), or NULL. */
 const char *nmp_hw_pfm_core_pmu(char *buf, size_t len);
 /* Does this libpfm4 PMU need the mem-loads-aux leader (PMU_FL_MEM_LOADS_AUX)? */

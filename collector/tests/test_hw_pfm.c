@@ -47,6 +47,9 @@ static void intel(const char *pmu, int aux, uint64_t store_config)
              PERF_SAMPLE_ADDR | PERF_SAMPLE_DATA_SRC | PERF_SAMPLE_WEIGHT_STRUCT);
     CHECK(strcmp(ev[i + 1].role, "stores") == 0);
     CHECK_EQ(ev[i + 1].attr.config, store_config);
+    for (int k = 0; k < n; k++)
+        CHECK_MSG(ev[k].attr.exclude_kernel && ev[k].attr.exclude_hv, "%s %s samples the kernel",
+                  pmu, ev[k].name);
     /* ldlat out of range is refused before libpfm4 sees it */
     opt.ldlat = 70000;
     CHECK_EQ(nmp_hw_build(NMP_BACKEND_PEBS, &opt, NULL, 2, ev, 4, why, sizeof why), -1);
