@@ -293,13 +293,19 @@ static int build_ibs(const struct nmp_hw_options *opt, struct nmp_hw_event *ev, 
     if (nmp_hw_exists(NMP_PMU_DIR "/ibs_op/format/cnt_ctl") &&
         nmp_hw_sysfs_encode("ibs_op", "cnt_ctl=1", &a, why, whylen) < 0)
         return -1;
-    /* swfilt (config2:0, newer kernels): lets the kernel honour exclude_kernel/user/hv by
-     * dropping samples in software instead of refusing them with -EINVAL (perf_ibs_init
-     * and perf_ibs_handle_irq, L arch/x86/events/amd/ibs.c @003c0414).  Our attr keeps
-     * every exclude_* at 0 either way; this only makes a caller's exclude_kernel legal. */
-    if (nmp_hw_exists(NMP_PMU_DIR "/ibs_op/format/swfilt") &&
-        nmp_hw_sysfs_encode("ibs_op", "swfilt=1", &a, why, whylen) < 0)
-        return -1;
+    /* swfilt (format "config2:0", Linux 6.14, commit 9290c1b27402 "perf/x86: Relax
+     * privilege filter restriction on AMD IBS"): with it perf_ibs_init() accepts
+     * exclude_kernel / exclude_user / exclude_hv and perf_ibs_handle_irq() drops those
+     * samples (and, with exclude_kernel, ops whose data address is in the kernel) itself
+     * (L arch/x86/events/amd/ibs.c).  Without it any exclude_* is -EINVAL.  So where the
+     * PMU has it, sample user level only, which perf_event_paranoid 2 allows without
+     * CAP_PERFMON, as `perf record -e ibs_op/swfilt=1/u` does. */
+    int swfilt = nmp_hw_exists(NMP_PMU_DIR "/ibs_op/format/swfilt");
+    if (swfilt) {
+        if (nmp_hw_sysfs_encode("ibs_op", "swfilt=1", &a, why, whylen) < 0)
+            return -1;
+        snprintf(src, sizeof src, "sysfs ibs_op, swfilt: user level only");
+    }
     if (opt && opt->l3missonly) {
         if (!nmp_hw_exists(NMP_PMU_DIR "/ibs_op/format/l3missonly")) {
             snprintf(why, whylen, "ibs_op has no l3missonly format (IBS L3-miss filtering "
@@ -322,9 +328,10 @@ static int build_ibs(const struct nmp_hw_options *opt, struct nmp_hw_event *ev, 
                   PERF_SAMPLE_WEIGHT | PERF_SAMPLE_IDENTIFIER;
     if (phys_allowed())
         st |= PERF_SAMPLE_PHYS_ADDR;
-    common_attr(&a, period, st, 0);
-    /* PERF_PMU_CAP_NO_EXCLUDE: every exclude_* stays 0, exclude_guest included; kernel
-     * samples are dropped by the reader (nmp_hw_misc_is_user). */
+    /* exclude_guest, exclude_host and exclude_idle stay 0: -EINVAL even with swfilt.
+     * Without swfilt kernel samples arrive too; the reader drops them by header.misc
+     * (nmp_hw_misc_is_user). */
+    common_attr(&a, period, st, swfilt);
     int n = 0;
     if (add_event(ev, &n, max, "ibs_op", "ibs-op", src, &a, why, whylen) < 0)
         return -1;

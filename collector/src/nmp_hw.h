@@ -45,8 +45,9 @@ int nmp_hw_decode(enum nmp_backend backend, const struct perf_event_attr *attr,
 /* Is this attr such a helper event (its samples carry no memory information)? */
 int nmp_hw_attr_is_aux(const struct perf_event_attr *attr);
 
-/* Hardware events count kernel samples too (IBS cannot exclude them: every exclude_* is
- * 0 for ibs_op); keep a record only if this is true of its header.misc. */
+/* Hardware events can bring kernel samples (IBS without the kernel's swfilt format
+ * cannot exclude them: every exclude_* is 0 for ibs_op there); keep a record only if
+ * this is true of its header.misc. */
 static inline int nmp_hw_misc_is_user(uint16_t misc)
 {
     return (misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_USER;

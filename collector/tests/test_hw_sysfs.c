@@ -3,7 +3,8 @@
  *  - PMU names and files: L arch/x86/events/intel/core.c (cpu/events/mem-loads,
  *    mem-loads-aux, mem-stores), uncore.c / uncore_snbep.c (uncore_imc_<n>, cas_count_*
  *    with .scale/.unit), L arch/x86/events/amd/ibs.c (ibs_op format cnt_ctl config:19,
- *    l3missonly config:16), L arch/x86/events/amd/uncore.c (amd_df, amd_umc_<n>);
+ *    l3missonly config:16, swfilt config2:0 since commit 9290c1b27402),
+ *    L arch/x86/events/amd/uncore.c (amd_df, amd_umc_<n>);
  *  - IBS period rules: perf_ibs_init in ibs.c (hw-sampling.md section 4);
  *  - DF/UMC events: amdzen3/data-fabric.json, amdzen4/memory-controller.json (section 6).
  */
@@ -145,8 +146,10 @@ static void test_ibs_attrs(void)
     CHECK_EQ(a->config2, 1);         /* swfilt, where the PMU has it (this tree) */
     CHECK_EQ(a->sample_period, 0x40000);
     CHECK_EQ(a->sample_period & 0xf, 0);
-    CHECK(!a->exclude_user && !a->exclude_kernel && !a->exclude_hv && !a->exclude_idle &&
-          !a->exclude_host && !a->exclude_guest);
+    /* with swfilt: user level only, which paranoid 2 allows; the other exclude_* bits
+     * are -EINVAL even with swfilt (perf_ibs_init, L arch/x86/events/amd/ibs.c) */
+    CHECK(a->exclude_kernel && a->exclude_hv);
+    CHECK(!a->exclude_user && !a->exclude_idle && !a->exclude_host && !a->exclude_guest);
     CHECK_EQ(a->sample_type & (PERF_SAMPLE_RAW | PERF_SAMPLE_ADDR | PERF_SAMPLE_DATA_SRC |
                                PERF_SAMPLE_WEIGHT),
              PERF_SAMPLE_RAW | PERF_SAMPLE_ADDR | PERF_SAMPLE_DATA_SRC | PERF_SAMPLE_WEIGHT);
@@ -172,7 +175,22 @@ static void test_ibs_attrs(void)
     opt.l3missonly = 0;
     CHECK_EQ(nmp_hw_build(NMP_BACKEND_IBS, &opt, NULL, 0, ev, 4, why, sizeof why), 1);
     CHECK(ev[0].attr.sample_type & PERF_SAMPLE_PHYS_ADDR);
-    CHECK_EQ(ev[0].attr.config2, 0); /* no swfilt format in this tree */
+    CHECK_EQ(ev[0].attr.config2, 0); /* no swfilt format in this tree (Linux < 6.14) */
+    a = &ev[0].attr;                 /* no exclude_* at all: -EINVAL without swfilt */
+    CHECK(!a->exclude_user && !a->exclude_kernel && !a->exclude_hv && !a->exclude_idle &&
+          !a->exclude_host && !a->exclude_guest);
+
+    /* Zen3 on Linux >= 6.14, an ordinary user at paranoid 2: swfilt makes IBS usable */
+    use_root("sysroot-zen3-swfilt");
+    CHECK_EQ(nmp_hw_build(NMP_BACKEND_IBS, &opt, NULL, 0, ev, 4, why, sizeof why), 1);
+    a = &ev[0].attr;
+    CHECK_EQ(a->type, 98);
+    CHECK_EQ(a->config, 1ULL << 19);
+    CHECK_EQ(a->config2, 1);
+    CHECK(a->exclude_kernel && a->exclude_hv);
+    CHECK(!a->exclude_user && !a->exclude_idle && !a->exclude_host && !a->exclude_guest);
+    CHECK(!(a->sample_type & PERF_SAMPLE_PHYS_ADDR)); /* needs perf_allow_kernel() */
+    CHECK(strstr(ev[0].source, "swfilt") != NULL);
 
     /* Skylake tree: paranoid 2, no capability: no PHYS_ADDR; no ibs_op */
     use_root("sysroot-skx");
