@@ -351,6 +351,19 @@ int nmp_hw_build(enum nmp_backend backend, const struct nmp_hw_options *opt,
     return -1;
 }
 
+static long sys_perf_event_open(struct perf_event_attr *attr, pid_t pid, int cpu, int group_fd,
+                                unsigned long flags)
+{
+    return syscall(SYS_perf_event_open, attr, pid, cpu, group_fd, flags);
+}
+
+static nmp_hw_open_fn g_open = sys_perf_event_open;
+
+void nmp_hw_set_open(nmp_hw_open_fn fn)
+{
+    g_open = fn ? fn : sys_perf_event_open;
+}
+
 int nmp_hw_try_open(const struct perf_event_attr *attrs, int n)
 {
     int fds[16], err = 0, i;
@@ -361,7 +374,7 @@ int nmp_hw_try_open(const struct perf_event_attr *attrs, int n)
     for (i = 0; i < n; i++) {
         struct perf_event_attr a = attrs[i];
         a.disabled = 1;
-        long fd = syscall(SYS_perf_event_open, &a, 0, -1, i ? fds[0] : -1, PERF_FLAG_FD_CLOEXEC);
+        long fd = g_open(&a, 0, -1, i ? fds[0] : -1, PERF_FLAG_FD_CLOEXEC);
         if (fd < 0) {
             err = errno;
             break;
@@ -427,19 +440,31 @@ int nmp_hw_attrs(enum nmp_backend backend, const struct nmp_hw_options *opt,
         }
     } else {
         /* precise_ip: the highest level the kernel accepts for the whole group
-         * (3 = zero skid required, 2 requested, 1 constant skid; uapi perf_event.h). */
+         * (3 = zero skid required, 2 requested, 1 constant skid; uapi perf_event.h).
+         * Kernels before 5.12 know no PERF_SAMPLE_WEIGHT_STRUCT and refuse it with
+         * EINVAL (perf_copy_attr: a sample_type bit beyond PERF_SAMPLE_MAX); then, as
+         * perf does (tools/perf/util/evsel.c evsel__detect_missing_features, "switching
+         * off weight struct support"), ask for PERF_SAMPLE_WEIGHT, whose low 32 bits are
+         * the same load latency (ds.c setup_pebs_*_sample_data). */
         int n = -1, err = 0;
-        for (int precise = 3; precise >= 1; precise--) {
-            n = nmp_hw_build(backend, opt, NULL, precise, ev, 8, why, whylen);
-            if (n < 0)
-                return -1;
-            for (int i = 0; i < n; i++)
-                tmp[i] = ev[i].attr;
-            if (nmp_hw_try_open(tmp, n) == 0) {
-                err = 0;
-                break;
+        for (int legacy_weight = 0; legacy_weight < 2; legacy_weight++) {
+            for (int precise = 3; precise >= 1; precise--) {
+                n = nmp_hw_build(backend, opt, NULL, precise, ev, 8, why, whylen);
+                if (n < 0)
+                    return -1;
+                for (int i = 0; i < n; i++) {
+                    tmp[i] = ev[i].attr;
+                    if (legacy_weight && (tmp[i].sample_type & PERF_SAMPLE_WEIGHT_STRUCT)) {
+                        tmp[i].sample_type &= ~(uint64_t)PERF_SAMPLE_WEIGHT_STRUCT;
+                        tmp[i].sample_type |= PERF_SAMPLE_WEIGHT;
+                    }
+                }
+                err = nmp_hw_try_open(tmp, n) == 0 ? 0 : errno;
+                if (!err)
+                    break;
             }
-            err = errno;
+            if (err != EINVAL)
+                break;
         }
         if (err) {
             nmp_hw_open_advice(err, what, why, whylen);
@@ -450,7 +475,7 @@ int nmp_hw_attrs(enum nmp_backend backend, const struct nmp_hw_options *opt,
             return -1;
         }
         for (int i = 0; i < n; i++)
-            attrs[i] = ev[i].attr;
+            attrs[i] = tmp[i];
         return n;
     }
     if (max < 1) {

@@ -117,6 +117,12 @@ int nmp_hw_pfm_needs_aux(const char *pfm_pmu);
 /* Opens the group attrs[0..n) on the calling thread (pid 0, cpu -1) and closes it:
  * 0, or -1 with errno of the first failing open. */
 int nmp_hw_try_open(const struct perf_event_attr *attrs, int n);
+/* The perf_event_open used by nmp_hw_try_open (and so nmp_hw_attrs): the system call,
+ * or for tests a stand-in that plays an older or stricter kernel; NULL restores the
+ * system call.  Returns an fd, or -1 with errno. */
+typedef long (*nmp_hw_open_fn)(struct perf_event_attr *attr, pid_t pid, int cpu, int group_fd,
+                               unsigned long flags);
+void nmp_hw_set_open(nmp_hw_open_fn fn);
 /* perf_event_open errno -> one line of advice (paranoid, CAP_PERFMON, VM/container). */
 void nmp_hw_open_advice(int err, const char *what, char *why, size_t whylen);
 
