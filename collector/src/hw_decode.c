@@ -365,6 +365,12 @@ uint64_t nmp_ibs_data_src(const struct nmp_ibs_op *op, unsigned family, unsigned
     return ds;
 }
 
+int nmp_ibs_rip_invalid(const struct nmp_ibs_op *op)
+{
+    /* IBS_RIP_INVALID is IBS_OP_DATA bit 38 (L arch/x86/include/asm/perf_event.h) */
+    return (op->caps & NMP_IBS_CAPS_RIPINVALIDCHK) && BIT(op->data, 38);
+}
+
 void nmp_ibs_fill(const struct nmp_ibs_op *op, unsigned family, unsigned model,
                   struct nmp_sample *out)
 {
@@ -376,6 +382,10 @@ void nmp_ibs_fill(const struct nmp_ibs_op *op, unsigned family, unsigned model,
     out->phys_addr = 0;
     out->weight = 0;
     out->size = 0;
+    /* Without a valid RIP the sample's IP is where the interrupt landed, not the op: the
+     * data address stays (DC_LINADDR has its own valid bit), the op's IP is unknown (0). */
+    if (nmp_ibs_rip_invalid(op))
+        out->ip = 0;
     if (!ld && !st) {
         out->rule = NMP_RULE_NO_MEM; /* a sampled op that does not access memory */
         return;

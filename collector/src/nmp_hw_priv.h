@@ -135,6 +135,7 @@ struct nmp_ibs_op {
     int nregs;
 };
 #define NMP_IBS_CAPS_BRNTRGT (1u << 5)
+#define NMP_IBS_CAPS_RIPINVALIDCHK (1u << 7)
 #define NMP_IBS_CAPS_OPDATA4 (1u << 10)
 #define NMP_IBS_CAPS_ZEN4 (1u << 11)
 /* Splits a RAW payload (after its u32 size) of `size` bytes; 0, or -1 if malformed or
@@ -143,9 +144,14 @@ int nmp_ibs_parse_raw(const void *data, uint32_t size, struct nmp_ibs_op *op);
 /* The perf_mem_data_src the kernel synthesizes for this op (L arch/x86/events/amd/ibs.c
  * perf_ibs_parse_ld_st_data and its helpers), for a cpu of this family/model. */
 uint64_t nmp_ibs_data_src(const struct nmp_ibs_op *op, unsigned family, unsigned model);
-/* Fills addr, phys_addr, access, size, weight, data_src, rule of `out` from the op. */
+/* Fills addr, phys_addr, access, size, weight, data_src, rule of `out` from the op, and
+ * clears ip when the op's RIP is invalid (nmp_ibs_rip_invalid). */
 void nmp_ibs_fill(const struct nmp_ibs_op *op, unsigned family, unsigned model,
                   struct nmp_sample *out);
+/* IBS could not record the op's RIP: IBS_OP_DATA rip_invalid (bit 38), which counts only
+ * where caps has RIPINVALIDCHK (ibs.c perf_ibs_handle_irq).  The kernel then keeps the
+ * interrupted IP as the sample's IP and clears the exact flag. */
+int nmp_ibs_rip_invalid(const struct nmp_ibs_op *op);
 /* The cpu family/model used by nmp_hw_decode for IBS errata (read once from cpuinfo);
  * tests set it. */
 void nmp_hw_set_cpu(unsigned family, unsigned model);

@@ -400,6 +400,26 @@ static void test_field_order(void)
     CHECK_EQ(s.phys_addr, 0xabc000);
     CHECK_EQ(nmp_memsrc_classify(s.data_src).src, NMP_SRC_LOCAL_DRAM);
 
+    /* BRANCH_STACK without PERF_SAMPLE_BRANCH_HW_INDEX: nr, then the entries, no hw_idx
+     * (perf_output_sample writes hw_idx only when branch_sample_hw_index(event)) */
+    a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_BRANCH_STACK | PERF_SAMPLE_WEIGHT |
+                    PERF_SAMPLE_DATA_SRC;
+    a.branch_sample_type = PERF_SAMPLE_BRANCH_ANY | PERF_SAMPLE_BRANCH_USER;
+    for (uint64_t nr = 0; nr < 3; nr++) {
+        b.n = 0;
+        u64(&b, 0x400300);
+        u64(&b, nr);
+        for (uint64_t e = 0; e < 3 * nr; e++)
+            u64(&b, 0xdddd);
+        u64(&b, 77);               /* WEIGHT */
+        u64(&b, 0x11a68201042ULL); /* DATA_SRC */
+        CHECK_EQ(nmp_hw_decode(NMP_BACKEND_PEBS, &a, b.b, b.n, &s), 0);
+        CHECK_EQ(s.weight, 77);
+        CHECK_EQ(s.data_src, 0x11a68201042ULL);
+        CHECK_EQ(nmp_hw_decode(NMP_BACKEND_PEBS, &a, b.b, b.n - 1, &s), -1);
+    }
+    a.branch_sample_type = 0;
+
     /* REGS_USER with abi NONE carries no registers; STACK_USER size 0 has no dyn_size */
     a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER |
                     PERF_SAMPLE_DATA_SRC;
@@ -587,6 +607,7 @@ static void test_ibs_fill(void)
 }
 
 /* A whole ibs_op record: sample_type as nmp_hw_attrs() sets it. */
+static uint64_t g_op_data = 0x0000000000640010ULL; /* IBS_OP_DATA: tag_to_ret 0x64 */
 static size_t ibs_body(struct buf *b, uint32_t caps, int nregs, uint64_t ctl, uint64_t ip)
 {
     b->n = 0;
@@ -601,7 +622,7 @@ static size_t ibs_body(struct buf *b, uint32_t caps, int nregs, uint64_t ctl, ui
     /* RAW: u32 size = 4 + 8n, u32 caps, u64 regs[n] (perf_ibs_data; ibs.c) */
     u32(b, (uint32_t)(4 + 8 * nregs));
     u32(b, caps);
-    uint64_t regs[9] = {ctl, ip, 0x0000000000640010ULL /* tag_to_ret 0x64 */,
+    uint64_t regs[9] = {ctl, ip, g_op_data,
                         D2(3, 1, 0), D3(1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 0, 4, 300),
                         0x7f00000a0000, 0x9a0000, 0xb0b0, 0xd4d4};
     for (int i = 0; i < nregs; i++)
@@ -668,6 +689,29 @@ static void test_ibs_record(void)
     CHECK_EQ(s.rule, NMP_RULE_KERNEL);
     CHECK(nmp_hw_misc_is_user(PERF_RECORD_MISC_USER | PERF_RECORD_MISC_EXACT_IP));
     CHECK(!nmp_hw_misc_is_user(PERF_RECORD_MISC_KERNEL));
+    /* IBS_OP_DATA rip_invalid (bit 38) with caps RIPINVALIDCHK (bit 7): the kernel keeps
+     * the interrupted IP and clears the exact flag (ibs.c perf_ibs_handle_irq), so the
+     * sample's IP is not the op's: the IP is unknown, the data address stays. */
+    g_op_data = 0x0000000000640010ULL | 1ULL << 38;
+    n = ibs_body(&b, NMP_IBS_CAPS_RIPINVALIDCHK, 7, CTL_VALID, 0x401abc);
+    CHECK_EQ(nmp_hw_decode(NMP_BACKEND_IBS, &a, b.b, n, &s), 0);
+    CHECK_EQ(s.ip, 0);
+    CHECK_EQ(s.addr, 0x7f00000a0000);
+    CHECK_EQ(s.access, NMP_ACC_LOAD);
+    CHECK_EQ(s.rule, NMP_RULE_HW);
+    CHECK_EQ(s.weight, 300);
+    /* a kernel-side interrupted IP with an invalid RIP is no kernel op either */
+    n = ibs_body(&b, NMP_IBS_CAPS_RIPINVALIDCHK, 7, CTL_VALID, 0xffffffff81000000ULL);
+    CHECK_EQ(nmp_hw_decode(NMP_BACKEND_IBS, &a, b.b, n, &s), 0);
+    CHECK_EQ(s.ip, 0);
+    /* bit 38 counts only where the CPU has RIPINVALIDCHK: the IP is the op's */
+    n = ibs_body(&b, 0, 7, CTL_VALID, 0x401abc);
+    CHECK_EQ(nmp_hw_decode(NMP_BACKEND_IBS, &a, b.b, n, &s), 0);
+    CHECK_EQ(s.ip, 0x401abc);
+    g_op_data = 0x0000000000640010ULL;
+    n = ibs_body(&b, NMP_IBS_CAPS_RIPINVALIDCHK, 7, CTL_VALID, 0x401abc);
+    CHECK_EQ(nmp_hw_decode(NMP_BACKEND_IBS, &a, b.b, n, &s), 0);
+    CHECK_EQ(s.ip, 0x401abc);
     /* without RAW: the kernel's own fields */
     a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_ADDR | PERF_SAMPLE_WEIGHT | PERF_SAMPLE_DATA_SRC;
     b.n = 0;
