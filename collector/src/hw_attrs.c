@@ -92,6 +92,25 @@ static int pfm_encode(const char *pmu, const char *event, struct perf_event_attr
     return 0;
 }
 
+/* Encodes the first of `names` (+ `suffix`) that libpfm4 knows for `pmu`: libpfm4 names
+ * the same event differently per model.  The name used goes into `name`.  0, or -1 with
+ * `why` naming `what` and the names tried. */
+static int pfm_encode_any(const char *pmu, const char *const *names, size_t count,
+                          const char *suffix, const char *what, char *name, size_t namelen,
+                          struct perf_event_attr *attr, char *why, size_t whylen)
+{
+    char tried[256] = "";
+    for (size_t i = 0; i < count; i++) {
+        snprintf(name, namelen, "%s%s", names[i], suffix);
+        if (pfm_encode(pmu, name, attr, why, whylen) == 0)
+            return 0;
+        snprintf(tried + strlen(tried), sizeof tried - strlen(tried), "%s%s", i ? ", " : "",
+                 names[i]);
+    }
+    snprintf(why, whylen, "libpfm4 %s has no %s event (tried %s)", pmu, what, tried);
+    return -1;
+}
+
 static int phys_allowed(void)
 {
     /* PERF_SAMPLE_PHYS_ADDR needs perf_allow_kernel(): paranoid <= 1 or CAP_PERFMON
@@ -233,9 +252,21 @@ static int build_pebs(const struct nmp_hw_options *opt, const char *pfm_pmu, int
                       whylen) < 0)
             return -1;
     }
-    snprintf(name, sizeof name, "MEM_TRANS_RETIRED:LOAD_LATENCY:ldlat=%u", ldlat);
-    if (pfm_encode(pfm_pmu, name, &a, why, whylen) < 0)
+    /* MEM_TRANS_RETIRED umask 0x1 (the kernel's mem-loads, 0x1cd) is LOAD_LATENCY in
+     * libpfm4 from Haswell on and LATENCY_ABOVE_THRESHOLD on Sandy and Ivy Bridge
+     * (libpfm4 4.13 snb, snb_ep, ivb, ivb_ep). */
+    static const char *const loads[] = {"MEM_TRANS_RETIRED:LOAD_LATENCY",
+                                        "MEM_TRANS_RETIRED:LATENCY_ABOVE_THRESHOLD"};
+    char suffix[32];
+    snprintf(suffix, sizeof suffix, ":ldlat=%u", ldlat);
+    if (pfm_encode_any(pfm_pmu, loads, 2, suffix, "load-latency", name, sizeof name, &a, why,
+                       whylen) < 0)
         return -1;
+    if ((a.config & INTEL_ARCH_EVENT_MASK) != INTEL_MEM_LOADS) {
+        snprintf(why, whylen, "libpfm4 %s encodes %s as %#llx, not the kernel's mem-loads "
+                 "0x1cd", pfm_pmu, name, (unsigned long long)a.config);
+        return -1;
+    }
     common_attr(&a, period, st, 1);
     a.precise_ip = (unsigned)precise;
     snprintf(src, sizeof src, "libpfm4 %s", pfm_pmu);
@@ -259,12 +290,17 @@ static int build_pebs(const struct nmp_hw_options *opt, const char *pfm_pmu, int
             }
             sst |= PERF_SAMPLE_WEIGHT_STRUCT; /* STLAT stores carry a latency */
         } else {
-            snprintf(name, sizeof name, "MEM_INST_RETIRED:ALL_STORES");
-            if (pfm_encode(pfm_pmu, name, &a, why, whylen) < 0) {
-                snprintf(name, sizeof name, "MEM_UOPS_RETIRED:ALL_STORES");
-                if (pfm_encode(pfm_pmu, name, &a, why, whylen) < 0)
-                    return -1;
-            }
+            /* The kernel's mem-stores: event=0xcd,umask=0x2 (MEM_TRANS_RETIRED.
+             * PRECISE_STORE) on Sandy and Ivy Bridge, whose PEBS gives 0x82d0 no data
+             * address; event=0xd0,umask=0x82 (ALL_STORES) from Haswell on
+             * (L arch/x86/events/intel/core.c mem_st_snb, mem_st_hsw).  Only libpfm4's
+             * snb/ivb tables know PRECISE_STORE. */
+            static const char *const stores[] = {"MEM_TRANS_RETIRED:PRECISE_STORE",
+                                                 "MEM_INST_RETIRED:ALL_STORES",
+                                                 "MEM_UOPS_RETIRED:ALL_STORES"};
+            if (pfm_encode_any(pfm_pmu, stores, 3, "", "store-sampling", name, sizeof name, &a,
+                               why, whylen) < 0)
+                return -1;
             snprintf(src, sizeof src, "libpfm4 %s", pfm_pmu);
         }
         common_attr(&a, speriod, sst, 1);
