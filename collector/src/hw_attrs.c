@@ -291,10 +291,11 @@ static int build_pebs(const struct nmp_hw_options *opt, const char *pfm_pmu, int
             sst |= PERF_SAMPLE_WEIGHT_STRUCT; /* STLAT stores carry a latency */
         } else {
             /* The kernel's mem-stores: event=0xcd,umask=0x2 (MEM_TRANS_RETIRED.
-             * PRECISE_STORE) on Sandy and Ivy Bridge, whose PEBS gives 0x82d0 no data
-             * address; event=0xd0,umask=0x82 (ALL_STORES) from Haswell on
-             * (L arch/x86/events/intel/core.c mem_st_snb, mem_st_hsw).  Only libpfm4's
-             * snb/ivb tables know PRECISE_STORE. */
+             * PRECISE_STORE) on Sandy and Ivy Bridge, event=0xd0,umask=0x82 (ALL_STORES)
+             * from Haswell on (L arch/x86/events/intel/core.c mem_st_snb, mem_st_hsw).
+             * On Sandy/Ivy Bridge 0xd0 is a PEBS event without a data address
+             * (ds.c intel_snb_pebs_event_constraints: INTEL_EXCLEVT_CONSTRAINT, while 0x2cd
+             * is INTEL_PST_CONSTRAINT).  Only libpfm4's snb/ivb tables know PRECISE_STORE. */
             static const char *const stores[] = {"MEM_TRANS_RETIRED:PRECISE_STORE",
                                                  "MEM_INST_RETIRED:ALL_STORES",
                                                  "MEM_UOPS_RETIRED:ALL_STORES"};
