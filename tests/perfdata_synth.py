@@ -20,11 +20,16 @@ SAMPLE_TYPE = IP | TID | TIME | ADDR | CPU | PERIOD | WEIGHT | DATA_SRC
 DATA_SRC_LOCAL_DRAM_LOAD = 0x11A68201042
 
 
-def _attr(config: int) -> bytes:
+IDENTIFIER = 1 << 16
+FORMAT_ID, FORMAT_LOST = 1 << 2, 1 << 4
+PERF_RECORD_LOST, PERF_RECORD_LOST_SAMPLES = 2, 13
+
+
+def _attr(config: int, sample_type: int = SAMPLE_TYPE, read_format: int = 0) -> bytes:
     """struct perf_event_attr, PERF_ATTR_SIZE_VER5 (112 bytes)."""
     flags = (1 << 8) | (1 << 9) | (1 << 23) | (2 << 15)  # mmap, comm, mmap2, precise_ip=2
-    return struct.pack("<IIQQQQQIIQQQQIiQIHH", 4, 112, config, 4000, SAMPLE_TYPE, 0, flags,
-                       0, 0, 30, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    return struct.pack("<IIQQQQQIIQQQQIiQIHH", 4, 112, config, 4000, sample_type, read_format,
+                       flags, 0, 0, 30, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 
 
 def _record(rtype: int, body: bytes, misc: int = MISC_USER) -> bytes:
@@ -51,23 +56,44 @@ def sample(ip: int, pid: int, tid: int, time: int, addr: int, cpu: int, weight: 
     return _record(PERF_RECORD_SAMPLE, body)
 
 
-def write(path: Path, records: list[bytes], config: int = 0x1CD) -> None:
-    """Writes header + attrs (+ ids) + data."""
+def sample_ident(event_id: int, ip: int, pid: int, tid: int, time: int, addr: int, cpu: int,
+                 weight: int, data_src: int) -> bytes:
+    """A sample of an attr whose sample_type is SAMPLE_TYPE | IDENTIFIER (the event's id
+    first, so perf can tell the events of one file apart)."""
+    return _record(PERF_RECORD_SAMPLE, struct.pack("<Q", event_id) + sample(
+        ip, pid, tid, time, addr, cpu, weight, data_src)[8:])
+
+
+def lost(event_id: int, count: int) -> bytes:
+    """PERF_RECORD_LOST: records the kernel's ring buffer dropped."""
+    return _record(PERF_RECORD_LOST, struct.pack("<QQ", event_id, count))
+
+
+def lost_samples(count: int) -> bytes:
+    """PERF_RECORD_LOST_SAMPLES: samples of one event that were lost."""
+    return _record(PERF_RECORD_LOST_SAMPLES, struct.pack("<Q", count))
+
+
+def write(path: Path, records: list[bytes], config: int = 0x1CD,
+          attrs: list[tuple[bytes, int]] | None = None) -> None:
+    """Writes header + attrs (+ ids) + data; `attrs` is [(attr bytes, event id)], by
+    default one attr of `config` with id 1."""
     header_size = 104
-    attr = _attr(config)
-    ids = struct.pack("<Q", 1)
+    attrs = attrs or [(_attr(config), 1)]
+    attr_size = len(attrs[0][0]) + 16
     attr_off = header_size
-    attr_entry = attr + struct.pack("<QQ", 0, 0)  # ids section filled below
-    ids_off = attr_off + len(attr_entry)
-    attr_entry = attr + struct.pack("<QQ", ids_off, len(ids))
+    ids_off = attr_off + attr_size * len(attrs)
+    entries = b"".join(a + struct.pack("<QQ", ids_off + 8 * i, 8)
+                       for i, (a, _) in enumerate(attrs))
+    ids = b"".join(struct.pack("<Q", event_id) for _, event_id in attrs)
     data_off = ids_off + len(ids)
     data = b"".join(records)
-    header = (b"PERFILE2" + struct.pack("<QQ", header_size, len(attr_entry))
-              + struct.pack("<QQ", attr_off, len(attr_entry))
+    header = (b"PERFILE2" + struct.pack("<QQ", header_size, attr_size)
+              + struct.pack("<QQ", attr_off, len(entries))
               + struct.pack("<QQ", data_off, len(data))
               + struct.pack("<QQ", 0, 0) + b"\0" * 32)
     assert len(header) == header_size
-    path.write_bytes(header + attr_entry + ids + data)
+    path.write_bytes(header + entries + ids + data)
 
 
 def load_segments(elf_path: Path):

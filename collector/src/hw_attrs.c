@@ -92,6 +92,25 @@ static int pfm_encode(const char *pmu, const char *event, struct perf_event_attr
     return 0;
 }
 
+/* Encodes the first of `names` (+ `suffix`) that libpfm4 knows for `pmu`: libpfm4 names
+ * the same event differently per model.  The name used goes into `name`.  0, or -1 with
+ * `why` naming `what` and the names tried. */
+static int pfm_encode_any(const char *pmu, const char *const *names, size_t count,
+                          const char *suffix, const char *what, char *name, size_t namelen,
+                          struct perf_event_attr *attr, char *why, size_t whylen)
+{
+    char tried[256] = "";
+    for (size_t i = 0; i < count; i++) {
+        snprintf(name, namelen, "%s%s", names[i], suffix);
+        if (pfm_encode(pmu, name, attr, why, whylen) == 0)
+            return 0;
+        snprintf(tried + strlen(tried), sizeof tried - strlen(tried), "%s%s", i ? ", " : "",
+                 names[i]);
+    }
+    snprintf(why, whylen, "libpfm4 %s has no %s event (tried %s)", pmu, what, tried);
+    return -1;
+}
+
 static int phys_allowed(void)
 {
     /* PERF_SAMPLE_PHYS_ADDR needs perf_allow_kernel(): paranoid <= 1 or CAP_PERFMON
@@ -99,8 +118,17 @@ static int phys_allowed(void)
     return nmp_hw_paranoid() <= 1 || nmp_hw_has_perfmon();
 }
 
-static void common_attr(struct perf_event_attr *a, uint64_t period, uint64_t sample_type)
+/* Sampling attrs shared by the backends.  `user_only` asks for user-level samples only
+ * (exclude_kernel, exclude_hv, as perf's :u and libpfm4's PFM_PLM3): at the default
+ * perf_event_paranoid 2 the kernel refuses anything else to an unprivileged user
+ * (perf_event_open: !exclude_kernel needs perf_allow_kernel(), L kernel/events/core.c). */
+static void common_attr(struct perf_event_attr *a, uint64_t period, uint64_t sample_type,
+                        int user_only)
 {
+    if (user_only) {
+        a->exclude_kernel = 1;
+        a->exclude_hv = 1;
+    }
     a->sample_period = period;
     a->freq = 0;
     a->sample_type = sample_type;
@@ -129,7 +157,7 @@ static int add_event(struct nmp_hw_event *ev, int *n, int max, const char *name,
 
 /* A CPU newer than the installed libpfm4: the kernel's own event descriptions in
  * cpu/events/ (mem-loads, mem-loads-aux, mem-stores; L arch/x86/events/intel/core.c). */
-static int build_pebs_sysfs(const struct nmp_hw_options *opt, int precise,
+int nmp_hw_build_pebs_sysfs(const struct nmp_hw_options *opt, int precise,
                             struct nmp_hw_event *ev, int max, char *why, size_t whylen)
 {
     unsigned ldlat = opt && opt->ldlat ? opt->ldlat : 30;
@@ -146,7 +174,7 @@ static int build_pebs_sysfs(const struct nmp_hw_options *opt, int precise,
     if (nmp_hw_exists(NMP_PMU_DIR "/cpu/events/mem-loads-aux")) {
         if (nmp_hw_sysfs_event("cpu", "mem-loads-aux", &a, NULL, NULL, 0, why, whylen) < 0)
             return -1;
-        common_attr(&a, period, st);
+        common_attr(&a, period, st, 1);
         a.precise_ip = (unsigned)precise;
         if (add_event(ev, &n, max, "mem-loads-aux", "aux-leader", src, &a, why, whylen) < 0)
             return -1;
@@ -158,7 +186,7 @@ static int build_pebs_sysfs(const struct nmp_hw_options *opt, int precise,
     snprintf(term, sizeof term, "ldlat=%u", ldlat);
     if (nmp_hw_sysfs_encode("cpu", term, &a, why, whylen) < 0)
         return -1;
-    common_attr(&a, period, st);
+    common_attr(&a, period, st, 1);
     a.precise_ip = (unsigned)precise;
     snprintf(name, sizeof name, "mem-loads,ldlat=%u", ldlat);
     if (add_event(ev, &n, max, name, "loads", src, &a, why, whylen) < 0)
@@ -166,7 +194,7 @@ static int build_pebs_sysfs(const struct nmp_hw_options *opt, int precise,
     if (opt && opt->stores && nmp_hw_exists(NMP_PMU_DIR "/cpu/events/mem-stores")) {
         if (nmp_hw_sysfs_event("cpu", "mem-stores", &a, NULL, NULL, 0, why, whylen) < 0)
             return -1;
-        common_attr(&a, opt->period ? opt->period : PEBS_STORE_PERIOD, st);
+        common_attr(&a, opt->period ? opt->period : PEBS_STORE_PERIOD, st, 1);
         a.precise_ip = (unsigned)precise;
         if (add_event(ev, &n, max, "mem-stores", "stores", src, &a, why, whylen) < 0)
             return -1;
@@ -183,7 +211,7 @@ static int build_pebs(const struct nmp_hw_options *opt, const char *pfm_pmu, int
     if (!pfm_pmu) {
         pfm_pmu = nmp_hw_pfm_core_pmu(pmubuf, sizeof pmubuf);
         if (!pfm_pmu && nmp_hw_exists(NMP_PMU_DIR "/cpu/events/mem-loads"))
-            return build_pebs_sysfs(opt, precise, ev, max, why, whylen);
+            return nmp_hw_build_pebs_sysfs(opt, precise, ev, max, why, whylen);
         if (!pfm_pmu) {
             snprintf(why, whylen, "libpfm4 knows no core PMU for this CPU "
                                   "(set LIBPFM_FORCE_PMU to list another model's events)");
@@ -218,16 +246,28 @@ static int build_pebs(const struct nmp_hw_options *opt, const char *pfm_pmu, int
                      "the kernel's mem-loads-aux 0x8203", pfm_pmu, (unsigned long long)a.config);
             return -1;
         }
-        common_attr(&a, period, st);
+        common_attr(&a, period, st, 1);
         a.precise_ip = (unsigned)precise;
         if (add_event(ev, &n, max, "LD_BLOCKS:STORE_FORWARD", "aux-leader", src, &a, why,
                       whylen) < 0)
             return -1;
     }
-    snprintf(name, sizeof name, "MEM_TRANS_RETIRED:LOAD_LATENCY:ldlat=%u", ldlat);
-    if (pfm_encode(pfm_pmu, name, &a, why, whylen) < 0)
+    /* MEM_TRANS_RETIRED umask 0x1 (the kernel's mem-loads, 0x1cd) is LOAD_LATENCY in
+     * libpfm4 from Haswell on and LATENCY_ABOVE_THRESHOLD on Sandy and Ivy Bridge
+     * (libpfm4 4.13 snb, snb_ep, ivb, ivb_ep). */
+    static const char *const loads[] = {"MEM_TRANS_RETIRED:LOAD_LATENCY",
+                                        "MEM_TRANS_RETIRED:LATENCY_ABOVE_THRESHOLD"};
+    char suffix[32];
+    snprintf(suffix, sizeof suffix, ":ldlat=%u", ldlat);
+    if (pfm_encode_any(pfm_pmu, loads, 2, suffix, "load-latency", name, sizeof name, &a, why,
+                       whylen) < 0)
         return -1;
-    common_attr(&a, period, st);
+    if ((a.config & INTEL_ARCH_EVENT_MASK) != INTEL_MEM_LOADS) {
+        snprintf(why, whylen, "libpfm4 %s encodes %s as %#llx, not the kernel's mem-loads "
+                 "0x1cd", pfm_pmu, name, (unsigned long long)a.config);
+        return -1;
+    }
+    common_attr(&a, period, st, 1);
     a.precise_ip = (unsigned)precise;
     snprintf(src, sizeof src, "libpfm4 %s", pfm_pmu);
     if (add_event(ev, &n, max, name, "loads", src, &a, why, whylen) < 0)
@@ -250,15 +290,21 @@ static int build_pebs(const struct nmp_hw_options *opt, const char *pfm_pmu, int
             }
             sst |= PERF_SAMPLE_WEIGHT_STRUCT; /* STLAT stores carry a latency */
         } else {
-            snprintf(name, sizeof name, "MEM_INST_RETIRED:ALL_STORES");
-            if (pfm_encode(pfm_pmu, name, &a, why, whylen) < 0) {
-                snprintf(name, sizeof name, "MEM_UOPS_RETIRED:ALL_STORES");
-                if (pfm_encode(pfm_pmu, name, &a, why, whylen) < 0)
-                    return -1;
-            }
+            /* The kernel's mem-stores: event=0xcd,umask=0x2 (MEM_TRANS_RETIRED.
+             * PRECISE_STORE) on Sandy and Ivy Bridge, event=0xd0,umask=0x82 (ALL_STORES)
+             * from Haswell on (L arch/x86/events/intel/core.c mem_st_snb, mem_st_hsw).
+             * On Sandy/Ivy Bridge 0xd0 is a PEBS event without a data address
+             * (ds.c intel_snb_pebs_event_constraints: INTEL_EXCLEVT_CONSTRAINT, while 0x2cd
+             * is INTEL_PST_CONSTRAINT).  Only libpfm4's snb/ivb tables know PRECISE_STORE. */
+            static const char *const stores[] = {"MEM_TRANS_RETIRED:PRECISE_STORE",
+                                                 "MEM_INST_RETIRED:ALL_STORES",
+                                                 "MEM_UOPS_RETIRED:ALL_STORES"};
+            if (pfm_encode_any(pfm_pmu, stores, 3, "", "store-sampling", name, sizeof name, &a,
+                               why, whylen) < 0)
+                return -1;
             snprintf(src, sizeof src, "libpfm4 %s", pfm_pmu);
         }
-        common_attr(&a, speriod, sst);
+        common_attr(&a, speriod, sst, 1);
         a.precise_ip = (unsigned)precise;
         if (add_event(ev, &n, max, name, "stores", src, &a, why, whylen) < 0)
             return -1;
@@ -284,13 +330,19 @@ static int build_ibs(const struct nmp_hw_options *opt, struct nmp_hw_event *ev, 
     if (nmp_hw_exists(NMP_PMU_DIR "/ibs_op/format/cnt_ctl") &&
         nmp_hw_sysfs_encode("ibs_op", "cnt_ctl=1", &a, why, whylen) < 0)
         return -1;
-    /* swfilt (config2:0, newer kernels): lets the kernel honour exclude_kernel/user/hv by
-     * dropping samples in software instead of refusing them with -EINVAL (perf_ibs_init
-     * and perf_ibs_handle_irq, L arch/x86/events/amd/ibs.c @003c0414).  Our attr keeps
-     * every exclude_* at 0 either way; this only makes a caller's exclude_kernel legal. */
-    if (nmp_hw_exists(NMP_PMU_DIR "/ibs_op/format/swfilt") &&
-        nmp_hw_sysfs_encode("ibs_op", "swfilt=1", &a, why, whylen) < 0)
-        return -1;
+    /* swfilt (format "config2:0", Linux 6.14, commit 9290c1b27402 "perf/x86: Relax
+     * privilege filter restriction on AMD IBS"): with it perf_ibs_init() accepts
+     * exclude_kernel / exclude_user / exclude_hv and perf_ibs_handle_irq() drops those
+     * samples (and, with exclude_kernel, ops whose data address is in the kernel) itself
+     * (L arch/x86/events/amd/ibs.c).  Without it any exclude_* is -EINVAL.  So where the
+     * PMU has it, sample user level only, which perf_event_paranoid 2 allows without
+     * CAP_PERFMON, as `perf record -e ibs_op/swfilt=1/u` does. */
+    int swfilt = nmp_hw_exists(NMP_PMU_DIR "/ibs_op/format/swfilt");
+    if (swfilt) {
+        if (nmp_hw_sysfs_encode("ibs_op", "swfilt=1", &a, why, whylen) < 0)
+            return -1;
+        snprintf(src, sizeof src, "sysfs ibs_op, swfilt: user level only");
+    }
     if (opt && opt->l3missonly) {
         if (!nmp_hw_exists(NMP_PMU_DIR "/ibs_op/format/l3missonly")) {
             snprintf(why, whylen, "ibs_op has no l3missonly format (IBS L3-miss filtering "
@@ -313,9 +365,10 @@ static int build_ibs(const struct nmp_hw_options *opt, struct nmp_hw_event *ev, 
                   PERF_SAMPLE_WEIGHT | PERF_SAMPLE_IDENTIFIER;
     if (phys_allowed())
         st |= PERF_SAMPLE_PHYS_ADDR;
-    common_attr(&a, period, st);
-    /* PERF_PMU_CAP_NO_EXCLUDE: every exclude_* stays 0, exclude_guest included; kernel
-     * samples are dropped by the reader (nmp_hw_misc_is_user). */
+    /* exclude_guest, exclude_host and exclude_idle stay 0: -EINVAL even with swfilt.
+     * Without swfilt kernel samples arrive too; the reader drops them by header.misc
+     * (nmp_hw_misc_is_user). */
+    common_attr(&a, period, st, swfilt);
     int n = 0;
     if (add_event(ev, &n, max, "ibs_op", "ibs-op", src, &a, why, whylen) < 0)
         return -1;
@@ -335,6 +388,19 @@ int nmp_hw_build(enum nmp_backend backend, const struct nmp_hw_options *opt,
     return -1;
 }
 
+static long sys_perf_event_open(struct perf_event_attr *attr, pid_t pid, int cpu, int group_fd,
+                                unsigned long flags)
+{
+    return syscall(SYS_perf_event_open, attr, pid, cpu, group_fd, flags);
+}
+
+static nmp_hw_open_fn g_open = sys_perf_event_open;
+
+void nmp_hw_set_open(nmp_hw_open_fn fn)
+{
+    g_open = fn ? fn : sys_perf_event_open;
+}
+
 int nmp_hw_try_open(const struct perf_event_attr *attrs, int n)
 {
     int fds[16], err = 0, i;
@@ -345,7 +411,7 @@ int nmp_hw_try_open(const struct perf_event_attr *attrs, int n)
     for (i = 0; i < n; i++) {
         struct perf_event_attr a = attrs[i];
         a.disabled = 1;
-        long fd = syscall(SYS_perf_event_open, &a, 0, -1, i ? fds[0] : -1, PERF_FLAG_FD_CLOEXEC);
+        long fd = g_open(&a, 0, -1, i ? fds[0] : -1, PERF_FLAG_FD_CLOEXEC);
         if (fd < 0) {
             err = errno;
             break;
@@ -411,19 +477,31 @@ int nmp_hw_attrs(enum nmp_backend backend, const struct nmp_hw_options *opt,
         }
     } else {
         /* precise_ip: the highest level the kernel accepts for the whole group
-         * (3 = zero skid required, 2 requested, 1 constant skid; uapi perf_event.h). */
+         * (3 = zero skid required, 2 requested, 1 constant skid; uapi perf_event.h).
+         * Kernels before 5.12 know no PERF_SAMPLE_WEIGHT_STRUCT and refuse it with
+         * EINVAL (perf_copy_attr: a sample_type bit beyond PERF_SAMPLE_MAX); then, as
+         * perf does (tools/perf/util/evsel.c evsel__detect_missing_features, "switching
+         * off weight struct support"), ask for PERF_SAMPLE_WEIGHT, whose low 32 bits are
+         * the same load latency (ds.c setup_pebs_*_sample_data). */
         int n = -1, err = 0;
-        for (int precise = 3; precise >= 1; precise--) {
-            n = nmp_hw_build(backend, opt, NULL, precise, ev, 8, why, whylen);
-            if (n < 0)
-                return -1;
-            for (int i = 0; i < n; i++)
-                tmp[i] = ev[i].attr;
-            if (nmp_hw_try_open(tmp, n) == 0) {
-                err = 0;
-                break;
+        for (int legacy_weight = 0; legacy_weight < 2; legacy_weight++) {
+            for (int precise = 3; precise >= 1; precise--) {
+                n = nmp_hw_build(backend, opt, NULL, precise, ev, 8, why, whylen);
+                if (n < 0)
+                    return -1;
+                for (int i = 0; i < n; i++) {
+                    tmp[i] = ev[i].attr;
+                    if (legacy_weight && (tmp[i].sample_type & PERF_SAMPLE_WEIGHT_STRUCT)) {
+                        tmp[i].sample_type &= ~(uint64_t)PERF_SAMPLE_WEIGHT_STRUCT;
+                        tmp[i].sample_type |= PERF_SAMPLE_WEIGHT;
+                    }
+                }
+                err = nmp_hw_try_open(tmp, n) == 0 ? 0 : errno;
+                if (!err)
+                    break;
             }
-            err = errno;
+            if (err != EINVAL)
+                break;
         }
         if (err) {
             nmp_hw_open_advice(err, what, why, whylen);
@@ -434,7 +512,7 @@ int nmp_hw_attrs(enum nmp_backend backend, const struct nmp_hw_options *opt,
             return -1;
         }
         for (int i = 0; i < n; i++)
-            attrs[i] = ev[i].attr;
+            attrs[i] = tmp[i];
         return n;
     }
     if (max < 1) {

@@ -365,6 +365,12 @@ uint64_t nmp_ibs_data_src(const struct nmp_ibs_op *op, unsigned family, unsigned
     return ds;
 }
 
+int nmp_ibs_rip_invalid(const struct nmp_ibs_op *op)
+{
+    /* IBS_RIP_INVALID is IBS_OP_DATA bit 38 (L arch/x86/include/asm/perf_event.h) */
+    return (op->caps & NMP_IBS_CAPS_RIPINVALIDCHK) && BIT(op->data, 38);
+}
+
 void nmp_ibs_fill(const struct nmp_ibs_op *op, unsigned family, unsigned model,
                   struct nmp_sample *out)
 {
@@ -376,6 +382,10 @@ void nmp_ibs_fill(const struct nmp_ibs_op *op, unsigned family, unsigned model,
     out->phys_addr = 0;
     out->weight = 0;
     out->size = 0;
+    /* Without a valid RIP the sample's IP is where the interrupt landed, not the op: the
+     * data address stays (DC_LINADDR has its own valid bit), the op's IP is unknown (0). */
+    if (nmp_ibs_rip_invalid(op))
+        out->ip = 0;
     if (!ld && !st) {
         out->rule = NMP_RULE_NO_MEM; /* a sampled op that does not access memory */
         return;
@@ -477,18 +487,42 @@ int nmp_hw_decode(enum nmp_backend backend, const struct perf_event_attr *attr,
     return 0;
 }
 
-/* ---- classification (hw-sampling.md section 2: lvl_num/remote first, then mem_lvl) ---- */
+/* ---- classification (docs/backends.md, "Classifying data_src") ----
+ *
+ * The kernel fills mem_lvl (a bit set) and, since 4.14, mem_lvl_num (one level) + the
+ * remote bit + mem_hops.  The two disagree on some PEBS models: the base table of
+ * L arch/x86/events/intel/ds.c (pebs_data_source[], used as is on Sandy Bridge to
+ * Broadwell, -EP included) says 0x0b "L3 miss, shared" is P(LVL, REM_RAM1) with
+ * LEVEL(L3) | REM, i.e. remote DRAM; perf c2c counts it as remote DRAM from mem_lvl
+ * (tools/perf/util/mem-events.c c2c_decode_stats).  So a remote DRAM level in mem_lvl
+ * wins, then mem_lvl_num, then the rest of mem_lvl. */
 
 struct nmp_memsrc_class nmp_memsrc_classify(uint64_t ds)
 {
     struct nmp_memsrc_class r = {NMP_SRC_OTHER, 0, 0};
     uint64_t lvl = ds >> NMP_MEM_LVL_SHIFT & 0x3fff;
     unsigned num = (unsigned)(ds >> NMP_MEM_LVLNUM_SHIFT & 0xf);
-    int remote = (int)(ds >> NMP_MEM_REMOTE_SHIFT & 1);
+    int rem_bit = (int)(ds >> NMP_MEM_REMOTE_SHIFT & 1);
     r.hops = (int)(ds >> NMP_MEM_HOPS_SHIFT & 7);
+    /* REMOTE with HOPS_0 is "remote core, same node" (uapi perf_event.h; Zen4's near
+     * CCX in ibs.c): not another node.  HOPS unknown (0, all of Intel) keeps REMOTE. */
+    int same_node = r.hops == NMP_MEM_HOPS_0;
+    int remote = rem_bit && !same_node;
     r.remote = remote;
+    /* MISS without HIT names the level that missed, not where the data came from: the
+     * base table's 0x00 (L3 miss, source unknown), a store that missed L1
+     * (precise_store_data, precise_datala_hsw). */
+    if ((lvl & NMP_MEM_LVL_MISS) && !(lvl & NMP_MEM_LVL_HIT))
+        return r;
+    if (lvl & (NMP_MEM_LVL_REM_RAM1 | NMP_MEM_LVL_REM_RAM2)) {
+        r.src = NMP_SRC_REMOTE_DRAM;
+        r.remote = 1;
+        return r;
+    }
     switch (num) {
-    case NMP_MEM_LVLNUM_RAM: r.src = remote ? NMP_SRC_REMOTE_DRAM : NMP_SRC_LOCAL_DRAM; return r;
+    case NMP_MEM_LVLNUM_RAM:
+        r.src = remote ? NMP_SRC_REMOTE_DRAM : NMP_SRC_LOCAL_DRAM;
+        return r;
     case NMP_MEM_LVLNUM_PMEM:
     case NMP_MEM_LVLNUM_CXL: r.src = NMP_SRC_PMEM_CXL; return r;
     case NMP_MEM_LVLNUM_L1:
@@ -496,27 +530,25 @@ struct nmp_memsrc_class nmp_memsrc_classify(uint64_t ds)
     case NMP_MEM_LVLNUM_L3:
     case NMP_MEM_LVLNUM_L4:
     case NMP_MEM_LVLNUM_ANY_CACHE:
-        if (remote) {
+        if (remote)
             r.src = NMP_SRC_REMOTE_CACHE;
-            return r;
-        }
-        /* L4 / ANY_CACHE without remote: a cache of this node beyond L2 (pre-Zen4 IBS
-         * "local node cache" is L3|REM_CCE1 + ANY_CACHE + HOPS_0, not remote) */
-        r.src = num == NMP_MEM_LVLNUM_L1 ? NMP_SRC_L1 : num == NMP_MEM_LVLNUM_L2 ? NMP_SRC_L2
-                                                                              : NMP_SRC_L3;
+        else if (rem_bit)
+            r.src = NMP_SRC_PEER_CACHE;
+        else /* L4 / ANY_CACHE of this node: beyond L2 (pre-Zen4 IBS "local node
+              * cache" is L3|REM_CCE1 + ANY_CACHE + HOPS_0 without REMOTE) */
+            r.src = num == NMP_MEM_LVLNUM_L1 ? NMP_SRC_L1
+                  : num == NMP_MEM_LVLNUM_L2 ? NMP_SRC_L2 : NMP_SRC_L3;
         return r;
     case NMP_MEM_LVLNUM_LFB: r.src = NMP_SRC_LFB; return r;
-    default: break; /* NA, 0 (old kernels), IO, UNC, unknown: fall back to mem_lvl */
+    default: break; /* NA, 0 (before 4.14), IO, UNC, unknown: mem_lvl decides */
     }
-    /* mem_lvl fallback (lvl_num NA, 0 on old kernels, or unknown): remote levels
-     * first.  SKL+ remote DRAM has only HIT in mem_lvl but lvl_num RAM + remote, so it
-     * was classified above. */
-    if (lvl & (NMP_MEM_LVL_REM_RAM1 | NMP_MEM_LVL_REM_RAM2)) {
-        r.src = NMP_SRC_REMOTE_DRAM;
-        r.remote = 1;
+    if ((lvl & NMP_MEM_LVL_L3) && (lvl & NMP_MEM_LVL_REM_CCE1)) {
+        /* IBS before Zen4, Linux 6.1-6.5: "shared L3 or another CCX's cache in this
+         * node" (ibs.c IBS_DATA_SRC_LOC_CACHE) */
+        r.src = NMP_SRC_L3;
     } else if (lvl & (NMP_MEM_LVL_REM_CCE1 | NMP_MEM_LVL_REM_CCE2)) {
-        r.src = NMP_SRC_REMOTE_CACHE;
-        r.remote = 1;
+        r.src = same_node ? NMP_SRC_PEER_CACHE : NMP_SRC_REMOTE_CACHE;
+        r.remote = !same_node;
     } else if (lvl & NMP_MEM_LVL_LOC_RAM) {
         r.src = NMP_SRC_LOCAL_DRAM;
     } else if (lvl & NMP_MEM_LVL_L3) {
@@ -534,6 +566,7 @@ struct nmp_memsrc_class nmp_memsrc_classify(uint64_t ds)
 const char *nmp_memsrc_name(enum nmp_memsrc src)
 {
     static const char *const names[] = {"other", "L1", "LFB", "L2", "L3", "local DRAM",
-                                        "remote DRAM", "remote cache", "PMEM/CXL"};
+                                        "remote DRAM", "remote cache", "PMEM/CXL",
+                                        "peer cache (same node)"};
     return (unsigned)src < sizeof names / sizeof *names ? names[src] : "other";
 }

@@ -45,24 +45,28 @@ int nmp_hw_decode(enum nmp_backend backend, const struct perf_event_attr *attr,
 /* Is this attr such a helper event (its samples carry no memory information)? */
 int nmp_hw_attr_is_aux(const struct perf_event_attr *attr);
 
-/* Hardware events count kernel samples too (IBS cannot exclude them: every exclude_* is
- * 0 for ibs_op); keep a record only if this is true of its header.misc. */
+/* Hardware events can bring kernel samples (IBS without the kernel's swfilt format
+ * cannot exclude them: every exclude_* is 0 for ibs_op there); keep a record only if
+ * this is true of its header.misc. */
 static inline int nmp_hw_misc_is_user(uint16_t misc)
 {
     return (misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_USER;
 }
 
-/* Where a perf_mem_data_src says the data came from (hw-sampling.md section 2). */
+/* Where a perf_mem_data_src says the data came from (docs/backends.md, "Classifying
+ * data_src").  OTHER also covers a miss whose source is unknown (mem_lvl MISS). */
 enum nmp_memsrc {
     NMP_SRC_OTHER = 0, NMP_SRC_L1 = 1, NMP_SRC_LFB = 2, NMP_SRC_L2 = 3, NMP_SRC_L3 = 4,
     NMP_SRC_LOCAL_DRAM = 5, NMP_SRC_REMOTE_DRAM = 6, NMP_SRC_REMOTE_CACHE = 7,
     NMP_SRC_PMEM_CXL = 8,
+    NMP_SRC_PEER_CACHE = 9, /* another core's cache on this node (REMOTE with HOPS_0) */
 };
 struct nmp_memsrc_class {
     enum nmp_memsrc src;
     int hops;   /* mem_hops field: 0 unknown, 1 remote core same node, 2 remote node same
                  * socket, 3 remote socket, 4 remote board */
-    int remote; /* mem_remote bit, or a remote mem_lvl bit */
+    int remote; /* another NUMA node: the mem_remote bit unless hops says "same node",
+                 * or a remote mem_lvl level (REM_RAM1/2, REM_CCE1/2) */
 };
 struct nmp_memsrc_class nmp_memsrc_classify(uint64_t data_src);
 const char *nmp_memsrc_name(enum nmp_memsrc src);

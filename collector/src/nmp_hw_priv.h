@@ -57,6 +57,7 @@
 #define NMP_MEM_LVLNUM_NA 0x0fULL
 #define NMP_MEM_LVLNUM_SHIFT 33
 #define NMP_MEM_REMOTE_SHIFT 37
+#define NMP_MEM_HOPS_0 1 /* remote core, same node */
 #define NMP_MEM_HOPS_SHIFT 43
 /* PERF_MEM_NA of current kernels: op, lvl, snoop, lock, tlb and lvl_num all NA. */
 #define NMP_MEM_NA 0x1e05080021ULL
@@ -105,6 +106,10 @@ struct nmp_hw_event {
 int nmp_hw_build(enum nmp_backend backend, const struct nmp_hw_options *opt,
                  const char *pfm_pmu, int precise, struct nmp_hw_event *ev, int max,
                  char *why, size_t whylen);
+/* The PEBS events from the kernel's cpu/events/ descriptions, as nmp_hw_build() uses
+ * them when libpfm4 does not know the CPU.  Returns the count or -1 with `why`. */
+int nmp_hw_build_pebs_sysfs(const struct nmp_hw_options *opt, int precise,
+                            struct nmp_hw_event *ev, int max, char *why, size_t whylen);
 /* Name of the libpfm4 core PMU in use (forced or detected), or NULL. */
 const char *nmp_hw_pfm_core_pmu(char *buf, size_t len);
 /* Does this libpfm4 PMU need the mem-loads-aux leader (PMU_FL_MEM_LOADS_AUX)? */
@@ -112,6 +117,12 @@ int nmp_hw_pfm_needs_aux(const char *pfm_pmu);
 /* Opens the group attrs[0..n) on the calling thread (pid 0, cpu -1) and closes it:
  * 0, or -1 with errno of the first failing open. */
 int nmp_hw_try_open(const struct perf_event_attr *attrs, int n);
+/* The perf_event_open used by nmp_hw_try_open (and so nmp_hw_attrs): the system call,
+ * or for tests a stand-in that plays an older or stricter kernel; NULL restores the
+ * system call.  Returns an fd, or -1 with errno. */
+typedef long (*nmp_hw_open_fn)(struct perf_event_attr *attr, pid_t pid, int cpu, int group_fd,
+                               unsigned long flags);
+void nmp_hw_set_open(nmp_hw_open_fn fn);
 /* perf_event_open errno -> one line of advice (paranoid, CAP_PERFMON, VM/container). */
 void nmp_hw_open_advice(int err, const char *what, char *why, size_t whylen);
 
@@ -124,6 +135,7 @@ struct nmp_ibs_op {
     int nregs;
 };
 #define NMP_IBS_CAPS_BRNTRGT (1u << 5)
+#define NMP_IBS_CAPS_RIPINVALIDCHK (1u << 7)
 #define NMP_IBS_CAPS_OPDATA4 (1u << 10)
 #define NMP_IBS_CAPS_ZEN4 (1u << 11)
 /* Splits a RAW payload (after its u32 size) of `size` bytes; 0, or -1 if malformed or
@@ -132,9 +144,14 @@ int nmp_ibs_parse_raw(const void *data, uint32_t size, struct nmp_ibs_op *op);
 /* The perf_mem_data_src the kernel synthesizes for this op (L arch/x86/events/amd/ibs.c
  * perf_ibs_parse_ld_st_data and its helpers), for a cpu of this family/model. */
 uint64_t nmp_ibs_data_src(const struct nmp_ibs_op *op, unsigned family, unsigned model);
-/* Fills addr, phys_addr, access, size, weight, data_src, rule of `out` from the op. */
+/* Fills addr, phys_addr, access, size, weight, data_src, rule of `out` from the op, and
+ * clears ip when the op's RIP is invalid (nmp_ibs_rip_invalid). */
 void nmp_ibs_fill(const struct nmp_ibs_op *op, unsigned family, unsigned model,
                   struct nmp_sample *out);
+/* IBS could not record the op's RIP: IBS_OP_DATA rip_invalid (bit 38), which counts only
+ * where caps has RIPINVALIDCHK (ibs.c perf_ibs_handle_irq).  The kernel then keeps the
+ * interrupted IP as the sample's IP and clears the exact flag. */
+int nmp_ibs_rip_invalid(const struct nmp_ibs_op *op);
 /* The cpu family/model used by nmp_hw_decode for IBS errata (read once from cpuinfo);
  * tests set it. */
 void nmp_hw_set_cpu(unsigned family, unsigned model);

@@ -76,6 +76,20 @@ static void test_classify(void)
         {"uncached", DS(2, 0x2000 | 2, 1, 1, 1, 8, 0, 0, 0, 0), NMP_SRC_OTHER, 0, 0},
         {"IO", DS(2, 0x1000 | 2, 1, 1, 1, 0xa, 0, 0, 0, 0), NMP_SRC_OTHER, 0, 0},
         {"zero", 0, NMP_SRC_OTHER, 0, 0},
+        /* HOPS_0 (remote core, same node) is not another node */
+        {"REMOTE + HOPS_0, lvl_num L2 (a peer core's L2)", DS(2, 0x20 | 2, 1, 1, 1, 2, 1, 0, 1, 1),
+         NMP_SRC_PEER_CACHE, 1, 0},
+        {"REMOTE + HOPS_0, lvl_num RAM", DS(2, 2, 1, 1, 1, 0xd, 1, 0, 1, 1), NMP_SRC_LOCAL_DRAM, 1, 0},
+        {"REMOTE + HOPS_1, ANY_CACHE", DS(2, 2, 1, 1, 1, 0xb, 1, 0, 1, 2), NMP_SRC_REMOTE_CACHE, 2, 1},
+        {"lvl_num NA, REM_CCE1 + HOPS_0", DS(2, 0x400 | 2, 1, 1, 1, 0xf, 0, 0, 0, 1),
+         NMP_SRC_PEER_CACHE, 1, 0},
+        /* IBS on Linux 6.1-6.5 (mem_lvl only, ibs.c of that time) */
+        {"IBS 6.1 pre-Zen4 local-node cache L3|REM_CCE1", DS(2, 0x40 | 0x400 | 2, 1, 1, 1, 0xf, 0, 0, 0, 0),
+         NMP_SRC_L3, 0, 0},
+        {"IBS 6.1 far CCX REM_CCE2", DS(2, 0x800 | 2, 1, 1, 1, 0xf, 0, 0, 0, 0), NMP_SRC_REMOTE_CACHE, 0, 1},
+        /* MISS: the level that missed, not the source */
+        {"L3 miss with lvl_num L3 (ds.c 0x00)", DS(2, 0x4, 1, 0, 0x1a, 3, 0, 0, 1, 0), NMP_SRC_OTHER, 0, 0},
+        {"L1 miss, old kernel (mem_lvl only)", DS(4, 0x8 | 0x4, 1, 1, 1, 0, 0, 0, 0, 0), NMP_SRC_OTHER, 0, 0},
     };
     for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
         struct nmp_memsrc_class c = nmp_memsrc_classify(t[i].ds);
@@ -88,6 +102,155 @@ static void test_classify(void)
         }
     }
     CHECK(strcmp(nmp_memsrc_name(NMP_SRC_REMOTE_DRAM), "remote DRAM") == 0);
+}
+
+/* ---- 1b. the kernel's own PEBS data-source tables ----
+ * Transcribed from L arch/x86/events/intel/ds.c @c058e7a (pebs_data_source[],
+ * intel_pmu_pebs_data_source_nhm, __intel_pmu_pebs_data_source_skl/_grt/_cmt,
+ * load_latency_data, pebs_set_tlb_lock, store_latency_data, precise_store_data,
+ * precise_datala_hsw) and composed here with the kernel's uapi macros (PERF_MEM_S of
+ * <linux/perf_event.h>), not with our NMP_MEM_* constants.  Which table a model uses:
+ * L arch/x86/events/intel/core.c @4383cfa intel_pmu_init(): Sandy Bridge, Ivy Bridge,
+ * Haswell and Broadwell (client and -EP/-X) keep the base table; Skylake, Ice Lake and
+ * Sapphire Rapids call intel_pmu_pebs_data_source_skl(pmem), pmem = true on the server
+ * parts (SKYLAKE_X, ICELAKE_X/_D, SAPPHIRERAPIDS_X; Emerald and Granite Rapids share
+ * the Sapphire Rapids path in later kernels); Nehalem/Westmere patch three L3 entries. */
+#define P(a, b) PERF_MEM_S(a, b)
+#define OP_LH (P(OP, LOAD) | P(LVL, HIT))
+#define LEVEL(x) P(LVLNUM, x)
+#define KREM P(REMOTE, REMOTE)
+#define SNOOP_NONE_MISS (P(SNOOP, NONE) | P(SNOOP, MISS))
+
+struct ktab {
+    unsigned dse;
+    const char *what; /* the kernel's comment */
+    uint64_t val;
+    enum nmp_memsrc src;
+    int remote;
+};
+
+/* pebs_data_source[] ("Version for Sandy Bridge and later"), all 16 encodings */
+static const struct ktab base_table[16] = {
+    {0x00, "ukn L3", P(OP, LOAD) | P(LVL, MISS) | LEVEL(L3) | P(SNOOP, NA), NMP_SRC_OTHER, 0},
+    {0x01, "L1 local", OP_LH | P(LVL, L1) | LEVEL(L1) | P(SNOOP, NONE), NMP_SRC_L1, 0},
+    {0x02, "LFB hit", OP_LH | P(LVL, LFB) | LEVEL(LFB) | P(SNOOP, NONE), NMP_SRC_LFB, 0},
+    {0x03, "L2 hit", OP_LH | P(LVL, L2) | LEVEL(L2) | P(SNOOP, NONE), NMP_SRC_L2, 0},
+    {0x04, "L3 hit", OP_LH | P(LVL, L3) | LEVEL(L3) | P(SNOOP, NONE), NMP_SRC_L3, 0},
+    {0x05, "L3 hit, snoop miss", OP_LH | P(LVL, L3) | LEVEL(L3) | P(SNOOP, MISS), NMP_SRC_L3, 0},
+    {0x06, "L3 hit, snoop hit", OP_LH | P(LVL, L3) | LEVEL(L3) | P(SNOOP, HIT), NMP_SRC_L3, 0},
+    {0x07, "L3 hit, snoop hitm", OP_LH | P(LVL, L3) | LEVEL(L3) | P(SNOOP, HITM), NMP_SRC_L3, 0},
+    {0x08, "L3 miss snoop hit", OP_LH | P(LVL, REM_CCE1) | KREM | LEVEL(L3) | P(SNOOP, HIT),
+     NMP_SRC_REMOTE_CACHE, 1},
+    {0x09, "L3 miss snoop hitm", OP_LH | P(LVL, REM_CCE1) | KREM | LEVEL(L3) | P(SNOOP, HITM),
+     NMP_SRC_REMOTE_CACHE, 1},
+    {0x0a, "L3 miss, shared", OP_LH | P(LVL, LOC_RAM) | LEVEL(RAM) | P(SNOOP, HIT),
+     NMP_SRC_LOCAL_DRAM, 0},
+    {0x0b, "L3 miss, shared", OP_LH | P(LVL, REM_RAM1) | KREM | LEVEL(L3) | P(SNOOP, HIT),
+     NMP_SRC_REMOTE_DRAM, 1},
+    {0x0c, "L3 miss, excl", OP_LH | P(LVL, LOC_RAM) | LEVEL(RAM) | SNOOP_NONE_MISS,
+     NMP_SRC_LOCAL_DRAM, 0},
+    {0x0d, "L3 miss, excl", OP_LH | P(LVL, REM_RAM1) | LEVEL(RAM) | KREM | SNOOP_NONE_MISS,
+     NMP_SRC_REMOTE_DRAM, 1},
+    {0x0e, "I/O", OP_LH | P(LVL, IO) | LEVEL(NA) | P(SNOOP, NONE), NMP_SRC_OTHER, 0},
+    {0x0f, "uncached", OP_LH | P(LVL, UNC) | LEVEL(NA) | P(SNOOP, NONE), NMP_SRC_OTHER, 0},
+};
+
+/* entries the model patches replace */
+static const struct ktab patches[] = {
+    /* intel_pmu_pebs_data_source_nhm */
+    {0x05, "NHM L3 hit, snoop hit", OP_LH | P(LVL, L3) | LEVEL(L3) | P(SNOOP, HIT), NMP_SRC_L3, 0},
+    {0x06, "NHM L3 hit, snoop hitm", OP_LH | P(LVL, L3) | LEVEL(L3) | P(SNOOP, HITM), NMP_SRC_L3, 0},
+    {0x07, "NHM L3 hit, snoop hitm", OP_LH | P(LVL, L3) | LEVEL(L3) | P(SNOOP, HITM), NMP_SRC_L3, 0},
+    /* __intel_pmu_pebs_data_source_skl(pmem = true): SKX, ICX, SPR, EMR, GNR */
+    {0x08, "SKL+ server: local PMEM", OP_LH | LEVEL(PMEM) | P(SNOOP, HIT), NMP_SRC_PMEM_CXL, 0},
+    {0x09, "SKL+ server: remote PMEM", OP_LH | LEVEL(PMEM) | KREM | P(SNOOP, HIT),
+     NMP_SRC_PMEM_CXL, 1},
+    {0x0b, "SKL+: remote DRAM", OP_LH | LEVEL(RAM) | KREM | P(SNOOP, NONE), NMP_SRC_REMOTE_DRAM, 1},
+    {0x0c, "SKL+: remote cache, forward", OP_LH | LEVEL(ANY_CACHE) | KREM | P(SNOOPX, FWD),
+     NMP_SRC_REMOTE_CACHE, 1},
+    {0x0d, "SKL+: remote cache, hitm", OP_LH | LEVEL(ANY_CACHE) | KREM | P(SNOOP, HITM),
+     NMP_SRC_REMOTE_CACHE, 1},
+    /* __intel_pmu_pebs_data_source_skl(pmem = false): client parts, L4 (eDRAM) */
+    {0x08, "SKL client: local L4", OP_LH | LEVEL(L4) | P(SNOOP, HIT), NMP_SRC_L3, 0},
+    {0x09, "SKL client: remote L4", OP_LH | LEVEL(L4) | KREM | P(SNOOP, HIT),
+     NMP_SRC_REMOTE_CACHE, 1},
+    /* __intel_pmu_pebs_data_source_grt (ADL E-cores) */
+    {0x08, "GRT L3 forward", OP_LH | P(LVL, L3) | LEVEL(L3) | P(SNOOPX, FWD), NMP_SRC_L3, 0},
+    /* __intel_pmu_pebs_data_source_cmt (MTL E-cores) */
+    {0x0a, "CMT local DRAM", OP_LH | P(LVL, LOC_RAM) | LEVEL(RAM) | P(SNOOP, NONE),
+     NMP_SRC_LOCAL_DRAM, 0},
+    {0x0b, "CMT remote DRAM", OP_LH | LEVEL(RAM) | KREM | P(SNOOP, NONE), NMP_SRC_REMOTE_DRAM, 1},
+    {0x0c, "CMT remote DRAM, forward", OP_LH | LEVEL(RAM) | KREM | P(SNOOPX, FWD),
+     NMP_SRC_REMOTE_DRAM, 1},
+    {0x0d, "CMT remote DRAM, hitm", OP_LH | LEVEL(RAM) | KREM | P(SNOOP, HITM),
+     NMP_SRC_REMOTE_DRAM, 1},
+};
+
+/* load_latency_data() on Sandy Bridge .. Ice Lake (no block info: BLK NA) for a record
+ * whose DSE has ld_stlb_miss / ld_locked as given (pebs_set_tlb_lock) */
+static uint64_t load_latency(uint64_t table_val, int stlb_miss, int locked)
+{
+    uint64_t v = table_val;
+    v |= stlb_miss ? P(TLB, MISS) | P(TLB, L2) : P(TLB, HIT) | P(TLB, L1) | P(TLB, L2);
+    if (locked)
+        v |= P(LOCK, LOCKED);
+    return v | P(BLK, NA);
+}
+
+/* store_latency_data() (Sapphire Rapids STLAT stores): the same table, mem_op STORE */
+static uint64_t store_latency(uint64_t table_val)
+{
+    uint64_t v = table_val | P(TLB, HIT) | P(TLB, L1) | P(TLB, L2) | P(BLK, NA);
+    return (v & ~(uint64_t)0x1f) | P(OP, STORE);
+}
+
+static void check_class(const char *what, uint64_t ds, enum nmp_memsrc src, int remote)
+{
+    struct nmp_memsrc_class c = nmp_memsrc_classify(ds);
+    if (c.src != src || c.remote != remote) {
+        fprintf(stderr, "classify %s (%#llx): got %s remote %d, want %s remote %d\n", what,
+                (unsigned long long)ds, nmp_memsrc_name(c.src), c.remote,
+                nmp_memsrc_name(src), remote);
+        failures++;
+    }
+}
+
+static void test_kernel_tables(void)
+{
+    for (size_t i = 0; i < 16; i++) {
+        const struct ktab *t = &base_table[i];
+        CHECK_EQ(t->dse, i);
+        for (int tlb = 0; tlb < 2; tlb++)
+            for (int lock = 0; lock < 2; lock++)
+                check_class(t->what, load_latency(t->val, tlb, lock), t->src, t->remote);
+        /* a Sapphire Rapids store is classified like the load from the same DSE */
+        check_class(t->what, store_latency(t->val), t->src, t->remote);
+        CHECK_EQ(store_latency(t->val) & 0x1f, P(OP, STORE));
+    }
+    for (size_t i = 0; i < sizeof patches / sizeof *patches; i++)
+        check_class(patches[i].what, load_latency(patches[i].val, 0, 0), patches[i].src,
+                    patches[i].remote);
+    /* The values the audit quoted (issue 18), as the kernel writes them on a
+     * Haswell-EP/Broadwell-EP load: DSE 0x0b remote DRAM, DSE 0x00 L3 miss. */
+    CHECK_EQ(load_latency(base_table[0x0b].val, 0, 0), 0x12668202042ULL);
+    CHECK_EQ(load_latency(base_table[0x00].val, 0, 0), 0x10668080082ULL);
+    /* and the Skylake-SP vectors of the existing table */
+    CHECK_EQ(load_latency(patches[5].val, 0, 0), 0x13a68100042ULL);
+    CHECK_EQ(load_latency(base_table[0x0a].val, 0, 0), 0x11a68201042ULL);
+
+    /* Stores before Sapphire Rapids carry only L1 hit/miss: precise_store_data (Sandy
+     * and Ivy Bridge) and precise_datala_hsw (Haswell to Ice Lake, PERF_MEM_NA with
+     * mem_op STORE and mem_lvl L1 | HIT or MISS). */
+    uint64_t snb_st = P(OP, STORE) | P(SNOOP, NA) | P(LVL, L1) | P(TLB, L2) | P(TLB, HIT);
+    check_class("SNB store, L1 hit", snb_st | P(LVL, HIT), NMP_SRC_L1, 0);
+    check_class("SNB store, L1 miss", snb_st | P(LVL, MISS), NMP_SRC_OTHER, 0);
+    uint64_t hsw_na = P(OP, NA) | P(LVL, NA) | P(SNOOP, NA) | P(LOCK, NA) | P(TLB, NA) |
+                      LEVEL(NA); /* PERF_MEM_NA (include/linux/perf_event.h) */
+    uint64_t hsw_st = (hsw_na & ~(uint64_t)0x1f & ~((uint64_t)0x3fff << 5)) | P(OP, STORE);
+    CHECK_EQ(hsw_na, NMP_MEM_NA);
+    check_class("HSW store, L1 hit", hsw_st | P(LVL, L1) | P(LVL, HIT), NMP_SRC_L1, 0);
+    check_class("HSW store, L1 miss", hsw_st | P(LVL, L1) | P(LVL, MISS), NMP_SRC_OTHER, 0);
+    CHECK_EQ(hsw_st | P(LVL, L1) | P(LVL, MISS), 0x1e05080184ULL); /* the audit's value */
 }
 
 /* ---- 2. PEBS sample bodies ---- */
@@ -237,6 +400,26 @@ static void test_field_order(void)
     CHECK_EQ(s.phys_addr, 0xabc000);
     CHECK_EQ(nmp_memsrc_classify(s.data_src).src, NMP_SRC_LOCAL_DRAM);
 
+    /* BRANCH_STACK without PERF_SAMPLE_BRANCH_HW_INDEX: nr, then the entries, no hw_idx
+     * (perf_output_sample writes hw_idx only when branch_sample_hw_index(event)) */
+    a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_BRANCH_STACK | PERF_SAMPLE_WEIGHT |
+                    PERF_SAMPLE_DATA_SRC;
+    a.branch_sample_type = PERF_SAMPLE_BRANCH_ANY | PERF_SAMPLE_BRANCH_USER;
+    for (uint64_t nr = 0; nr < 3; nr++) {
+        b.n = 0;
+        u64(&b, 0x400300);
+        u64(&b, nr);
+        for (uint64_t e = 0; e < 3 * nr; e++)
+            u64(&b, 0xdddd);
+        u64(&b, 77);               /* WEIGHT */
+        u64(&b, 0x11a68201042ULL); /* DATA_SRC */
+        CHECK_EQ(nmp_hw_decode(NMP_BACKEND_PEBS, &a, b.b, b.n, &s), 0);
+        CHECK_EQ(s.weight, 77);
+        CHECK_EQ(s.data_src, 0x11a68201042ULL);
+        CHECK_EQ(nmp_hw_decode(NMP_BACKEND_PEBS, &a, b.b, b.n - 1, &s), -1);
+    }
+    a.branch_sample_type = 0;
+
     /* REGS_USER with abi NONE carries no registers; STACK_USER size 0 has no dyn_size */
     a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER |
                     PERF_SAMPLE_DATA_SRC;
@@ -325,7 +508,7 @@ static void test_ibs_data_src(void)
          D3(1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 4, 80),
          OP_LOAD | LVLHIT(0x400) | LVLNUM(0xb) | REMOTE | HOPS(0) | SNOOP(0x10) | LOCK(1) |
              TLB(1),
-         NMP_SRC_REMOTE_CACHE},
+         NMP_SRC_PEER_CACHE}, /* REMOTE with HOPS_0: another CCX of this node */
         {"Zen4 far CCX (DataSrc 5)", NMP_IBS_CAPS_ZEN4, 0x19, 0x11, D2(5, 0, 1),
          D3(1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 4, 200),
          OP_LOAD | LVLHIT(0x800) | LVLNUM(0xb) | REMOTE | HOPS(1) | BASE_NA | TLB(1),
@@ -424,6 +607,7 @@ static void test_ibs_fill(void)
 }
 
 /* A whole ibs_op record: sample_type as nmp_hw_attrs() sets it. */
+static uint64_t g_op_data = 0x0000000000640010ULL; /* IBS_OP_DATA: tag_to_ret 0x64 */
 static size_t ibs_body(struct buf *b, uint32_t caps, int nregs, uint64_t ctl, uint64_t ip)
 {
     b->n = 0;
@@ -438,7 +622,7 @@ static size_t ibs_body(struct buf *b, uint32_t caps, int nregs, uint64_t ctl, ui
     /* RAW: u32 size = 4 + 8n, u32 caps, u64 regs[n] (perf_ibs_data; ibs.c) */
     u32(b, (uint32_t)(4 + 8 * nregs));
     u32(b, caps);
-    uint64_t regs[9] = {ctl, ip, 0x0000000000640010ULL /* tag_to_ret 0x64 */,
+    uint64_t regs[9] = {ctl, ip, g_op_data,
                         D2(3, 1, 0), D3(1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 0, 4, 300),
                         0x7f00000a0000, 0x9a0000, 0xb0b0, 0xd4d4};
     for (int i = 0; i < nregs; i++)
@@ -505,6 +689,29 @@ static void test_ibs_record(void)
     CHECK_EQ(s.rule, NMP_RULE_KERNEL);
     CHECK(nmp_hw_misc_is_user(PERF_RECORD_MISC_USER | PERF_RECORD_MISC_EXACT_IP));
     CHECK(!nmp_hw_misc_is_user(PERF_RECORD_MISC_KERNEL));
+    /* IBS_OP_DATA rip_invalid (bit 38) with caps RIPINVALIDCHK (bit 7): the kernel keeps
+     * the interrupted IP and clears the exact flag (ibs.c perf_ibs_handle_irq), so the
+     * sample's IP is not the op's: the IP is unknown, the data address stays. */
+    g_op_data = 0x0000000000640010ULL | 1ULL << 38;
+    n = ibs_body(&b, NMP_IBS_CAPS_RIPINVALIDCHK, 7, CTL_VALID, 0x401abc);
+    CHECK_EQ(nmp_hw_decode(NMP_BACKEND_IBS, &a, b.b, n, &s), 0);
+    CHECK_EQ(s.ip, 0);
+    CHECK_EQ(s.addr, 0x7f00000a0000);
+    CHECK_EQ(s.access, NMP_ACC_LOAD);
+    CHECK_EQ(s.rule, NMP_RULE_HW);
+    CHECK_EQ(s.weight, 300);
+    /* a kernel-side interrupted IP with an invalid RIP is no kernel op either */
+    n = ibs_body(&b, NMP_IBS_CAPS_RIPINVALIDCHK, 7, CTL_VALID, 0xffffffff81000000ULL);
+    CHECK_EQ(nmp_hw_decode(NMP_BACKEND_IBS, &a, b.b, n, &s), 0);
+    CHECK_EQ(s.ip, 0);
+    /* bit 38 counts only where the CPU has RIPINVALIDCHK: the IP is the op's */
+    n = ibs_body(&b, 0, 7, CTL_VALID, 0x401abc);
+    CHECK_EQ(nmp_hw_decode(NMP_BACKEND_IBS, &a, b.b, n, &s), 0);
+    CHECK_EQ(s.ip, 0x401abc);
+    g_op_data = 0x0000000000640010ULL;
+    n = ibs_body(&b, NMP_IBS_CAPS_RIPINVALIDCHK, 7, CTL_VALID, 0x401abc);
+    CHECK_EQ(nmp_hw_decode(NMP_BACKEND_IBS, &a, b.b, n, &s), 0);
+    CHECK_EQ(s.ip, 0x401abc);
     /* without RAW: the kernel's own fields */
     a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_ADDR | PERF_SAMPLE_WEIGHT | PERF_SAMPLE_DATA_SRC;
     b.n = 0;
@@ -524,6 +731,7 @@ static void test_ibs_record(void)
 int main(void)
 {
     test_classify();
+    test_kernel_tables();
     test_pebs();
     test_field_order();
     test_ibs_data_src();

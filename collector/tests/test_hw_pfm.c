@@ -15,7 +15,7 @@
 
 #include "nmp_check.h"
 
-static void intel(const char *pmu, int aux, uint64_t store_config)
+static void intel(const char *pmu, int aux, uint64_t store_config, const char *load_name)
 {
     char why[NMP_ERRLEN], buf[64];
     struct nmp_hw_event ev[4];
@@ -37,6 +37,8 @@ static void intel(const char *pmu, int aux, uint64_t store_config)
     }
     /* MEM_TRANS_RETIRED:LOAD_LATENCY:ldlat=32 -> 0x1cd, config1 0x20, type 4 RAW */
     CHECK(strcmp(ev[i].role, "loads") == 0);
+    CHECK_MSG(strncmp(ev[i].name, load_name, strlen(load_name)) == 0, "%s: loads are %s", pmu,
+              ev[i].name);
     CHECK_EQ(ev[i].attr.type, 4);
     CHECK_EQ(ev[i].attr.config, 0x1cd);
     CHECK_EQ(ev[i].attr.config1, 0x20);
@@ -47,6 +49,9 @@ static void intel(const char *pmu, int aux, uint64_t store_config)
              PERF_SAMPLE_ADDR | PERF_SAMPLE_DATA_SRC | PERF_SAMPLE_WEIGHT_STRUCT);
     CHECK(strcmp(ev[i + 1].role, "stores") == 0);
     CHECK_EQ(ev[i + 1].attr.config, store_config);
+    for (int k = 0; k < n; k++)
+        CHECK_MSG(ev[k].attr.exclude_kernel && ev[k].attr.exclude_hv, "%s %s samples the kernel",
+                  pmu, ev[k].name);
     /* ldlat out of range is refused before libpfm4 sees it */
     opt.ldlat = 70000;
     CHECK_EQ(nmp_hw_build(NMP_BACKEND_PEBS, &opt, NULL, 2, ev, 4, why, sizeof why), -1);
@@ -78,14 +83,19 @@ static int run(const char *pmu)
         setenv("LIBPFM_FORCE_PMU", pmu, 1);
         setenv("NUMAPROF_SYSROOT", "/nonexistent-sysroot", 1); /* no sysfs PMUs */
         if (!strcmp(pmu, "skx")) {
-            intel(pmu, 0, 0x82d0); /* MEM_INST_RETIRED:ALL_STORES (MEM_UOPS alias) */
+            /* stores: MEM_INST_RETIRED:ALL_STORES (MEM_UOPS alias) */
+            intel(pmu, 0, 0x82d0, "MEM_TRANS_RETIRED:LOAD_LATENCY");
             counting("\"name\": \"MEM_LOAD_L3_MISS_RETIRED:LOCAL_DRAM\", \"source\": "
                      "\"libpfm4 skx\", \"type\": 4, \"config\": \"0x1d3\"",
                      "\"config\": \"0x2d3\"");
-        } else if (!strcmp(pmu, "icx")) {
-            intel(pmu, 0, 0x82d0);
+        } else if (!strcmp(pmu, "icx") || !strcmp(pmu, "hsw_ep") || !strcmp(pmu, "bdw_ep")) {
+            intel(pmu, 0, 0x82d0, "MEM_TRANS_RETIRED:LOAD_LATENCY");
+        } else if (!strcmp(pmu, "snb_ep") || !strcmp(pmu, "ivb_ep")) {
+            /* libpfm4's name for 0x1cd there; stores: the kernel's mem_st_snb 0x2cd */
+            intel(pmu, 0, 0x2cd, "MEM_TRANS_RETIRED:LATENCY_ABOVE_THRESHOLD");
         } else if (!strcmp(pmu, "spr")) {
-            intel(pmu, 1, 0x2cd); /* libpfm4 says 0x3cd: fixed to the kernel's 0x2cd */
+            /* stores: libpfm4 says 0x3cd, fixed to the kernel's 0x2cd */
+            intel(pmu, 1, 0x2cd, "MEM_TRANS_RETIRED:LOAD_LATENCY");
             counting("\"role\": \"aux-leader\"", "umask fixed 0x3cd->0x2cd");
         } else if (!strcmp(pmu, "amd64_fam19h_zen3")) {
             counting("ANY_DATA_CACHE_FILLS_FROM_SYSTEM:MEM_IO_LCL\", \"source\": \"libpfm4 "
@@ -111,8 +121,8 @@ static int run(const char *pmu)
 
 int main(void)
 {
-    static const char *const pmus[] = {"skx", "icx", "spr", "amd64_fam19h_zen3",
-                                       "amd64_fam19h_zen4"};
+    static const char *const pmus[] = {"snb_ep", "ivb_ep", "hsw_ep", "bdw_ep", "skx", "icx",
+                                       "spr", "amd64_fam19h_zen3", "amd64_fam19h_zen4"};
     int bad = 0;
     for (size_t i = 0; i < sizeof pmus / sizeof *pmus; i++)
         bad += run(pmus[i]);

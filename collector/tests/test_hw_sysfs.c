@@ -3,7 +3,8 @@
  *  - PMU names and files: L arch/x86/events/intel/core.c (cpu/events/mem-loads,
  *    mem-loads-aux, mem-stores), uncore.c / uncore_snbep.c (uncore_imc_<n>, cas_count_*
  *    with .scale/.unit), L arch/x86/events/amd/ibs.c (ibs_op format cnt_ctl config:19,
- *    l3missonly config:16), L arch/x86/events/amd/uncore.c (amd_df, amd_umc_<n>);
+ *    l3missonly config:16, swfilt config2:0 since commit 9290c1b27402),
+ *    L arch/x86/events/amd/uncore.c (amd_df, amd_umc_<n>);
  *  - IBS period rules: perf_ibs_init in ibs.c (hw-sampling.md section 4);
  *  - DF/UMC events: amdzen3/data-fabric.json, amdzen4/memory-controller.json (section 6).
  */
@@ -145,8 +146,10 @@ static void test_ibs_attrs(void)
     CHECK_EQ(a->config2, 1);         /* swfilt, where the PMU has it (this tree) */
     CHECK_EQ(a->sample_period, 0x40000);
     CHECK_EQ(a->sample_period & 0xf, 0);
-    CHECK(!a->exclude_user && !a->exclude_kernel && !a->exclude_hv && !a->exclude_idle &&
-          !a->exclude_host && !a->exclude_guest);
+    /* with swfilt: user level only, which paranoid 2 allows; the other exclude_* bits
+     * are -EINVAL even with swfilt (perf_ibs_init, L arch/x86/events/amd/ibs.c) */
+    CHECK(a->exclude_kernel && a->exclude_hv);
+    CHECK(!a->exclude_user && !a->exclude_idle && !a->exclude_host && !a->exclude_guest);
     CHECK_EQ(a->sample_type & (PERF_SAMPLE_RAW | PERF_SAMPLE_ADDR | PERF_SAMPLE_DATA_SRC |
                                PERF_SAMPLE_WEIGHT),
              PERF_SAMPLE_RAW | PERF_SAMPLE_ADDR | PERF_SAMPLE_DATA_SRC | PERF_SAMPLE_WEIGHT);
@@ -172,7 +175,22 @@ static void test_ibs_attrs(void)
     opt.l3missonly = 0;
     CHECK_EQ(nmp_hw_build(NMP_BACKEND_IBS, &opt, NULL, 0, ev, 4, why, sizeof why), 1);
     CHECK(ev[0].attr.sample_type & PERF_SAMPLE_PHYS_ADDR);
-    CHECK_EQ(ev[0].attr.config2, 0); /* no swfilt format in this tree */
+    CHECK_EQ(ev[0].attr.config2, 0); /* no swfilt format in this tree (Linux < 6.14) */
+    a = &ev[0].attr;                 /* no exclude_* at all: -EINVAL without swfilt */
+    CHECK(!a->exclude_user && !a->exclude_kernel && !a->exclude_hv && !a->exclude_idle &&
+          !a->exclude_host && !a->exclude_guest);
+
+    /* Zen3 on Linux >= 6.14, an ordinary user at paranoid 2: swfilt makes IBS usable */
+    use_root("sysroot-zen3-swfilt");
+    CHECK_EQ(nmp_hw_build(NMP_BACKEND_IBS, &opt, NULL, 0, ev, 4, why, sizeof why), 1);
+    a = &ev[0].attr;
+    CHECK_EQ(a->type, 98);
+    CHECK_EQ(a->config, 1ULL << 19);
+    CHECK_EQ(a->config2, 1);
+    CHECK(a->exclude_kernel && a->exclude_hv);
+    CHECK(!a->exclude_user && !a->exclude_idle && !a->exclude_host && !a->exclude_guest);
+    CHECK(!(a->sample_type & PERF_SAMPLE_PHYS_ADDR)); /* needs perf_allow_kernel() */
+    CHECK(strstr(ev[0].source, "swfilt") != NULL);
 
     /* Skylake tree: paranoid 2, no capability: no PHYS_ADDR; no ibs_op */
     use_root("sysroot-skx");
@@ -188,36 +206,54 @@ static void test_ibs_attrs(void)
     }
 }
 
-/* PEBS from the kernel's sysfs descriptions when libpfm4 does not know the CPU (here:
- * no core PMU at all, so libpfm4 detects none). */
+/* PEBS from the kernel's sysfs descriptions when libpfm4 does not know the CPU (Emerald
+ * and Granite Rapids with libpfm4 4.13).  Every event must be user level only: at the
+ * default perf_event_paranoid 2 the kernel refuses exclude_kernel = 0 (EACCES) to an
+ * unprivileged user, and perf mem record works there as an ordinary user. */
+static void check_user_only(const char *tree, const struct nmp_hw_event *ev, int n)
+{
+    for (int i = 0; i < n; i++)
+        CHECK_MSG(ev[i].attr.exclude_kernel && ev[i].attr.exclude_hv && !ev[i].attr.exclude_user,
+                  "%s: %s (%s) samples the kernel: exclude_kernel %u exclude_hv %u", tree,
+                  ev[i].name, ev[i].role, ev[i].attr.exclude_kernel, ev[i].attr.exclude_hv);
+}
+
 static void test_pebs_sysfs_fallback(void)
 {
     char why[NMP_ERRLEN], buf[64];
     struct nmp_hw_event ev[4];
     struct nmp_hw_options opt = {.ldlat = 50, .stores = 1};
-    if (getenv("LIBPFM_FORCE_PMU") || nmp_hw_pfm_core_pmu(buf, sizeof buf)) {
-        fprintf(stderr, "skip sysfs fallback: libpfm4 knows this CPU (%s)\n", buf);
-        return;
-    }
     use_root("sysroot-spr");
-    int n = nmp_hw_build(NMP_BACKEND_PEBS, &opt, NULL, 2, ev, 4, why, sizeof why);
+    int n = nmp_hw_build_pebs_sysfs(&opt, 2, ev, 4, why, sizeof why);
     CHECK_EQ(n, 3);
-    if (n != 3)
-        return;
-    CHECK(strcmp(ev[0].role, "aux-leader") == 0);
-    CHECK_EQ(ev[0].attr.config, 0x8203);
-    CHECK(nmp_hw_attr_is_aux(&ev[0].attr));
-    CHECK_EQ(ev[1].attr.config, 0x1cd);
-    CHECK_EQ(ev[1].attr.config1, 50);
-    CHECK_EQ(ev[1].attr.precise_ip, 2);
-    CHECK_EQ(ev[2].attr.config, 0x2cd);
-    CHECK(ev[1].attr.sample_type & PERF_SAMPLE_PHYS_ADDR); /* paranoid 0 */
+    if (n == 3) {
+        CHECK(strcmp(ev[0].role, "aux-leader") == 0);
+        CHECK_EQ(ev[0].attr.config, 0x8203);
+        CHECK(nmp_hw_attr_is_aux(&ev[0].attr));
+        CHECK_EQ(ev[1].attr.config, 0x1cd);
+        CHECK_EQ(ev[1].attr.config1, 50);
+        CHECK_EQ(ev[1].attr.precise_ip, 2);
+        CHECK_EQ(ev[2].attr.config, 0x2cd);
+        CHECK(ev[1].attr.sample_type & PERF_SAMPLE_PHYS_ADDR); /* paranoid 0 */
+        check_user_only("sysroot-spr", ev, n);
+    }
     use_root("sysroot-skx");
-    n = nmp_hw_build(NMP_BACKEND_PEBS, &opt, NULL, 2, ev, 4, why, sizeof why);
+    n = nmp_hw_build_pebs_sysfs(&opt, 2, ev, 4, why, sizeof why);
     CHECK_EQ(n, 2);
-    CHECK_EQ(ev[0].attr.config, 0x1cd);
-    CHECK_EQ(ev[1].attr.config, 0x82d0);
-    CHECK(!(ev[0].attr.sample_type & PERF_SAMPLE_PHYS_ADDR));
+    if (n == 2) {
+        CHECK_EQ(ev[0].attr.config, 0x1cd);
+        CHECK_EQ(ev[1].attr.config, 0x82d0);
+        CHECK(!(ev[0].attr.sample_type & PERF_SAMPLE_PHYS_ADDR));
+        check_user_only("sysroot-skx", ev, n);
+    }
+    /* nmp_hw_build() takes this path by itself where libpfm4 knows no core PMU */
+    if (!getenv("LIBPFM_FORCE_PMU") && !nmp_hw_pfm_core_pmu(buf, sizeof buf)) {
+        use_root("sysroot-spr");
+        n = nmp_hw_build(NMP_BACKEND_PEBS, &opt, NULL, 2, ev, 4, why, sizeof why);
+        CHECK_EQ(n, 3);
+        CHECK(n == 3 && strstr(ev[1].source, "sysfs") != NULL);
+        check_user_only("sysroot-spr via nmp_hw_build", ev, n > 0 ? n : 0);
+    }
 }
 
 static void test_uncore_plan(void)
