@@ -1007,7 +1007,7 @@ def assigned_name(path: str, line: int, column: int = 0, lang: str | None = None
         elif node.type == "field_initializer":
             name = _field_name(node, src)
         else:
-            name = _c_target(node, src)
+            name = _c_target(node, src) or _macro_target(node, src, tree.root_node, src, lang)
         if name is not None:
             return name
     return None
@@ -1103,7 +1103,58 @@ def _c_target(call, src: bytes) -> str | None:
 
 
 def _lvalue(left, src: bytes) -> str | None:
+    while left is not None and left.type == "parenthesized_expression" and left.named_children:
+        left = left.named_children[0]  # `(p) = malloc(n)`, as macros write it
     return " ".join(_text(left, src).split()) if left is not None else None
+
+
+def _macro_target(call, src: bytes, root, root_src: bytes, lang: str, depth: int = 0) -> str | None:
+    """What a call of a function-like macro defined in the file (``root``, its text
+    ``root_src``) assigns its allocation to: the macro's body with the call's arguments
+    for its parameters, named like source (``#define ALLOC(p, n) do { (p) = malloc(n);
+    ... } while (0)`` and ``ALLOC(g->energy, n);`` → ``g->energy``).  GCC gives code
+    expanded from a macro the line and column of the macro's use.  Macros using ``#`` or
+    ``##``, variadic ones and ones defined in other files are not expanded."""
+    if depth > 2 or call.type != "call_expression" or lang == "fortran":
+        return None
+    fn = call.child_by_field_name("function")
+    args = call.child_by_field_name("arguments")
+    if fn is None or fn.type != "identifier" or args is None:
+        return None
+    macro = _macro_definition(root, root_src, _text(fn, src))
+    value = macro.child_by_field_name("value") if macro is not None else None
+    params = macro.child_by_field_name("parameters") if macro is not None else None
+    if value is None or params is None:
+        return None
+    body = _text(value, root_src).replace("\\\n", " ")
+    formals = [_text(p, root_src) for p in params.named_children]
+    actuals = [" ".join(_text(a, src).split()) for a in args.named_children]
+    if "#" in body or len(formals) != len(actuals) or not all(f.isidentifier() for f in formals):
+        return None
+    subst = dict(zip(formals, actuals, strict=True))
+    expanded = re.sub(r"[A-Za-z_]\w*", lambda m: subst.get(m.group(), m.group()), body)
+    parser = _parser(lang)
+    if parser is None:
+        return None
+    code = f"void numaprof_macro(void) {{ {expanded}; }}".encode()
+    calls: list = []
+    _collect(parser.parse(code).root_node, 0, ("call_expression", "new_expression"), calls)
+    for c in calls:
+        got = _c_target(c, code) or _macro_target(c, code, root, root_src, lang, depth + 1)
+        if got is not None:
+            return got
+    return None
+
+
+def _macro_definition(root, src: bytes, name: str):
+    """The last ``#define name(...)`` of a file (inside conditional blocks too)."""
+    defs: list = []
+    _find(root, "preproc_function_def", defs)
+    for d in reversed(defs):
+        n = d.child_by_field_name("name")
+        if n is not None and _text(n, src) == name:
+            return d
+    return None
 
 
 # container methods that allocate the container's own storage: the receiver is the array

@@ -644,3 +644,49 @@ def test_c_struct_members_macro_and_inlined_wrapper(tmp_path, opt):
     assert got[addrs[0]] == ("g->energy", f"grid_alloc@tl.c:{at('    g->energy = NEW(double, n);')}"), got
     assert got[addrs[1]] == ("g->xs", f"grid_alloc@tl.c:{at('    g->xs = (double *)malloc((size_t)n * 5 * sizeof *g->xs);')}")
     assert got[addrs[2]] == ("table", f"main@tl.c:{at('    double *table = make_table((size_t)n);')}"), got
+
+
+C_ASSIGNING_MACROS = """\
+#include <stdio.h>
+#include <stdlib.h>
+
+#define ALLOC(p, n) do { \\
+        (p) = malloc((size_t)(n) * sizeof *(p)); \\
+        if (!(p)) \\
+            abort(); \\
+    } while (0)
+#define ALLOC_ZERO(p, n) ((p) = calloc((size_t)(n), sizeof *(p)))
+#define ZEROS(p, n) ALLOC_ZERO(p, n)
+
+struct grid {
+    double *energy;
+    double *xs;
+};
+
+int main(int argc, char **argv)
+{
+    long n = (long)argc * 100000;
+    struct grid g;
+    double *t;
+    ALLOC(g.energy, n);
+    ZEROS(g.xs, n + 1);
+    ALLOC(t, n + 2);
+    printf("%f %f %f %s\\n", g.energy[1], g.xs[2], t[3], argv[0]);
+    return 0;
+}
+"""
+
+
+def test_c_macros_that_assign_the_allocation(tmp_path):
+    """gcc gives code expanded from a macro the line and column of the macro's use:
+    `ALLOC(g.energy, n);` is named by expanding the macro defined in the file (multi-line,
+    parenthesised parameters, a macro calling another one)."""
+    exe = _build(tmp_path, "mac.c", C_ASSIGNING_MACROS, "gcc", ["-g", "-O2"])
+    ras = _return_addresses(exe, ["malloc", "calloc"])
+    assert len(ras) == 3
+    path, addrs = _profile(tmp_path, exe, [(ra, 1 << 20) for ra in ras])
+    lines = C_ASSIGNING_MACROS.splitlines()
+    got = sorted((o.site, o.name) for o in analyze(path).objects)
+    assert got == sorted([(f"main@mac.c:{lines.index(text) + 1}", name) for text, name in (
+        ("    ALLOC(g.energy, n);", "g.energy"), ("    ZEROS(g.xs, n + 1);", "g.xs"),
+        ("    ALLOC(t, n + 2);", "t"))]), got
