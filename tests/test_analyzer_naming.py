@@ -481,9 +481,18 @@ __attribute__((noinline)) void Mesh::allocate(std::size_t n)
     std::printf("%f\\n", m_shadow[n / 2] + m_mass[n / 2] + m_ids[1] + m_vel.capacity());
 }
 
+struct Grid {
+    __attribute__((noinline)) explicit Grid(std::size_t n)
+        : m_cells(n),
+          m_raw(new double[n]) {}
+    std::vector<double> m_cells;
+    std::unique_ptr<double[]> m_raw;
+};
+
 int main(int argc, char **)
 {
     std::size_t n = static_cast<std::size_t>(argc) * 1000000;
+    Grid grid(n);
     Mesh mesh;
     mesh.allocate(n);
     std::vector<double> local;
@@ -493,7 +502,7 @@ int main(int argc, char **)
     std::printf("%f %f %ld\\n", local[n / 2] + mesh.m_shadow[2], mesh.m_charge[1], mesh.m_count[0]);
     std::free(mesh.m_charge);
     std::free(mesh.m_count);
-    return (int)local.size() % 2;
+    return (int)(local.size() + grid.m_cells.size() + (grid.m_raw[0] > 0)) % 2;
 }
 """
 
@@ -534,7 +543,8 @@ def test_cxx_members_wrappers_and_containers_named(tmp_path):
         """The allocation stack of the first allocating call the line makes."""
         line = lines.index(text) + 1
         for ra, caller, callee in calls:
-            if caller in ("Mesh::allocate(unsigned long)", "main", "double scratch_sum<double>(unsigned long)") \
+            if caller in ("Mesh::allocate(unsigned long)", "main", "double scratch_sum<double>(unsigned long)",
+                          "Grid::Grid(unsigned long)") \
                     and _ALLOCATING.search(callee) and any(
                     p.line == line and p.file.endswith("mesh.cpp") for p in info.inline_positions(ra - 1)):
                 return [inner[callee], ra] if callee in inner else [ra]
@@ -551,6 +561,8 @@ def test_cxx_members_wrappers_and_containers_named(tmp_path):
         ("    local.resize(n);", "local"),
         ("    mesh.m_shadow.assign(n, 1.0);", "mesh.m_shadow"),
         ("    std::vector<T> tmp(n, T(1));", "tmp"),
+        ("        : m_cells(n),", "Grid::m_cells"),  # member initialisers
+        ("          m_raw(new double[n]) {}", "Grid::m_raw"),
     ]
     assert not [c for c in calls if c[2].startswith("long* raw_array")], "raw_array was not inlined"
     stacks = [stack(text) for text, _ in expected]
