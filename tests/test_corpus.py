@@ -58,11 +58,11 @@ NOT_FOUND = {
 WRONG: dict[tuple[str, str], str] = {}
 # Found as the one object of its name, with another pattern.
 WRONG_PATTERN = {
-    ("adi", "u"): "classified random (1677-1714 samples, all three recordings), not irregular",
+    ("adi", "u"): "classified random (1677-1714 samples, all five recordings), not irregular",
 }
 # Found as the one object of its name, with the expected pattern in some recordings only.
 FLAKY_PATTERN = {
-    ("adi", "v"): "irregular in 2 of 3 recordings, random in the other (306-318 samples)",
+    ("adi", "v"): "irregular in 3 of 5 recordings, random in the others (306-340 samples)",
 }
 TARGET_MISSES = {
     ("adi", "coverage"): "0.813-0.817: 605-633 samples rule clobbered in sweep_y's outlined "
