@@ -105,6 +105,7 @@ class ElfInfo:
         self.func_addr = np.array(order, dtype=np.uint64)
         self.func_info = [funcs[a] for a in order]
         self._lines = None
+        self._dwarf = None
         self._common: dict[str, list[tuple[str, int]]] | None = None
         self._scopes: dict[int, tuple] = {}  # CU offset -> code scopes (inline_positions)
         self._cu_files: dict[int, list[str]] = {}
@@ -173,13 +174,20 @@ class ElfInfo:
         return demangle(name)
 
     # -- DWARF ------------------------------------------------------------------------
+    def dwarf(self):
+        """The file's DWARFInfo, read once (pyelftools reads its sections again, with
+        their relocations, on every get_dwarf_info())."""
+        if self._dwarf is None:
+            self._dwarf = self.elf.get_dwarf_info()
+        return self._dwarf
+
     def _build_lines(self):
         addrs, files, lines, cols, ends, discs = [], [], [], [], [], []
         names: list[str] = []
         index: dict[str, int] = {}
         if self.elf.has_dwarf_info():
             try:
-                dw = self.elf.get_dwarf_info()
+                dw = self.dwarf()
                 for cu in dw.iter_CUs():
                     lp = dw.line_program_for_CU(cu)
                     if lp is None:
@@ -229,7 +237,7 @@ class ElfInfo:
         out: dict[str, list[tuple[str, int]]] = {}
         if self.elf.has_dwarf_info():
             try:
-                dw = self.elf.get_dwarf_info()
+                dw = self.dwarf()
                 for cu in dw.iter_CUs():
                     top = cu.get_top_DIE()
                     lang = top.attributes.get("DW_AT_language")
@@ -361,7 +369,7 @@ class ElfInfo:
         if not self.elf.has_dwarf_info():
             return {}
         try:
-            dw = self.elf.get_dwarf_info()
+            dw = self.dwarf()
             cu = _cu_at(dw, vaddr)
             if cu is None:
                 return {}
@@ -445,7 +453,7 @@ class ElfInfo:
         if not self.elf.has_dwarf_info():
             return [], []
         try:
-            dw = self.elf.get_dwarf_info()
+            dw = self.dwarf()
             cu = _cu_at(dw, vaddr)
             if cu is None:
                 return [], []
