@@ -475,7 +475,7 @@ def _name(o: _Obj, resolver: symbols.CodeResolver, prof: Profile) -> None:
     if site is None:
         o.name, o.site = fallback, "?"
         return
-    o.site = site.site if site.line > 0 else f"{site.function}@{os.path.basename(site.file)}"
+    o.site = site.site
     var = None
     if site.line > 0:
         var, named_at = _assigned(site, roots)
@@ -490,18 +490,23 @@ def _name(o: _Obj, resolver: symbols.CodeResolver, prof: Profile) -> None:
                 break
             cur, at = _assigned(caller, roots)  # `return xmalloc(n)` passes it on again
             if cur is not None:
-                var, o.site = cur, caller.site
+                var, named_at, o.site = cur, at, caller.site
+        if var is not None:
+            # a member of the object a member function works on: `Mesh::m_pos`
+            var = symbols.member_name(str(named_at[0]), named_at[1], var,
+                                      symbols.source_language(named_at[1].file))
     o.name = var or o.site
 
 
 def _assigned(site, roots: list[str]):
     """(name, (source path, site)) of the variable the allocation at ``site`` is assigned
-    to; (None, (path, site)) when the line assigns nothing; (None, None) without source."""
+    to; (None, (path, site)) when the line assigns nothing; (None, None) without source.
+    ``site.call`` tells which array of a Fortran ``allocate`` statement the call made."""
     src = symbols.find_source(site.file, [r for r in roots if r])
     if src is None:
         return None, None
-    return (symbols.assigned_name(str(src), site.line, site.column,
-                                  symbols.source_language(site.file)), (src, site))
+    return (symbols.assigned_name(str(src), site.line, site.column, symbols.source_language(site.file),
+                                  call=site.call), (src, site))
 
 
 def _stack_frames(prof: Profile) -> dict[int, list[int]]:

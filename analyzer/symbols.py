@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -34,19 +35,32 @@ PAGE_MASK = ~0xFFF
 
 
 @dataclass(frozen=True)
+class ClassScope:
+    """The class a C++ member function belongs to (DWARF): its qualified name and the
+    names of its data members, inherited and static ones included."""
+    name: str
+    members: frozenset[str]
+
+
+@dataclass(frozen=True)
 class SourceLine:
     function: str
     file: str  # full path as DWARF names it
     line: int
     column: int = 0
+    # the class of the function whose body holds the line, when it is a member function
+    scope: ClassScope | None = field(default=None, compare=False, repr=False)
+    # (n, count) of an allocating call among the calls its statement makes to the same
+    # function (ElfInfo.call_rank), when that is known and matters (Fortran)
+    call: tuple[int, int] | None = field(default=None, compare=False, repr=False)
 
     @property
     def site(self) -> str:
         """``function@file.c:line`` with the file's basename (``function@lib.so`` without
-        line information)."""
+        line information); a C++ function's name as :func:`readable` shortens it."""
         if self.line <= 0:
-            return f"{self.function}@{os.path.basename(self.file)}"
-        return f"{self.function}@{os.path.basename(self.file)}:{self.line}"
+            return f"{readable(self.function)}@{os.path.basename(self.file)}"
+        return f"{readable(self.function)}@{os.path.basename(self.file)}:{self.line}"
 
 
 @dataclass(frozen=True)
@@ -84,16 +98,19 @@ class ElfInfo:
                     funcs.setdefault(value, (name, size))
                 elif value not in seen:
                     fl = int(sec_flags[shndx])
-                    self.objects.append(StaticSymbol(demangle(name), value, size, sections[shndx].name,
+                    self.objects.append(StaticSymbol(readable(demangle(name)), value, size, sections[shndx].name,
                                                      bool(fl & SHF_WRITE)))
                     seen.add(value)
         order = sorted(funcs)
         self.func_addr = np.array(order, dtype=np.uint64)
         self.func_info = [funcs[a] for a in order]
         self._lines = None
+        self._dwarf = None
         self._common: dict[str, list[tuple[str, int]]] | None = None
         self._scopes: dict[int, tuple] = {}  # CU offset -> code scopes (inline_positions)
         self._cu_files: dict[int, list[str]] = {}
+        self._sites: dict[int, dict[int, tuple]] = {}  # CU offset -> call sites (call_rank)
+        self._classes: dict[int, ClassScope] = {}  # class DIE offset -> its scope
 
     def _symbols(self, tab, sections, sec_flags):
         """(name, type, shndx, value, size) of functions and data objects of a symbol table.
@@ -157,13 +174,20 @@ class ElfInfo:
         return demangle(name)
 
     # -- DWARF ------------------------------------------------------------------------
+    def dwarf(self):
+        """The file's DWARFInfo, read once (pyelftools reads its sections again, with
+        their relocations, on every get_dwarf_info())."""
+        if self._dwarf is None:
+            self._dwarf = self.elf.get_dwarf_info()
+        return self._dwarf
+
     def _build_lines(self):
-        addrs, files, lines, cols, ends = [], [], [], [], []
+        addrs, files, lines, cols, ends, discs = [], [], [], [], [], []
         names: list[str] = []
         index: dict[str, int] = {}
         if self.elf.has_dwarf_info():
             try:
-                dw = self.elf.get_dwarf_info()
+                dw = self.dwarf()
                 for cu in dw.iter_CUs():
                     lp = dw.line_program_for_CU(cu)
                     if lp is None:
@@ -192,6 +216,7 @@ class ElfInfo:
                         lines.append(st.line)
                         cols.append(st.column)
                         ends.append(st.end_sequence)
+                        discs.append(st.discriminator)
             except (ELFError, KeyError, IndexError, ValueError, AttributeError):
                 pass  # damaged DWARF: keep what was read
         a = np.array(addrs, dtype=np.uint64)
@@ -199,6 +224,7 @@ class ElfInfo:
         ends_arr = np.array(ends, dtype=bool)[order]
         self._lines = (a[order], np.array(files, dtype=np.int32)[order], np.array(lines, dtype=np.int32)[order],
                        np.array(cols, dtype=np.int32)[order], ends_arr, names)
+        self._discriminators = np.array(discs, dtype=np.int64)[order]
 
     def common_blocks(self) -> dict[str, list[tuple[str, int]]]:
         """Fortran COMMON blocks from DWARF: {linkage name: [(member, link-time address)]}.
@@ -211,7 +237,7 @@ class ElfInfo:
         out: dict[str, list[tuple[str, int]]] = {}
         if self.elf.has_dwarf_info():
             try:
-                dw = self.elf.get_dwarf_info()
+                dw = self.dwarf()
                 for cu in dw.iter_CUs():
                     top = cu.get_top_DIE()
                     lang = top.attributes.get("DW_AT_language")
@@ -235,11 +261,46 @@ class ElfInfo:
         self._common = out
         return out
 
-    def line_at(self, vaddr: int) -> tuple[str, int, int] | None:
-        """(file, line, column) of a link-time code address, from the DWARF line table."""
+    def _class_scope(self, die) -> ClassScope | None:
+        """The class of a function DIE (through DW_AT_abstract_origin and
+        DW_AT_specification to the declaration inside the class), None for a function
+        that is no member of one."""
+        d = die
+        for _ in range(8):
+            parent = d.get_parent()
+            if parent is not None and parent.tag in _CLASS_TAGS:
+                return self._class_members(parent)
+            a = d.attributes
+            nxt = next((k for k in ("DW_AT_abstract_origin", "DW_AT_specification") if k in a), None)
+            if nxt is None:
+                return None
+            d = d.get_DIE_from_attribute(nxt)
+        return None
+
+    def _class_members(self, cls) -> ClassScope:
+        got = self._classes.get(cls.offset)
+        if got is None:
+            members: set[str] = set()
+            todo, seen = [cls], set()
+            while todo and len(seen) < 64:  # bases, transitively (a bounded walk)
+                c = todo.pop()
+                if c.offset in seen:
+                    continue
+                seen.add(c.offset)
+                for ch in c.iter_children():
+                    if ch.tag in ("DW_TAG_member", "DW_TAG_variable"):
+                        members.add(_attr_str(ch, "DW_AT_name"))
+                    elif ch.tag == "DW_TAG_inheritance" and "DW_AT_type" in ch.attributes:
+                        todo.append(ch.get_DIE_from_attribute("DW_AT_type"))
+            members.discard("")
+            got = self._classes[cls.offset] = ClassScope(_qualified(cls), frozenset(members))
+        return got
+
+    def _row_at(self, vaddr: int) -> int | None:
+        """Index of the line-table row covering a link-time code address."""
         if self._lines is None:
             self._build_lines()
-        a, f, ln, col, end, names = self._lines
+        a, _, ln, _, end, _ = self._lines
         if len(a) == 0:
             return None
         i = int(np.searchsorted(a, np.uint64(vaddr), side="right")) - 1
@@ -248,7 +309,121 @@ class ElfInfo:
             i -= 1
         if i < 0 or end[i] or ln[i] == 0:
             return None
+        return i
+
+    def line_at(self, vaddr: int) -> tuple[str, int, int] | None:
+        """(file, line, column) of a link-time code address, from the DWARF line table."""
+        i = self._row_at(vaddr)
+        if i is None:
+            return None
+        _, f, ln, col, _, names = self._lines
         return names[f[i]], int(ln[i]), int(col[i])
+
+    def call_rank(self, ret: int) -> tuple[int, int] | None:
+        """(n, count): the call returning to link-time address ``ret`` is the n-th (from 0)
+        of the ``count`` calls to the same function that its source statement (file, line
+        and column of the call) makes, in source order.
+
+        One Fortran ``allocate(u(n), v(n), w(n))`` calls malloc three times from one line
+        and column; the line table tells the calls apart only by their discriminators,
+        which GCC numbers in the order it lowers the statement's parts (DWARF 5 §6.2.2),
+        i.e. source order.  The calls are the function's DWARF call sites
+        (DW_TAG_call_site, emitted with optimisation), or else, on x86-64, the direct
+        calls to the same target found in the function's code.  None when unknown."""
+        row = self._row_at(ret - 1)
+        if row is None:
+            return None
+        _, f, ln, col, _, _ = self._lines
+        # the same statement of the same function body: a subroutine inlined twice has
+        # two copies of each statement, one per DW_TAG_inlined_subroutine
+        key = (f[row], ln[row], col[row], self._body_of(ret - 1))
+        same = []
+        for r in self._calls_like(ret):
+            i = self._row_at(r - 1)
+            if i is not None and (f[i], ln[i], col[i]) == key[:3] and self._body_of(r - 1) == key[3]:
+                same.append((int(self._discriminators[i]), r))
+        rets = [r for _, r in sorted(same)]
+        return (rets.index(ret), len(rets)) if ret in rets else None
+
+    def _body_of(self, vaddr: int) -> int:
+        """An identity of the function body holding ``vaddr``: its innermost DWARF code
+        scope (subprogram or inlined instance), else its ELF function symbol."""
+        chain, _ = self._scope_chain(vaddr)
+        if chain:
+            return chain[-1][5]
+        return int(np.searchsorted(self.func_addr, np.uint64(vaddr), side="right")) - 1
+
+    def _calls_like(self, ret: int) -> list[int]:
+        """Return addresses of the calls to the function the call returning to ``ret``
+        calls, in the function holding it."""
+        sites = self._call_sites(ret)
+        if sites:
+            callee = sites.get(ret)
+            return [r for r, c in sites.items() if c == callee] if callee is not None else []
+        return self._direct_calls_like(ret)
+
+    def _call_sites(self, vaddr: int) -> dict[int, tuple]:
+        """{return address: callee} of the DWARF call sites of the compile unit holding
+        ``vaddr`` (DW_TAG_call_site of DWARF 5, DW_TAG_GNU_call_site before); the callee
+        is the referenced declaration, None for an indirect call."""
+        if not self.elf.has_dwarf_info():
+            return {}
+        try:
+            dw = self.dwarf()
+            cu = _cu_at(dw, vaddr)
+            if cu is None:
+                return {}
+            if cu.cu_offset not in self._sites:
+                out = {}
+                for die in cu.iter_DIEs():
+                    if die.tag not in ("DW_TAG_call_site", "DW_TAG_GNU_call_site"):
+                        continue
+                    a = die.attributes
+                    ret = a.get("DW_AT_call_return_pc") or a.get("DW_AT_low_pc")
+                    origin = a.get("DW_AT_call_origin") or a.get("DW_AT_abstract_origin")
+                    if ret is not None:
+                        out[int(ret.value)] = (origin.form, origin.value) if origin is not None else None
+                self._sites[cu.cu_offset] = out
+            return self._sites[cu.cu_offset]
+        except (ELFError, KeyError, IndexError, ValueError, AttributeError, TypeError):
+            return {}
+
+    def _direct_calls_like(self, ret: int) -> list[int]:
+        """x86-64 without call-site information (unoptimised code): the return addresses
+        of the calls in the function holding ``ret`` that have the encoding and target of
+        the call before ``ret`` (``call rel32``, or ``call *disp32(%rip)`` with -fno-plt).
+        A match inside another instruction's bytes would need the same 32-bit target and a
+        line-table row of the same statement: the caller filters by statement."""
+        if self.elf["e_machine"] != "EM_X86_64":
+            return []
+        i = int(np.searchsorted(self.func_addr, np.uint64(ret - 1), side="right")) - 1
+        if i < 0:
+            return []
+        base, size = int(self.func_addr[i]), self.func_info[i][1]
+        code = self._code(base, size) if 0 < size <= 1 << 20 and ret <= base + size else None
+        if code is None:
+            return []
+        at = ret - base
+        forms = ((b"\xe8", 5), (b"\xff\x15", 6))  # call rel32; call *disp32(%rip)
+        for op, length in forms:
+            if at >= length and code[at - length:at - 4] == op:
+                target = at + int.from_bytes(code[at - 4:at], "little", signed=True)
+                out = []
+                start = code.find(op)
+                while start >= 0:
+                    end = start + length
+                    if end <= len(code) and end + int.from_bytes(code[end - 4:end], "little", signed=True) == target:
+                        out.append(base + end)
+                    start = code.find(op, start + 1)
+                return out
+        return []
+
+    def _code(self, vaddr: int, size: int) -> bytes | None:
+        for p_off, p_vaddr, filesz, _ in self.loads:
+            if p_vaddr <= vaddr and vaddr + size <= p_vaddr + filesz:
+                self._f.seek(p_off + vaddr - p_vaddr)
+                return self._f.read(size)
+        return None
 
     def inline_positions(self, vaddr: int) -> list[SourceLine]:
         """Source positions of a link-time code address through the functions inlined
@@ -263,22 +438,22 @@ class ElfInfo:
         chain, files = self._scope_chain(vaddr)
         if not chain:
             return [SourceLine(self.function_at(vaddr) or "?", *li)]
-        out = [SourceLine(chain[-1][0], *li)]
+        out = [SourceLine(chain[-1][0], *li, scope=chain[-1][4])]
         for k in range(len(chain) - 1, 0, -1):
-            _, call_file, call_line, call_col = chain[k]
+            _, call_file, call_line, call_col, _, _ = chain[k]
             if call_line <= 0 or not 0 <= call_file < len(files):
                 break
-            out.append(SourceLine(chain[k - 1][0], files[call_file], call_line, call_col))
+            out.append(SourceLine(chain[k - 1][0], files[call_file], call_line, call_col, scope=chain[k - 1][4]))
         return out
 
-    def _scope_chain(self, vaddr: int) -> tuple[list[tuple[str, int, int, int]], list[str]]:
-        """(name, call file index, call line, call column) of the subprogram holding
-        ``vaddr`` and of the inlined subroutines nested in it around ``vaddr``, outermost
-        first; and the file table the call file indexes."""
+    def _scope_chain(self, vaddr: int) -> tuple[list[tuple], list[str]]:
+        """(name, call file index, call line, call column, class scope, DIE offset) of
+        the subprogram holding ``vaddr`` and of the inlined subroutines nested in it
+        around ``vaddr``, outermost first; and the file table the call file indexes."""
         if not self.elf.has_dwarf_info():
             return [], []
         try:
-            dw = self.elf.get_dwarf_info()
+            dw = self.dwarf()
             cu = _cu_at(dw, vaddr)
             if cu is None:
                 return [], []
@@ -296,7 +471,8 @@ class ElfInfo:
                 chain.append((_die_name(die),
                               int(a["DW_AT_call_file"].value) if "DW_AT_call_file" in a else -1,
                               int(a["DW_AT_call_line"].value) if "DW_AT_call_line" in a else 0,
-                              int(a["DW_AT_call_column"].value) if "DW_AT_call_column" in a else 0))
+                              int(a["DW_AT_call_column"].value) if "DW_AT_call_column" in a else 0,
+                              self._class_scope(die), die.offset))
             return chain, files
         except (ELFError, KeyError, IndexError, ValueError, AttributeError, TypeError):
             return [], []  # damaged DWARF: no inline information
@@ -325,6 +501,99 @@ def demangle(name: str) -> str:
     except Exception:  # noqa: BLE001 - not a valid mangled name, or no demangler: as is
         return name
     return out + at + version if out else name
+
+
+# trailing template arguments that only repeat a standard template's default
+_DEFAULT_ARG = re.compile(r"^std::(allocator|char_traits|default_delete|less|hash|equal_to)<")
+
+
+@lru_cache(maxsize=65536)
+def readable(name: str) -> str:
+    """A demangled C++ name as its user would write it: template arguments that are the
+    standard library's defaults dropped (``std::vector<double, std::allocator<double> >``
+    → ``std::vector<double>``, ``std::map<K, V, std::less<K>, ...>`` → ``std::map<K, V>``,
+    ``std::__cxx11::basic_string<char, ...>`` → ``std::string``), and the return type
+    the Itanium ABI encodes for a function template removed (``double* alloc_array<double>
+    (unsigned long)`` → ``alloc_array<double>(unsigned long)``).  Names without template
+    arguments, and operators (``operator<``), are unchanged."""
+    if "<" not in name or re.search(r"operator\s*[<>-]", name):
+        return name
+    try:
+        out = _template_args_shortened(name.replace("(anonymous namespace)", "\0"))
+    except ValueError:  # unbalanced: not a name this understands
+        return name
+    out = re.sub(r"std::__(?:cxx11|1)::", "std::", out)
+    out = out.replace("std::basic_string<char>", "std::string").replace("std::basic_string<wchar_t>", "std::wstring")
+    return _without_return_type(out).replace("\0", "(anonymous namespace)")
+
+
+def _template_args_shortened(text: str) -> str:
+    out, i = [], 0
+    while i < len(text):
+        if text[i] == "<":
+            args, i = _template_args(text, i + 1)
+            out.append("<" + ", ".join(args) + ">")
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def _template_args(text: str, i: int) -> tuple[list[str], int]:
+    """The arguments of the template argument list opening before ``text[i]``, each
+    shortened, trailing defaults dropped; and the index after its ``>``."""
+    args: list[str] = []
+    cur: list[str] = []
+    depth = 0  # parentheses and brackets inside an argument (function types, arrays)
+    while i < len(text):
+        c = text[i]
+        if c == "<":
+            sub, i = _template_args(text, i + 1)
+            cur.append("<" + ", ".join(sub) + ">")
+            continue
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif depth == 0 and c in ",>":
+            args.append("".join(cur).strip())
+            cur = []
+            if c == ">":
+                while len(args) > 1 and _DEFAULT_ARG.match(args[-1]):
+                    args.pop()
+                return args, i + 1
+            i += 1
+            continue
+        cur.append(c)
+        i += 1
+    raise ValueError("unbalanced template arguments")
+
+
+def _without_return_type(name: str) -> str:
+    """``RET f<T>(...)`` → ``f<T>(...)``: a top-level space before the name of a function
+    template (whose name, before its parameters, ends in ``>``)."""
+    depth, paren = 0, -1
+    for k, c in enumerate(name):
+        if c in "<{[":
+            depth += 1
+        elif c in ">}]":
+            depth -= 1
+        elif c == "(" and depth == 0:
+            paren = k
+            break
+    if paren <= 0 or name[paren - 1] != ">":
+        return name
+    depth, space = 0, -1
+    for k in range(paren - 1, -1, -1):
+        c = name[k]
+        if c in ">}]":
+            depth += 1
+        elif c in "<{[":
+            depth -= 1
+        elif c == " " and depth == 0:
+            space = k
+            break
+    return name[space + 1:] if space >= 0 else name
 
 
 def _cu_at(dw, vaddr: int):
@@ -424,11 +693,17 @@ def _die_name(die) -> str:
         if nxt is None:
             break
         d = d.get_DIE_from_attribute(nxt)
-    name = _attr_str(d, "DW_AT_name") or "?"
-    parts = [name]
+    return _qualified(d)
+
+
+_CLASS_TAGS = ("DW_TAG_class_type", "DW_TAG_structure_type", "DW_TAG_union_type")
+
+
+def _qualified(d) -> str:
+    """A DIE's DW_AT_name qualified by the enclosing namespaces, classes and modules."""
+    parts = [_attr_str(d, "DW_AT_name") or "?"]
     p = d.get_parent()
-    while p is not None and p.tag in ("DW_TAG_namespace", "DW_TAG_class_type", "DW_TAG_structure_type",
-                                      "DW_TAG_union_type", "DW_TAG_module"):
+    while p is not None and p.tag in ("DW_TAG_namespace", *_CLASS_TAGS, "DW_TAG_module"):
         parts.append(_attr_str(p, "DW_AT_name") or "(anonymous namespace)")
         p = p.get_parent()
     return "::".join(reversed(parts))
@@ -626,10 +901,14 @@ class CodeResolver:
             chain = found[0].inline_positions(found[1]) if found is not None else []
             at = next((k for k, p in enumerate(chain)
                        if (p.file, p.line, p.column) == (sl.file, sl.line, sl.column)), None)
+            frame = sl if at is None or chain[at].function == "?" else chain[at]
+            if not at and found is not None and source_language(sl.file) == "fortran":
+                # the call is the statement's own (not inlined library code): which of
+                # its allocations it makes (one `allocate` names several arrays)
+                frame = replace(frame, call=found[0].call_rank(found[1] + 1))
+            yield frame
             if at is None:
-                yield sl
                 continue
-            yield chain[at] if chain[at].function != "?" else sl
             for p in chain[at + 1:]:
                 if p.line > 0 and not is_system_source(p.file):
                     yield p
@@ -677,7 +956,8 @@ def _parse_file(path: str, lang: str):
     return parser.parse(src), src
 
 
-def assigned_name(path: str, line: int, column: int = 0, lang: str | None = None) -> str | None:
+def assigned_name(path: str, line: int, column: int = 0, lang: str | None = None,
+                  call: tuple[int, int] | None = None) -> str | None:
     """The variable an allocation on ``path:line`` is assigned to, if the source says so.
 
     C: ``double *field = malloc(...)`` → ``field``; ``a = (double *)calloc(...)`` →
@@ -685,10 +965,16 @@ def assigned_name(path: str, line: int, column: int = 0, lang: str | None = None
     C++ (tree-sitter-cpp), the same forms and ``double *a = new double[n]`` → ``a``,
     ``data_ = new double[n]`` → ``data_``, ``std::vector<double> v(n)`` /
     ``std::vector<double> v{...}`` → ``v`` (the allocation is inside the constructor
-    called there), a member initialiser ``data_(new double[n])`` → ``data_``.
-    ``column`` (1-based, from DWARF) picks among several calls on the line.  ``lang``
-    (``c``, ``cpp``, ``fortran``) defaults to :func:`source_language` of ``path``; pass
-    the one of the name DWARF gives when ``path`` is an archived copy (no extension).
+    called there), a member initialiser ``data_(new double[n])`` → ``data_``; a
+    container growing (``v.resize(n)``, ``.reserve``, ``.assign``, ``.push_back``, ...)
+    → its receiver ``v``; an owning pointer taking the block (``p.reset(new T[n])``,
+    ``std::unique_ptr<T[]> p(new T[n])``, ``p = std::unique_ptr<T[]>(new T[n])``) → ``p``;
+    a copy (``a = b;``, ``std::vector<double> a = b;``) → ``a``.
+    ``column`` (1-based, from DWARF) picks among several calls on the line; ``call``
+    (``n, count``, :meth:`ElfInfo.call_rank`) among the arrays of one Fortran
+    ``allocate`` statement.  ``lang`` (``c``, ``cpp``, ``fortran``) defaults to
+    :func:`source_language` of ``path``; pass the one of the name DWARF gives when
+    ``path`` is an archived copy (no extension).
     """
     lang = lang or source_language(path)
     parsed = _parse_file(path, lang)
@@ -699,33 +985,54 @@ def assigned_name(path: str, line: int, column: int = 0, lang: str | None = None
     calls = []
     want = {"c": ("call_expression",),
             "cpp": ("call_expression", "new_expression", "init_declarator", "field_initializer",
-                    "function_declarator"),
+                    "function_declarator", "assignment_expression"),
             "fortran": ("sized_allocation", "allocate_statement")}[lang]
     _collect(tree.root_node, row, want, calls)
     if lang == "cpp":
         # a declaration constructing an object (`std::vector<double> v(n);`) is a call
-        # only when it has constructor arguments; plain `double *a = ...` defers to its value
-        calls = [c for c in calls if c.type not in ("init_declarator", "field_initializer", "function_declarator")
-                 or _constructs(c)]
-    if not calls:
-        return None
-    call = calls[0]
+        # only when it has constructor arguments; plain `double *a = ...` defers to its
+        # value; an assignment or a copy-initialisation allocates only when nothing else
+        # on the line does (a container's operator=, its copy constructor)
+        copies = [c for c in calls if c.type in ("assignment_expression", "init_declarator")]
+        calls = [c for c in calls if c.type not in ("init_declarator", "field_initializer", "function_declarator",
+                                                    "assignment_expression") or _constructs(c)]
+        if not calls and len(copies) == 1:
+            c = copies[0]
+            if c.type == "init_declarator":
+                return _declared_name(c.child_by_field_name("declarator"), src)
+            return _lvalue(c.child_by_field_name("left"), src)
+    chosen = None
     if column > 0:
-        for c in calls:
+        for c in calls:  # the innermost holding the column
             if c.start_point[0] == row and c.start_point[1] <= column - 1 < c.end_point[1]:
-                call = c
-    if lang == "fortran":
-        node = call
-        if node.type == "allocate_statement":
-            alloc = next((ch for ch in node.named_children if ch.type == "sized_allocation"), None)
-            node = alloc if alloc is not None else node
-        ident = next((ch for ch in node.named_children if ch.type in ("identifier", "derived_type_member_expression")), None)
-        return _text(ident, src) if ident is not None else None
-    if call.type in ("init_declarator", "function_declarator"):
-        return _declared_name(call.child_by_field_name("declarator"), src)
-    if call.type == "field_initializer":
-        return _field_name(call, src)
-    return _c_target(call, src)
+                chosen = c
+    # without a column: the first of the line's calls that names something
+    for node in [chosen] if chosen is not None else calls:
+        if lang == "fortran":
+            name = _fortran_allocated(node, call, src)
+        elif node.type in ("init_declarator", "function_declarator"):
+            name = _declared_name(node.child_by_field_name("declarator"), src)
+        elif node.type == "field_initializer":
+            name = _field_name(node, src)
+        else:
+            name = _c_target(node, src) or _macro_target(node, src, tree.root_node, src, lang)
+        if name is not None:
+            return name
+    return None
+
+
+def _fortran_allocated(node, call: tuple[int, int] | None, src: bytes) -> str | None:
+    """The array a Fortran allocation names: the sized allocation ``node`` or, for a
+    whole ``allocate`` statement, its ``call[0]``-th one when the statement allocates
+    ``call[1]`` arrays (else its first)."""
+    stmt = node if node.type == "allocate_statement" else node.parent
+    allocs = [ch for ch in stmt.named_children if ch.type == "sized_allocation"] if stmt is not None else []
+    if call is not None and allocs and call[1] == len(allocs) and 0 <= call[0] < len(allocs):
+        node = allocs[call[0]]
+    elif node.type == "allocate_statement" and allocs:
+        node = allocs[0]
+    ident = next((ch for ch in node.named_children if ch.type in ("identifier", "derived_type_member_expression")), None)
+    return _text(ident, src) if ident is not None else None
 
 
 def _constructs(node) -> bool:
@@ -773,6 +1080,9 @@ def _c_target(call, src: bytes) -> str | None:
     out_arg = _out_argument(call, src)
     if out_arg is not None:
         return out_arg
+    receiver = _method_receiver(call, _GROWING_METHODS, src)
+    if receiver is not None:
+        return receiver  # v.resize(n): the vector grows its own storage
     node = call
     while node.parent is not None:
         parent = node.parent
@@ -782,23 +1092,134 @@ def _c_target(call, src: bytes) -> str | None:
             continue
         if t == "init_declarator" and parent.child_by_field_name("value") == node:
             return _declared_name(parent.child_by_field_name("declarator"), src)
-        if t == "argument_list" and parent.parent is not None and parent.parent.type == "field_initializer":
-            return _field_name(parent.parent, src)
+        if t in ("argument_list", "initializer_list") and parent.parent is not None:
+            holder = parent.parent
+            if holder.type == "field_initializer":
+                return _field_name(holder, src)
+            if holder.type == "init_declarator":  # std::unique_ptr<T[]> p(new T[n])
+                return _declared_name(holder.child_by_field_name("declarator"), src)
+            if holder.type == "call_expression" and _passes_through(holder, src):
+                node = holder  # static_cast<T *>(malloc(n)), std::unique_ptr<T[]>(new T[n])
+                continue
+            if holder.type == "call_expression":
+                return _method_receiver(holder, _TAKING_METHODS, src)  # p.reset(new T[n])
+            return None
         if t == "assignment_expression" and parent.child_by_field_name("right") == node:
-            left = parent.child_by_field_name("left")
-            return " ".join(_text(left, src).split()) if left is not None else None
+            return _lvalue(parent.child_by_field_name("left"), src)
         return None
     return None
+
+
+def _lvalue(left, src: bytes) -> str | None:
+    while left is not None and left.type == "parenthesized_expression" and left.named_children:
+        left = left.named_children[0]  # `(p) = malloc(n)`, as macros write it
+    return " ".join(_text(left, src).split()) if left is not None else None
+
+
+def _macro_target(call, src: bytes, root, root_src: bytes, lang: str, depth: int = 0) -> str | None:
+    """What a call of a function-like macro defined in the file (``root``, its text
+    ``root_src``) assigns its allocation to: the macro's body with the call's arguments
+    for its parameters, named like source (``#define ALLOC(p, n) do { (p) = malloc(n);
+    ... } while (0)`` and ``ALLOC(g->energy, n);`` → ``g->energy``).  GCC gives code
+    expanded from a macro the line and column of the macro's use.  Macros using ``#`` or
+    ``##``, variadic ones and ones defined in other files are not expanded."""
+    if depth > 2 or call.type != "call_expression" or lang == "fortran":
+        return None
+    fn = call.child_by_field_name("function")
+    args = call.child_by_field_name("arguments")
+    if fn is None or fn.type != "identifier" or args is None:
+        return None
+    macro = _macro_definition(root, root_src, _text(fn, src))
+    value = macro.child_by_field_name("value") if macro is not None else None
+    params = macro.child_by_field_name("parameters") if macro is not None else None
+    if value is None or params is None:
+        return None
+    body = _text(value, root_src).replace("\\\n", " ")
+    formals = [_text(p, root_src) for p in params.named_children]
+    actuals = [" ".join(_text(a, src).split()) for a in args.named_children]
+    if "#" in body or len(formals) != len(actuals) or not all(f.isidentifier() for f in formals):
+        return None
+    subst = dict(zip(formals, actuals, strict=True))
+    expanded = re.sub(r"[A-Za-z_]\w*", lambda m: subst.get(m.group(), m.group()), body)
+    parser = _parser(lang)
+    if parser is None:
+        return None
+    code = f"void numaprof_macro(void) {{ {expanded}; }}".encode()
+    calls: list = []
+    _collect(parser.parse(code).root_node, 0, ("call_expression", "new_expression"), calls)
+    for c in calls:
+        got = _c_target(c, code) or _macro_target(c, code, root, root_src, lang, depth + 1)
+        if got is not None:
+            return got
+    return None
+
+
+def _macro_definition(root, src: bytes, name: str):
+    """The last ``#define name(...)`` of a file (inside conditional blocks too)."""
+    defs: list = []
+    _find(root, "preproc_function_def", defs)
+    for d in reversed(defs):
+        n = d.child_by_field_name("name")
+        if n is not None and _text(n, src) == name:
+            return d
+    return None
+
+
+# container methods that allocate the container's own storage: the receiver is the array
+_GROWING_METHODS = frozenset({"resize", "reserve", "assign", "push_back", "emplace_back", "insert", "emplace",
+                              "push_front", "emplace_front", "append", "insert_or_assign", "try_emplace"})
+# owning pointers' methods taking a block allocated in their argument: p.reset(new T[n])
+_TAKING_METHODS = frozenset({"reset"})
+# calls that hand their (first) argument back: casts, moves, owning pointers' constructors
+_PASS_THROUGH = frozenset({"static_cast", "reinterpret_cast", "const_cast", "dynamic_cast", "move", "forward",
+                           "unique_ptr", "shared_ptr", "launder", "assume_aligned", "__builtin_assume_aligned"})
+
+
+def _callee(call, src: bytes) -> str | None:
+    """The last name of what a call_expression calls: ``static_cast`` of
+    ``static_cast<T *>(p)``, ``unique_ptr`` of ``std::unique_ptr<T[]>(q)``."""
+    fn = call.child_by_field_name("function")
+    while fn is not None and fn.type in ("qualified_identifier", "template_function", "template_type"):
+        fn = fn.child_by_field_name("name")
+    if fn is None or fn.type not in ("identifier", "type_identifier"):
+        return None
+    return _text(fn, src)
+
+
+def _passes_through(call, src: bytes) -> bool:
+    """A cast-like call (``static_cast<T *>(p)``, ``std::move(p)``, ``std::unique_ptr<T[]>(p)``)."""
+    args = call.child_by_field_name("arguments")
+    return args is not None and len(args.named_children) >= 1 and _callee(call, src) in _PASS_THROUGH
+
+
+def _method_receiver(call, methods: frozenset[str], src: bytes) -> str | None:
+    """``v`` of ``v.resize(n)`` (``this->v``, ``s->v``, ``a.b.v`` alike) when the method is
+    one of ``methods``."""
+    if call.type != "call_expression":
+        return None
+    fn = call.child_by_field_name("function")
+    if fn is None or fn.type != "field_expression":
+        return None
+    method = fn.child_by_field_name("field")
+    if method is None or _text(method, src) not in methods:
+        return None
+    return _lvalue(fn.child_by_field_name("argument"), src)
 
 
 # allocators that return the block through their first argument: posix_memalign(&p, ...)
 _OUT_ARG_ALLOCATORS = {"posix_memalign", "cudaMallocHost", "hipHostMalloc"}
 
 
-def _strip(node):
-    """The expression under casts and parentheses."""
-    while node is not None and node.type in ("cast_expression", "parenthesized_expression"):
-        node = node.child_by_field_name("value") or (node.named_children[-1] if node.named_children else None)
+def _strip(node, src: bytes):
+    """The expression under casts and parentheses, C's and C++'s (``static_cast<T *>(p)``,
+    ``reinterpret_cast``, ``std::move(p)``, ``std::unique_ptr<T[]>(p)``)."""
+    while node is not None:
+        if node.type in ("cast_expression", "parenthesized_expression"):
+            node = node.child_by_field_name("value") or (node.named_children[-1] if node.named_children else None)
+        elif node.type == "call_expression" and _passes_through(node, src):
+            node = node.child_by_field_name("arguments").named_children[0]
+        else:
+            return node
     return node
 
 
@@ -810,7 +1231,7 @@ def _out_argument(call, src: bytes) -> str | None:
     args = call.child_by_field_name("arguments")
     if fn is None or args is None or _text(fn, src).split("::")[-1] not in _OUT_ARG_ALLOCATORS:
         return None
-    first = _strip(args.named_children[0]) if args.named_children else None
+    first = _strip(args.named_children[0], src) if args.named_children else None
     if first is None or first.type != "pointer_expression" or _text(first, src)[:1] != "&":
         return None
     target = first.child_by_field_name("argument")
@@ -840,7 +1261,7 @@ def returns_allocation(path: str, line: int, name: str | None, lang: str | None 
     for r in returns:
         if r.start_point[0] <= row <= r.end_point[0]:
             return True  # return malloc(n);
-        value = _strip(r.named_children[0]) if r.named_children else None
+        value = _strip(r.named_children[0], src) if r.named_children else None
         if name and value is not None and " ".join(_text(value, src).split()) == name:
             return True
     return False
@@ -851,3 +1272,53 @@ def _find(node, type_: str, out: list) -> None:
         out.append(node)
     for ch in node.children:
         _find(ch, type_, out)
+
+
+_HEAD = re.compile(r"[A-Za-z_]\w*")
+
+
+def member_name(path: str, site: SourceLine, name: str, lang: str | None = None) -> str:
+    """``name`` as a member of the object a C++ member function works on, qualified by its
+    class: ``m_pos`` or ``this->m_pos`` assigned in ``Mesh::allocate`` → ``Mesh::m_pos``
+    (``m_pos.data``… keeps its tail: ``Mesh::m_pos.data``).  A name is such a member when
+    the DWARF class of the function (``site.scope``) has a data member of that name and
+    the function (parameters and locals of the source at ``path``) declares none that
+    hides it.  Other names are returned as they are: locals, globals, ``s->buf``,
+    ``obj.m_pos``, and every name outside C++ member functions."""
+    scope = site.scope
+    if scope is None or (lang or source_language(path)) != "cpp":
+        return name
+    explicit = name.startswith("this->")
+    rest = name[len("this->"):] if explicit else name
+    head = _HEAD.match(rest)
+    if head is None or head.group() not in scope.members:
+        return name
+    if not explicit and head.group() in _declared_in_function(path, site.line):
+        return name
+    return f"{scope.name}::{rest}"
+
+
+def _declared_in_function(path: str, line: int) -> set[str]:
+    """Names the C++ function holding ``path:line`` declares: its parameters and locals."""
+    parsed = _parse_file(path, "cpp")
+    if parsed is None or line <= 0:
+        return set()
+    tree, src = parsed
+    funcs: list = []
+    _collect(tree.root_node, line - 1, ("function_definition", "lambda_expression"), funcs)
+    if not funcs:
+        return set()
+    names: set[str] = set()
+    decls: list = []
+    for t in ("parameter_declaration", "optional_parameter_declaration", "declaration", "for_range_loop"):
+        for f in funcs:  # a lambda sees its enclosing function's locals too
+            _find(f, t, decls)
+    for d in decls:
+        for declarator in d.children_by_field_name("declarator"):
+            # `std::vector<double> v(n);` in a body reads as a function declarator
+            if declarator.type in ("init_declarator", "function_declarator"):
+                declarator = declarator.child_by_field_name("declarator")
+            got = _declared_name(declarator, src)
+            if got:
+                names.add(got)
+    return names

@@ -2,7 +2,7 @@
 //   a           double *a = new double[n]        regular, written (static schedule stream)
 //   v           std::vector<double> v(n)         random, read (gathered through a hash)
 //   grid::field namespaced static array          regular, read
-//   data_       new double[n] in Matrix::Matrix  random (scattered += updates)
+//   Matrix::data_ new double[n] in Matrix::Matrix random (scattered += updates)
 //   tiles[t]    4 x new double[n/4] in a loop    one object of 4 allocations (same call
 //                                                stack), regular, written
 // The vector's memory comes from operator new inside libstdc++, called from inlined

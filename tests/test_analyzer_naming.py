@@ -358,3 +358,347 @@ def test_returns_allocation_and_out_argument(tmp_path):
     assert not symbols.returns_allocation(str(src), 3, "q")
     assert symbols.assigned_name(str(src), 4) == "s->field"
     assert not symbols.returns_allocation(str(src), 4, "s->field")
+
+
+F_ONE_STATEMENT = """\
+module heat
+  implicit none
+  double precision, allocatable :: u(:, :), v(:, :), w(:, :)
+  type fields
+    double precision, allocatable :: p(:), q(:)
+  end type fields
+contains
+  subroutine setup(n)
+    integer, intent(in) :: n
+    allocate(u(n, n), v(n, n), w(n, n))
+    u = 1.0d0
+    v = 2.0d0
+    w = 3.0d0
+  end subroutine setup
+
+  subroutine make(f, n)
+    type(fields), intent(inout) :: f
+    integer, intent(in) :: n
+    allocate(f%p(n), f%q(2 * n))
+    f%p = 1.0d0
+    f%q = 2.0d0
+  end subroutine make
+end module heat
+
+program multi
+  use heat
+  implicit none
+  type(fields) :: f
+  call setup(300)
+  call make(f, 1000)
+  print *, sum(u) + sum(v) + sum(w) + sum(f%p) + sum(f%q)
+end program multi
+"""
+
+
+@pytest.mark.parametrize("opt", ["-O2", "-O0"])
+def test_fortran_one_allocate_statement_names_each_array(tmp_path, opt):
+    """`allocate(u(n, n), v(n, n), w(n, n))` calls malloc three times from one line and
+    column: the n-th call (by the line table's discriminators, GCC numbers them in source
+    order) is the n-th array.  -O2 has DWARF call sites for the calls, -O0 has none (the
+    calls are found in the code)."""
+    exe = _build(tmp_path, "multi.f90", F_ONE_STATEMENT, "gfortran", ["-g", opt])
+    info = symbols.elf_info(str(exe))
+    lines = F_ONE_STATEMENT.splitlines()
+    line_uvw = lines.index("    allocate(u(n, n), v(n, n), w(n, n))") + 1
+    line_pq = lines.index("    allocate(f%p(n), f%q(2 * n))") + 1
+    ras = _return_addresses(exe, ["malloc"])
+    uvw = [ra for ra in ras if info.line_at(ra - 1)[1] == line_uvw]
+    pq = [ra for ra in ras if info.line_at(ra - 1)[1] == line_pq]
+    assert len(uvw) == 3 and len(pq) == 2, (opt, [info.line_at(ra - 1) for ra in ras])
+    assert len({info.line_at(ra - 1) for ra in uvw}) == 1, "the three calls are told apart by column"
+    path, addrs = _profile(tmp_path, exe, [(ra, 1 << 20) for ra in uvw + pq])
+    got = {o.address: (o.name, o.site) for o in analyze(path).objects}
+    # gfortran lays the calls out in source order: the lowest address allocates u
+    assert [got[a][0] for a in addrs] == ["u", "v", "w", "f%p", "f%q"], got
+    assert got[addrs[0]][1] == f"__heat_MOD_setup@multi.f90:{line_uvw}"
+    # both ways of finding the statement's calls were exercised
+    assert bool(info._call_sites(uvw[0] - 1)) == (opt == "-O2")
+
+
+CXX_MEMBERS = """\
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <vector>
+
+template <typename T>
+__attribute__((noinline)) T *alloc_array(std::size_t n)
+{
+    void *p = nullptr;
+    if (posix_memalign(&p, 64, n * sizeof(T)) != 0)
+        throw std::bad_alloc();
+    return static_cast<T *>(p);
+}
+
+template <typename T>
+T *raw_array(std::size_t n)
+{
+    void *p = std::malloc(n * sizeof(T));
+    if (!p)
+        throw std::bad_alloc();
+    return reinterpret_cast<T *>((p));
+}
+
+template <typename T>
+__attribute__((noinline)) T scratch_sum(std::size_t n)
+{
+    std::vector<T> tmp(n, T(1));
+    T s = 0;
+    for (T x : tmp)
+        s += x;
+    return s;
+}
+
+class Mesh {
+public:
+    void allocate(std::size_t n);
+    std::vector<double> m_pos;
+    std::vector<float> m_vel;
+    std::unique_ptr<double[]> m_mass;
+    std::unique_ptr<int[]> m_ids;
+    double *m_charge = nullptr;
+    long *m_count = nullptr;
+    std::vector<double> m_shadow;
+};
+
+__attribute__((noinline)) void Mesh::allocate(std::size_t n)
+{
+    m_pos.resize(n);
+    this->m_vel.reserve(n);
+    m_mass = std::make_unique<double[]>(n);
+    m_ids.reset(new int[n]);
+    m_charge = alloc_array<double>(n);
+    m_count = raw_array<long>(n);
+    std::vector<double> m_shadow(n);
+    m_shadow[n / 2] = m_pos[n / 3];
+    std::printf("%f\\n", m_shadow[n / 2] + m_mass[n / 2] + m_ids[1] + m_vel.capacity());
+}
+
+struct Grid {
+    __attribute__((noinline)) explicit Grid(std::size_t n)
+        : m_cells(n),
+          m_raw(new double[n]) {}
+    std::vector<double> m_cells;
+    std::unique_ptr<double[]> m_raw;
+};
+
+int main(int argc, char **)
+{
+    std::size_t n = static_cast<std::size_t>(argc) * 1000000;
+    Grid grid(n);
+    Mesh mesh;
+    mesh.allocate(n);
+    std::vector<double> local;
+    local.resize(n);
+    mesh.m_shadow.assign(n, 1.0);
+    mesh.m_charge[1] = scratch_sum<double>(n);
+    std::printf("%f %f %ld\\n", local[n / 2] + mesh.m_shadow[2], mesh.m_charge[1], mesh.m_count[0]);
+    std::free(mesh.m_charge);
+    std::free(mesh.m_count);
+    return (int)(local.size() + grid.m_cells.size() + (grid.m_raw[0] > 0)) % 2;
+}
+"""
+
+_ALLOCATING = re.compile(r"operator new|malloc|posix_memalign|alloc_array|_M_default_append")
+
+
+def _cxx_calls(exe):
+    """(return address, caller, callee) of every direct call, names demangled."""
+    out = subprocess.run(["objdump", "-d", "-C", "--no-show-raw-insn", str(exe)], capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+    calls, caller = [], None
+    for i, line in enumerate(out):
+        head = re.match(r"^[0-9a-f]+ <(.*)>:$", line)
+        if head:
+            caller = head.group(1)
+        m = re.search(r"\bcall\s+[0-9a-f]+ <(.*)>$", line)
+        nxt = re.match(r"^\s+([0-9a-f]+):", out[i + 1]) if i + 1 < len(out) else None
+        if m and nxt:  # (a call ending a function returns nowhere)
+            calls.append((int(nxt.group(1), 16), caller, m.group(1)))
+    return calls
+
+
+def test_cxx_members_wrappers_and_containers_named(tmp_path):
+    """g++ -O2: a std::vector member resized in a member function (the allocation is in
+    libstdc++'s out-of-line _M_default_append) is `Mesh::m_pos`; reserve through `this->`,
+    make_unique, unique_ptr::reset(new T[n]) name their member; a template wrapper
+    returning `static_cast<T *>(p)` (posix_memalign(&p, ...)) and an inlined one
+    returning `reinterpret_cast<T *>((p))` pass the block to the member they are assigned
+    to; a local hiding a member stays a local; containers of main keep their plain names."""
+    exe = _build(tmp_path, "mesh.cpp", CXX_MEMBERS, "g++", ["-g", "-O2"])
+    info = symbols.elf_info(str(exe))
+    lines = CXX_MEMBERS.splitlines()
+    calls = _cxx_calls(exe)
+    inner = {callee: next(ra for ra, caller, c in calls if caller == callee and _ALLOCATING.search(c))
+             for callee in {c for _, _, c in calls if "alloc_array" in c or "_M_default_append" in c}}
+
+    def stack(text):
+        """The allocation stack of the first allocating call the line makes."""
+        line = lines.index(text) + 1
+        for ra, caller, callee in calls:
+            if caller in ("Mesh::allocate(unsigned long)", "main", "double scratch_sum<double>(unsigned long)",
+                          "Grid::Grid(unsigned long)") \
+                    and _ALLOCATING.search(callee) and any(
+                    p.line == line and p.file.endswith("mesh.cpp") for p in info.inline_positions(ra - 1)):
+                return [inner[callee], ra] if callee in inner else [ra]
+        raise AssertionError(f"no allocating call for line {line} ({text})")
+
+    expected = [
+        ("    m_pos.resize(n);", "Mesh::m_pos"),
+        ("    this->m_vel.reserve(n);", "Mesh::m_vel"),
+        ("    m_mass = std::make_unique<double[]>(n);", "Mesh::m_mass"),
+        ("    m_ids.reset(new int[n]);", "Mesh::m_ids"),
+        ("    m_charge = alloc_array<double>(n);", "Mesh::m_charge"),
+        ("    m_count = raw_array<long>(n);", "Mesh::m_count"),
+        ("    std::vector<double> m_shadow(n);", "m_shadow"),
+        ("    local.resize(n);", "local"),
+        ("    mesh.m_shadow.assign(n, 1.0);", "mesh.m_shadow"),
+        ("    std::vector<T> tmp(n, T(1));", "tmp"),
+        ("        : m_cells(n),", "Grid::m_cells"),  # member initialisers
+        ("          m_raw(new double[n]) {}", "Grid::m_raw"),
+    ]
+    assert not [c for c in calls if c[2].startswith("long* raw_array")], "raw_array was not inlined"
+    stacks = [stack(text) for text, _ in expected]
+    w = profgen.ProfileWriter(tmp_path / "prof")
+    w.manifest(cwd=str(tmp_path))
+    w.topology([[0, 1]])
+    maps = _mappings_for(exe)
+    w.table("mappings", time=[0] * len(maps), pid=[9] * len(maps), start=[m[0] for m in maps],
+            len=[m[1] for m in maps], pgoff=[m[2] for m in maps], prot=[5] * len(maps),
+            flags=[2] * len(maps), path=[str(exe)] * len(maps))
+    k = len(stacks)
+    addrs = [0x7F00_0000_0000 + i * 0x1000_0000 for i in range(k)]
+    w.table("objects", time=[1] * k, free_time=[0] * k, pid=[9] * k, tid=[9] * k, addr=addrs,
+            size=[1 << 20] * k, kind=[1] * k, stack=list(range(1, k + 1)), prev=[0] * k)
+    rows = [(i + 1, d, BASE + ra) for i, st in enumerate(stacks) for d, ra in enumerate(st)]
+    w.table("stack_frames", stack=[r[0] for r in rows], depth=[r[1] for r in rows], ip=[r[2] for r in rows])
+    w.table("samples", time=list(range(10, 10 + k)), pid=[9] * k, tid=[9] * k, cpu=[0] * k,
+            ip=[0] * k, addr=[a + 64 for a in addrs], access=[1] * k)
+    got = {o.address: (o.name, o.site) for o in analyze(w.path).objects}
+    assert [got[a][0] for a in addrs] == [name for _, name in expected], got
+    charge = got[addrs[4]]
+    # the wrapper's caller is the site, its name readable (no return type, no soup)
+    assert charge[1] == f"Mesh::allocate(unsigned long)@mesh.cpp:{lines.index(expected[4][0]) + 1}", charge
+    assert got[addrs[7]][1] == f"main@mesh.cpp:{lines.index(expected[7][0]) + 1}"
+    # a function template's site without the return type the mangled name carries
+    assert got[addrs[9]][1] == f"scratch_sum<double>(unsigned long)@mesh.cpp:{lines.index(expected[9][0]) + 1}"
+
+
+C_MEMBERS_MACRO = """\
+#include <stdio.h>
+#include <stdlib.h>
+
+#define NEW(T, n) ((T *)calloc((size_t)(n), sizeof(T)))
+
+struct grid {
+    long n;
+    double *energy;
+    double *xs;
+};
+
+static double *make_table(size_t n)
+{
+    double *t = (double *)aligned_alloc(64, n * sizeof(double));
+    if (!t)
+        abort();
+    return t;
+}
+
+static void grid_alloc(struct grid *g, long n)
+{
+    g->n = n;
+    g->energy = NEW(double, n);
+    g->xs = (double *)malloc((size_t)n * 5 * sizeof *g->xs);
+    if (!g->energy || !g->xs)
+        abort();
+}
+
+int main(int argc, char **argv)
+{
+    long n = (long)argc * 100000;
+    struct grid grids[4];
+    for (int k = 0; k < 4; k++)
+        grid_alloc(&grids[k], n + k);
+    double *table = make_table((size_t)n);
+    for (long i = 0; i < n; i++)
+        table[i] = grids[i % 4].energy[i] + grids[i % 4].xs[i];
+    printf("%f %s\\n", table[n / 2], argv[0]);
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("opt", ["-O2", "-O3"])
+def test_c_struct_members_macro_and_inlined_wrapper(tmp_path, opt):
+    """gcc -O2/-O3 inline both helpers into main: `g->energy = NEW(double, n)` (calloc
+    through a casting macro) and `g->xs = (double *)malloc(...)` keep the struct
+    member's name and the helper's line (it returns nothing); `make_table` returns its
+    cast aligned_alloc through a variable, so main's `table` names it."""
+    exe = _build(tmp_path, "tl.c", C_MEMBERS_MACRO, "gcc", ["-g", opt])
+    (energy,) = _return_addresses(exe, ["calloc"])
+    (xs,) = _return_addresses(exe, ["malloc"])
+    (table,) = _return_addresses(exe, ["aligned_alloc"])
+    assert not _calls(exe, "grid_alloc") and not _calls(exe, "make_table"), "helpers not inlined"
+    path, addrs = _profile(tmp_path, exe, [(energy, 1 << 20), (xs, 1 << 20), (table, 1 << 20)])
+    got = {o.address: (o.name, o.site) for o in analyze(path).objects}
+    lines = C_MEMBERS_MACRO.splitlines()
+
+    def at(text):
+        return lines.index(text) + 1
+
+    assert got[addrs[0]] == ("g->energy", f"grid_alloc@tl.c:{at('    g->energy = NEW(double, n);')}"), got
+    assert got[addrs[1]] == ("g->xs", f"grid_alloc@tl.c:{at('    g->xs = (double *)malloc((size_t)n * 5 * sizeof *g->xs);')}")
+    assert got[addrs[2]] == ("table", f"main@tl.c:{at('    double *table = make_table((size_t)n);')}"), got
+
+
+C_ASSIGNING_MACROS = """\
+#include <stdio.h>
+#include <stdlib.h>
+
+#define ALLOC(p, n) do { \\
+        (p) = malloc((size_t)(n) * sizeof *(p)); \\
+        if (!(p)) \\
+            abort(); \\
+    } while (0)
+#define ALLOC_ZERO(p, n) ((p) = calloc((size_t)(n), sizeof *(p)))
+#define ZEROS(p, n) ALLOC_ZERO(p, n)
+
+struct grid {
+    double *energy;
+    double *xs;
+};
+
+int main(int argc, char **argv)
+{
+    long n = (long)argc * 100000;
+    struct grid g;
+    double *t;
+    ALLOC(g.energy, n);
+    ZEROS(g.xs, n + 1);
+    ALLOC(t, n + 2);
+    printf("%f %f %f %s\\n", g.energy[1], g.xs[2], t[3], argv[0]);
+    return 0;
+}
+"""
+
+
+def test_c_macros_that_assign_the_allocation(tmp_path):
+    """gcc gives code expanded from a macro the line and column of the macro's use:
+    `ALLOC(g.energy, n);` is named by expanding the macro defined in the file (multi-line,
+    parenthesised parameters, a macro calling another one)."""
+    exe = _build(tmp_path, "mac.c", C_ASSIGNING_MACROS, "gcc", ["-g", "-O2"])
+    ras = _return_addresses(exe, ["malloc", "calloc"])
+    assert len(ras) == 3
+    path, addrs = _profile(tmp_path, exe, [(ra, 1 << 20) for ra in ras])
+    lines = C_ASSIGNING_MACROS.splitlines()
+    got = sorted((o.site, o.name) for o in analyze(path).objects)
+    assert got == sorted([(f"main@mac.c:{lines.index(text) + 1}", name) for text, name in (
+        ("    ALLOC(g.energy, n);", "g.energy"), ("    ZEROS(g.xs, n + 1);", "g.xs"),
+        ("    ALLOC(t, n + 2);", "t"))]), got

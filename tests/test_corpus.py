@@ -8,7 +8,8 @@ expected array's name) are bench/fidelity.py's, so that the bench and these test
 
 Assertions that today's numaprof fails are marked xfail(strict=True) with what is missing,
 as measured at -O2 in three recordings on the 2-core development VM: when a change makes
-one pass, the test fails until its mark is removed.
+one pass, the test fails until its mark is removed.  A pattern that comes out right in some
+recordings only is a non-strict xfail, with the counts measured.
 """
 
 from __future__ import annotations
@@ -34,9 +35,6 @@ OPT = "O2"
 
 # Why an expected array is not found under its name (measured at -O2).
 NOT_FOUND = {
-    ("adi", "v"): "allocate(u(n, n), v(n, n), w(n, n)) names all three arrays `u` "
-                  "(one Fortran statement, one name taken from its line)",
-    ("adi", "w"): "allocate(u(n, n), v(n, n), w(n, n)) names all three arrays `u`",
     ("adi", "cp"): "thread-private automatic array on the thread stacks: `[stack]` / "
                    "`stack@0x…` (75-103 samples per stack, cp and dp together), not named "
                    "from the DWARF locals of sweep_x/sweep_y's outlined functions",
@@ -49,11 +47,6 @@ NOT_FOUND = {
                      "`stack@0x…`, 1646-1744 samples, not named from DWARF",
     ("fft", "tw"): "8 KiB malloc, below the 64 KiB threshold: not tracked, its samples "
                    "(211-250) land in the `anon@0x…` mapping of the brk heap",
-    ("mesh", "m_pos"): "`m_pos.resize(n)` assigns nothing: named by its site "
-                       "`Mesh::allocate(unsigned long, int)@mesh.cpp:75` (1158-1587 samples)",
-    ("mesh", "m_charge"): "allocated through alloc_array<double>: named `p`, the wrapper's "
-                          "own variable (`return static_cast<T *>(p)` is not seen as "
-                          "returning the allocation)",
     ("multigrid", "u"): "every row of the double *** grids is a 1 KiB calloc, below the "
                         "64 KiB threshold: all grids are one `[heap]` mapping "
                         "(1790-2229 samples, pattern irregular)",
@@ -62,9 +55,14 @@ NOT_FOUND = {
     ("multigrid", "uold"): "per-step temporary grid of small callocs: part of `[heap]`",
 }
 # Found under its name, but not as the one object of that name or with another pattern.
-WRONG = {
-    ("adi", "u"): "three objects are named `u` (u, v and w: one allocate statement); the one "
-                  "with most samples, v, is called random",
+WRONG: dict[tuple[str, str], str] = {}
+# Found as the one object of its name, with another pattern.
+WRONG_PATTERN = {
+    ("adi", "u"): "classified random (1677-1714 samples, all five recordings), not irregular",
+}
+# Found as the one object of its name, with the expected pattern in some recordings only.
+FLAKY_PATTERN = {
+    ("adi", "v"): "irregular in 3 of 5 recordings, random in the others (306-340 samples)",
 }
 TARGET_MISSES = {
     ("adi", "coverage"): "0.813-0.817: 605-633 samples rule clobbered in sweep_y's outlined "
@@ -79,7 +77,6 @@ TARGET_MISSES = {
     ("fft", "named"): "0.23-0.25: work on the thread stacks, tw in the `anon@0x…` heap mapping",
     ("fft", "unknown"): "0.67-0.68: the stack objects holding work are unknown; 124-131 "
                         "samples outside every object (libm's exp table, .rodata constants)",
-    ("mesh", "named"): "0.51-0.57: m_pos is named by its site (`m_pos.resize(n)`)",
     ("multigrid", "named"): "0.00: every grid is small callocs in the `[heap]` mapping",
 }
 
@@ -88,14 +85,18 @@ def _xfail(reason: str | None) -> list:
     return [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
 
 
-def _array_params(only_private: bool = False) -> list:
+def _array_params(only_private: bool = False, pattern: bool = False) -> list:
     params = []
     for run in RUNS.values():
         for e in run.arrays:
             if only_private and not e.private:
                 continue
-            reason = NOT_FOUND.get((run.name, e.name)) or WRONG.get((run.name, e.name))
-            params.append(pytest.param(run.name, e, id=f"{run.name}-{e.name}", marks=_xfail(reason)))
+            key = (run.name, e.name)
+            reason = NOT_FOUND.get(key) or WRONG.get(key) or (WRONG_PATTERN.get(key) if pattern else None)
+            marks = _xfail(reason)
+            if pattern and key in FLAKY_PATTERN:
+                marks = [pytest.mark.xfail(strict=False, reason=FLAKY_PATTERN[key])]
+            params.append(pytest.param(run.name, e, id=f"{run.name}-{e.name}", marks=marks))
     return params
 
 
@@ -192,7 +193,7 @@ def test_array_named(corpus_report, run, expected):
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("run, expected", _array_params())
+@pytest.mark.parametrize("run, expected", _array_params(pattern=True))
 def test_array_pattern(corpus_report, run, expected):
     """The array's pattern is the one it has by construction (its program's header)."""
     found = fidelity.matching(corpus_report(run), expected.name)

@@ -31,6 +31,32 @@ def test_demangle(mangled, plain):
     assert symbols.demangle(mangled) == plain
 
 
+@pytest.mark.parametrize("full, short", [
+    ("std::vector<double, std::allocator<double> >::_M_default_append(unsigned long)",
+     "std::vector<double>::_M_default_append(unsigned long)"),
+    ("double* alloc_array<double>(unsigned long)", "alloc_array<double>(unsigned long)"),
+    ("void std::vector<int, std::allocator<int> >::_M_realloc_insert<int const&>("
+     "__gnu_cxx::__normal_iterator<int*, std::vector<int, std::allocator<int> > >, int const&)",
+     "std::vector<int>::_M_realloc_insert<int const&>(__gnu_cxx::__normal_iterator<int*, std::vector<int>>, "
+     "int const&)"),
+    ("std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >::_M_create(unsigned long&, "
+     "unsigned long)", "std::string::_M_create(unsigned long&, unsigned long)"),
+    ("std::unique_ptr<double [], std::default_delete<double []> >::reset(double*)",
+     "std::unique_ptr<double []>::reset(double*)"),
+    ("std::map<int, double, std::less<int>, std::allocator<std::pair<int const, double> > >::at(int const&)",
+     "std::map<int, double>::at(int const&)"),
+    ("std::vector<double, Pool<double> >::reserve(unsigned long)",  # not the default: kept
+     "std::vector<double, Pool<double>>::reserve(unsigned long)"),
+    ("unsigned long (anonymous namespace)::count<int>(int)", "(anonymous namespace)::count<int>(int)"),
+    ("Mesh::allocate(unsigned long, int)", "Mesh::allocate(unsigned long, int)"),
+    ("bool operator< <int>(X<int> const&, X<int> const&)", "bool operator< <int>(X<int> const&, X<int> const&)"),
+    ("main._omp_fn.0", "main._omp_fn.0"),
+    ("vtable for Foo<int>", "vtable for Foo<int>"),
+])
+def test_readable(full, short):
+    assert symbols.readable(full) == short
+
+
 @pytest.mark.parametrize("name", ["main", "field_", "__fields_MOD_w", "_Zz_not_mangled", "_Z", ""])
 def test_demangle_leaves_other_names(name):
     assert symbols.demangle(name) == name
@@ -54,8 +80,38 @@ int main() {
     double *c = static_cast<double *>(malloc(n * 8));
     M m(n);
     v.resize(20);
+    this->grid.push_back(1.0);
+    std::unique_ptr<double[]> q(new double[n]);
+    std::unique_ptr<double[]> r{new double[n]};
+    u = std::unique_ptr<double[]>(new double[n]);
+    s->owner.reset(new double[n]);
+    std::vector<double> copy = v;
+    other = v;
+    use(new double[n]);
+    keep.reset();
     this_is_no_declaration(n);
     return 0;
+}
+template <typename T> T *a1(size_t n) {
+    void *p = nullptr; posix_memalign(&p, 64, n);  // a1
+    return static_cast<T *>(p);
+}
+template <typename T> T *a2(size_t n) {
+    void *p = malloc(n);  // a2
+    return reinterpret_cast<T *>((p));
+}
+std::unique_ptr<double[]> a3(size_t n) {
+    std::unique_ptr<double[]> p(new double[n]);  // a3
+    return std::move(p);
+}
+double *a4(size_t n) {
+    void *p = malloc(n);  // a4
+    return (double *)p;
+}
+double *a5(size_t n) {
+    void *p = malloc(n);  // a5
+    keep(p);
+    return static_cast<double *>(q);
 }
 """
 
@@ -81,16 +137,38 @@ def snippet(tmp_path):
     ("data_ = new double[n];", "data_"),
     ("M::M(int n) : b_(new double[n])", "b_"),  # member initialiser
     ("M m(n);", "m"),
+    ("v.resize(20);", "v"),  # the vector grows its own storage
+    ("this->grid.push_back(1.0);", "this->grid"),
+    ("std::unique_ptr<double[]> q(new double[n]);", "q"),
+    ("std::unique_ptr<double[]> r{new double[n]};", "r"),
+    ("u = std::unique_ptr<double[]>(new double[n]);", "u"),
+    ("s->owner.reset(new double[n]);", "s->owner"),
+    ("std::vector<double> copy = v;", "copy"),  # the copy constructor allocates
+    ("other = v;", "other"),  # operator= allocates
 ])
 def test_cxx_assigned_name(snippet, text, name):
     path, line_of = snippet
     assert symbols.assigned_name(str(path), line_of(text)) == name
 
 
-@pytest.mark.parametrize("text", ["v.resize(20);", "this_is_no_declaration(n);", "return 0;"])
+@pytest.mark.parametrize("text", ["this_is_no_declaration(n);", "return 0;", "use(new double[n]);",
+                                  "keep.reset();"])
 def test_cxx_no_name_without_assignment(snippet, text):
     path, line_of = snippet
     assert symbols.assigned_name(str(path), line_of(text)) is None
+
+
+@pytest.mark.parametrize("text, var, wrapper", [
+    ("// a1", "p", True),  # return static_cast<T *>(p)
+    ("// a2", "p", True),  # return reinterpret_cast<T *>((p))
+    ("// a3", "p", True),  # return std::move(p)
+    ("// a4", "p", True),  # return (double *)p
+    ("// a5", "p", False),  # returns another pointer
+])
+def test_cxx_wrappers_seen_through_casts(snippet, text, var, wrapper):
+    path, line_of = snippet
+    assert symbols.assigned_name(str(path), line_of(text)) == var
+    assert symbols.returns_allocation(str(path), line_of(text), var) is wrapper
 
 
 def test_language_from_the_dwarf_name_for_archived_copies(snippet, tmp_path):
@@ -183,7 +261,7 @@ def test_cxx_objects_named_and_classified(cxx_report):
     doc = cxx_report
     a = _obj(doc, "a")
     v = _obj(doc, "v")
-    data = _obj(doc, "data_")
+    data = _obj(doc, "Matrix::data_")  # a member of the object the constructor builds
     field = _obj(doc, "grid::field")
     tiles = _obj(doc, "tiles[t]")
     # where: the user's lines, not operator new in libstdc++ nor std::vector's headers
