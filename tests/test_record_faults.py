@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -31,7 +32,7 @@ BLOCK = 3 << 20  # tests/progs/fdabuse.c
 def progs(tmp_path_factory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("progs")
     built = {}
-    for name in ("fdabuse",):
+    for name in ("fdabuse", "mallocbench"):
         exe = out / name
         r = subprocess.run(["gcc", "-O2", "-g", str(PROGS / f"{name}.c"), "-o", str(exe)],
                            capture_output=True, text=True)
@@ -54,3 +55,24 @@ def test_a_program_that_closes_or_dup2s_over_every_descriptor(tmp_path, progs, m
     assert user.read_text() == "precious\n"
     sizes = read_table(tmp_path / "p", "objects")["size"]
     assert int((sizes == BLOCK).sum()) == n
+
+
+def _report(profile: Path) -> dict:
+    proc = run_numaprof("report", profile, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)["profile"]
+
+
+def test_the_shims_own_memory_is_never_an_object(tmp_path, progs):
+    """malloc/free of 64 KiB blocks: the shim records each one, so its code and record
+    buffers take many samples; none is an object, all are counted."""
+    out = tmp_path / "p"
+    proc = run_numaprof("record", "--freq", "4000", "-o", out, "--", progs["mallocbench"],
+                        "65536", "400000")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(run_numaprof("report", out, "--format", "json", check=True).stdout)
+    for o in doc["objects"]:
+        where = f"{o['name']} {o.get('site', '')}"
+        assert "shim." not in where and "libnumaprof_shim" not in where, o
+    own = [f for f in doc["findings"] if "numaprof's own work" in f]
+    assert own and int(own[0].split()[0]) > 0, doc["findings"]

@@ -164,6 +164,10 @@ struct collector {
     pid_t root;
     int exit_status, term_signal, have_status;
     const char *interrupted;
+    /* numaprof's own files in the program: the profile directory (the shim's record
+     * files) and the shim library; their mappings are flagged NMP_MAP_NUMAPROF */
+    char own_dir[4096], own_shim[4096];
+    size_t own_dir_len;
 };
 
 /* ---------------------------------------------------------------- small helpers */
@@ -1448,6 +1452,11 @@ static void add_mapping_row(struct collector *c, uint64_t time, uint32_t pid, ui
                             const char *path)
 {
     nmp_decoder_mmap(c->dec, pid, start, len, pgoff, path);
+    /* the kernel names a mapping by its canonical path (d_path), as realpath() does */
+    if (path && ((c->own_dir_len && !strncmp(path, c->own_dir, c->own_dir_len) &&
+                  path[c->own_dir_len] == '/') ||
+                 (c->own_shim[0] && !strcmp(path, c->own_shim))))
+        flags |= NMP_MAP_NUMAPROF;
     uint64_t v[] = {time, pid, start, len, pgoff, prot, flags, (uintptr_t)path};
     if (nmp_table_append(c->t_maps, v) != 0)
         table_fail(c, "mappings");
@@ -2062,6 +2071,10 @@ int nmp_collect_run(const struct nmp_config *cfg, char *err)
 
     if (select_backend(c) != 0)
         return NMP_EXIT_SELF;
+    if (realpath(cfg->dir, c->own_dir))
+        c->own_dir_len = strlen(c->own_dir);
+    if (!cfg->shim || !realpath(cfg->shim, c->own_shim))
+        c->own_shim[0] = 0;
     if (!(c->dec = nmp_decoder_new())) {
         snprintf(err, NMP_ERRLEN, "cannot initialise the Capstone x86-64 decoder");
         return NMP_EXIT_SELF;
