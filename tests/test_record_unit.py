@@ -24,3 +24,13 @@ def test_host_and_pid():
     out = expand_output("p.%h.%p", {})
     host, pid = out.split(".")[1:]
     assert host and pid.isdigit()
+
+
+def test_redact_command_keeps_the_program_name():
+    from numaprof.cli.record import REDACTED, redact_command
+
+    argv = ["numaprof", "record", "-o", "p", "--", "./app", "--password=x", "in.dat"]
+    cmd, kept = redact_command(("./app", "--password=x", "in.dat"), argv)
+    assert cmd == ["./app", REDACTED, REDACTED]
+    assert kept == ["numaprof", "record", "-o", "p", "--", "./app", REDACTED, REDACTED]
+    assert "--password=x" not in redact_command(("./app", "--password=x"), ["numaprof"])[1]
