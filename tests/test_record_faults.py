@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -20,6 +21,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import termios
 import time
 from pathlib import Path
@@ -404,6 +406,142 @@ def test_sigkill_of_the_program(tmp_path, progs):
     doc = _report(tmp_path / "p")
     assert doc["complete"] is False and "signal 9" in doc["incomplete_reason"]
     assert _state(collector) == "gone"
+
+
+# ------------------------------------------------------------------- full disk
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 4 MiB tmpfs (root only: mount(2) needs CAP_SYS_ADMIN)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {proc.stderr.strip()[:200]}")
+    yield disk
+    subprocess.run(["umount", str(disk)], check=True)
+
+
+def _fill(disk: Path, leave: int) -> None:
+    fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        while True:
+            os.write(fd, b"\0" * 65536)
+    except OSError as e:
+        assert e.errno == errno.ENOSPC
+    finally:
+        os.close(fd)
+    os.truncate(disk / "filler", max(0, (disk / "filler").stat().st_size - leave))
+
+
+def _check_outcome(proc, disk: Path, before: dict, seen: dict, others=()) -> None:
+    """Either a whole new profile (the previous one kept as .old) or exit 125 with one
+    line, the previous profile back byte for byte and nothing else left."""
+    names = sorted(p.name for p in disk.iterdir())
+    if proc.returncode == 0:
+        assert names == sorted([*others, "p", "p.old"]), names
+        assert _tree(disk / "p.old") == before
+        assert json.loads((disk / "p" / "manifest.json").read_text())["complete"] is True
+        # nothing silently missing: the program's one 3 MiB block is in the objects
+        assert list(read_table(disk / "p", "objects")["size"]) == [BLOCK]
+        key = "complete"
+    else:
+        line = _one_line(proc)
+        assert names == sorted([*others, "p"]), (names, line)
+        assert _tree(disk / "p") == before
+        key = line.replace(str(disk), "DIR").split(": ")[1]  # what could not be written
+    seen[key] = seen.get(key, 0) + 1
+
+
+def test_full_disk_at_every_write_of_the_collector(small_disk, progs, tmp_path):
+    """The disk is filled to within `leave` bytes, `leave` growing 16 KiB at a time until
+    the profile fits: the manifest, the tables, the shim's file, collector.json each fail
+    in turn."""
+    exe = [progs["fdabuse"], "close", "1"]
+    run_numaprof("record", "-o", small_disk / "p", "--", *exe, check=True)
+    pristine = tmp_path / "pristine"
+    shutil.copytree(small_disk / "p", pristine)
+    before = _tree(pristine)
+    seen: dict = {}
+    leave, fits = 0, 0
+    while fits < 2:
+        for e in small_disk.iterdir():
+            shutil.rmtree(e) if e.is_dir() else e.unlink()
+        shutil.copytree(pristine, small_disk / "p")
+        _fill(small_disk, leave)
+        proc = run_numaprof("record", "-o", small_disk / "p", "--", *exe)
+        _check_outcome(proc, small_disk, before, seen, others=("filler",))
+        fits = fits + 1 if proc.returncode == 0 else 0
+        leave += 16 << 10
+        assert leave < 3 << 20, seen
+    failures = [k for k in seen if k != "complete"]
+    assert len(failures) >= 2, seen  # more than one write was hit
+
+
+_INJECT = r"""
+import errno, os, shutil, sys
+target, n = os.path.realpath(sys.argv[1]), int(sys.argv[2])
+calls = [0]
+def hit(path):
+    p = os.path.realpath(os.fspath(path)) if isinstance(path, (str, bytes, os.PathLike)) else ""
+    if p == target or p.startswith(target + os.sep):
+        calls[0] += 1
+        if calls[0] == n:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.fspath(path))
+def wrap(fn, writes=lambda *a, **k: True):
+    def inner(*a, **k):
+        if writes(*a, **k):
+            hit(a[0] if fn is not shutil.copyfile else a[1])
+        return fn(*a, **k)
+    return inner
+W = os.O_WRONLY | os.O_RDWR | os.O_CREAT
+os.open = wrap(os.open, lambda path, flags, *a, **k: flags & W)
+os.mkdir = wrap(os.mkdir)
+os.replace = wrap(os.replace)
+os.rename = wrap(os.rename)
+shutil.copyfile = wrap(shutil.copyfile)
+real_fsync = os.fsync
+def fsync(fd):
+    hit(os.readlink(f"/proc/self/fd/{fd}"))
+    return real_fsync(fd)
+os.fsync = fsync
+from numaprof.cli.main import main
+sys.argv = ["numaprof", "record", "-o", sys.argv[1], "--", *sys.argv[3:]]
+try:
+    main(sys.argv[1:])
+finally:
+    print(f"injected-calls {calls[0]}", file=sys.stderr)
+"""
+
+
+def test_a_failed_write_at_every_step_of_record(tmp_path, progs):
+    """ENOSPC injected into the Nth write of numaprof record's own Python code into the
+    profile (directory, manifest, sources.json, archive, archive.json, fsyncs), for every
+    N until a run completes: one line, exit 125, the previous profile back as it was."""
+    disk = tmp_path / "d"
+    disk.mkdir()
+    exe = [str(progs["fdabuse"]), "close", "1"]
+    run_numaprof("record", "-o", disk / "p", "--", *exe, check=True)
+    pristine = tmp_path / "pristine"
+    shutil.copytree(disk / "p", pristine)
+    before = _tree(pristine)
+    seen: dict = {}
+    for n in range(1, 200):
+        shutil.rmtree(disk)
+        disk.mkdir()
+        shutil.copytree(pristine, disk / "p")
+        proc = subprocess.run([sys.executable, "-c", _INJECT, str(disk / "p"), str(n), *exe],
+                              capture_output=True, text=True, env=_env())
+        calls = int(proc.stderr.rsplit("injected-calls ", 1)[1])
+        proc.stderr = proc.stderr.rsplit("injected-calls ", 1)[0]
+        if calls < n:  # the Nth write never came: every write was tried
+            assert proc.returncode == 0, proc.stderr
+            break
+        _check_outcome(proc, disk, before, seen)
+    else:
+        raise AssertionError("record kept writing")
+    assert n > 5 and len(seen) >= 2, seen
 
 
 # ------------------------------------------------------------------- user data
