@@ -463,7 +463,10 @@ def _summary(cfg: RecordConfig, manifest: dict) -> str:
 
 def run_record(cfg: RecordConfig, argv: list[str]) -> int:
     """Records `cfg.command` (or attaches to cfg.pid); returns the program's exit status."""
-    collector_argv = _collector_argv(cfg)  # fails early if the collector is not built
+    try:
+        collector_argv = _collector_argv(cfg)  # fails early if the collector is not built
+    except NumaprofError as e:
+        raise NumaprofError(str(e), COLLECTOR_FAILED) from e
     old = _prepare_output(cfg)
     manifest_path = cfg.output / "manifest.json"
     manifest = _manifest(cfg, argv)
