@@ -410,19 +410,6 @@ def test_sigkill_of_the_program(tmp_path, progs):
 
 # ------------------------------------------------------------------- full disk
 
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 4 MiB tmpfs (root only: mount(2) needs CAP_SYS_ADMIN)."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here: {proc.stderr.strip()[:200]}")
-    yield disk
-    subprocess.run(["umount", str(disk)], check=True)
-
-
 def _fill(disk: Path, leave: int) -> None:
     fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
     try:
