@@ -235,15 +235,18 @@ def test_ignored_signals_stay_ignored_and_the_mask_is_the_callers(tmp_path):
     assert rec.stdout == plain
 
 
+@pytest.mark.parametrize("shim_mode", ["mapped", "write"])
 @pytest.mark.parametrize("mode", ["close", "dup2"])
-def test_a_program_that_closes_or_dup2s_over_every_descriptor(tmp_path, progs, mode):
+def test_a_program_that_closes_or_dup2s_over_every_descriptor(tmp_path, progs, mode, shim_mode):
     """Closing every descriptor >= 3, or dup2()ing a file of the program's onto every
-    number, neither stops the recording nor sends records into the program's file."""
+    number, neither stops the recording nor sends records into the program's file (in
+    the shim's write(2) fallback too, NUMAPROF_SHIM_MODE=write)."""
     user = tmp_path / "user.txt"
     user.write_text("precious\n")
     n = 1000  # 2000 shim records: beyond the chunks mapped when the run starts
     args = ["close", str(n)] if mode == "close" else ["dup2", str(user), str(n)]
-    proc = run_numaprof("record", "-o", tmp_path / "p", "--", progs["fdabuse"], *args)
+    env = {"NUMAPROF_SHIM_MODE": shim_mode}
+    proc = run_numaprof("record", "-o", tmp_path / "p", "--", progs["fdabuse"], *args, env=env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == f"done {n}\n"
     assert user.read_text() == "precious\n"

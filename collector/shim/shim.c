@@ -65,14 +65,18 @@ extern void *__libc_pvalloc(size_t);
 
 static int g_active;                   /* set once the file is open */
 static uint64_t g_threshold = 65536;
-/* The record file of this process.  No descriptor stays open: the file is opened by
- * name for the moment a chunk is mapped (or a record written), so the program sees no
+/* The record file of this process.  Mapped (the default), no descriptor stays open: the
+ * file is opened by name for the moment a chunk is mapped, so the program sees no
  * descriptor of ours, and closing or dup2()ing over descriptors it did not open (closefrom,
  * a daemon's close-all loop) neither stops the recording nor sends records into a file of
- * the program's.  The inode is checked on each open: a file put in its place is not ours. */
+ * the program's.  The inode is checked on each open: a file put in its place is not ours.
+ * In write(2) mode (the fallback) opening by name per record cost 6x, so one descriptor
+ * stays open, high and close-on-exec, and is checked against the inode before each
+ * write: closed or taken over by the program, it is replaced, never written through. */
 static char g_path[3200];
 static dev_t g_dev;
 static ino_t g_ino;
+static int g_wfd = -1;
 /* Mapped mode (nmp_shim_format.h): the header and the chunks of the file; NULL where not
  * mapped yet.  g_hdr NULL: write(2) mode.  Chunk sizes double from 256 slots (11 pages:
  * a short-lived process costs 48 KiB of disk) to 65536 slots (11 MiB), then stay. */
@@ -190,6 +194,29 @@ static int open_record_file(int flags)
     return fd;
 }
 
+/* write(2) mode: the descriptor to append to, -1 if the file cannot be opened. */
+static int write_fd(void)
+{
+    int fd = __atomic_load_n(&g_wfd, __ATOMIC_ACQUIRE);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == g_dev && st.st_ino == g_ino)
+        return fd;
+    /* never closed here: that number may be the program's now */
+    int nfd = open_record_file(O_WRONLY | O_APPEND);
+    if (nfd < 0)
+        return -1;
+    int hi = fcntl(nfd, F_DUPFD_CLOEXEC, 512); /* clear of the numbers programs dup2() onto */
+    if (hi >= 0) {
+        close(nfd);
+        nfd = hi;
+    }
+    if (!__atomic_compare_exchange_n(&g_wfd, &fd, nfd, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        close(nfd); /* another thread reopened it first */
+        return fd;
+    }
+    return nfd;
+}
+
 /* Maps chunk k (allocating its disk blocks first: a shared mapping of a hole would raise
  * SIGBUS in the target when the disk is full).  Only system calls: signal-safe. */
 static __attribute__((noinline)) char *map_chunk(unsigned k)
@@ -264,7 +291,7 @@ static void emit(struct nmp_shim_record *r)
         __atomic_store_n(&slot->type, r->type, __ATOMIC_RELEASE);
         return;
     }
-    int fd = open_record_file(O_WRONLY | O_APPEND);
+    int fd = write_fd();
     for (;;) {
         ssize_t n = fd >= 0 ? write(fd, r, sizeof *r) : -1;
         if (n == (ssize_t)sizeof *r)
@@ -277,8 +304,6 @@ static void emit(struct nmp_shim_record *r)
             __atomic_store_n(&g_active, 0, __ATOMIC_RELAXED);
         break;
     }
-    if (fd >= 0)
-        close(fd);
 }
 
 /* ---- call stacks ----
@@ -553,6 +578,10 @@ static void close_file(void)
     if (g_hdr)
         syscall(SYS_munmap, g_hdr, NMP_SHIM_HEADER_SIZE);
     g_hdr = NULL;
+    struct stat st;
+    if (g_wfd >= 0 && fstat(g_wfd, &st) == 0 && st.st_dev == g_dev && st.st_ino == g_ino)
+        close(g_wfd); /* still ours, not a descriptor of the program's */
+    g_wfd = -1;
 }
 
 /* Maps the header of an open shim file; returns 0, or -1 for write(2) mode. */
