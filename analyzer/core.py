@@ -34,6 +34,7 @@ from numaprof.errors import ProfileError
 NO_STACK = 0xFFFFFFFF
 STACK_SIZES = {8 << 20, (8 << 20) + 4096}  # glibc default thread stack (+ guard page)
 PROT_WRITE = 2
+MAP_NUMAPROF = 0x80000000  # mappings.flags: one of numaprof's own files (docs/profile-format.md)
 RULE_NAMES = {0: "no_mem", 1: "at_ip", 2: "skid", 3: "hw", 10: "unreadable", 11: "undecodable",
               12: "segment", 13: "kernel", 14: "vsib", 15: "clobbered", 16: "spin"}
 SERIAL_MASTER = 0.9
@@ -117,6 +118,21 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         del w_raw
     del sel, has
     del s_tid
+
+    # numaprof's own work in the program: accesses by the allocation shim's code, and to
+    # its record buffers (memcpy in libc writes them).  Counted, never an object.
+    own = _own_samples(prof.table("mappings"), a_pid, a_addr, a_ip, a_time)
+    n_own = int(own.sum()) if own is not None else 0
+    if n_own:
+        keep = ~own
+        a_addr, a_time, a_pid, a_tidx = a_addr[keep], a_time[keep], a_pid[keep], a_tidx[keep]
+        a_trow, a_access, a_ip = a_trow[keep], a_access[keep], a_ip[keep]
+        if a_weight is not None:
+            a_weight = a_weight[keep]
+        findings.append(f"{n_own} samples ({100.0 * n_own / max(with_address, 1):.1f}% of those "
+                        "with an address) were numaprof's own work (the allocation shim's code "
+                        "and record buffers): left out of the objects and the traffic")
+    del own
 
     mappings = symbols.Mappings(prof.table("mappings"))
     resolver = symbols.CodeResolver(mappings)
@@ -255,6 +271,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         n_all - with_address - rules.get("no_mem", 0) - rules.get("kernel", 0)
         - rules.get("spin", 0),
         outside_objects=outside,
+        numaprof_own=n_own,
         complete=prof.complete,
         incomplete_reason=prof.incomplete_reason,
         exit_status=m.get("exit_status"),
@@ -425,6 +442,22 @@ def _static_name(sym: symbols.StaticSymbol, base: str) -> tuple[str, str]:
     return name, site
 
 
+def _own_samples(mt: dict, pid, addr, ip, time) -> np.ndarray | None:
+    """Which samples are numaprof's own: their address or instruction is in a mapping the
+    collector flagged as numaprof's (the shim library, the shim's record files)."""
+    flags = np.asarray(mt["flags"])
+    rows = np.flatnonzero(flags & MAP_NUMAPROF)
+    if not len(rows) or not len(addr):
+        return None
+    start = np.asarray(mt["start"])[rows].astype(np.uint64)
+    n = len(rows)
+    iv = att.Intervals(np.asarray(mt["pid"])[rows].astype(np.int64), start,
+                       start + np.asarray(mt["len"])[rows].astype(np.uint64),
+                       np.asarray(mt["time"])[rows].astype(np.uint64),
+                       np.full(n, att.NEVER, dtype=np.uint64), np.arange(n, dtype=np.int64))
+    return (att.locate(pid, addr, time, iv) >= 0) | (att.locate(pid, ip, time, iv) >= 0)
+
+
 def _mapping_intervals(mt: dict, objs: list[_Obj]) -> att.Intervals:
     n = len(mt["start"])
     if n == 0:
@@ -433,7 +466,10 @@ def _mapping_intervals(mt: dict, objs: list[_Obj]) -> att.Intervals:
     known_prot = bool(prot.any())
     rows = []
     groups: dict[tuple, int] = {}
+    own = np.asarray(mt["flags"]) & MAP_NUMAPROF
     for i in range(n):
+        if own[i]:
+            continue  # numaprof's own file (see _own_samples)
         path = str(mt["path"][i])
         if path.startswith("//anon") or path == "/dev/zero (deleted)":
             path = ""  # perf's name for anonymous memory

@@ -103,6 +103,7 @@ def merge(analyses: list[Analysis]) -> Analysis:
         lost=sum(a.profile.lost for a in analyses),
         unresolved=sum(a.profile.unresolved for a in analyses),
         outside_objects=sum(a.profile.outside_objects for a in analyses),
+        numaprof_own=sum(a.profile.numaprof_own for a in analyses),
         complete=all(a.profile.complete for a in analyses),
         incomplete_reason="; ".join(a.profile.incomplete_reason for a in analyses
                                     if a.profile.incomplete_reason) or None,

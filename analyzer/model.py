@@ -158,6 +158,7 @@ class ProfileInfo:
     faults: int = 0  # rows of the faults table
     throttled: int = 0
     host: str = ""  # hostname of the recording machine ("" in profiles before it was kept)
+    numaprof_own: int = 0  # samples with an address that were numaprof's own work (not objects)
 
 
 @dataclass

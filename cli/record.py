@@ -5,9 +5,11 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -20,10 +22,10 @@ import click
 from numaprof import __version__, defaults, paths
 from numaprof.analyzer.format import FORMAT, VERSION
 from numaprof.cli.options import DEFAULT_PROFILE
-from numaprof.errors import NumaprofError
+from numaprof.cli.supervise import COLLECTOR_FAILED, STOP_SIGNALS, run_collector, signal_name
+from numaprof.errors import NumaprofError, UsageError
 from numaprof.syspaths import is_system_path
 
-COLLECTOR_FAILED = 125  # numaprof-collect could not start the run, or the profile could not be written
 ENV_PREFIXES = ("OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "NUMAPROF_", "SLURM_", "OMPI_")
 
 
@@ -37,6 +39,7 @@ class RecordConfig:
     alloc_threshold: int
     pid: int | None
     duration: float | None
+    redact_args: bool = False
 
 
 RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
@@ -56,7 +59,7 @@ def expand_output(template: str, environ=os.environ) -> str:
             if key == "r":
                 rank = next((environ[v] for v in RANK_VARIABLES if v in environ), None)
                 if rank is None:
-                    raise NumaprofError(
+                    raise UsageError(
                         "-o uses %r but no MPI rank is set (" + ", ".join(RANK_VARIABLES) + ")")
                 out.append(rank)
             elif key == "h":
@@ -66,7 +69,7 @@ def expand_output(template: str, environ=os.environ) -> str:
             elif key == "%":
                 out.append("%")
             else:
-                raise NumaprofError(f"unknown %{key} in -o {template} (use %r, %h, %p or %%)")
+                raise UsageError(f"unknown %{key} in -o {template} (use %r, %h, %p or %%)")
             i += 2
             continue
         out.append(ch)
@@ -93,55 +96,164 @@ def _write_json_atomic(path: Path, data: dict) -> None:
         raise NumaprofError(f"cannot write {path}: {e.strerror}") from e
 
 
-def _discard(out: Path, old: Path | None) -> None:
-    """Removes a profile that could not be finished and restores the previous one."""
+def _discard(out: Path, old: Path | None) -> str:
+    """Removes a profile that could not be finished and restores the previous one.
+
+    Returns what became of the previous profile, as the end of a sentence ("" if there
+    was none), for the one line that reports the failure.
+    """
     shutil.rmtree(out, ignore_errors=True)
-    if old is not None:
+    if old is None:
+        return ""
+    try:
         old.rename(out)
+    except OSError as e:
+        return f"; the previous profile stays in {old} ({e.strerror})"
+    return f"; the previous profile is back in {out}"
 
 
 def _disk_full(e: OSError) -> bool:
     return e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
+MANIFEST_LIMIT = 64 << 20  # bytes: a manifest larger than this is not one of ours
+# What `numaprof record` (and the perf.data importer) put in a profile directory: a
+# directory with anything else in it is not removed when profiles are rotated.
+_PROFILE_ENTRY = re.compile(
+    r"(manifest|collector|archive|sources|topology)\.json|topology\.xml|archive"
+    r"|[a-z_]+\.[a-z_0-9]+\.(col|heap)|numa_maps\.\d+|shim\.\d+\.bin"
+    # the temporary files of a run killed while it wrote them
+    r"|(manifest|archive|sources)\.json\.tmp|\.(collector\.json|topology\.(json|xml))\.tmp(\.\d+)?"
+    r"|\.numa_maps\.\d+\.(shim|tmp\.\d+)")
+
+
+def _is_profile(path: Path) -> bool:
+    """True if `path` is a directory (not a symbolic link) holding the manifest of a
+    numaprof profile.  Opens nothing but a regular file, and reads a bounded amount."""
+    try:
+        if not stat.S_ISDIR(os.lstat(path).st_mode):
+            return False
+        fd = os.open(path / "manifest.json", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MANIFEST_LIMIT:
+            return False
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            doc = json.loads(f.read(MANIFEST_LIMIT + 1))
+    except (OSError, ValueError, RecursionError):
+        return False
+    finally:
+        os.close(fd)
+    return isinstance(doc, dict) and doc.get("format") == FORMAT
+
+
+def _foreign_entry(path: Path) -> str | None:
+    """The first entry of profile directory `path` that numaprof does not write, if any
+    (a user's file kept in an old profile, or the backup of an --apply)."""
+    for entry in sorted(os.scandir(path), key=lambda e: e.name):
+        if not _PROFILE_ENTRY.fullmatch(entry.name):
+            return entry.name
+        if entry.name == "archive":
+            # content-addressed copies of binaries and sources: hex digests only
+            if entry.is_symlink() or not entry.is_dir():
+                return entry.name
+            for sub in os.scandir(entry.path):
+                if not re.fullmatch(r"[0-9a-f]{16,128}", sub.name) or not sub.is_file(
+                        follow_symlinks=False):
+                    return f"archive/{sub.name}"
+        elif entry.is_symlink() or not entry.is_file():
+            return entry.name
+    return None
+
+
 def _prepare_output(cfg: RecordConfig) -> Path | None:
     """Creates the profile directory; an existing profile is kept as <dir>.old, as perf does.
 
+    Only what numaprof wrote is ever moved or removed: <dir> is rotated only when it is a
+    numaprof profile, and an existing <dir>.old is removed only when it is one too and
+    holds nothing but what numaprof writes.  Otherwise this refuses, and touches nothing.
     Returns the path of the kept old profile (to restore it if the run cannot start).
     """
     out = cfg.output
     old = None
-    if out.exists() or out.is_symlink():
-        if not (out / "manifest.json").exists() or not out.is_dir():
+    try:
+        os.lstat(out)
+        exists = True
+    except FileNotFoundError:
+        exists = False
+    except OSError as e:  # a parent one cannot search, or that is not a directory
+        raise NumaprofError(f"cannot use {out}: {e.strerror}", COLLECTOR_FAILED) from e
+    if exists:
+        if not _is_profile(out):
             raise NumaprofError(
-                f"{out} exists and is not a numaprof profile; remove it or choose another -o"
-            )
+                f"{out} exists and is not a numaprof profile; remove it or choose another -o",
+                COLLECTOR_FAILED)
         old = out.with_name(out.name + ".old")
         try:
-            if old.exists():
+            if os.path.lexists(old):
+                if not _is_profile(old):
+                    raise NumaprofError(
+                        f"{old} exists and is not a numaprof profile (numaprof would keep the "
+                        f"previous profile there); move it away or choose another -o",
+                        COLLECTOR_FAILED)
+                foreign = _foreign_entry(old)
+                if foreign is not None:
+                    raise NumaprofError(
+                        f"{old}/{foreign} was not written by numaprof record, so {old} is not "
+                        f"removed to keep the previous profile there; move it away or choose "
+                        f"another -o", COLLECTOR_FAILED)
                 shutil.rmtree(old)
             out.rename(old)
         except OSError as e:
-            raise NumaprofError(f"cannot keep the previous profile as {old}: {e.strerror}") from e
+            raise NumaprofError(f"cannot keep the previous profile as {old}: {e.strerror}",
+                                COLLECTOR_FAILED) from e
     try:
         out.mkdir(mode=0o700, parents=False)
     except OSError as e:
+        kept = ""
         if old is not None:
-            old.rename(out)
-        raise NumaprofError(f"cannot create {out}: {e.strerror}") from e
+            try:
+                old.rename(out)
+            except OSError:
+                kept = f" (the previous profile is in {old})"
+        raise NumaprofError(f"cannot create {out}: {e.strerror}{kept}", COLLECTOR_FAILED) from e
     return old
 
 
+REDACTED = "<redacted>"
+
+
+def redact_command(command: tuple[str, ...], argv: list[str]) -> tuple[list[str], list[str]]:
+    """The command and numaprof's own argv with the command's arguments replaced by
+    REDACTED, one for one (the program name stays): what --redact-args keeps."""
+    cmd = [*command[:1], *[REDACTED] * (len(command) - 1)]
+    n = len(command)
+    if n and argv[len(argv) - n:] == list(command):
+        return cmd, [*argv[:len(argv) - n], *cmd]
+    return cmd, [*argv[:1], "record", "--redact-args", "--", *cmd]
+
+
 def _manifest(cfg: RecordConfig, argv: list[str]) -> dict:
+    try:
+        cwd = os.getcwd()
+    except OSError:  # removed from under us: the program runs there all the same
+        cwd = None
+    command = list(cfg.command)
+    if cfg.redact_args:
+        command, argv = redact_command(cfg.command, argv)
     return {
         "format": FORMAT,
         "version": VERSION,
         "numaprof_version": __version__,
         "complete": False,
-        "incomplete_reason": "recording in progress",
-        "command": list(cfg.command),
+        # what stays if numaprof record itself is killed (kill -9) before the end
+        "incomplete_reason": "recording in progress, or numaprof record was killed",
+        "command": command,
         "argv": argv,
-        "cwd": os.getcwd(),
+        "args_redacted": cfg.redact_args,
+        "cwd": cwd,
         "host": socket.gethostname(),
         "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)},
         "start_time": _utc_now(),
@@ -170,51 +282,14 @@ def _collector_argv(cfg: RecordConfig) -> list[str]:
     return argv
 
 
-def _run_collector(argv: list[str]) -> tuple[int, str]:
-    """Runs numaprof-collect, forwarding SIGINT/SIGTERM to it (it forwards to the program).
-
-    Returns its exit status and the line it wrote if it failed (through --error-fd, so
-    that the user sees one line: the collector's reason with what record did about it).
-    """
-    rfd, wfd = os.pipe()
-    argv = [argv[0], "--error-fd", str(wfd), *argv[1:]]
-    try:
-        proc = subprocess.Popen(argv, stdin=None, stdout=None, stderr=None, pass_fds=(wfd,))
-    except OSError as e:
-        os.close(rfd)
-        raise NumaprofError(f"cannot run the collector {argv[0]}: {e.strerror}",
-                            COLLECTOR_FAILED) from e
-    finally:
-        os.close(wfd)
-
-    def forward(signum, _frame):
-        try:
-            proc.send_signal(signum)
-        except ProcessLookupError:
-            pass
-
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        while True:
-            try:
-                rc = proc.wait()
-                break
-            except KeyboardInterrupt:
-                continue
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
-    with os.fdopen(rfd, "rb") as f:  # the collector has exited: its write end is closed
-        said = f.read(4096).decode(errors="replace").strip()
-    return rc, said.removeprefix("numaprof: ").splitlines()[0] if said else ""
-
-
 def _finish(cfg: RecordConfig, manifest: dict, rc: int) -> dict:
     collector_json = cfg.output / "collector.json"
     info: dict = {}
     try:
         info = json.loads(collector_json.read_text())
     except (OSError, ValueError):
+        info = {}
+    if not isinstance(info, dict):
         info = {}
     manifest["end_time"] = _utc_now()
     manifest["collector"] = info
@@ -256,7 +331,15 @@ class _Prefetch:
         exe = shutil.which(cfg.command[0]) if cfg.command else None
         self._thread = threading.Thread(target=self._run, args=(exe,), name="numaprof-prefetch",
                                         daemon=True)
-        self._thread.start()
+        # the stopping signals and SIGCHLD are for the main thread, which waits for them
+        # (cli/supervise.py): the thread starts with them blocked
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, (*STOP_SIGNALS, signal.SIGCHLD))
+        try:
+            self._thread.start()
+        except RuntimeError:  # no thread: the work is done after the exit
+            self._thread = None
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
     def _run(self, exe: str | None) -> None:
         try:
@@ -275,7 +358,8 @@ class _Prefetch:
             pass
 
     def join(self):
-        self._thread.join()
+        if self._thread is not None:
+            self._thread.join()
         return self.cache
 
 
@@ -375,30 +459,43 @@ def _summary(cfg: RecordConfig, manifest: dict) -> str:
 
 def run_record(cfg: RecordConfig, argv: list[str]) -> int:
     """Records `cfg.command` (or attaches to cfg.pid); returns the program's exit status."""
-    collector_argv = _collector_argv(cfg)  # fails early if the collector is not built
+    try:
+        collector_argv = _collector_argv(cfg)  # fails early if the collector is not built
+    except NumaprofError as e:
+        raise NumaprofError(str(e), COLLECTOR_FAILED) from e
     old = _prepare_output(cfg)
     manifest_path = cfg.output / "manifest.json"
     manifest = _manifest(cfg, argv)
     try:
         _write_json_atomic(manifest_path, manifest)
-    except NumaprofError:
-        _discard(cfg.output, old)
-        raise
+    except NumaprofError as e:
+        raise NumaprofError(f"{e}{_discard(cfg.output, old)}", COLLECTOR_FAILED) from e
     prefetch = _Prefetch(cfg)
-    rc, said = _run_collector(collector_argv)
+
+    def collector_died(signum: int, pid: int) -> None:
+        print(f"numaprof: numaprof-collect was killed by {signal_name(signum)} (out of "
+              f"memory?): sampling stopped; the program (pid {pid}) goes on to its end, and "
+              f"the partial profile stays in {cfg.output}/", file=sys.stderr)
+
+    try:
+        run = run_collector(collector_argv, collector_died)
+    except NumaprofError as e:
+        raise NumaprofError(f"{e}{_discard(cfg.output, old)}", COLLECTOR_FAILED) from e
     cache = prefetch.join()
-    if rc >= 0 and not (cfg.output / "collector.json").exists():
+    if run.status < 0 and not (cfg.output / "collector.json").exists():
+        return _after_collector_death(cfg, manifest, run, cache)
+    rc = run.status if run.status >= 0 else 128 - run.status
+    if not (cfg.output / "collector.json").exists():
         # The run never started, or the collector could not write its results (a full
         # disk).  Leave no half-written profile; the previous one comes back.
-        _discard(cfg.output, old)
-        why = said or f"numaprof-collect stopped with status {rc} without writing its results"
+        kept = _discard(cfg.output, old)
+        why = run.said or f"numaprof-collect stopped with status {rc} without writing its results"
         if rc == COLLECTOR_FAILED:  # the command did not run
-            raise NumaprofError(why, COLLECTOR_FAILED)
-        kept = f"; the previous profile is back in {cfg.output}" if old is not None else ""
+            raise NumaprofError(f"{why}{kept}", COLLECTOR_FAILED)
         raise NumaprofError(f"{why} (the program's exit status was {rc}; nothing was "
                             f"kept{kept})", COLLECTOR_FAILED)
-    if said:  # the command ran and the profile is there: the collector's line stands
-        print(f"numaprof: {said}", file=sys.stderr)
+    if run.said:  # the command ran and the profile is there: the collector's line stands
+        print(f"numaprof: {run.said}", file=sys.stderr)
     manifest = _finish(cfg, manifest, rc)
     try:
         if manifest["collector"].get("write_error"):
@@ -407,14 +504,44 @@ def run_record(cfg: RecordConfig, argv: list[str]) -> int:
         _hash_sources(cfg, cache)
         _write_json_atomic(manifest_path, manifest)
     except NumaprofError as e:
-        _discard(cfg.output, old)
-        kept = f"; the previous profile is back in {cfg.output}" if old is not None else ""
+        kept = _discard(cfg.output, old)
         raise NumaprofError(f"{e} (the program's exit status was {manifest['exit_status']}; "
                             f"nothing was kept{kept})", COLLECTOR_FAILED) from e
     if manifest["counts"] or manifest["collector"]:
         print(_summary(cfg, manifest), file=sys.stderr)
     status = manifest["exit_status"]
-    return int(status) if status is not None else rc
+    return int(status) if isinstance(status, int) else rc
+
+
+def _after_collector_death(cfg: RecordConfig, manifest: dict, run, cache) -> int:
+    """The collector was killed (out of memory, kill -9) before it wrote its results.
+
+    What it had flushed stays as a partial profile, marked incomplete: the allocation
+    shim's files are turned into the objects table, the sources hashed, the manifest
+    written.  Returns the program's exit status (record waited for it), else 125.
+    """
+    why = f"numaprof-collect was killed by {signal_name(-run.status)}"
+    try:
+        subprocess.run([str(paths.collector()), "--convert-shim", "-o", str(cfg.output)],
+                       stdin=subprocess.DEVNULL, capture_output=True, check=False)
+    except OSError:
+        pass  # the objects table stays empty; the samples are there
+    manifest = _finish(cfg, manifest, COLLECTOR_FAILED)
+    manifest["complete"] = False
+    manifest["incomplete_reason"] = why
+    manifest["exit_status"] = run.program_status
+    try:
+        _hash_sources(cfg, cache)
+        _write_json_atomic(cfg.output / "manifest.json", manifest)
+    except NumaprofError as e:
+        print(f"numaprof: {why}; the partial profile in {cfg.output}/ is not finished: {e}",
+              file=sys.stderr)
+        return run.program_status if run.program_status is not None else COLLECTOR_FAILED
+    if run.program_status is None:
+        print(f"numaprof: {why}; the partial profile is in {cfg.output}/ (incomplete); the "
+              "program's exit status is unknown", file=sys.stderr)
+        return COLLECTOR_FAILED
+    return run.program_status
 
 
 @click.command(context_settings={"ignore_unknown_options": True,
@@ -433,8 +560,11 @@ def run_record(cfg: RecordConfig, argv: list[str]) -> int:
               help="Attach to a running process instead of starting one.")
 @click.option("--duration", type=click.FloatRange(min=0.1), default=None,
               help="With -p: seconds to record (default 10).")
+@click.option("--redact-args", is_flag=True,
+              help="Keep the program name but not its arguments in the profile (passwords, "
+              "paths; see docs/record.md for what a profile holds).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def command(output, backend, freq, alloc_threshold, pid, duration, command):
+def command(output, backend, freq, alloc_threshold, pid, duration, redact_args, command):
     """Run COMMAND with memory-access sampling and write a profile.
 
     Samples every thread and child process of COMMAND (software register sampling where
@@ -458,6 +588,7 @@ def command(output, backend, freq, alloc_threshold, pid, duration, command):
         alloc_threshold=alloc_threshold,
         pid=pid,
         duration=duration,
+        redact_args=redact_args,
     )
     rc = run_record(cfg, ["numaprof", *sys.argv[1:]])
     sys.exit(rc)

@@ -55,3 +55,16 @@ def recorded(examples_built, tmp_path_factory):
         return cache[program]
 
     return get
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 4 MiB tmpfs (root only: mount(2) needs CAP_SYS_ADMIN)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {proc.stderr.strip()[:200]}")
+    yield disk
+    subprocess.run(["umount", str(disk)], check=True)

@@ -397,3 +397,36 @@ def test_pages_are_kernel_pages(tmp_path):
     _hand_profile(tmp_path / "p", samples, objects)
     acc = analyze(tmp_path / "p").objects[0].access
     assert acc.page.tolist() == [0, 1, 2] and acc.n_pages == 3
+
+
+def test_numaprofs_own_mappings_are_counted_not_objects(tmp_path):
+    """The shim's record file and library (mappings.flags bit 31) are never objects:
+    samples at an address in them, or at an instruction of the shim's code (whatever it
+    accesses), are counted as numaprof's own work, not dropped."""
+    A, ANON, REC, SHIM, LIBC = (0x7000_0000_0000, 0x7e00_0000_0000, 0x7f00_0000_0000,
+                                0x7f10_0000_0000, 0x7f20_0000_0000)
+    own, shared, private = 0x80000000, 1, 2
+    w = profgen.ProfileWriter(tmp_path / "p")
+    w.manifest()
+    w.topology([[0, 1]])  # one node: every sample with an address is traffic 0 -> 0
+    w.table("mappings", time=[1] * 4, pid=[7] * 4, start=[ANON, REC, SHIM, LIBC],
+            len=[0x100000] * 4, pgoff=[0] * 4, prot=[3, 3, 5, 5],
+            flags=[private, own | shared, own | private, private],
+            path=["//anon", "/home/u/p/shim.7.bin", "/opt/numaprof/libnumaprof_shim.so",
+                  "/usr/lib/libc.so.6"])
+    w.table("objects", time=[1], free_time=[0], pid=[7], tid=[7], addr=[A], size=[0x100000],
+            kind=[1], stack=[1], prev=[0])
+    # heap x2, the record file x3 (memcpy in libc), the shim's code x2 (touching an
+    # anonymous mapping), the anonymous mapping x1 from the program's code
+    ip = [0x400000] * 2 + [LIBC + 0x10] * 3 + [SHIM + 0x20] * 2 + [0x400000]
+    addr = [A + 8, A + 16, REC + 64, REC + 128, REC + 4096, ANON + 8, ANON + 16, ANON + 24]
+    n = len(addr)
+    w.table("samples", time=[10 + i for i in range(n)], pid=[7] * n, tid=[7] * n, cpu=[0] * n,
+            ip=ip, addr=addr, access=[1] * n)
+    a = analyze(tmp_path / "p")
+    assert a.profile.numaprof_own == 5
+    assert sorted((o.kind, o.samples) for o in a.objects) == [("heap", 2), ("mapping", 1)]
+    assert not any("shim" in o.name or "shim" in o.site for o in a.objects)
+    assert sum(o.samples for o in a.objects) + a.profile.outside_objects + 5 == a.profile.with_address
+    assert any(f.startswith("5 samples") and "numaprof's own work" in f for f in a.findings)
+    assert int(a.traffic.sum()) == 3

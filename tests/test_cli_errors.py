@@ -149,19 +149,6 @@ def test_previous_profile_kept_as_old(tmp_path):
     assert json.loads(proc.stdout)["profile"]["command"] == ["sh", "-c", "exit 3"]
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 4 MiB tmpfs (root only: mount(2) needs CAP_SYS_ADMIN)."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here: {proc.stderr.strip()[:200]}")
-    yield disk
-    subprocess.run(["umount", str(disk)], check=True)
-
-
 def _fill(disk, leave):
     """Fills the file system but for `leave` bytes."""
     filler = disk / "filler"

@@ -24,3 +24,32 @@ def test_host_and_pid():
     out = expand_output("p.%h.%p", {})
     host, pid = out.split(".")[1:]
     assert host and pid.isdigit()
+
+
+def test_redact_command_keeps_the_program_name():
+    from numaprof.cli.record import REDACTED, redact_command
+
+    argv = ["numaprof", "record", "-o", "p", "--", "./app", "--password=x", "in.dat"]
+    cmd, kept = redact_command(("./app", "--password=x", "in.dat"), argv)
+    assert cmd == ["./app", REDACTED, REDACTED]
+    assert kept == ["numaprof", "record", "-o", "p", "--", "./app", REDACTED, REDACTED]
+    assert "--password=x" not in redact_command(("./app", "--password=x"), ["numaprof"])[1]
+
+
+def test_a_collector_that_is_not_built_is_a_setup_failure(tmp_path, monkeypatch):
+    """Exit 125 (numaprof could not start the recording), and no profile directory."""
+    from pathlib import Path
+
+    from numaprof import paths
+    from numaprof.cli.record import RecordConfig, run_record
+
+    def not_built():
+        raise NumaprofError("the numaprof collector is not built")
+
+    monkeypatch.setattr(paths, "collector", not_built)
+    cfg = RecordConfig(command=("true",), output=Path(tmp_path / "p"), output_given=True,
+                       backend="auto", freq=None, alloc_threshold=65536, pid=None, duration=None)
+    with pytest.raises(NumaprofError) as e:
+        run_record(cfg, ["numaprof", "record", "true"])
+    assert e.value.exit_code == 125 and "not built" in str(e.value)
+    assert not (tmp_path / "p").exists()

@@ -14,9 +14,12 @@
  *    working (backtrace, dlsym, libnuma's internal mmap) straight to the real allocator.
  *  - Thread- and signal-safe: a record is built on the stack and copied into a slot of
  *    the shared-mapped file claimed by an atomic increment (or, where the file cannot be
- *    mapped, written with one write(2) to an O_APPEND descriptor); the recording path
- *    uses no locks and no stdio, only clock_gettime, the libgcc unwinder (initialised in
- *    the constructor) and system calls.
+ *    mapped, written with one write(2) in O_APPEND mode); the recording path uses no
+ *    locks and no stdio, only clock_gettime, the libgcc unwinder (initialised in the
+ *    constructor) and system calls.
+ *  - Invisible: no descriptor of the shim stays open in the program (the file is opened
+ *    by name to map a chunk, then closed), so a program that closes every descriptor or
+ *    dup2()s onto any number neither loses records nor gets them written into its files.
  *  - Fork-safe: the child of fork() opens shim.<childpid>.bin (pthread_atfork).
  *  - Exec-safe: the environment survives execve; the new image's constructor appends a
  *    START record to the same file (same pid) and its own records after it.
@@ -42,7 +45,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -64,7 +66,18 @@ extern void *__libc_pvalloc(size_t);
 
 static int g_active;                   /* set once the file is open */
 static uint64_t g_threshold = NMP_DEFAULT_ALLOC_THRESHOLD;
-static int g_fd = -1;
+/* The record file of this process.  Mapped (the default), no descriptor stays open: the
+ * file is opened by name for the moment a chunk is mapped, so the program sees no
+ * descriptor of ours, and closing or dup2()ing over descriptors it did not open (closefrom,
+ * a daemon's close-all loop) neither stops the recording nor sends records into a file of
+ * the program's.  The inode is checked on each open: a file put in its place is not ours.
+ * In write(2) mode (the fallback) opening by name per record cost 6x, so one descriptor
+ * stays open, high and close-on-exec, and is checked against the inode before each
+ * write: closed or taken over by the program, it is replaced, never written through. */
+static char g_path[3200];
+static dev_t g_dev;
+static ino_t g_ino;
+static int g_wfd = -1;
 /* Mapped mode (nmp_shim_format.h): the header and the chunks of the file; NULL where not
  * mapped yet.  g_hdr NULL: write(2) mode.  Chunk sizes double from 256 slots (11 pages:
  * a short-lived process costs 48 KiB of disk) to 65536 slots (11 MiB), then stay. */
@@ -170,6 +183,41 @@ static unsigned chunk_of(uint64_t idx)
     return k < NMP_CHUNKS ? (unsigned)k : NMP_CHUNKS;
 }
 
+/* Opens the record file (close it after use); -1 if it is gone or was replaced. */
+static int open_record_file(int flags)
+{
+    int fd = open(g_path, flags | O_CLOEXEC);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_dev != g_dev || st.st_ino != g_ino)) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* write(2) mode: the descriptor to append to, -1 if the file cannot be opened. */
+static int write_fd(void)
+{
+    int fd = __atomic_load_n(&g_wfd, __ATOMIC_ACQUIRE);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == g_dev && st.st_ino == g_ino)
+        return fd;
+    /* never closed here: that number may be the program's now */
+    int nfd = open_record_file(O_WRONLY | O_APPEND);
+    if (nfd < 0)
+        return -1;
+    int hi = fcntl(nfd, F_DUPFD_CLOEXEC, 512); /* clear of the numbers programs dup2() onto */
+    if (hi >= 0) {
+        close(nfd);
+        nfd = hi;
+    }
+    if (!__atomic_compare_exchange_n(&g_wfd, &fd, nfd, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        close(nfd); /* another thread reopened it first */
+        return fd;
+    }
+    return nfd;
+}
+
 /* Maps chunk k (allocating its disk blocks first: a shared mapping of a hole would raise
  * SIGBUS in the target when the disk is full).  Only system calls: signal-safe. */
 static __attribute__((noinline)) char *map_chunk(unsigned k)
@@ -178,27 +226,31 @@ static __attribute__((noinline)) char *map_chunk(unsigned k)
     chunk_range(k, &first, &count);
     off_t off = NMP_SHIM_HEADER_SIZE + (off_t)(first * sizeof(struct nmp_shim_record));
     size_t len = (size_t)count * sizeof(struct nmp_shim_record);
-    if (syscall(SYS_fallocate, g_fd, 0, off, (off_t)len) != 0) {
+    int fd = open_record_file(O_RDWR);
+    if (fd < 0)
+        return NULL;
+    if (syscall(SYS_fallocate, fd, 0, off, (off_t)len) != 0) {
         struct stat st;
         /* a file system without fallocate: extend the file instead */
-        if (errno != EOPNOTSUPP || fstat(g_fd, &st) != 0 ||
-            (st.st_size < off + (off_t)len && ftruncate(g_fd, off + (off_t)len) != 0))
+        if (errno != EOPNOTSUPP || fstat(fd, &st) != 0 ||
+            (st.st_size < off + (off_t)len && ftruncate(fd, off + (off_t)len) != 0)) {
+            close(fd);
             return NULL;
+        }
     }
     /* Populated now, in the kernel, and writable: the target takes no page fault per page
      * of records (each one a write-protect fault with the file system's page_mkwrite, and
      * a page-fault sample the collector would process).  MAP_POPULATE alone maps a shared
      * file mapping read-only, so MADV_POPULATE_WRITE (Linux 5.14) does the write faults
      * here in one go; older kernels fall back to the read-only population. */
-    char *m = sys_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, g_fd, off);
+    char *m = sys_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);
+    if (m != MAP_FAILED && syscall(SYS_madvise, m, len, NMP_MADV_POPULATE_WRITE) != 0) {
+        syscall(SYS_munmap, m, len);
+        m = sys_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, off);
+    }
+    close(fd);
     if (m == MAP_FAILED)
         return NULL;
-    if (syscall(SYS_madvise, m, len, NMP_MADV_POPULATE_WRITE) != 0) {
-        syscall(SYS_munmap, m, len);
-        m = sys_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, g_fd, off);
-        if (m == MAP_FAILED)
-            return NULL;
-    }
     char *expect = NULL;
     if (!__atomic_compare_exchange_n(&g_chunks[k], &expect, m, 0, __ATOMIC_ACQ_REL,
                                      __ATOMIC_ACQUIRE)) {
@@ -240,17 +292,18 @@ static void emit(struct nmp_shim_record *r)
         __atomic_store_n(&slot->type, r->type, __ATOMIC_RELEASE);
         return;
     }
+    int fd = write_fd();
     for (;;) {
-        ssize_t n = write(g_fd, r, sizeof *r);
+        ssize_t n = fd >= 0 ? write(fd, r, sizeof *r) : -1;
         if (n == (ssize_t)sizeof *r)
-            return;
+            break;
         if (n < 0 && errno == EINTR)
             continue;
         __atomic_add_fetch(&g_dropped, 1, __ATOMIC_RELAXED);
         /* part of a record (disk full): whatever followed would be misaligned */
         if (n > 0)
             __atomic_store_n(&g_active, 0, __ATOMIC_RELAXED);
-        return;
+        break;
     }
 }
 
@@ -526,9 +579,10 @@ static void close_file(void)
     if (g_hdr)
         syscall(SYS_munmap, g_hdr, NMP_SHIM_HEADER_SIZE);
     g_hdr = NULL;
-    if (g_fd >= 0)
-        close(g_fd);
-    g_fd = -1;
+    struct stat st;
+    if (g_wfd >= 0 && fstat(g_wfd, &st) == 0 && st.st_dev == g_dev && st.st_ino == g_ino)
+        close(g_wfd); /* still ours, not a descriptor of the program's */
+    g_wfd = -1;
 }
 
 /* Maps the header of an open shim file; returns 0, or -1 for write(2) mode. */
@@ -561,28 +615,22 @@ static int map_header(int fd, int created)
 
 static int open_file(void)
 {
-    char path[3200];
-    snprintf(path, sizeof path, "%s/shim.%ld.bin", g_dir, (long)getpid());
+    snprintf(g_path, sizeof g_path, "%s/shim.%ld.bin", g_dir, (long)getpid());
     int created = 1;
-    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
+    int fd = open(g_path, O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
     if (fd < 0 && errno == EEXIST) {
         created = 0; /* a previous image of this process (execve) */
-        fd = open(path, O_RDWR | O_APPEND | O_CLOEXEC);
+        fd = open(g_path, O_RDWR | O_APPEND | O_CLOEXEC);
     }
-    if (fd < 0) {
-        debug("cannot open %s: %s; not recording", path, strerror(errno));
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        debug("cannot open %s: %s; not recording", g_path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
         return -1;
     }
-    /* keep clear of the low descriptors programs dup2() onto */
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur >= 256) {
-        long hi = rl.rlim_cur >= 1024 ? 512 : (long)rl.rlim_cur / 2;
-        int fd2 = fcntl(fd, F_DUPFD_CLOEXEC, hi);
-        if (fd2 >= 0) {
-            close(fd);
-            fd = fd2;
-        }
-    }
+    g_dev = st.st_dev;
+    g_ino = st.st_ino;
     if (created) {
         static char page[NMP_SHIM_HEADER_SIZE];
         struct nmp_shim_header h;
@@ -597,11 +645,11 @@ static int open_file(void)
             return -1;
         }
     }
-    g_fd = fd;
     /* NUMAPROF_SHIM_MODE=write: for file systems where shared mappings misbehave */
     const char *mode = getenv("NUMAPROF_SHIM_MODE");
     if ((mode && strcmp(mode, "write") == 0) || map_header(fd, created) != 0)
-        debug("%s: one write(2) per record", path);
+        debug("%s: one write(2) per record", g_path);
+    close(fd);
     struct nmp_shim_record r;
     memset(&r, 0, sizeof r);
     r.type = NMP_SHIM_START;

@@ -6,6 +6,7 @@
  */
 #include "nmp_hw_priv.h"
 #include "nmp_hw_uncore.h"
+#include "nmp_schema.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -285,8 +286,11 @@ int nmp_hw_node_counters_read(struct nmp_hw_counters *c, struct nmp_table *t,
         agg[k].bytes += bytes;
     }
     for (int k = 0; k < na; k++) {
-        uint64_t row[5] = {time_ns, (uint64_t)phase, (uint64_t)(int64_t)agg[k].node,
-                           (uint64_t)(uintptr_t)agg[k].name, (uint64_t)(agg[k].bytes + 0.5)};
+        uint64_t row[NMP_counters_NCOLS] = {
+            [NMP_counters_time] = time_ns, [NMP_counters_phase] = (uint64_t)phase,
+            [NMP_counters_node] = (uint64_t)(int64_t)agg[k].node,
+            [NMP_counters_name] = (uint64_t)(uintptr_t)agg[k].name,
+            [NMP_counters_value] = (uint64_t)(agg[k].bytes + 0.5)};
         if (nmp_table_append(t, row) < 0)
             return -1;
     }

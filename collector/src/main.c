@@ -2,14 +2,22 @@
  *
  *   numaprof-collect -o DIR [--freq HZ] [--backend auto|soft|pebs|ibs]
  *                    [--shim LIB] [--alloc-threshold BYTES]
- *                    [-p PID --duration SECONDS] [--error-fd FD] -- CMD ARGS...
+ *                    [-p PID --duration SECONDS] [--error-fd FD] [--control-fd FD]
+ *                    -- CMD ARGS...
  *   numaprof-collect --list-events [--json]
  *   numaprof-collect --schema     (the profile tables it writes, as JSON)
+ *   numaprof-collect --convert-shim -o DIR
  *
  * Exit status: the command's; 128+N if it died of signal N; 127 command not found;
  * 126 not executable; 125 numaprof-collect itself failed (one line on stderr).
  * The one line of a failure (of the collector, not of the command) goes to stderr, or to
  * FD with --error-fd, so that `numaprof record` can say it in its own one line.
+ * --control-fd is a stream socket to numaprof record: the collector writes "pid N\n" when
+ * the command is started; numaprof record writes one byte (the signal number) for each
+ * stopping signal it receives, and its end of file means numaprof record is gone
+ * (sampler.c, "signals").  Both descriptors are close-on-exec: the command never sees them.
+ * --convert-shim turns the allocation shim's files of DIR into the objects table, for a
+ * profile whose collector was killed before it could (numaprof record does it then).
  */
 #include "nmp_hw.h"
 #include "nmp_sampler.h"
@@ -18,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,17 +74,18 @@ static int parse_u64(const char *s, uint64_t *out)
 int main(int argc, char **argv)
 {
     struct nmp_config cfg = {.freq = NMP_DEFAULT_FREQ, .backend = NMP_REQ_AUTO,
-                             .alloc_threshold = NMP_DEFAULT_ALLOC_THRESHOLD};
+                             .alloc_threshold = NMP_DEFAULT_ALLOC_THRESHOLD, .control_fd = -1};
     static const struct option opts[] = {
         {"output", required_argument, 0, 'o'},   {"freq", required_argument, 0, 'F'},
         {"backend", required_argument, 0, 'b'},  {"shim", required_argument, 0, 's'},
         {"alloc-threshold", required_argument, 0, 't'},
         {"pid", required_argument, 0, 'p'},      {"duration", required_argument, 0, 'd'},
         {"list-events", no_argument, 0, 'L'},    {"json", no_argument, 0, 'J'},
-        {"error-fd", required_argument, 0, 'E'}, {"schema", no_argument, 0, 'S'},
+        {"error-fd", required_argument, 0, 'E'}, {"control-fd", required_argument, 0, 'C'},
+        {"convert-shim", no_argument, 0, 'S'},   {"schema", no_argument, 0, 'D'},
         {0, 0, 0, 0},
     };
-    int ch, list_events = 0, json = 0, schema = 0;
+    int ch, list_events = 0, json = 0, convert_shim = 0, schema = 0;
     uint64_t v;
     opterr = 0;
     while ((ch = getopt_long(argc, argv, "+o:F:b:s:t:p:d:", opts, NULL)) != -1) {
@@ -126,7 +136,7 @@ int main(int argc, char **argv)
         case 'J':
             json = 1;
             break;
-        case 'S':
+        case 'D':
             schema = 1;
             break;
         case 'E':
@@ -134,6 +144,14 @@ int main(int argc, char **argv)
             if (parse_u64(optarg, &v) || v > 0x7fffffff || fcntl((int)v, F_SETFD, FD_CLOEXEC) != 0)
                 return fail("--error-fd needs an open file descriptor", optarg);
             error_fd = (int)v;
+            break;
+        case 'C':
+            if (parse_u64(optarg, &v) || v > 0x7fffffff || fcntl((int)v, F_SETFD, FD_CLOEXEC) != 0)
+                return fail("--control-fd needs an open file descriptor", optarg);
+            cfg.control_fd = (int)v;
+            break;
+        case 'S':
+            convert_shim = 1;
             break;
         default:
             return fail("unknown or incomplete option", argv[optind - 1]);
@@ -149,6 +167,13 @@ int main(int argc, char **argv)
     struct stat st;
     if (stat(cfg.dir, &st) != 0 || !S_ISDIR(st.st_mode))
         return fail("output directory does not exist", cfg.dir);
+    char err[NMP_ERRLEN] = "";
+    if (convert_shim) {
+        struct nmp_shim_totals totals;
+        if (nmp_shim_convert(cfg.dir, &totals, err) != 0)
+            return fail("allocation shim data", err[0] ? err : strerror(errno));
+        return 0;
+    }
     if (cfg.attach_pid > 0) {
         if (optind < argc)
             return fail("give either -p PID or a command, not both", NULL);
@@ -160,8 +185,10 @@ int main(int argc, char **argv)
     if (cfg.shim && access(cfg.shim, R_OK) != 0)
         return fail("allocation shim not readable", cfg.shim);
 
-    char err[NMP_ERRLEN];
     int rc = nmp_collect_run(&cfg, err);
+    /* numaprof record may be gone (killed): no SIGPIPE for this last line.  The command
+     * was started long ago with the dispositions numaprof-collect was given. */
+    signal(SIGPIPE, SIG_IGN);
     if (err[0])
         dprintf(error_fd, "numaprof: %s\n", err);
     return rc;

@@ -30,6 +30,11 @@ enum {
     NMP_RULE_SPIN = 16, /* busy-wait loop (pause): a waiting thread, not a memory access */
 };
 
+/* mappings.flags: besides the kernel's MAP_SHARED/MAP_PRIVATE bits, a mapping of one of
+ * numaprof's own files in the program (the allocation shim's library and record files):
+ * never an object of the program (docs/profile-format.md). */
+#define NMP_MAP_NUMAPROF 0x80000000u
+
 #define NMP_ERRLEN 512
 
 /* topology.c: hwloc topology of this machine -> <dir>/topology.xml and topology.json. */

@@ -22,6 +22,7 @@ struct nmp_config {
     pid_t attach_pid;         /* -p: attach instead of launching */
     double duration;          /* seconds, with -p (0: until it exits) */
     char **cmd;               /* NULL-terminated command to run */
+    int control_fd;           /* socket to numaprof record, or -1 (see main.c) */
 };
 
 /* Exit statuses of numaprof-collect besides the command's own. */

@@ -32,6 +32,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -165,6 +166,15 @@ struct collector {
     pid_t root;
     int exit_status, term_signal, have_status;
     const char *interrupted;
+    int cli_gone; /* numaprof record ended before the program: leave the program alone */
+    /* numaprof's own files in the program: the profile directory (the shim's record
+     * files) and the shim library; their mappings are flagged NMP_MAP_NUMAPROF */
+    char own_dir[4096], own_shim[4096];
+    size_t own_dir_len;
+    /* signals received directly and not yet matched by numaprof record's relay of the
+     * same signal (see on_relayed) */
+    unsigned direct_unmatched[NSIG];
+    uint64_t direct_time[NSIG];
 };
 
 /* ---------------------------------------------------------------- small helpers */
@@ -1443,6 +1453,11 @@ static void add_mapping_row(struct collector *c, uint64_t time, uint32_t pid, ui
                             const char *path)
 {
     nmp_decoder_mmap(c->dec, pid, start, len, pgoff, path);
+    /* the kernel names a mapping by its canonical path (d_path), as realpath() does */
+    if (path && ((c->own_dir_len && !strncmp(path, c->own_dir, c->own_dir_len) &&
+                  path[c->own_dir_len] == '/') ||
+                 (c->own_shim[0] && !strcmp(path, c->own_shim))))
+        flags |= NMP_MAP_NUMAPROF;
     uint64_t v[NMP_mappings_NCOLS] = {
         [NMP_mappings_time] = time, [NMP_mappings_pid] = pid, [NMP_mappings_start] = start,
         [NMP_mappings_len] = len, [NMP_mappings_pgoff] = pgoff, [NMP_mappings_prot] = prot,
@@ -1920,25 +1935,116 @@ static uint64_t tick_slow(struct collector *c)
     return spent * 100 > SLOW_TICK_NS ? spent * 100 : SLOW_TICK_NS;
 }
 
-/* A Ctrl-C from the terminal (si_code SI_KERNEL) already reached the command when it is
- * in our process group; the same signal relayed within 0.5 s by a wrapper (numaprof
- * record forwards what it gets) is that Ctrl-C again.  Everything else is forwarded. */
-static int should_forward(struct collector *c, const struct signalfd_siginfo *si)
+/* ---------------------------------------------------------------- signals
+ *
+ * The program must get each SIGINT/SIGTERM/SIGHUP/SIGQUIT exactly as in a plain run.  A
+ * signal sent to the process group (Ctrl-C at a terminal, kill -TERM -PGID, a batch
+ * system, timeout) reaches numaprof record, numaprof-collect and the program at once (the
+ * program only if it stayed in the group, as in a plain run); a signal sent to numaprof
+ * record's pid reaches only numaprof record.  numaprof record relays every one it gets
+ * through the control socket, and the collector also sees the group's signals directly.
+ * So a relayed signal that the collector received directly too was a group signal and is
+ * not passed on; any other relayed signal was meant for numaprof record alone and is.
+ */
+#define RELAY_MATCH_NS 5000000000ULL /* a direct signal this old is not matched any more */
+
+static const char *signal_name(int sig)
 {
-    static uint64_t last_tty[NSIG];
-    uint64_t now = nmp_now_ns();
-    int same_group = getpgid(c->root) == getpgrp();
-    if (si->ssi_code == SI_KERNEL) {
-        last_tty[si->ssi_signo] = now;
-        return !same_group;
+    switch (sig) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP";
+    case SIGQUIT: return "SIGQUIT";
     }
-    return !(same_group && last_tty[si->ssi_signo] && now - last_tty[si->ssi_signo] < 500000000ULL);
+    return "signal";
+}
+
+/* A stopping signal received directly: through the process group (a signal sent to
+ * numaprof-collect's pid alone is taken for one too: that pid is not numaprof's
+ * advertised one).  numaprof record's relay of it follows and is matched against it. */
+static void on_direct(struct collector *c, int sig)
+{
+    c->interrupted = signal_name(sig);
+    c->direct_unmatched[sig]++;
+    c->direct_time[sig] = nmp_now_ns();
+}
+
+static void read_signals(struct collector *c, int sfd, int *done);
+
+/* numaprof record got `sig`.  If it came through the process group, the collector got it
+ * too: the kernel delivers a group signal to every member under tasklist_lock held for
+ * reading (kernel/signal.c, kill_something_info and kill_pgrp), and setpgid() takes that
+ * lock for writing (kernel/sys.c, ksys_setpgid), so after the setpgid below a group
+ * signal that reached numaprof record before it relayed it is pending here too. */
+static void on_relayed(struct collector *c, int sfd, int sig, int *done)
+{
+    if (sig <= 0 || sig >= NSIG)
+        return;
+    if (setpgid(0, getpgrp()) != 0)
+        nmp_debug("setpgid: %s", strerror(errno));
+    read_signals(c, sfd, done);
+    c->interrupted = signal_name(sig);
+    if (c->direct_unmatched[sig] && nmp_now_ns() - c->direct_time[sig] < RELAY_MATCH_NS) {
+        c->direct_unmatched[sig]--; /* a group signal: already dealt with in on_direct */
+        return;
+    }
+    c->direct_unmatched[sig] = 0;
+    if (c->cfg->attach_pid > 0)
+        *done = 1; /* stop profiling; leave the process alone */
+    else
+        kill(c->root, sig); /* sent to numaprof record's pid only */
+}
+
+static void read_signals(struct collector *c, int sfd, int *done)
+{
+    struct signalfd_siginfo si;
+    while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+        int sig = (int)si.ssi_signo;
+        if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT) {
+            if (c->cfg->attach_pid > 0) {
+                c->interrupted = signal_name(sig);
+                *done = 1;
+            } else {
+                on_direct(c, sig);
+            }
+        } else if (sig == SIGCHLD && c->cfg->attach_pid <= 0) {
+            int st;
+            pid_t w = waitpid(c->root, &st, WNOHANG);
+            if (w == c->root) {
+                status_from_wait(c, st);
+                *done = 1;
+            }
+        }
+    }
+}
+
+/* The control socket: one byte per signal numaprof record received; end of file when
+ * numaprof record is gone (killed): the recording stops and the program goes on. */
+static void read_control(struct collector *c, int sfd, int *done)
+{
+    unsigned char buf[64];
+    for (;;) {
+        ssize_t n = recv(c->cfg->control_fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (n <= 0) {
+            c->cli_gone = 1;
+            if (!c->interrupted)
+                c->interrupted = "numaprof record ended";
+            *done = 1;
+            return;
+        }
+        for (ssize_t i = 0; i < n; i++)
+            on_relayed(c, sfd, buf[i], done);
+    }
 }
 
 /* Polls the rings and the signals until the command exits (or the attach time is up). */
 static void run_loop(struct collector *c, int sfd, int pidfd, uint64_t deadline)
 {
-    int n = c->nring + 2;
+    int n = c->nring + 3;
     struct pollfd *pfd = calloc((size_t)n, sizeof *pfd);
     if (!pfd)
         return;
@@ -1953,6 +2059,8 @@ static void run_loop(struct collector *c, int sfd, int pidfd, uint64_t deadline)
         pfd[c->nring].events = POLLIN;
         pfd[c->nring + 1].fd = pidfd;
         pfd[c->nring + 1].events = POLLIN;
+        pfd[c->nring + 2].fd = c->cli_gone ? -1 : c->cfg->control_fd;
+        pfd[c->nring + 2].events = POLLIN;
         uint64_t now = nmp_now_ns();
         int timeout = next_tick > now ? (int)((next_tick - now) / 1000000) + 1 : 0;
         int r = poll(pfd, (nfds_t)n, timeout);
@@ -1961,25 +2069,10 @@ static void run_loop(struct collector *c, int sfd, int pidfd, uint64_t deadline)
         for (int i = 0; i < c->nring; i++)
             if (pfd[i].revents & (POLLHUP | POLLERR))
                 c->rings[i].hup = 1; /* the task exited: drained on the ticks */
-        if (r > 0 && (pfd[c->nring].revents & POLLIN)) {
-            struct signalfd_siginfo si;
-            while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
-                if (si.ssi_signo == SIGINT || si.ssi_signo == SIGTERM) {
-                    c->interrupted = si.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM";
-                    if (c->cfg->attach_pid > 0)
-                        done = 1; /* stop profiling; leave the process alone */
-                    else if (should_forward(c, &si))
-                        kill(c->root, (int)si.ssi_signo);
-                } else if (si.ssi_signo == SIGCHLD && c->cfg->attach_pid <= 0) {
-                    int st;
-                    pid_t w = waitpid(c->root, &st, WNOHANG);
-                    if (w == c->root) {
-                        status_from_wait(c, st);
-                        done = 1;
-                    }
-                }
-            }
-        }
+        if (r > 0 && (pfd[c->nring].revents & POLLIN))
+            read_signals(c, sfd, &done);
+        if (r > 0 && (pfd[c->nring + 2].revents & (POLLIN | POLLHUP | POLLERR)))
+            read_control(c, sfd, &done);
         if (pidfd >= 0 && (pfd[c->nring + 1].revents & POLLIN))
             done = 1;
         if (deadline && nmp_now_ns() >= deadline)
@@ -2057,9 +2150,15 @@ int nmp_collect_run(const struct nmp_config *cfg, char *err)
     sigaddset(&mask, SIGCHLD);
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGHUP);
+    sigaddset(&mask, SIGQUIT);
 
     if (select_backend(c) != 0)
         return NMP_EXIT_SELF;
+    if (realpath(cfg->dir, c->own_dir))
+        c->own_dir_len = strlen(c->own_dir);
+    if (!cfg->shim || !realpath(cfg->shim, c->own_shim))
+        c->own_shim[0] = 0;
     if (!(c->dec = nmp_decoder_new())) {
         snprintf(err, NMP_ERRLEN, "cannot initialise the Capstone x86-64 decoder");
         return NMP_EXIT_SELF;
@@ -2119,6 +2218,13 @@ int nmp_collect_run(const struct nmp_config *cfg, char *err)
             goto out;
         }
         c->root = child.pid;
+        if (cfg->control_fd >= 0) {
+            /* numaprof record supervises the program if numaprof-collect dies */
+            char line[32];
+            int len = snprintf(line, sizeof line, "pid %d\n", (int)child.pid);
+            if (send(cfg->control_fd, line, (size_t)len, MSG_NOSIGNAL) != len)
+                nmp_debug("control socket: %s", strerror(errno));
+        }
         if (open_events(c, child.pid, 1) != 0) {
             kill(child.pid, SIGKILL);
             waitpid(child.pid, NULL, 0);
@@ -2182,7 +2288,7 @@ finish:;
     nmp_debug("samples %" PRIu64 " with address %" PRIu64 " lost %" PRIu64 " faults %" PRIu64,
               c->samples, c->with_address, c->lost, c->faults);
 out:
-    if (child.pid > 0 && !c->have_status) {
+    if (child.pid > 0 && !c->have_status && !c->cli_gone) {
         kill(child.pid, SIGKILL);
         waitpid(child.pid, NULL, 0);
     }

@@ -157,10 +157,12 @@ uint64_t nmp_table_rows(const struct nmp_table *t) { return t->rows; }
 int nmp_table_flush(struct nmp_table *t)
 {
     for (int i = 0; i < t->ncols; i++) {
+        /* the strings before their offsets: a collector killed between the two leaves no
+         * offset beyond its heap */
+        if (t->cols[i].heap && fflush(t->cols[i].heap))
+            failed_with(t);
         flush_col(t, &t->cols[i]);
         if (t->cols[i].f && fflush(t->cols[i].f))
-            failed_with(t);
-        if (t->cols[i].heap && fflush(t->cols[i].heap))
             failed_with(t);
     }
     if (t->failed) {
@@ -175,10 +177,10 @@ int nmp_table_close(struct nmp_table *t)
     if (!t)
         return 0;
     for (int i = 0; i < t->ncols; i++) {
+        if (t->cols[i].heap && fclose(t->cols[i].heap))
+            failed_with(t);
         flush_col(t, &t->cols[i]);
         if (t->cols[i].f && fclose(t->cols[i].f))
-            failed_with(t);
-        if (t->cols[i].heap && fclose(t->cols[i].heap))
             failed_with(t);
     }
     int failed = t->failed;

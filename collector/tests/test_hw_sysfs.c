@@ -9,6 +9,7 @@
  *  - DF/UMC events: amdzen3/data-fabric.json, amdzen4/memory-controller.json (section 6).
  */
 #include "nmp_hw_priv.h"
+#include "nmp_schema.h"
 #include "nmp_hw_uncore.h"
 
 #include <errno.h>
@@ -389,10 +390,7 @@ static void test_counters_read(void)
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/hw_counters.%d", tmp ? tmp : "/tmp", (int)getpid());
     mkdir(dir, 0700);
-    static const struct nmp_coldef cols[] = {{"time", NMP_U64}, {"phase", NMP_U8},
-                                             {"node", NMP_I16}, {"name", NMP_STR},
-                                             {"value", NMP_U64}};
-    struct nmp_table *t = nmp_table_create(dir, "counters", cols, 5);
+    struct nmp_table *t = nmp_table_open(dir, NMP_TABLE_ID_counters, -1);
     CHECK(t != NULL);
     if (t) {
         CHECK_EQ(nmp_hw_node_counters_read(c, t, 1234, 2), 2);

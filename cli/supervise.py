@@ -1,0 +1,274 @@
+"""Running numaprof-collect so that the program cannot tell it is being recorded.
+
+* Descriptors: every descriptor numaprof record inherited (make's jobserver, MPI's PMI_FD,
+  a socket from systemd) reaches the program at the same number, as in a plain run.
+  Python makes the descriptors it opens close-on-exec (PEP 446), and the collector marks
+  the two it is given (--error-fd, --control-fd) close-on-exec too, so the program gets
+  exactly the caller's.
+* Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT reach the program as in a plain run: a
+  signal sent to the process group reaches it directly, and one sent to numaprof record's
+  pid is passed on, once.  numaprof record takes each one it gets with sigwaitinfo and
+  relays it through the control socket; the collector, which also sees the group's
+  signals, tells the two apart (collector/src/sampler.c, "signals").  A signal the caller
+  ignores stays ignored, so the program inherits it ignored as in a plain run.
+* Death of the collector (the out-of-memory killer, kill -9): numaprof record is the
+  program's child subreaper (prctl PR_SET_CHILD_SUBREAPER), so the program, orphaned,
+  becomes its child instead of init's; record says so in one line, lets the program run to
+  its end, passes signals on, and exits with the program's status.  The program is not
+  killed: a recording that failed is no reason to lose the user's run.
+* Death of numaprof record: the collector sees the control socket close, stops recording,
+  writes what it has, and exits; the program goes on (docs/record.md).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+from dataclasses import dataclass
+
+from numaprof.errors import NumaprofError
+
+COLLECTOR_FAILED = 125
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
+SI_USER, SI_KERNEL = 0, 0x80  # <asm-generic/siginfo.h>
+
+
+@dataclass(frozen=True)
+class CollectorRun:
+    """How a run of numaprof-collect ended."""
+
+    status: int  # the collector's exit status; -N if it was killed by signal N
+    said: str  # the collector's one line of failure ("" if none)
+    program_pid: int | None  # the program's pid, as the collector reported it
+    program_status: int | None  # set when record itself waited for the program
+
+
+def _become_subreaper() -> bool:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _current_umask() -> int:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # older kernels: read it by setting it
+    os.umask(mask)
+    return mask
+
+
+def _exit_code(status: int) -> int:
+    """A wait status as a shell reports it: the exit code, or 128+N for signal N."""
+    code = os.waitstatus_to_exitcode(status)
+    return 128 - code if code < 0 else code
+
+
+class _Control:
+    """numaprof record's end of the control socket."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.buf = b""
+        self.pid: int | None = None
+
+    def relay(self, signum: int) -> bool:
+        try:
+            self.sock.send(bytes([signum]))
+        except OSError:
+            return False  # the collector is gone
+        return True
+
+    def program_pid(self) -> int | None:
+        """The program's pid once the collector has said it (never blocks)."""
+        while self.pid is None:
+            try:
+                chunk = self.sock.recv(256, socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                break
+            if not chunk:
+                break
+            self.buf += chunk
+            line, nl, _ = self.buf.partition(b"\n")
+            if nl:
+                word, _, value = line.partition(b" ")
+                if word == b"pid" and value.isdigit():
+                    self.pid = int(value)
+        return self.pid
+
+
+def _group_signal(info) -> bool:
+    """Whether a stopping signal numaprof record received was sent to its process group
+    (which the program got as well, if it is in the group): one from the terminal, or one
+    sent to the group by a process of the group (timeout, kill 0).  Without the collector
+    as a witness, a signal sent to the group from outside it cannot be told from one sent
+    to numaprof record alone: it is passed on (docs/record.md)."""
+    if info.si_code == SI_KERNEL:
+        return True
+    try:
+        return (info.si_code == SI_USER and info.si_pid > 0
+                and os.getpgid(info.si_pid) == os.getpgrp())
+    except OSError:
+        return False
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class _Supervisor:
+    """The wait of numaprof record: its signals and its children, one at a time.
+
+    The stopping signals and SIGCHLD are blocked and taken with sigwaitinfo, so that each
+    signal comes with who sent it: relayed to the collector while it lives, passed on to
+    the program by record itself after the collector died.
+    """
+
+    def __init__(self, proc, control: _Control, relayed: tuple[int, ...], on_collector_death):
+        self.proc = proc
+        self.control = control
+        self.relayed = relayed
+        self.on_collector_death = on_collector_death
+        self.collector_rc: int | None = None
+        self.program_status: int | None = None
+        self.unrelayed: list = []  # signals that came as the collector died
+
+    def _reap(self) -> None:
+        while True:
+            try:
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                return
+            if info is None:
+                return
+            if info.si_pid == self.proc.pid:
+                self.collector_rc = self.proc.wait()
+                continue
+            # an orphan adopted as subreaper; the program itself once the collector died
+            _, status = os.waitpid(info.si_pid, 0)
+            if info.si_pid == self.control.program_pid():
+                self.program_status = _exit_code(status)
+
+    def _pass_on(self, info) -> None:
+        pid = self.control.program_pid()
+        if pid is not None and not _group_signal(info):
+            try:
+                os.kill(pid, info.si_signo)
+            except ProcessLookupError:
+                pass
+
+    def run(self) -> None:
+        waited = (*self.relayed, signal.SIGCHLD)
+        announced = False
+        while True:
+            self._reap()
+            if self.collector_rc is not None:
+                pid = self.control.program_pid()
+                if (self.collector_rc >= 0 or pid is None or self.program_status is not None
+                        or not _alive(pid)):
+                    return
+                if not announced:  # the collector was killed; the program goes on
+                    announced = True
+                    if self.on_collector_death is not None:
+                        self.on_collector_death(-self.collector_rc, pid)
+                    for info in self.unrelayed:
+                        self._pass_on(info)
+            # not our child (no subreaper): its end is seen by polling
+            adopted = self.collector_rc is None or _parent_of(pid) == os.getpid()
+            info = signal.sigwaitinfo(waited) if adopted else signal.sigtimedwait(waited, 0.5)
+            if info is None or info.si_signo == signal.SIGCHLD:
+                continue
+            if self.collector_rc is not None:
+                self._pass_on(info)
+            elif not self.control.relay(info.si_signo):
+                self.unrelayed.append(info)  # the collector is dying: seen next round
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def run_collector(argv: list[str], on_collector_death=None) -> CollectorRun:
+    """Runs numaprof-collect `argv` (see the module docstring for what the program sees).
+
+    `on_collector_death(signal_number, program_pid)` is called when the collector was
+    killed while the program still runs, before record waits for the program.
+    """
+    try:
+        rfd, wfd = os.pipe()
+    except OSError as e:
+        raise NumaprofError(f"cannot start the collector: {e.strerror}", COLLECTOR_FAILED) from e
+    try:
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    except OSError as e:
+        os.close(rfd)
+        os.close(wfd)
+        raise NumaprofError(f"cannot start the collector: {e.strerror}", COLLECTOR_FAILED) from e
+    control = _Control(mine)
+    argv = [argv[0], "--error-fd", str(wfd), "--control-fd", str(theirs.fileno()), *argv[1:]]
+    _become_subreaper()
+    # a signal the caller ignores stays ignored (the program inherits that through exec);
+    # the handlers serve only until the signals are blocked, just after the start
+    relayed = tuple(s for s in STOP_SIGNALS if signal.getsignal(s) != signal.SIG_IGN)
+    previous = {s: signal.signal(s, lambda signum, _frame: control.relay(signum))
+                for s in relayed}
+    try:
+        try:
+            os.set_inheritable(wfd, True)
+            os.set_inheritable(theirs.fileno(), True)
+            # close_fds=False: the caller's descriptors reach the program (see above).
+            # umask (the current one, so no change) keeps subprocess from posix_spawn,
+            # whose glibc child leaves glibc's internal signals 32 and 33 ignored
+            # (sysdeps/unix/sysv/linux/spawni.c): the program would inherit that.
+            proc = subprocess.Popen(argv, close_fds=False, umask=_current_umask())
+        except OSError as e:
+            os.close(rfd)
+            raise NumaprofError(f"cannot run the collector {argv[0]}: {e.strerror}",
+                                COLLECTOR_FAILED) from e
+        finally:
+            os.close(wfd)
+            theirs.close()
+        # blocked only now: the collector must not inherit the mask (it hands its own on)
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, (*relayed, signal.SIGCHLD))
+        try:
+            sup = _Supervisor(proc, control, relayed, on_collector_death)
+            sup.run()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+        mine.close()
+    with os.fdopen(rfd, "rb") as f:  # the collector has exited: its write end is closed
+        said = f.read(4096).decode(errors="replace").strip()
+    said = said.removeprefix("numaprof: ").splitlines()[0] if said else ""
+    return CollectorRun(sup.collector_rc, said, control.program_pid(), sup.program_status)
