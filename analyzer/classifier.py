@@ -1,4 +1,4 @@
-"""The trained access-pattern classifier (SPEC §3.2), evaluated with numpy.
+"""The trained access-pattern classifier (docs/classifier.md), evaluated with numpy.
 
 The model is a scikit-learn random forest trained by :mod:`numaprof.analyzer.train` on
 labelled recordings of the project's microbenchmarks, shipped as plain JSON

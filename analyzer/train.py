@@ -1,4 +1,4 @@
-"""Record labelled training data for the access-pattern classifier and fit it (SPEC §3.2).
+"""Record labelled training data for the access-pattern classifier and fit it (docs/classifier.md).
 
     python -m numaprof.analyzer.train record --out DIR     # record, analyse, write DIR/features.csv
     python -m numaprof.analyzer.train fit --data DIR        # train, evaluate held-out, export JSON

@@ -1,4 +1,4 @@
-"""The recommender's bandwidth side (SPEC §4.1 weighted_interleave, §4.2 "bandwidth
+"""The recommender's bandwidth side (docs/recommender.md: weighted_interleave, "bandwidth
 pressure where counters give it"): node counters weight contention by how
 bandwidth-bound the run was, and targets whose nodes differ in bandwidth get
 weighted_interleave with weights proportional to it.

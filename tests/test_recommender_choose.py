@@ -74,7 +74,7 @@ def access_dynamic(n_pages, n_threads, n=8000, chunk_pages=4, rng=None):
 
 
 def access_reversed(n_pages, n_threads, n=8000, rng=None):
-    """Irregular (000 Figure 15): forward static phase, then the loop run backwards."""
+    """Irregular (Pousa Ribeiro et al. 2010, Figure 15): forward static phase, then the loop run backwards."""
     rng = rng or np.random.default_rng(4)
     page = rng.integers(0, n_pages, n)
     owner = static_schedule_owner(n_pages, n_threads)
@@ -187,7 +187,7 @@ def test_recorded_one_node_machine_changes_nothing(make):
     assert any("one NUMA node" in n for n in s.notes)
 
 
-# --- agreement with the source documents (004 Table I, 000 §4) ---------------------------
+# --- agreement with the source documents (Pousa Ribeiro et al. 2009 Table I, 2010 §4) ---------------------------
 
 def test_high_numa_factor_places_regular_arrays_locally():
     an = example_serial_init(t=16)
@@ -247,7 +247,7 @@ def test_first_touch_never_chosen_for_master_initialised_shared_array():
 
 def test_irregular_reversed_master_init_on_itanium2_prefers_locality_over_spreading():
     # Half the accesses stay local with bind_block, 1/4 with a spreading policy: on a high
-    # NUMA factor machine the cost model keeps the latency advantage (004 §III-D).
+    # NUMA factor machine the cost model keeps the latency advantage (Pousa Ribeiro et al. 2009, §III-D).
     t = 16
     an = analysis([obj("x", "irregular", access_reversed(BIG, t), serial=True, n_threads=t)], threads(t))
     o = suggest(an, resolve_target("itanium2", an.topology)).objects[0]

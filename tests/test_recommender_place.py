@@ -306,7 +306,7 @@ _LAB_MAIN = (
 
 @pytest.mark.lab
 def test_lab_four_nodes_c_placement_equals_python_model(tmp_path):
-    """SPEC §4.1: on a 4-node guest, every page placed by numaprof_place.h is on the node
+    """docs/recommender.md: on a 4-node guest, every page placed by numaprof_place.h is on the node
     recommender/policies.py gives, for every policy, for ranges that are not a multiple
     of the page size."""
     import sys
