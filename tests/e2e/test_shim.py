@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "progs"
 
 try:
