@@ -15,7 +15,7 @@ APT_PACKAGES := build-essential cmake pkg-config gfortran openmpi-bin chromium l
 	qemu-system-x86 linux-image-amd64 busybox-static
 STAMP := $(VENV)/.installed
 
-.PHONY: setup apt build demo test test-c test-py lint bench corpus fidelity clean
+.PHONY: setup apt build demo test test-c test-py test-unit test-e2e test-lab lint bench corpus fidelity clean
 
 setup: apt $(STAMP) build
 
@@ -64,8 +64,20 @@ test-c:
 	cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DNMP_SANITIZE=ON >/dev/null && cmake --build build/asan -j2 >/dev/null
 	cd build/asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure
 
+# Every tier: tests/unit (hand-built data), tests/recorded (stored profiles),
+# tests/e2e (records real programs here) and tests/lab (multi-node guests).
 test-py:
 	NUMAPROF_LAB_REQUIRED=1 $(VENV)/bin/pytest -q tests
+
+# One tier at a time, while developing.
+test-unit: setup
+	$(VENV)/bin/pytest -q tests/unit tests/recorded
+
+test-e2e: setup
+	$(VENV)/bin/pytest -q tests/e2e
+
+test-lab: setup
+	NUMAPROF_LAB_REQUIRED=1 $(VENV)/bin/pytest -q tests/lab
 
 bench: setup
 	$(PY) bench/run.py

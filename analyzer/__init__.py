@@ -1,4 +1,4 @@
-"""The analyzer: profile loading, attribution, classification, traffic matrices (SPEC §3).
+"""The analyzer: profile loading, attribution, classification, traffic matrices (docs/analyzer.md).
 
 ``numaprof.analyzer.analyze(path)`` returns a :class:`numaprof.analyzer.model.Analysis`;
 the submodules are imported lazily so that the result model stays cheap to import.

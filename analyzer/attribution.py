@@ -1,4 +1,4 @@
-"""Attribution of sampled addresses to objects (SPEC §3.1), vectorised.
+"""Attribution of sampled addresses to objects (docs/analyzer.md), vectorised.
 
 An *interval* is one allocation, static symbol or mapping: [start, end) in a process,
 alive during [t0, t1).  Objects alive at the same time never overlap, but an address

@@ -1,6 +1,6 @@
-"""The trained access-pattern classifier (SPEC §3.2), evaluated with numpy.
+"""The trained access-pattern classifier (docs/classifier.md), evaluated with numpy.
 
-The model is a scikit-learn random forest trained by :mod:`numaprof.analyzer.train` on
+The model is a scikit-learn random forest trained by :mod:`numaprof.cli.train` on
 labelled recordings of the project's microbenchmarks, shipped as plain JSON
 (``model_data/pattern_model.json``: per tree the node arrays ``left``, ``right``,
 ``feature``, ``threshold``, ``value``).  Loading never unpickles anything and needs no
@@ -98,7 +98,7 @@ class PatternModel:
                                 f"{data.get('version')!r}, this numaprof reads {FORMAT} version {VERSION}")
         if list(data["features"]) != list(FEATURES):
             raise NumaprofError("pattern model: its features differ from this numaprof's; "
-                                "retrain with python -m numaprof.analyzer.train fit")
+                                "retrain with python -m numaprof.cli.train fit")
         self.classes = np.array(data["classes"])
         self.trees = []
         for t in data["trees"]:
@@ -114,7 +114,7 @@ class PatternModel:
             data = json.loads(Path(path).read_text())
         except (OSError, ValueError) as e:
             raise NumaprofError(f"pattern model {path}: {e}; retrain with "
-                                "python -m numaprof.analyzer.train fit") from e
+                                "python -m numaprof.cli.train fit") from e
         return cls(data)
 
     def predict_proba(self, X) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""analyze(): profile in, :class:`~numaprof.analyzer.model.Analysis` out (SPEC §3).
+"""analyze(): profile in, :class:`~numaprof.analyzer.model.Analysis` out (docs/analyzer.md).
 
 The steps work on whole columns at a time: attribution is a binary search per sample
 over sorted intervals, per-object statistics are bincounts over object ids, and only
@@ -57,7 +57,7 @@ class _Obj:
 
 def analyze(path_or_profile, *, top: int | None = None, object_name: str | None = None,
             progress=None) -> Analysis:
-    """Analyse a profile (a path or an opened :class:`Profile`); see SPEC §3.
+    """Analyse a profile (a path or an opened :class:`Profile`); see docs/analyzer.md.
 
     ``top`` keeps the N objects with most samples, ``object_name`` only objects with that
     name (or site); ``progress(step, fraction)`` is called as the work advances.

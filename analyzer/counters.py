@@ -1,4 +1,4 @@
-"""Node-level counters of a run (SPEC §2.3, §3.3; issue 4 "Contention").
+"""Node-level counters of a run (docs/analyzer.md, contention).
 
 The collector reads each counter before (phase 0) and after (phase 1) the run into the
 `counters` table (docs/profile-format.md):

@@ -1,4 +1,4 @@
-"""Per-object access features for the pattern classifier (SPEC §3.2), documented in
+"""Per-object access features for the pattern classifier (docs/classifier.md), documented in
 docs/analyzer.md.
 
 Input: the object's samples as arrays (time, thread, relative position in the array,

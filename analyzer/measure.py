@@ -1,8 +1,8 @@
-"""Measured NUMA factor: latency and bandwidth per (cpu node, memory node) pair (SPEC §3.3).
+"""Measured NUMA factor: latency and bandwidth per (cpu node, memory node) pair (docs/measure.md).
 
 ``measure`` runs ``numaprof-measure`` (collector/measure/measure.c), which binds a thread to
 node i and a buffer to node j for every pair and times a pointer chase (latency, ns per
-load) and a STREAM triad (bandwidth, GB/s) — the method of ``000_33c6b40d94544844.txt``
+load) and a STREAM triad (bandwidth, GB/s) — the method of Pousa Ribeiro et al. 2010 (docs/references.md)
 §3.1, Table 4.  The result is cached per machine under ``$XDG_CACHE_HOME/numaprof``;
 ``load_cached`` returns it on later runs and ``apply_measured`` gives a Topology whose NUMA
 factor is the measured latency ratio.  See docs/measure.md.

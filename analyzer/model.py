@@ -1,6 +1,6 @@
 """Plain result objects the analyzer returns and the recommender and renderers consume.
 
-Nothing here prints or computes beyond trivial derived values; see SPEC §3 and §5 for the
+Nothing here prints or computes beyond trivial derived values; see docs/analyzer.md and docs/report-json.md for the
 meaning of each field.  Arrays are numpy arrays; `to_json` helpers live with the renderers.
 """
 
@@ -39,13 +39,13 @@ class Topology:
         return len(self.nodes)
 
     def numa_factor(self) -> np.ndarray:
-        """The measured latency ratio when present, else the SLIT ratio (SPEC §3.3)."""
+        """The measured latency ratio when present, else the SLIT ratio (docs/measure.md)."""
         if self.measured_factor is not None:
             return np.asarray(self.measured_factor, dtype=float)
         return self.slit_factor()
 
     def slit_factor(self) -> np.ndarray:
-        """distance(i, j) / distance(i, i) per node pair (SPEC §3.3)."""
+        """distance(i, j) / distance(i, i) per node pair (docs/analyzer.md)."""
         d = np.asarray(self.distances, dtype=float)
         return d / np.diag(d)[:, None]
 

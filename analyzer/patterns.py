@@ -1,4 +1,4 @@
-"""Deciding an object's access pattern from its features (SPEC §3.2, seed 000 Figure 15).
+"""Deciding an object's access pattern from its features (docs/analyzer.md; Pousa Ribeiro et al. 2010, Figure 15).
 
 :func:`classify` asks the scikit-learn model trained on recorded microbenchmarks
 (:mod:`numaprof.analyzer.classifier`, docs/classifier.md).  The phases keep hand-set

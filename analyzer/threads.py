@@ -1,4 +1,4 @@
-"""Threads and their placement (SPEC §3.3): where each thread ran, migrations, binding."""
+"""Threads and their placement (docs/analyzer.md): where each thread ran, migrations, binding."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Machine topology from a profile's topology.json or from hwloc XML (SPEC §2.3, §3.3).
+"""Machine topology from a profile's topology.json or from hwloc XML (docs/profile-format.md).
 
 hwloc XML is parsed with xml.etree rather than through libhwloc, so reports and
 ``--target`` files work on machines without hwloc and with XML from any hwloc 2.x.

@@ -1,4 +1,4 @@
-"""Benchmark of issue 4 / SPEC §7 (not a pass/fail test): `numaprof report` on a large
+"""Benchmark of docs/analyzer.md (cost) (not a pass/fail test): `numaprof report` on a large
 synthetic profile — wall time and peak RSS of the report process.
 
     .venv/bin/python bench/report_scale.py [--samples 10000000] [--reps 3] [--keep DIR]

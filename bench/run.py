@@ -1,4 +1,4 @@
-"""Benchmarks of SPEC §7 (not pass/fail tests): recording overhead as a ratio measured
+"""Benchmarks (not pass/fail tests): recording overhead as a ratio measured
 side by side with interleaved repetitions, and profile bytes per sample.
 
     .venv/bin/python bench/run.py [--reps 5] [--only alloc] [--parts] [--baseline DIR]

@@ -1,4 +1,4 @@
-/* The vector-access kernels of 000_33c6b40d94544844.txt Figure 15, for training and
+/* The vector-access kernels of Pousa Ribeiro et al. 2010 (docs/references.md), Figure 15, for training and
  * checking the access-pattern classifier.
  *
  *   patterns KIND SCHEDULE OP [MiB per array] [iterations]

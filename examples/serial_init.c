@@ -1,4 +1,4 @@
-/* Master-thread initialisation (the 3DFD bug of 001_688fc1f069ef09e6.txt): one thread
+/* Master-thread initialisation (the 3DFD bug of Gogar, docs/references.md): one thread
  * first-touches every page of a, b and c, then all threads stream over them with a
  * static schedule.  On a multi-node machine every page lands on the master's node.
  * Known answer: a, b, c regular; a written, b and c read; first touch by one thread

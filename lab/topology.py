@@ -51,7 +51,7 @@ def _uniform(n: int, remote: int) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(LOCAL_DISTANCE if i == j else remote for j in range(n)) for i in range(n))
 
 
-# SPEC §4.2 presets.  itanium2: 004_a5358d4f53c122f2.txt gives only "NUMA factor from 2 to
+# The presets of suggest --target.  itanium2: Pousa Ribeiro et al. 2009 (MAi) give only "NUMA factor from 2 to
 # 2.5" for 4 nodes on a switch; the pairs (0,1) and (2,3) are taken as the near ones (20),
 # the others as far (25).
 PRESETS: dict[str, tuple[tuple[int, ...], ...]] = {

@@ -1,7 +1,7 @@
 """numaprof: NUMA memory-access profiler and placement recommender.
 
 In a source checkout the subpackages are the top-level folders analyzer/, recommender/,
-cli/ and lab/ (SPEC §1); the installed wheel maps them under ``numaprof``.  Extending
+cli/ and lab/ (docs/architecture.md); the installed wheel maps them under ``numaprof``.  Extending
 ``__path__`` lets ``python -m numaprof.cli.main`` work straight from the checkout too.
 """
 

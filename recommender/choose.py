@@ -1,4 +1,4 @@
-"""Choosing a placement per hot object (SPEC §4.2).
+"""Choosing a placement per hot object (docs/recommender.md).
 
 For every hot object, every candidate policy is simulated on the measured accesses with
 the thread→node map of the target (measured on the recorded machine, otherwise the one
@@ -6,7 +6,7 @@ the suggested OpenMP binding produces), scored by :mod:`numaprof.recommender.cos
 the cheapest wins.  Candidates whose scores differ by less than the tie tolerance are
 equal; among equals the choice goes to a policy designed for the object's access pattern
 (MAi: bind policies for regular access, cyclic / random ones for irregular and random
-access, `004_a5358d4f53c122f2.txt` §II-A), then to the simplest change: no change <
+access, Pousa Ribeiro et al. 2009, §II-A), then to the simplest change: no change <
 numactl / environment line < one-line patch.
 """
 
@@ -52,7 +52,7 @@ SPREADING = frozenset({"cyclic", "cyclic_block", "skew_mapp", "prime_mapp", "ran
 CHANGE_RANK = {"none": 0, "env": 1, "numactl": 1, "patch": 2, "code": 2}
 
 #: Hot data up to this size is "small shared data": pack threads (OMP_PROC_BIND=close)
-#: for cache coherence rather than spreading them for bandwidth (`002_8bc2a645f7c00486.txt`
+#: for cache coherence rather than spreading them for bandwidth (Lorenzo et al.,
 #: §IV-B: sizes not much bigger than the caches).
 SMALL_SHARED_BYTES = 8 << 20
 
@@ -209,7 +209,7 @@ class _Plan:
         if (ft.serial or ft.threads <= 1) and not self.placement_contradicts_master(o):
             return np.full(count, master, dtype=np.int64), "master"
         # Parallel first touch without per-page data: assume the initialisation used the
-        # compute threads' static schedule (the NUMA-aware idiom of 001 §4).
+        # compute threads' static schedule (the NUMA-aware idiom of Gogar, §4).
         return node_of_page("bind_block", n_pages, [], threads_nodes=self.compute_nodes,
                             pages=subset), "static"
 
@@ -562,11 +562,11 @@ def _commands(analysis: Analysis, plan: _Plan, result: Suggestions, factor: np.n
     if plan.binding == "spread":
         result.notes.append("threads are bound with OMP_PROC_BIND=spread OMP_PLACES=cores: large "
                             "data is bandwidth-bound, so spread threads over the nodes' memory "
-                            "controllers (002 §IV-A); the predictions assume this binding.")
+                            "controllers (Lorenzo et al., §IV-A; docs/references.md); the predictions assume this binding.")
     elif plan.binding == "close":
         result.notes.append("threads are packed with OMP_PROC_BIND=close OMP_PLACES=cores: the "
                             "hot data is small and shared, so keeping threads close limits "
-                            "coherence traffic (002 §IV-B); the predictions assume this binding.")
+                            "coherence traffic (Lorenzo et al., §IV-B; docs/references.md); the predictions assume this binding.")
     if patches:
         result.notes.append(code_change_note(result.objects))
     for s in result.objects:
@@ -637,7 +637,7 @@ def _one_node_choice(target: Topology, n_threads: int, data: int):
 
 def _one_node(analysis: Analysis, plan: _Plan, result: Suggestions, now: dict[str, float]) -> None:
     """`numactl -N n -m n` when the data fits one node and the unchanged program gains
-    nothing from the other nodes (001 §3.1).
+    nothing from the other nodes (Gogar, §3.1).
 
     Rule: the compute threads fit on the node's cpus (so no compute is lost), all objects
     fit in 80 % of its memory, and the unchanged program's predicted time is longer than a
@@ -670,4 +670,4 @@ def _one_node(analysis: Analysis, plan: _Plan, result: Suggestions, now: dict[st
     result.notes.append(f"the program as it is gains nothing from the other nodes and its "
                         f"{len(plan.compute)} thread(s) and data fit on node {node.id}: run it "
                         f"there (numactl -N {node.id} -m {node.id}) until the placement is fixed "
-                        f"(001 §3.1).")
+                        f"(Gogar, §3.1; docs/references.md).")

@@ -1,4 +1,4 @@
-"""The cost model (SPEC §4.2): predicted traffic, latency and contention of a placement.
+"""The cost model (docs/recommender.md): predicted traffic, latency and contention of a placement.
 
 For one object, a placement (node per page) and a thread→node map, every measured access
 (page, thread, weight) is replayed: it goes from the node its thread runs on to the node
@@ -18,12 +18,12 @@ thread node's own demand: when every thread reads locally the two are equal and 
 no contention however uneven the threads' work; when all threads are served by one node
 (master-thread initialisation) it is the number of thread nodes.  Spreading pages onto
 nodes without threads adds remote latency but never lowers contention below 1 (with few
-threads "memory contention is not high", `000_33c6b40d94544844.txt` §4.2).  When the
+threads "memory contention is not high", Pousa Ribeiro et al. 2010, §4.2).  When the
 accesses carry times, contention is also taken per time window (traffic-weighted mean),
 so that threads hitting one node *at the same time* count even when the whole run looks
-balanced (dynamic schedules, `000_33c6b40d94544844.txt` §4.1); a serial phase demands
+balanced (dynamic schedules, Pousa Ribeiro et al. 2010, §4.1); a serial phase demands
 from one node only and is no contention.  The what-if table's imbalance is max/mean load
-over the nodes in use (SPEC §3.2's definition applied to the nodes that run threads or
+over the nodes in use (the definition of docs/analyzer.md applied to the nodes that run threads or
 serve traffic).
 
 Node bandwidths.  A node serves its load in load_j / bandwidth_j, so where the target's
@@ -67,7 +67,7 @@ from numaprof.recommender.model import BandwidthPressure, Prediction
 #: streaming phases of a bandwidth-bound loop run at about this share of the triad peak).
 SATURATED = counters.SATURATED
 
-#: Minimum relative score difference that counts as a real difference (SPEC: ties go to
+#: Minimum relative score difference that counts as a real difference (ties go to
 #: the simplest change).  Widened by sampling noise, see :class:`Ties`.
 TIE_TOLERANCE = 0.02
 

@@ -1,4 +1,4 @@
-"""Command lines to run the recorded program with a placement (SPEC §4.3, first bullet).
+"""Command lines to run the recorded program with a placement (docs/suggest.md).
 
 Every line is a complete POSIX shell command: environment assignments, an optional
 ``numactl`` prefix, then the recorded argv, each word shell-quoted.  The predicted

@@ -1,9 +1,9 @@
-"""Attach source patches to the recommender's suggestions (SPEC §4.3).
+"""Attach source patches to the recommender's suggestions (docs/apply.md).
 
 A suggestion whose policy needs a code change gets the unified diff that applies it; when
 the patch cannot be made safely (a first-touch loop that is not provably parallel, an
 allocation the parser cannot place after), the reason is added and `parallel_init`
-falls back to `bind_block` placement, as SPEC §4.3 (b) says.
+falls back to `bind_block` placement, as docs/apply.md says.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Plain result objects of the recommender (SPEC §4.2, §5 `numaprof.suggest/1`)."""
+"""Plain result objects of the recommender (docs/recommender.md; the JSON `numaprof.suggest/1` of docs/suggest-json.md)."""
 
 from __future__ import annotations
 

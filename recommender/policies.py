@@ -1,6 +1,6 @@
-"""The page→node maps of every placement policy (SPEC §4.1), defined once, vectorised.
+"""The page→node maps of every placement policy (docs/recommender.md), defined once, vectorised.
 
-Definitions follow MAi (`004_a5358d4f53c122f2.txt` §II-A, `000_33c6b40d94544844.txt`
+Definitions follow MAi (Pousa Ribeiro et al. 2009, §II-A; Pousa Ribeiro et al. 2010,
 Table 5).  Pages are numbered from 0 inside the array; ``nodes`` is the ordered set of M
 memory nodes the policy may use and the result holds, per page, an entry of ``nodes``.
 The C runtime ``collector/include/numaprof_place.h`` implements the same formulas; keep
@@ -16,7 +16,7 @@ import numpy as np
 #: Default block size, in pages, of cyclic_block and random_block (64 KiB of 4 KiB pages).
 DEFAULT_BLOCK_PAGES = 16
 
-#: The policies of SPEC §4.1 plus the ``parallel_init`` pseudo-policy.
+#: The policies of docs/recommender.md plus the ``parallel_init`` pseudo-policy.
 POLICIES = (
     "first_touch",
     "bind_all",

@@ -1,7 +1,7 @@
 """The source files a profile depends on, and their hashes at record time.
 
 `suggest --apply` patches the user's sources only if each file still has the content the
-profiled binary was built from (SPEC §4.3).  After the run, `record` calls
+profiled binary was built from (docs/apply.md).  After the run, `record` calls
 `write_sources_json` with the executables (and the user's shared objects) it saw; the
 file names come from the DWARF line-program file tables, so every source that
 contributed a line to the binary is covered, headers included.  System files (under

@@ -1,4 +1,4 @@
-"""`--target`: the machine a profile is evaluated for (SPEC §4.2).
+"""`--target`: the machine a profile is evaluated for (docs/recommender.md).
 
 A target is the recorded topology (no ``--target``), a preset, or an hwloc XML file.
 Presets carry SLIT distances (10 = local), cores per node and memory per node; cores are
@@ -31,7 +31,7 @@ BANDWIDTH_DIFFERS = 1.10
 #: hwloc memory attributes are in MiB/s.
 _MIB_S_TO_GB_S = (1 << 20) / 1e9
 
-# 000_33c6b40d94544844.txt Table 4: measured NUMA factor (remote / local Stream triad
+# Pousa Ribeiro et al. 2010, Table 4: measured NUMA factor (remote / local Stream triad
 # time) between the 8 nodes of the dual-core Opteron 875 machine, rows = from, cols = to.
 # Kept exactly as published, including its slight asymmetries (1.1974 / 1.1978).
 OPTERON_TABLE4 = (
@@ -68,12 +68,12 @@ PRESETS: dict[str, Preset] = {
         Preset("4s", "four-socket server, fully connected, SLIT 10/21", _uniform(4, 21.0),
                16, 64 * GiB),
         Preset("8n-opteron", "8-node dual-core Opteron 875, measured factors 1.02-1.55 "
-               "(000 Table 4)", tuple(tuple(10.0 * f for f in row) for row in OPTERON_TABLE4),
+               "(Pousa Ribeiro et al. 2010, Table 4)", tuple(tuple(10.0 * f for f in row) for row in OPTERON_TABLE4),
                2, 4 * GiB),
-        # 004 §III-A: Bull Novascale, 4 nodes of 4 Itanium 2 joined by the FAME
+        # Pousa Ribeiro et al. 2009, §III-A: Bull Novascale, 4 nodes of 4 Itanium 2 joined by the FAME
         # Scalability Switch, NUMA factor 2 to 2.5.  The split of that range over node
         # pairs is not published; we take 2.0 inside each half of the switch, 2.5 across.
-        Preset("itanium2", "4-node Itanium 2 (Bull FSS), NUMA factor 2-2.5 (004)",
+        Preset("itanium2", "4-node Itanium 2 (Bull FSS), NUMA factor 2-2.5 (Pousa Ribeiro et al. 2009)",
                ((10.0, 20.0, 25.0, 25.0), (20.0, 10.0, 25.0, 25.0),
                 (25.0, 25.0, 10.0, 20.0), (25.0, 25.0, 20.0, 10.0)), 4, 16 * GiB),
     )

@@ -9,6 +9,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
+DATA = ROOT / "tests" / "data"  # stored profiles, sysroots and other fixtures
+PROGS = ROOT / "tests" / "progs"  # test programs
 
 
 def numaprof_argv() -> list[str]:

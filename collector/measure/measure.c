@@ -1,6 +1,6 @@
 /* numaprof-measure: memory latency and bandwidth for every (cpu node i, memory node j)
- * pair, the measurements behind the measured NUMA factor (SPEC §3.3; the method of
- * 000_33c6b40d94544844.txt §3.1 and Table 4: threads bound to node i, data bound to node j,
+ * pair, the measurements behind the measured NUMA factor (docs/measure.md; the method of
+ * Pousa Ribeiro et al. 2010, §3.1 and Table 4, docs/references.md: threads bound to node i, data bound to node j,
  * data larger than the caches).
  *
  * (a) latency: a dependent pointer chase over a random cyclic permutation of the cache

@@ -1,4 +1,4 @@
-/* libnumaprof_shim.so: the LD_PRELOAD allocation tracker (SPEC §2.3 "Objects").
+/* libnumaprof_shim.so: the LD_PRELOAD allocation tracker (docs/record.md).
  *
  * With NUMAPROF_DIR set, every allocation of at least NUMAPROF_ALLOC_THRESHOLD bytes
  * (default 64 KiB) through malloc, calloc, realloc, reallocarray, posix_memalign,

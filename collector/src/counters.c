@@ -1,4 +1,4 @@
-/* Software node-level counters (SPEC §2.3): /sys/devices/system/node/node<N>/numastat per
+/* Software node-level counters (docs/record.md): /sys/devices/system/node/node<N>/numastat per
  * node and the numa_* lines of /proc/vmstat machine-wide, as rows of the counters table
  * (docs/profile-format.md).  /sys and /proc are read below NUMAPROF_SYSROOT (default "")
  * so tests can use stored trees of real machines, as hwloc does with HWLOC_FSROOT.

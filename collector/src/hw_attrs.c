@@ -1,8 +1,8 @@
 /* Event attributes of the hardware backends: PEBS events encoded by libpfm4, IBS op
- * attrs built from the ibs_op PMU's sysfs entries.  ABI facts: ../shared/hw-sampling.md
- * (sections 3-5), with the kernel and libpfm4 sources cited where used.
+ * attrs built from the ibs_op PMU's sysfs entries.  The kernel and libpfm4 sources are
+ * cited where used (docs/backends.md lists them).
  */
-#include <linux/perf_event.h> /* before perfmon: P include/perfmon/perf_event.h:40 */
+#include <linux/perf_event.h> /* before perfmon: libpfm4 include/perfmon/perf_event.h:40 */
 #include <perfmon/pfmlib_perf_event.h>
 
 #include "nmp_hw_priv.h"
@@ -19,7 +19,7 @@
 #define IBS_OP_PERIOD 0x40000   /* ops; must be a multiple of 16 (perf_ibs_init) */
 #define IBS_OP_MAX_PERIOD 0xFFFF0ULL /* 0xFFFF<<4 without IBS_CAPS_OPCNTEXT (ibs.c) */
 
-/* MEM_TRANS_RETIRED.LOAD_LATENCY and the aux event: L arch/x86/events/intel/core.c
+/* MEM_TRANS_RETIRED.LOAD_LATENCY and the aux event: Linux arch/x86/events/intel/core.c
  * (mem-loads event=0xcd,umask=0x1; mem-loads-aux event=0x03,umask=0x82). */
 #define INTEL_ARCH_EVENT_MASK 0xffffULL
 #define INTEL_MEM_LOADS 0x01cdULL
@@ -64,7 +64,7 @@ const char *nmp_hw_pfm_core_pmu(char *buf, size_t len)
 int nmp_hw_pfm_needs_aux(const char *pmu)
 {
     /* PMU_FL_MEM_LOADS_AUX: Sapphire Rapids (and its successors on the same core path)
-     * and the big cores of Alder Lake (L arch/x86/events/intel/core.c intel_pmu_init). */
+     * and the big cores of Alder Lake (Linux arch/x86/events/intel/core.c intel_pmu_init). */
     static const char *const aux[] = {"spr", "emr", "gnr", "adl_glc", "rpl_glc", "mtl_rwc"};
     for (size_t i = 0; i < sizeof aux / sizeof *aux; i++)
         if (pmu && !strcmp(pmu, aux[i]))
@@ -114,14 +114,14 @@ static int pfm_encode_any(const char *pmu, const char *const *names, size_t coun
 static int phys_allowed(void)
 {
     /* PERF_SAMPLE_PHYS_ADDR needs perf_allow_kernel(): paranoid <= 1 or CAP_PERFMON
-     * (L kernel/events/core.c perf_event_open). */
+     * (Linux kernel/events/core.c perf_event_open). */
     return nmp_hw_paranoid() <= 1 || nmp_hw_has_perfmon();
 }
 
 /* Sampling attrs shared by the backends.  `user_only` asks for user-level samples only
  * (exclude_kernel, exclude_hv, as perf's :u and libpfm4's PFM_PLM3): at the default
  * perf_event_paranoid 2 the kernel refuses anything else to an unprivileged user
- * (perf_event_open: !exclude_kernel needs perf_allow_kernel(), L kernel/events/core.c). */
+ * (perf_event_open: !exclude_kernel needs perf_allow_kernel(), Linux kernel/events/core.c). */
 static void common_attr(struct perf_event_attr *a, uint64_t period, uint64_t sample_type,
                         int user_only)
 {
@@ -156,7 +156,7 @@ static int add_event(struct nmp_hw_event *ev, int *n, int max, const char *name,
 }
 
 /* A CPU newer than the installed libpfm4: the kernel's own event descriptions in
- * cpu/events/ (mem-loads, mem-loads-aux, mem-stores; L arch/x86/events/intel/core.c). */
+ * cpu/events/ (mem-loads, mem-loads-aux, mem-stores; Linux arch/x86/events/intel/core.c). */
 int nmp_hw_build_pebs_sysfs(const struct nmp_hw_options *opt, int precise,
                             struct nmp_hw_event *ev, int max, char *why, size_t whylen)
 {
@@ -235,7 +235,7 @@ static int build_pebs(const struct nmp_hw_options *opt, const char *pfm_pmu, int
 
     if (aux) {
         /* The load-latency event with DATA_SRC needs 0x8203 in its group, opened first
-         * (PMU_FL_MEM_LOADS_AUX, -ENODATA otherwise; L arch/x86/events/intel/core.c
+         * (PMU_FL_MEM_LOADS_AUX, -ENODATA otherwise; Linux arch/x86/events/intel/core.c
          * intel_pmu_hw_config).  perf samples it with the same attrs
          * (tools/perf/arch/x86/util/mem-events.c "{mem-loads-aux,mem-loads}:P"). */
         if (pfm_encode(pfm_pmu, "LD_BLOCKS:STORE_FORWARD", &a, why, whylen) < 0)
@@ -278,9 +278,9 @@ static int build_pebs(const struct nmp_hw_options *opt, const char *pfm_pmu, int
         uint64_t sst = st & ~(uint64_t)PERF_SAMPLE_WEIGHT_STRUCT;
         if (aux) {
             /* libpfm4 spr::MEM_TRANS_RETIRED:STORE_SAMPLE encodes 0x3cd (its .code is
-             * 0x01cd, P lib/events/intel_spr_events.h); the kernel's SPR mem-stores is
-             * event=0xcd,umask=0x2 = 0x2cd (L arch/x86/events/intel/core.c
-             * spr_events_attrs; hw-sampling.md section 5 "Pitfall"). */
+             * 0x01cd, libpfm4 lib/events/intel_spr_events.h); the kernel's SPR mem-stores is
+             * event=0xcd,umask=0x2 = 0x2cd (Linux arch/x86/events/intel/core.c
+             * spr_events_attrs). */
             snprintf(name, sizeof name, "MEM_TRANS_RETIRED:STORE_SAMPLE");
             if (pfm_encode(pfm_pmu, name, &a, why, whylen) < 0)
                 return -1;
@@ -292,7 +292,7 @@ static int build_pebs(const struct nmp_hw_options *opt, const char *pfm_pmu, int
         } else {
             /* The kernel's mem-stores: event=0xcd,umask=0x2 (MEM_TRANS_RETIRED.
              * PRECISE_STORE) on Sandy and Ivy Bridge, event=0xd0,umask=0x82 (ALL_STORES)
-             * from Haswell on (L arch/x86/events/intel/core.c mem_st_snb, mem_st_hsw).
+             * from Haswell on (Linux arch/x86/events/intel/core.c mem_st_snb, mem_st_hsw).
              * On Sandy/Ivy Bridge 0xd0 is a PEBS event without a data address
              * (ds.c intel_snb_pebs_event_constraints: INTEL_EXCLEVT_CONSTRAINT, while 0x2cd
              * is INTEL_PST_CONSTRAINT).  Only libpfm4's snb/ivb tables know PRECISE_STORE. */
@@ -334,7 +334,7 @@ static int build_ibs(const struct nmp_hw_options *opt, struct nmp_hw_event *ev, 
      * privilege filter restriction on AMD IBS"): with it perf_ibs_init() accepts
      * exclude_kernel / exclude_user / exclude_hv and perf_ibs_handle_irq() drops those
      * samples (and, with exclude_kernel, ops whose data address is in the kernel) itself
-     * (L arch/x86/events/amd/ibs.c).  Without it any exclude_* is -EINVAL.  So where the
+     * (Linux arch/x86/events/amd/ibs.c).  Without it any exclude_* is -EINVAL.  So where the
      * PMU has it, sample user level only, which perf_event_paranoid 2 allows without
      * CAP_PERFMON, as `perf record -e ibs_op/swfilt=1/u` does. */
     int swfilt = nmp_hw_exists(NMP_PMU_DIR "/ibs_op/format/swfilt");

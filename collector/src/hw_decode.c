@@ -1,8 +1,7 @@
 /* Decoding of PERF_RECORD_SAMPLE bodies of the hardware backends into struct nmp_sample,
  * the IBS op register decode and the data-source classification.
- * Layouts: ../shared/hw-sampling.md sections 1, 2 and 4 (L include/uapi/linux/
- * perf_event.h, L kernel/events/core.c perf_output_sample, L arch/x86/events/amd/ibs.c,
- * L arch/x86/include/asm/amd-ibs.h).
+ * Layouts from the Linux sources: include/uapi/linux/perf_event.h, kernel/events/core.c
+ * (perf_output_sample), arch/x86/events/amd/ibs.c, arch/x86/include/asm/amd-ibs.h.
  */
 #include "nmp_hw_priv.h"
 
@@ -48,7 +47,7 @@ static int popcount64(uint64_t x)
     return __builtin_popcountll(x);
 }
 
-/* READ: read_format-dependent (L include/uapi/linux/perf_event.h, struct read_format). */
+/* READ: read_format-dependent (Linux include/uapi/linux/perf_event.h, struct read_format). */
 static int skip_read(struct cursor *c, uint64_t rf)
 {
     uint64_t per = 1 + !!(rf & PERF_FORMAT_ID) + !!(rf & (1U << 4) /* PERF_FORMAT_LOST */);
@@ -74,8 +73,8 @@ struct body {
     int has_addr, has_weight, has_data_src, has_phys;
 };
 
-/* Field order: L include/uapi/linux/perf_event.h (PERF_RECORD_SAMPLE) and
- * perf_output_sample() in L kernel/events/core.c; hw-sampling.md section 1. */
+/* Field order: Linux include/uapi/linux/perf_event.h (PERF_RECORD_SAMPLE) and
+ * perf_output_sample() in Linux kernel/events/core.c. */
 static int walk(const struct perf_event_attr *attr, const void *data, size_t len,
                 struct body *b)
 {
@@ -208,7 +207,7 @@ int nmp_ibs_parse_raw(const void *data, uint32_t size, struct nmp_ibs_op *op)
     if ((op->caps & NMP_IBS_CAPS_OPDATA4) && i < n)
         op->data4 = r[i++];
     /* a valid op sample has op_en (17) and op_val (18) of IBS_OP_CTL set
-     * (hw-sampling.md section 4; amd-sample-raw.c) */
+     * (Linux tools/perf/util/amd-sample-raw.c) */
     if (!(op->ctl >> 17 & 1) || !(op->ctl >> 18 & 1))
         return -1;
     return 0;
@@ -217,7 +216,7 @@ int nmp_ibs_parse_raw(const void *data, uint32_t size, struct nmp_ibs_op *op)
 #define BIT(v, n) (((v) >> (n)) & 1)
 #define BITS(v, lo, w) (((v) >> (lo)) & ((1ULL << (w)) - 1))
 
-/* IBS_OP_DATA3 fields (L arch/x86/include/asm/amd-ibs.h, union ibs_op_data3) */
+/* IBS_OP_DATA3 fields (Linux arch/x86/include/asm/amd-ibs.h, union ibs_op_data3) */
 #define D3_LD_OP(d) BIT(d, 0)
 #define D3_ST_OP(d) BIT(d, 1)
 #define D3_L1TLB_MISS(d) BIT(d, 2)
@@ -367,7 +366,7 @@ uint64_t nmp_ibs_data_src(const struct nmp_ibs_op *op, unsigned family, unsigned
 
 int nmp_ibs_rip_invalid(const struct nmp_ibs_op *op)
 {
-    /* IBS_RIP_INVALID is IBS_OP_DATA bit 38 (L arch/x86/include/asm/perf_event.h) */
+    /* IBS_RIP_INVALID is IBS_OP_DATA bit 38 (Linux arch/x86/include/asm/perf_event.h) */
     return (op->caps & NMP_IBS_CAPS_RIPINVALIDCHK) && BIT(op->data, 38);
 }
 
@@ -491,7 +490,7 @@ int nmp_hw_decode(enum nmp_backend backend, const struct perf_event_attr *attr,
  *
  * The kernel fills mem_lvl (a bit set) and, since 4.14, mem_lvl_num (one level) + the
  * remote bit + mem_hops.  The two disagree on some PEBS models: the base table of
- * L arch/x86/events/intel/ds.c (pebs_data_source[], used as is on Sandy Bridge to
+ * Linux arch/x86/events/intel/ds.c (pebs_data_source[], used as is on Sandy Bridge to
  * Broadwell, -EP included) says 0x0b "L3 miss, shared" is P(LVL, REM_RAM1) with
  * LEVEL(L3) | REM, i.e. remote DRAM; perf c2c counts it as remote DRAM from mem_lvl
  * (tools/perf/util/mem-events.c c2c_decode_stats).  So a remote DRAM level in mem_lvl

@@ -1,5 +1,5 @@
 /* numaprof-collect --list-events [--json]: the events numaprof would use here. */
-#include <linux/perf_event.h> /* before perfmon: P include/perfmon/perf_event.h:40 */
+#include <linux/perf_event.h> /* before perfmon: libpfm4 include/perfmon/perf_event.h:40 */
 #include <perfmon/pfmlib_perf_event.h>
 
 #include "nmp_hw_priv.h"
@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Counting events for local/remote DRAM loads per core PMU model (hw-sampling.md
- * section 5 table: P lib/events/intel_skl_events.h, intel_icl_events.h,
+/* Counting events for local/remote DRAM loads per core PMU model (libpfm4
+ * lib/events/intel_skl_events.h, intel_icl_events.h,
  * intel_spr_events.h, amd64_events_fam17h_zen2.h, amd64_events_fam19h_zen3.h, _zen4.h). */
 static const char *const dram_events[][2] = {
     {"MEM_LOAD_L3_MISS_RETIRED:LOCAL_DRAM", "dram-loads.local"},

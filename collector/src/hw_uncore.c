@@ -1,8 +1,8 @@
 /* Node-level memory-controller counters: Intel uncore IMC, AMD DF and AMD UMC PMUs
  * found in sysfs, counted CPU-wide on one cpu of each PMU's cpumask.
- * Facts: ../shared/hw-sampling.md section 6 (L arch/x86/events/intel/uncore.c,
- * uncore_snbep.c, L arch/x86/events/amd/uncore.c, tools/perf/pmu-events/arch/x86/
- * amdzen3/data-fabric.json, amdzen4/memory-controller.json).
+ * Facts from the Linux sources: arch/x86/events/intel/uncore.c, uncore_snbep.c,
+ * arch/x86/events/amd/uncore.c, tools/perf/pmu-events/arch/x86/amdzen3/data-fabric.json
+ * and amdzen4/memory-controller.json.
  */
 #include "nmp_hw_priv.h"
 #include "nmp_hw_uncore.h"

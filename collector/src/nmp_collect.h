@@ -1,5 +1,5 @@
 /* Internal interfaces of numaprof-collect shared by its modules (not installed).
- * Conventions (STYLE.md): prefix nmp_, return 0 / -1 with errno (or a message written
+ * Conventions (docs/architecture.md): prefix nmp_, return 0 / -1 with errno (or a message written
  * into `err`), never exit() or print from library code; debug logging when the
  * environment variable NUMAPROF_DEBUG is set (nmp_debug()).
  */

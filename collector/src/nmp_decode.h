@@ -1,4 +1,4 @@
-/* Software-backend address recovery (SPEC 2.2): decode the instruction at a sampled user
+/* Software-backend address recovery (docs/backends.md, the software backend): decode the instruction at a sampled user
  * IP with Capstone and compute its effective data address from the sampled registers,
  * applying the skid rule when the instruction at IP has no memory operand.
  *

@@ -10,7 +10,7 @@
 
 #define NMP_PMU_DIR "/sys/bus/event_source/devices"
 
-/* perf_mem_data_src fields (L include/uapi/linux/perf_event.h); defined here so the
+/* perf_mem_data_src fields (Linux include/uapi/linux/perf_event.h); defined here so the
  * values do not depend on the age of the installed uapi header. */
 #define NMP_MEM_OP_NA 0x01ULL
 #define NMP_MEM_OP_LOAD 0x02ULL
@@ -127,7 +127,7 @@ void nmp_hw_set_open(nmp_hw_open_fn fn);
 void nmp_hw_open_advice(int err, const char *what, char *why, size_t whylen);
 
 /* ---- IBS (hw_decode.c) ---- */
-/* The registers of one ibs_op PERF_SAMPLE_RAW payload (hw-sampling.md section 4). */
+/* The registers of one ibs_op PERF_SAMPLE_RAW payload (Linux arch/x86/include/asm/amd-ibs.h). */
 struct nmp_ibs_op {
     uint32_t caps;
     uint64_t ctl, rip, data, data2, data3, dc_linaddr, dc_physaddr;
@@ -141,7 +141,7 @@ struct nmp_ibs_op {
 /* Splits a RAW payload (after its u32 size) of `size` bytes; 0, or -1 if malformed or
  * not a valid op sample (op_en and op_val clear). */
 int nmp_ibs_parse_raw(const void *data, uint32_t size, struct nmp_ibs_op *op);
-/* The perf_mem_data_src the kernel synthesizes for this op (L arch/x86/events/amd/ibs.c
+/* The perf_mem_data_src the kernel synthesizes for this op (Linux arch/x86/events/amd/ibs.c
  * perf_ibs_parse_ld_st_data and its helpers), for a cpu of this family/model. */
 uint64_t nmp_ibs_data_src(const struct nmp_ibs_op *op, unsigned family, unsigned model);
 /* Fills addr, phys_addr, access, size, weight, data_src, rule of `out` from the op, and

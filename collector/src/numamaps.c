@@ -1,4 +1,4 @@
-/* Final page placement per mapping (SPEC §2.3 "Page location"): a copy of
+/* Final page placement per mapping (docs/record.md, "Page location"): a copy of
  * /proc/<pid>/numa_maps as <dir>/numa_maps.<pid>, written through a temporary file and
  * rename(2) so a reader never sees a partial copy (the shim writes the same file at the
  * target's exit; whichever is last wins, both are complete).  /proc is read below

@@ -1,4 +1,4 @@
-/* Topology at record time (SPEC §2.3): the hwloc topology of this machine, exported as
+/* Topology at record time (docs/record.md): the hwloc topology of this machine, exported as
  * <dir>/topology.xml and summarised in <dir>/topology.json (docs/profile-format.md), so
  * that a report made on another machine uses the recorded one.  HWLOC_XMLFILE, when set,
  * replaces discovery with a canned topology (tests, --target files).

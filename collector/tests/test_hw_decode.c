@@ -1,11 +1,11 @@
 /* Table-driven tests of the hardware-sample decoders, on records built byte by byte from
- * the documented layouts (../shared/hw-sampling.md):
- *  - PERF_RECORD_SAMPLE body order: L include/uapi/linux/perf_event.h (the comment above
- *    PERF_RECORD_SAMPLE) and perf_output_sample() in L kernel/events/core.c;
- *  - union perf_mem_data_src bits and the SKL test vectors: L include/uapi/linux/
- *    perf_event.h, L arch/x86/events/intel/ds.c __intel_pmu_pebs_data_source_skl;
- *  - IBS_OP_DATA2/3 and the RAW payload: L arch/x86/include/asm/amd-ibs.h and
- *    L arch/x86/events/amd/ibs.c (perf_ibs_handle_irq, perf_ibs_parse_ld_st_data,
+ * the documented layouts:
+ *  - PERF_RECORD_SAMPLE body order: Linux include/uapi/linux/perf_event.h (the comment above
+ *    PERF_RECORD_SAMPLE) and perf_output_sample() in Linux kernel/events/core.c;
+ *  - union perf_mem_data_src bits and the SKL test vectors: Linux include/uapi/linux/
+ *    perf_event.h, Linux arch/x86/events/intel/ds.c __intel_pmu_pebs_data_source_skl;
+ *  - IBS_OP_DATA2/3 and the RAW payload: Linux arch/x86/include/asm/amd-ibs.h and
+ *    Linux arch/x86/events/amd/ibs.c (perf_ibs_handle_irq, perf_ibs_parse_ld_st_data,
  *    perf_ibs_get_mem_lvl in its L()/LN()/REM/HOPS() table form).
  */
 #include "nmp_hw_priv.h"
@@ -48,7 +48,7 @@ static void test_classify(void)
         enum nmp_memsrc src;
         int hops, remote;
     } t[] = {
-        /* hw-sampling.md section 2 test vectors (ds.c SKL table, [VM] computed) */
+        /* test vectors from the ds.c SKL table (Linux arch/x86/events/intel/ds.c) */
         {"SKL DSE 0x0a local DRAM", 0x11a68201042ULL, NMP_SRC_LOCAL_DRAM, 0, 0},
         {"SKL DSE 0x0b remote DRAM (mem_lvl HIT only)", 0x13a68100042ULL, NMP_SRC_REMOTE_DRAM, 0, 1},
         {"SKL DSE 0x0c remote cache forward", 0x17668000042ULL, NMP_SRC_REMOTE_CACHE, 0, 1},
@@ -105,12 +105,12 @@ static void test_classify(void)
 }
 
 /* ---- 1b. the kernel's own PEBS data-source tables ----
- * Transcribed from L arch/x86/events/intel/ds.c @c058e7a (pebs_data_source[],
+ * Transcribed from Linux arch/x86/events/intel/ds.c @c058e7a (pebs_data_source[],
  * intel_pmu_pebs_data_source_nhm, __intel_pmu_pebs_data_source_skl/_grt/_cmt,
  * load_latency_data, pebs_set_tlb_lock, store_latency_data, precise_store_data,
  * precise_datala_hsw) and composed here with the kernel's uapi macros (PERF_MEM_S of
  * <linux/perf_event.h>), not with our NMP_MEM_* constants.  Which table a model uses:
- * L arch/x86/events/intel/core.c @4383cfa intel_pmu_init(): Sandy Bridge, Ivy Bridge,
+ * Linux arch/x86/events/intel/core.c @4383cfa intel_pmu_init(): Sandy Bridge, Ivy Bridge,
  * Haswell and Broadwell (client and -EP/-X) keep the base table; Skylake, Ice Lake and
  * Sapphire Rapids call intel_pmu_pebs_data_source_skl(pmem), pmem = true on the server
  * parts (SKYLAKE_X, ICELAKE_X/_D, SAPPHIRERAPIDS_X; Emerald and Granite Rapids share
@@ -553,7 +553,7 @@ static void test_ibs_data_src(void)
             failures++;
         }
     }
-    /* The 6.1 vector of hw-sampling.md section 2 (remote DRAM load, L1 TLB hit) is the
+    /* The Linux 6.1 vector (remote DRAM load, L1 TLB hit) is the
      * current kernel's value without lvl_num / remote / hops, which 6.1 did not set. */
     struct nmp_ibs_op op = {.ctl = CTL_VALID, .data2 = D2(3, 1, 0),
                             .data3 = D3(1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 1, 0, 4, 300)};

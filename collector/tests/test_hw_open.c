@@ -1,7 +1,7 @@
 /* nmp_hw_attrs() against kernels that refuse part of what it asks, played by a stand-in
  * perf_event_open (nmp_hw_set_open):
  *  - before Linux 5.12 PERF_SAMPLE_WEIGHT_STRUCT is unknown and perf_copy_attr() refuses
- *    the attr with EINVAL (L kernel/events/core.c: sample_type beyond PERF_SAMPLE_MAX);
+ *    the attr with EINVAL (Linux kernel/events/core.c: sample_type beyond PERF_SAMPLE_MAX);
  *    perf then switches to PERF_SAMPLE_WEIGHT (tools/perf/util/evsel.c
  *    evsel__detect_missing_features), and so must numaprof;
  *  - EACCES (perf_event_paranoid) is not a missing feature: no fallback;

@@ -1,8 +1,8 @@
-/* libpfm4 encodings for forced PMUs (LIBPFM_FORCE_PMU, P lib/pfmlib_common.c) match the
- * values of ../shared/hw-sampling.md section 5, which come from P lib/events/
+/* libpfm4 encodings for forced PMUs (LIBPFM_FORCE_PMU, libpfm4 lib/pfmlib_common.c) match the
+ * values of libpfm4 lib/events/
  * intel_skl_events.h (skx), intel_icl_events.h (icx), intel_spr_events.h (spr),
  * amd64_events_fam19h_zen3.h / _zen4.h, and the kernel's SPR store event 0x2cd
- * (L arch/x86/events/intel/core.c spr_events_attrs).  libpfm4 reads LIBPFM_FORCE_PMU once
+ * (Linux arch/x86/events/intel/core.c spr_events_attrs).  libpfm4 reads LIBPFM_FORCE_PMU once
  * at pfm_initialize(), so each model runs in its own child process.
  */
 #include "nmp_hw_priv.h"

@@ -1,12 +1,12 @@
 /* Probe, IBS attrs and node-level counter discovery on fixture sysfs/procfs trees
  * (tests/data/sysroot-*, read through NUMAPROF_SYSROOT):
- *  - PMU names and files: L arch/x86/events/intel/core.c (cpu/events/mem-loads,
+ *  - PMU names and files: Linux arch/x86/events/intel/core.c (cpu/events/mem-loads,
  *    mem-loads-aux, mem-stores), uncore.c / uncore_snbep.c (uncore_imc_<n>, cas_count_*
- *    with .scale/.unit), L arch/x86/events/amd/ibs.c (ibs_op format cnt_ctl config:19,
+ *    with .scale/.unit), Linux arch/x86/events/amd/ibs.c (ibs_op format cnt_ctl config:19,
  *    l3missonly config:16, swfilt config2:0 since commit 9290c1b27402),
- *    L arch/x86/events/amd/uncore.c (amd_df, amd_umc_<n>);
- *  - IBS period rules: perf_ibs_init in ibs.c (hw-sampling.md section 4);
- *  - DF/UMC events: amdzen3/data-fabric.json, amdzen4/memory-controller.json (section 6).
+ *    Linux arch/x86/events/amd/uncore.c (amd_df, amd_umc_<n>);
+ *  - IBS period rules: perf_ibs_init in Linux arch/x86/events/amd/ibs.c;
+ *  - DF/UMC events: amdzen3/data-fabric.json, amdzen4/memory-controller.json (Linux tools/perf/pmu-events/arch/x86).
  */
 #include "nmp_hw_priv.h"
 #include "nmp_schema.h"
@@ -148,7 +148,7 @@ static void test_ibs_attrs(void)
     CHECK_EQ(a->sample_period, 0x40000);
     CHECK_EQ(a->sample_period & 0xf, 0);
     /* with swfilt: user level only, which paranoid 2 allows; the other exclude_* bits
-     * are -EINVAL even with swfilt (perf_ibs_init, L arch/x86/events/amd/ibs.c) */
+     * are -EINVAL even with swfilt (perf_ibs_init, Linux arch/x86/events/amd/ibs.c) */
     CHECK(a->exclude_kernel && a->exclude_hv);
     CHECK(!a->exclude_user && !a->exclude_idle && !a->exclude_host && !a->exclude_guest);
     CHECK_EQ(a->sample_type & (PERF_SAMPLE_RAW | PERF_SAMPLE_ADDR | PERF_SAMPLE_DATA_SRC |

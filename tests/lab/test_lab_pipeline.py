@@ -161,7 +161,7 @@ def test_spread_threads_are_bound_one_per_node(pipeline2):
 
 def _arrays(doc, names):
     """The named objects the report has: an array only written (numa_aware's x) can have
-    no sample, as the soft backend under-represents stores (SPEC 2.2)."""
+    no sample, as the soft backend under-represents stores (docs/backends.md)."""
     found = [o for o in doc["objects"] if o["name"] in names]
     assert found, f"none of {names} in the report: {[o['name'] for o in doc['objects']]}"
     return found

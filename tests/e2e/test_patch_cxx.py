@@ -19,7 +19,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from helpers import EXAMPLES, run_numaprof
+from helpers import EXAMPLES, ROOT, run_numaprof
 
 from numaprof.recommender.patch import (
     C_PRAGMA,
@@ -34,7 +34,6 @@ from numaprof.recommender.patch import (
     site_function,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
 INCLUDE = ROOT / "collector" / "include"
 CXX = ["g++", "-std=c++17", "-fopenmp", "-Wall", "-Wextra", "-Werror", f"-I{INCLUDE}"]
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from helpers import ROOT
 
-from numaprof.analyzer import classifier, train
+from numaprof.analyzer import classifier
+from numaprof.cli import train
 from numaprof.errors import NumaprofError
 
 TABLE = ROOT / "tests" / "data" / "training" / "features.csv"

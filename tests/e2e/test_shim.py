@@ -1,4 +1,4 @@
-"""The LD_PRELOAD allocation shim (SPEC §2.3 "Objects") on a torture program.
+"""The LD_PRELOAD allocation shim (docs/record.md) on a torture program.
 
 tests/progs/shimtorture.c allocates with every intercepted allocator from many threads,
 forks while they run, execs itself in the child and allocates from a SIGALRM handler.
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 PROGS = ROOT / "tests" / "progs"
 
 try:

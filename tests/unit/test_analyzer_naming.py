@@ -4,13 +4,9 @@ parsed with tree-sitter; static arrays from the ELF symbol table with the load b
 import re
 import shutil
 import subprocess
-import sys
-from pathlib import Path
 
-import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
 import profgen  # noqa: E402
+import pytest
 
 from numaprof.analyzer import analyze, symbols  # noqa: E402
 

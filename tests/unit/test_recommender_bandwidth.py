@@ -1,4 +1,4 @@
-"""The recommender's bandwidth side (SPEC §4.1 weighted_interleave, §4.2 "bandwidth
+"""The recommender's bandwidth side (docs/recommender.md: weighted_interleave, "bandwidth
 pressure where counters give it"): node counters weight contention by how
 bandwidth-bound the run was, and targets whose nodes differ in bandwidth get
 weighted_interleave with weights proportional to it.
@@ -15,14 +15,13 @@ import shutil
 import socket
 import subprocess
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import numpy as np
 import profgen
 import pytest
-from helpers import run_numaprof
+from helpers import DATA, ROOT, run_numaprof
 from profgen import Array
-from test_recommender_choose import BIG, access_random, analysis, obj, threads
+from synth_analysis import BIG, access_random, analysis, obj, threads
 
 from numaprof.analyzer import measure as M
 from numaprof.analyzer.model import Node, NodeCounters, Topology
@@ -38,8 +37,6 @@ from numaprof.recommender.targets import (
     resolve_target,
 )
 
-DATA = Path(__file__).resolve().parent / "data"
-ROOT = Path(__file__).resolve().parent.parent
 DIFFERENT = DATA / "hwloc-2n-bandwidth.xml"  # Bandwidth 30000 / 10000 MiB/s (local initiators)
 EQUAL = DATA / "hwloc-2n-equal-bandwidth.xml"  # 20000 / 20800 MiB/s: within 10 %
 MIB_S = (1 << 20) / 1e9  # GB/s per MiB/s

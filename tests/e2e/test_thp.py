@@ -1,4 +1,4 @@
-"""First touch of transparent huge pages (SPEC §2.3 "one fault covers 2 MiB; handle it"):
+"""First touch of transparent huge pages (one fault covers 2 MiB):
 the collector samples completed minor/major faults with the size of the page they mapped,
 and the analyzer counts a 2 MiB fault as the 512 base pages it placed."""
 

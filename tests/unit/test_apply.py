@@ -15,6 +15,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
 import numaprof.recommender.apply as apply_mod
 import numaprof.recommender.apply_state as apply_state
@@ -23,7 +24,6 @@ from numaprof.recommender.apply import apply, revert, state_dir
 from numaprof.recommender.patch import Patch, parallelize_first_touch, place_after_allocation
 from numaprof.recommender.sources import sha256_file
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 DATA = ROOT / "tests" / "data" / "patch"
 

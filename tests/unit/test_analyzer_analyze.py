@@ -4,14 +4,10 @@ Exact checks (attribution, first touch, traffic sums) are kept apart from statis
 ones (pattern), which assert with margins.
 """
 
-import sys
-from pathlib import Path
 
 import numpy as np
-import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
 import profgen  # noqa: E402
+import pytest
 from profgen import Array  # noqa: E402
 
 from numaprof.analyzer import analyze  # noqa: E402

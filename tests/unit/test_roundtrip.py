@@ -20,8 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import ROOT
 
 try:
     from numaprof.analyzer.profile import read_table

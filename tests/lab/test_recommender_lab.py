@@ -9,56 +9,26 @@ the fix is the one measured on the fixed program, within 0.15 (issue 5's margin)
 Statistical checks with margins; lab timings are never used.
 """
 
-import os
-import shlex
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from helpers import EXAMPLES, ROOT, numaprof_argv
+from helpers import EXAMPLES
 
 pytestmark = pytest.mark.lab
 
 LOCAL = {"parallel_init", "bind_block"}
-_LAB_MAIN = (
-    "import sys\n"
-    "from numaprof.cli import lab, main\n"
-    "if 'lab' not in main.group.commands:\n"
-    "    main.group.add_command(lab.command, 'lab')\n"
-    "main.main(sys.argv[1:])\n"
-)
 
 
 @pytest.fixture(scope="module")
-def recordings(examples_built, tmp_path_factory):
-    from numaprof.errors import NumaprofError
-    from numaprof.lab.runner import find_tools
-
-    try:
-        find_tools()
-    except NumaprofError as e:
-        if os.environ.get("NUMAPROF_LAB_REQUIRED"):
-            pytest.fail(f"the NUMA lab is required but unavailable: {e}")
-        pytest.skip(f"the NUMA lab is unavailable: {e}")
+def recordings(examples_built, tmp_path_factory, labkit):
     work = tmp_path_factory.mktemp("reclab")
-    np_cmd = shlex.join(numaprof_argv())
-    script = "\n".join([
-        "export OMP_NUM_THREADS=2",
-        f"{np_cmd} record -o si.data -- {EXAMPLES}/serial_init 16 20 > si.log 2>&1; echo $? > si.rc",
-        f"OMP_PROC_BIND=spread OMP_PLACES=cores {np_cmd} record -o na.data -- "
-        f"{EXAMPLES}/numa_aware 16 20 > na.log 2>&1; echo $? > na.rc",
-        "exit 0",
-    ]) + "\n"
-    (work / "run.sh").write_text(script)
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run([sys.executable, "-c", _LAB_MAIN, "lab", "--nodes", "2", "--cpus-per-node", "2",
-                           "--timeout", "900", "--", "env", f"PYTHONPATH={env['PYTHONPATH']}", "sh", "run.sh"],
-                          cwd=work, env=env, capture_output=True, text=True, timeout=1000)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    guest = labkit.run_group(work, ["--nodes", "2", "--cpus-per-node", "2", "--timeout", "900"], [
+        ("si", f"OMP_NUM_THREADS=2 $NUMAPROF record -o si.data -- {EXAMPLES}/serial_init 16 20"),
+        ("na", "OMP_NUM_THREADS=2 OMP_PROC_BIND=spread OMP_PLACES=cores $NUMAPROF record "
+               f"-o na.data -- {EXAMPLES}/numa_aware 16 20"),
+    ])
     for name in ("si", "na"):
-        rc = (work / f"{name}.rc").read_text().strip()
-        assert rc == "0", (work / f"{name}.log").read_text()[-3000:]
+        guest.out(name)  # asserts that the recording exited 0 in the guest
     from numaprof.analyzer import analyze
 
     return analyze(work / "si.data"), analyze(work / "na.data")

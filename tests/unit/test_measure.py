@@ -1,4 +1,4 @@
-"""numaprof-measure and analyzer/measure.py: the measured NUMA factor (SPEC §3.3).
+"""numaprof-measure and analyzer/measure.py: the measured NUMA factor (docs/measure.md).
 
 Exact checks only: shapes, placement, parsing, caching and the factor arithmetic.  Timings
 on this shared machine are noise, so no test asserts on a latency or bandwidth value

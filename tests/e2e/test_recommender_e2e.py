@@ -1,7 +1,7 @@
 """End-to-end: the recommender on real recordings of the bundled examples (2 threads, this
 one-node machine), evaluated for the source documents' platforms with --target.
 
-Agreement with `004_a5358d4f53c122f2.txt` Table I and `000_33c6b40d94544844.txt` §4: local
+Agreement with Pousa Ribeiro et al. 2009, Table I, and Pousa Ribeiro et al. 2010, §4: local
 placement for the master-initialised streamed arrays on the high-NUMA-factor Itanium 2 and
 on the low-factor Opteron, a spreading policy for the randomly gathered array, no change
 for the NUMA-aware program, and nothing to place on the recorded one-node machine.

@@ -1,4 +1,4 @@
-"""Page→node maps of SPEC §4.1 (recommender/policies.py): exact definitions."""
+"""Page→node maps of docs/recommender.md (recommender/policies.py): exact definitions."""
 
 import numpy as np
 import pytest

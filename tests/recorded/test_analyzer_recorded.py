@@ -6,20 +6,20 @@ profile is real C-written data, names come from examples/gather when it matches.
 """
 
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import DATA
 
 from numaprof.analyzer import analyze
 from numaprof.analyzer.profile import open_profile
 from numaprof.errors import ProfileError
 
-DATA = Path(__file__).parent / "data" / "profile-gather"
+GATHER = DATA / "profile-gather"
 
 
 def test_recorded_gather():
-    a = analyze(DATA)
+    a = analyze(GATHER)
     p = a.profile
     assert p.backend == "soft" and p.complete and p.samples == 613
     assert p.with_address == 393 and p.outside_objects == 0
@@ -38,7 +38,7 @@ def test_recorded_gather():
 
 def test_recorded_cut_short(tmp_path):
     d = tmp_path / "cut"
-    shutil.copytree(DATA, d)
+    shutil.copytree(GATHER, d)
     col = d / "samples.addr.col"
     col.write_bytes(col.read_bytes()[: 16 + 8 * 300 + 5])
     a = analyze(d)
@@ -47,14 +47,14 @@ def test_recorded_cut_short(tmp_path):
 
 def test_recorded_foreign_version(tmp_path):
     d = tmp_path / "v2"
-    shutil.copytree(DATA, d)
+    shutil.copytree(GATHER, d)
     m = (d / "manifest.json").read_text().replace('"version": 1', '"version": 2', 1)
     (d / "manifest.json").write_text(m)
     with pytest.raises(ProfileError, match="version 2, this numaprof reads version 1"):
         open_profile(d)
 
 
-LAB = Path(__file__).parent / "data"
+LAB = DATA  # the lab recordings stored beside it
 
 
 def test_lab_two_nodes_serial_initialisation():

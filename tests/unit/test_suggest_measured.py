@@ -1,5 +1,5 @@
 """`suggest` on the recorded machine uses the NUMA factor `numaprof topology --measure`
-cached for it (SPEC §3.3, issue 4: "used by the recommender when present"), and only for
+cached for it (docs/measure.md: used by the recommender when present), and only for
 a profile recorded on this host."""
 
 import json

@@ -8,7 +8,6 @@ that the Python side derives and caches the factor matrix from a real run.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -50,17 +49,17 @@ GUEST_SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_two_node_guest_fills_the_matrix(tmp_path):
+def test_two_node_guest_fills_the_matrix(tmp_path, labkit):
+    labkit.require_lab()
     build = tmp_path / "build"
     subprocess.run(["cmake", "-S", str(ROOT / "collector" / "measure"), "-B", str(build)],
                    check=True, capture_output=True)
     subprocess.run(["cmake", "--build", str(build)], check=True, capture_output=True)
     shutil.copy(build / "numaprof-measure", tmp_path / "numaprof-measure")
     (tmp_path / "guest.py").write_text(GUEST_SCRIPT)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    proc = subprocess.run([sys.executable, "-m", "numaprof.cli.lab", "--nodes", "2",
-                           "--timeout", "500", "--", sys.executable, "guest.py"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    proc = labkit.run_lab(tmp_path, ["--nodes", "2", "--timeout", "500"],
+                          [sys.executable, "guest.py"], timeout=540,
+                          env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = json.loads((tmp_path / "result.json").read_text())
     m = out["measurement"]

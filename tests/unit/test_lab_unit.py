@@ -84,7 +84,7 @@ def test_presets_are_valid_slit_matrices():
 
 
 def test_opteron_preset_is_table4_times_ten():
-    """000 Table 4 x 10, rounded half up; the two factors that round to 10 become 11."""
+    """Pousa Ribeiro et al. 2010, Table 4 x 10, rounded half up; the two factors that round to 10 become 11."""
     m = PRESETS["8n-opteron"]
     for i in range(8):
         for j in range(8):

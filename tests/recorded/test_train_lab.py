@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from helpers import ROOT
 
-from numaprof.analyzer import classifier, train
+from numaprof.analyzer import classifier
+from numaprof.cli import train
 
 TABLE = ROOT / "tests" / "data" / "training" / "features.csv"
 MIN_LAB_HELDOUT_ACCURACY = 0.9  # the lab's held-out rows (4 nodes), with the shipped model

@@ -1,7 +1,7 @@
 """suggest(): choices from the cost model on synthetic analyses with known right answers.
 
 Each test builds the analyzer's result objects by hand: threads, per-sample accesses
-(page, thread) drawn from a known kernel shape (Figure 15 of 000: regular, irregular,
+(page, thread) drawn from a known kernel shape (Pousa Ribeiro et al. 2010, Figure 15: regular, irregular,
 random; static or dynamic schedule), and the first touch (master-thread or parallel).
 """
 
@@ -9,108 +9,25 @@ import dataclasses
 
 import numpy as np
 import pytest
-
-from numaprof.analyzer.model import (
-    Analysis,
-    FirstTouch,
-    Node,
-    ObjectAccess,
-    ObjectResult,
-    ProfileInfo,
-    ThreadResult,
-    Topology,
+from synth_analysis import (
+    BIG,
+    access_dynamic,
+    access_random,
+    access_regular,
+    access_reversed,
+    analysis,
+    by_name,
+    obj,
+    one_node,
+    threads,
+    two_node_recorded,
 )
+
+from numaprof.analyzer.model import Node, ObjectAccess, Topology
 from numaprof.recommender import suggest
 from numaprof.recommender.choose import SPREADING, binding_places
 from numaprof.recommender.policies import static_schedule_owner
 from numaprof.recommender.targets import resolve_target
-
-MiB = 1 << 20
-PAGE = 4096
-
-
-def one_node(cpus=2):
-    return Topology(nodes=(Node(0, tuple(range(cpus)), 8 << 30),), distances=np.array([[10.0]]),
-                    source="test")
-
-
-def two_node_recorded():
-    return Topology(nodes=(Node(0, (0, 1), 8 << 30), Node(1, (2, 3), 8 << 30)),
-                    distances=np.array([[10.0, 21.0], [21.0, 10.0]]), source="test")
-
-
-def threads(n, nodes=None, bound=False):
-    nodes = nodes or [0] * n
-    return [ThreadResult(tid=100 + i, pid=100, comm="app", samples=1000, cpus=[i], nodes=[nodes[i]],
-                         node=nodes[i], migrations=0, bound=bound, affinity="") for i in range(n)]
-
-
-def access_regular(n_pages, n_threads, n=8000, rng=None):
-    """Static schedule, same block in every phase: thread k samples its own block."""
-    rng = rng or np.random.default_rng(1)
-    page = rng.integers(0, n_pages, n)
-    return ObjectAccess(page=page, thread=static_schedule_owner(n_pages, n_threads)[page].astype(np.int32),
-                        weight=np.ones(n), write=np.zeros(n, bool), n_pages=n_pages)
-
-
-def access_random(n_pages, n_threads, n=8000, rng=None):
-    """Gather: every thread's accesses spread over the whole array."""
-    rng = rng or np.random.default_rng(2)
-    return ObjectAccess(page=rng.integers(0, n_pages, n), thread=rng.integers(0, n_threads, n).astype(np.int32),
-                        weight=np.ones(n), write=np.zeros(n, bool), n_pages=n_pages)
-
-
-def access_dynamic(n_pages, n_threads, n=8000, chunk_pages=4, rng=None):
-    """schedule(dynamic): chunks handed out in order to whichever thread is free, over time."""
-    rng = rng or np.random.default_rng(3)
-    n_chunks = n_pages // chunk_pages
-    owner = rng.integers(0, n_threads, n_chunks)  # who grabbed each chunk
-    time = np.sort(rng.random(n))  # chunks are processed in order: page rises with time
-    page = np.minimum((time * n_pages).astype(np.int64), n_pages - 1)
-    acc = ObjectAccess(page=page, thread=owner[np.minimum(page // chunk_pages, n_chunks - 1)].astype(np.int32),
-                       weight=np.ones(n), write=np.zeros(n, bool), n_pages=n_pages)
-    acc.time = (time * 1e9).astype(np.int64)
-    return acc
-
-
-def access_reversed(n_pages, n_threads, n=8000, rng=None):
-    """Irregular (000 Figure 15): forward static phase, then the loop run backwards."""
-    rng = rng or np.random.default_rng(4)
-    page = rng.integers(0, n_pages, n)
-    owner = static_schedule_owner(n_pages, n_threads)
-    fwd = owner[page]
-    rev = owner[n_pages - 1 - page]
-    phase2 = np.arange(n) >= n // 2
-    return ObjectAccess(page=page, thread=np.where(phase2, rev, fwd).astype(np.int32),
-                        weight=np.ones(n), write=np.zeros(n, bool), n_pages=n_pages)
-
-
-def obj(name, pattern, acc, *, serial, n_threads, share=0.3, master_tid=100):
-    ft = FirstTouch(threads=1 if serial else n_threads, nodes=[0], master_fraction=1.0 if serial else 1 / n_threads,
-                    master_tid=master_tid, sites=["main@app.c:10"], pages=acc.n_pages, serial=serial)
-    return ObjectResult(name=name, site="main@app.c:9", kind="heap", address=0x7F0000000000,
-                        size=acc.n_pages * PAGE, samples=len(acc.page), share=share, pattern=pattern,
-                        pattern_confidence=0.9, reads=0.7, writes=0.3, rmw=0.0, first_touch=ft,
-                        pages_by_node=[acc.n_pages], traffic=np.zeros((1, 1)), local_fraction=1.0,
-                        load_per_node=[1.0], imbalance=1.0, threads=n_threads, access=acc)
-
-
-def analysis(objects, ths, topo=None, env=None, command=("./app", "-n", "10")):
-    prof = ProfileInfo(path="/tmp/x", command=list(command), backend="soft", backend_reason={}, samples=10000,
-                       with_address=9500, address_coverage=0.95, lost=0, unresolved=0, outside_objects=0,
-                       complete=True, incomplete_reason=None, exit_status=0, duration_s=1.0, env=env or {},
-                       freq=1000)
-    topo = topo or one_node()
-    return Analysis(profile=prof, topology=topo, objects=objects, threads=ths, traffic=np.zeros((1, 1)),
-                    local_fraction=1.0, load_per_node=[1.0], imbalance=1.0)
-
-
-def by_name(s):
-    return {o.name: o for o in s.objects}
-
-
-BIG = 64 * MiB // PAGE  # pages of a 64 MiB array: bandwidth-bound, spread threads
-
 
 # --- the three examples of issue 2, on --target 2s --------------------------------------
 
@@ -187,7 +104,7 @@ def test_recorded_one_node_machine_changes_nothing(make):
     assert any("one NUMA node" in n for n in s.notes)
 
 
-# --- agreement with the source documents (004 Table I, 000 §4) ---------------------------
+# --- agreement with the source documents (Pousa Ribeiro et al. 2009 Table I, 2010 §4) ---------------------------
 
 def test_high_numa_factor_places_regular_arrays_locally():
     an = example_serial_init(t=16)
@@ -247,7 +164,7 @@ def test_first_touch_never_chosen_for_master_initialised_shared_array():
 
 def test_irregular_reversed_master_init_on_itanium2_prefers_locality_over_spreading():
     # Half the accesses stay local with bind_block, 1/4 with a spreading policy: on a high
-    # NUMA factor machine the cost model keeps the latency advantage (004 §III-D).
+    # NUMA factor machine the cost model keeps the latency advantage (Pousa Ribeiro et al. 2009, §III-D).
     t = 16
     an = analysis([obj("x", "irregular", access_reversed(BIG, t), serial=True, n_threads=t)], threads(t))
     o = suggest(an, resolve_target("itanium2", an.topology)).objects[0]

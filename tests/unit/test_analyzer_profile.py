@@ -2,14 +2,10 @@
 
 import json
 import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
-import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
 import profgen  # noqa: E402
+import pytest
 
 from numaprof.analyzer.profile import open_profile, read_table  # noqa: E402
 from numaprof.analyzer.topology import load_hwloc_xml, load_topology_json, parse_cpuset  # noqa: E402

@@ -1,9 +1,9 @@
-"""Record labelled training data for the access-pattern classifier and fit it (SPEC §3.2).
+"""Record labelled training data for the access-pattern classifier and fit it (docs/classifier.md).
 
-    python -m numaprof.analyzer.train record --out DIR     # record, analyse, write DIR/features.csv
-    python -m numaprof.analyzer.train fit --data DIR        # train, evaluate held-out, export JSON
-    python -m numaprof.analyzer.train evaluate --data DIR   # the shipped model on another recording
-    python -m numaprof.analyzer.train lab-record --out DIR # the same kernels in NUMA lab guests
+    python -m numaprof.cli.train record --out DIR     # record, analyse, write DIR/features.csv
+    python -m numaprof.cli.train fit --data DIR        # train, evaluate held-out, export JSON
+    python -m numaprof.cli.train evaluate --data DIR   # the shipped model on another recording
+    python -m numaprof.cli.train lab-record --out DIR # the same kernels in NUMA lab guests
 
 ``record`` runs the Figure 15 kernels of examples/patterns.c (regular / irregular / random / hashed
 × static / dynamic × read / write / rw × array sizes × OMP_NUM_THREADS 1, 2, 3) built at
@@ -261,7 +261,7 @@ def cmd_lab_guest(args) -> int:
 def cmd_lab_record(args) -> int:
     if not (EXAMPLES / "patterns.c").exists():
         raise NumaprofError(f"{EXAMPLES} not found: run the training from a source checkout "
-                            "(PYTHONPATH=<checkout> python -m numaprof.analyzer.train ...)")
+                            "(PYTHONPATH=<checkout> python -m numaprof.cli.train ...)")
     from numaprof.lab.runner import find_tools
 
     find_tools()  # one clear line if QEMU, a kernel or virtme-ng is missing
@@ -286,7 +286,7 @@ def cmd_lab_record(args) -> int:
         (work / "plan.json").write_text(json.dumps(doc, indent=1))
         t = time.monotonic()
         cmd = [sys.executable, "-m", "numaprof.cli.main", "lab", *lab_args, "--timeout", str(LAB_TIMEOUT),
-               "--", sys.executable, "-m", "numaprof.analyzer.train", "lab-guest", "plan.json"]
+               "--", sys.executable, "-m", "numaprof.cli.train", "lab-guest", "plan.json"]
         print(f"{where}: {len(runs)} recordings in one guest ({' '.join(lab_args)}, {threads} threads)",
               flush=True)
         proc = subprocess.run(cmd, cwd=str(work), env=env, text=True)
@@ -343,7 +343,7 @@ def _pythonpath() -> str:
 def cmd_record(args) -> int:
     if not (EXAMPLES / "patterns.c").exists():
         raise NumaprofError(f"{EXAMPLES} not found: run the training from a source checkout "
-                            "(PYTHONPATH=<checkout> python -m numaprof.analyzer.train ...)")
+                            "(PYTHONPATH=<checkout> python -m numaprof.cli.train ...)")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     bins = build(out)
@@ -486,7 +486,7 @@ def cmd_evaluate(args) -> int:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m numaprof.analyzer.train", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m numaprof.cli.train", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("record", help="record the labelled runs and write the feature table")
     r.add_argument("--out", required=True, help="directory for features.csv")

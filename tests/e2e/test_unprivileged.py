@@ -1,4 +1,4 @@
-"""`numaprof record` works for an ordinary user at perf_event_paranoid=2 (SPEC §7)."""
+"""`numaprof record` works for an ordinary user at perf_event_paranoid=2 (docs/faq.md)."""
 
 import json
 import os

@@ -1,6 +1,6 @@
 """Backend selection on this machine, end to end through numaprof-collect and `numaprof
 record`: a hardware backend asked for by name and unavailable fails with one line and
-exit 125 (SPEC 2.1); `auto` falls back to soft and says why in collector.json.  Where the
+exit 125 (docs/backends.md); `auto` falls back to soft and says why in collector.json.  Where the
 PMU exists, live tests (marked `pmu`) record a small program with it instead.
 """
 

@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
 from numaprof.recommender.patch import (
     C_PRAGMA,
@@ -27,7 +28,6 @@ from numaprof.recommender.patch import (
     policy_constant,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "patch"
 EXAMPLES = ROOT / "examples"
 REAL_HEADER = ROOT / "collector" / "include" / "numaprof_place.h"

@@ -21,7 +21,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from helpers import EXAMPLES, run_numaprof
+from helpers import EXAMPLES, ROOT, run_numaprof
 
 from numaprof.recommender import emit
 from numaprof.recommender.apply import apply, revert
@@ -37,7 +37,6 @@ from numaprof.recommender.patch import (
 )
 from numaprof.recommender.sources import sha256_file
 
-ROOT = Path(__file__).resolve().parent.parent
 INCLUDE = ROOT / "collector" / "include"
 BANDWIDTH_XML = ROOT / "tests" / "data" / "hwloc-2n-bandwidth.xml"
 STRICT = ["-Wall", "-Wextra", "-Werror", f"-I{INCLUDE}"]

@@ -1,0 +1,182 @@
+"""Helpers of the lab tier (tests/lab): checks that need a multi-node kernel, run in
+`numaprof lab` guests.
+
+A boot costs about 30 s under TCG, so each group of checks is one guest: a shell script
+runs every check of the group inside the guest, writing `NAME.out`, `NAME.err` and
+`NAME.rc` into the shared work directory; the tests then assert on the host, one check
+per test.  Without QEMU, a kernel image or virtme-ng the tier is skipped with the reason
+(set NUMAPROF_LAB_REQUIRED=1 to make that a failure).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from helpers import PROGS, ROOT, numaprof_argv
+
+LAB_TIMEOUT = 900  # whole guest run, boot included (TCG: programs run ~20x slower)
+
+def run_lab(workdir: Path, lab_args: list[str], command: list[str],
+            timeout: float = LAB_TIMEOUT, env: dict[str, str] | None = None):
+    """`numaprof lab LAB_ARGS -- COMMAND` in workdir; returns the CompletedProcess."""
+    e = dict(os.environ)
+    if env:
+        e.update(env)
+    return subprocess.run(
+        [*numaprof_argv(), "lab", *lab_args, "--", *command],
+        cwd=workdir, env=e, capture_output=True, text=True, timeout=timeout + 60,
+    )
+
+
+def require_lab() -> None:
+    from numaprof.errors import NumaprofError
+    from numaprof.lab.runner import find_tools
+
+    try:
+        find_tools()
+    except NumaprofError as e:
+        if os.environ.get("NUMAPROF_LAB_REQUIRED"):
+            pytest.fail(f"the NUMA lab is required but unavailable: {e}")
+        pytest.skip(f"the NUMA lab is unavailable: {e}")
+
+
+def build_prog(name: str, out: Path, *flags: str, src: Path | None = None) -> Path:
+    src = src or PROGS / f"{name}.c"
+    exe = out / name
+    subprocess.run(["gcc", "-O1", "-g", "-Wall", "-Wextra", "-pthread", *flags, "-o",
+                    str(exe), str(src)], check=True)
+    return exe
+
+
+@dataclass
+class GuestRun:
+    """The results of one guest: per check, its stdout, stderr and exit status."""
+
+    workdir: Path
+    proc: subprocess.CompletedProcess
+
+    def rc(self, name: str) -> int:
+        path = self.workdir / f"{name}.rc"
+        assert path.exists(), (
+            f"check {name!r} did not run in the guest (lab exit {self.proc.returncode})\n"
+            f"{self.proc.stdout[-3000:]}\n{self.proc.stderr[-3000:]}"
+        )
+        return int(path.read_text().strip())
+
+    def out(self, name: str, ok: bool = True) -> str:
+        rc = self.rc(name)
+        text = (self.workdir / f"{name}.out").read_text()
+        if ok:
+            err = (self.workdir / f"{name}.err").read_text()
+            assert rc == 0, f"check {name!r} exited {rc} in the guest:\n{text[-2000:]}\n{err[-3000:]}"
+        return text
+
+
+def guest_script(checks: list[tuple[str, str]]) -> str:
+    """One /bin/sh script running every check in order; a failing check does not stop it."""
+    lines = ["NUMAPROF=" + shlex.quote(shlex.join(numaprof_argv()))]
+    for name, cmd in checks:
+        lines.append(f"( {cmd} ) > {name}.out 2> {name}.err; echo $? > {name}.rc")
+    lines.append("exit 0")
+    return "\n".join(lines) + "\n"
+
+
+def run_group(workdir: Path, lab_args: list[str], checks: list[tuple[str, str]]) -> GuestRun:
+    require_lab()
+    (workdir / "checks.sh").write_text(guest_script(checks))
+    proc = run_lab(workdir, lab_args, ["sh", "checks.sh"])
+    assert proc.returncode == 0, (
+        f"numaprof lab {' '.join(lab_args)} exited {proc.returncode}:\n"
+        f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    )
+    return GuestRun(workdir, proc)
+
+
+# ---- parsers of what the guest printed ----------------------------------------------
+
+def parse_numactl_hardware(text: str) -> tuple[int, dict[int, list[int]], list[list[int]]]:
+    """`numactl -H` -> (node count, cpus per node, distance matrix)."""
+    m = re.search(r"^available: (\d+) nodes", text, re.M)
+    assert m, f"not numactl -H output:\n{text}"
+    n = int(m.group(1))
+    cpus = {int(k): [int(c) for c in v.split()]
+            for k, v in re.findall(r"^node (\d+) cpus:(.*)$", text, re.M)}
+    rows = re.findall(r"^\s*(\d+):((?:\s+\d+)+)\s*$", text.split("node distances:")[1], re.M)
+    matrix = [[int(x) for x in r[1].split()] for r in rows]
+    return n, cpus, matrix
+
+
+@dataclass
+class Placement:
+    pid: int
+    addr: int
+    nodes: list[int]  # node of every page, from move_pages
+    numa_maps: dict[int, int]  # node -> pages, from the N<node>= fields
+    policy: str  # numa_maps' policy field
+    touchers: dict[int, int]  # thread -> node it ran on while touching
+
+
+def parse_lab_place(text: str) -> Placement:
+    pid = int(re.search(r"^pid (\d+)$", text, re.M).group(1))
+    addr = int(re.search(r"^addr (0x[0-9a-f]+)$", text, re.M).group(1), 16)
+    nodes = [int(x) for x in re.search(r"^move_pages((?: -?\d+)+)$", text, re.M)
+             .group(1).split()]
+    line = re.search(r"^numa_maps (.*)$", text, re.M).group(1)
+    fields = line.split()
+    assert int(fields[0], 16) == addr, line
+    per_node = {int(k): int(v) for k, v in re.findall(r"\bN(\d+)=(\d+)", line)}
+    touchers = {int(k): int(v) for k, v in re.findall(r"^toucher (\d+) (-?\d+)$", text, re.M)}
+    return Placement(pid, addr, nodes, per_node, fields[1], touchers)
+
+
+def counts(nodes: list[int], n_nodes: int) -> list[int]:
+    return [sum(1 for x in nodes if x == k) for k in range(n_nodes)]
+
+
+# ---- the guests: one boot per group of checks ----------------------------------------
+
+# numaprof_place.h policies run by tests/progs/lab_policies.c (its parameters: weights 3,1,..,
+# seed 7, 4-page blocks, thread k of bind_block on node k)
+PLACE_POLICIES = ("bind_all", "bind_block", "cyclic", "cyclic_block", "skew_mapp", "prime_mapp",
+                  "random", "random_block", "weighted_interleave")
+INCLUDE = ROOT / "collector" / "include"
+
+
+def build_policies(out: Path) -> Path:
+    return build_prog("lab_policies", out, f"-I{INCLUDE}")
+
+
+def placement_checks(n_nodes: int, pages: int) -> list[tuple[str, str]]:
+    last = n_nodes - 1
+    return [
+        ("numactl", "numactl -H"),
+        ("balancing", "cat /proc/sys/kernel/numa_balancing"),
+        ("topology", "$NUMAPROF topology --format json"),
+        ("membind", f"numactl --membind={last} ./lab_place touch {pages}"),
+        ("interleave", f"numactl --interleave=all ./lab_place touch {pages}"),
+        ("cpunodebind", f"numactl --cpunodebind={last} ./lab_place touch {pages}"),
+        ("threads", f"./lab_place threads {pages} {n_nodes}"),
+        ("policies", f"./lab_policies {n_nodes} {pages} {' '.join(PLACE_POLICIES)}"),
+        # QEMU 7.2's TCG mis-executed numpy's AVX2 argsort until the lab hid AVX2.
+        ("numpy_sort", f"{shlex.quote(sys.executable)} -c " + shlex.quote(
+            "import numpy as np\n"
+            "a = np.random.default_rng(1).integers(0, 1000, 100000)\n"
+            "for kind in ('quicksort', 'stable'):\n"
+            "    assert (np.diff(a[np.argsort(a, kind=kind)]) >= 0).all(), kind\n"
+            "print('sorted')\n")),
+    ]
+
+
+# 4 nodes: every pair different, and one asymmetric pair (0->1 = 12, 1->0 = 14).
+DISTANCES_4 = ["0,1=12", "1,0=14", "0,2=20", "0,3=31", "1,2=25", "1,3=17", "2,3=40"]
+MATRIX_4 = [[10, 12, 20, 31], [14, 10, 25, 17], [20, 25, 10, 40], [31, 17, 40, 10]]
+MATRIX_2 = [[10, 17], [17, 10]]
+
+
