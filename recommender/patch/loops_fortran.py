@@ -40,22 +40,88 @@ def fortran_name(src: Source, node) -> str:
     return src.text(node).lower()
 
 
-def _f_arrays(src: Source) -> set[str]:
-    """Names declared with a shape anywhere in the file (lower case)."""
-    names = set()
-    for decl in walk(src.root):
-        if decl.type != "variable_declaration":
+def _f_declared(src: Source, unit) -> dict[str, bool]:
+    """Names the specification part of one unit declares -> whether with a shape
+    (``real :: a(10)``, ``dimension a(10)``, ``real, dimension(:) :: a``, a COMMON
+    member given its shape there).  ``external f`` declares a procedure."""
+    names: dict[str, bool] = {}
+    for decl in unit.named_children:
+        if decl.type not in ("variable_declaration", "variable_modification", "common_statement"):
             continue
-        dims = any(a.type == "type_qualifier" and src.text(a).lower().startswith("dimension")
-                   for a in decl.children)
-        for d in decl.children_by_field_name("declarator"):
+        quals = [src.text(a).lower() for a in decl.children if a.type == "type_qualifier"]
+        dims = any(q.startswith("dimension") for q in quals)
+        proc = any(q.startswith(("external", "intrinsic")) for q in quals)
+        decls = list(decl.children_by_field_name("declarator"))
+        if decl.type == "common_statement":
+            decls = [d for g in decl.named_children if g.type == "variable_group"
+                     for d in g.named_children if d.type != "name"]
+        for d in decls:
             if d.type == "sized_declarator":
-                names.add(fortran_name(src, d.named_children[0]))
-            elif dims and d.type == "identifier":
-                names.add(fortran_name(src, d))
-            elif dims and d.type == "init_declarator":
-                names.add(fortran_name(src, d.child_by_field_name("left")))
+                name, shaped = d.named_children[0], True
+            elif d.type == "init_declarator":
+                name, shaped = d.child_by_field_name("left"), dims
+            else:
+                name, shaped = d, dims
+            if name is None or name.type != "identifier":
+                continue
+            key = fortran_name(src, name)
+            if proc:
+                names[key] = False
+            elif decl.type != "common_statement" or shaped:
+                names[key] = names.get(key, False) or shaped
     return names
+
+
+def _f_modules(src: Source) -> dict[str, object]:
+    return {fortran_name(src, n.named_children[0].named_children[0]): n
+            for n in src.root.named_children
+            if n.type == "module" and n.named_children and
+            n.named_children[0].named_children}
+
+
+def _f_used(src: Source, unit, modules: dict, seen: set[str]) -> dict[str, bool]:
+    """Names use-associated into `unit` from modules defined in this file (``only:``
+    lists respected; a module defined elsewhere contributes nothing)."""
+    out: dict[str, bool] = {}
+    for use in unit.named_children:
+        if use.type != "use_statement":
+            continue
+        mod_name = next((c for c in use.named_children if c.type == "module_name"), None)
+        if mod_name is None:
+            continue
+        key = src.text(mod_name).lower()
+        module = modules.get(key)
+        if module is None or key in seen:
+            continue
+        names = dict(_f_declared(src, module))
+        for k, v in _f_used(src, module, modules, seen | {key}).items():
+            names.setdefault(k, v)
+        only = next((c for c in use.named_children if c.type == "included_items"), None)
+        if only is not None:
+            wanted = {fortran_name(src, i) for i in only.named_children if i.type == "identifier"}
+            names = {k: v for k, v in names.items() if k in wanted}
+        for k, v in names.items():
+            out.setdefault(k, v)
+    return out
+
+
+def _f_arrays(src: Source, unit) -> set[str]:
+    """The names that are arrays in `unit` (lower case), by Fortran's scoping: its own
+    declarations, then what it uses from modules of this file, then its host's (the
+    program, procedure or module it is contained in), and so on outwards.  A name only
+    declared in another unit of the file is not an array here: ``b(i)`` may then be a
+    call of a function, and the loop is refused."""
+    modules = _f_modules(src)
+    visible: dict[str, bool] = {}
+    u = unit
+    while u is not None:
+        if u.type in _F_UNITS + ("module",):
+            for k, v in _f_declared(src, u).items():
+                visible.setdefault(k, v)
+            for k, v in _f_used(src, u, modules, set()).items():
+                visible.setdefault(k, v)
+        u = u.parent
+    return {k for k, v in visible.items() if v}
 
 
 def _f_loop_header(src: Source, loop) -> tuple[str, list] | str:
@@ -254,7 +320,7 @@ def parallelize_fortran(src: Source, path: str, line: int, root: str | None) -> 
     omp = _f_omp_context(src, loops[-1], unit)
     if omp is not None:
         return Refusal(path, line, f"the loop at {where} already runs under `{omp}`")
-    arrays = _f_arrays(src)
+    arrays = _f_arrays(src, unit)
     reasons = []
     for loop in loops:
         why = _f_check_loop(src, loop, unit, arrays)
