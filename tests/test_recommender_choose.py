@@ -263,7 +263,8 @@ def test_spread_binding_line_and_effect():
     assert s.binding == "spread"
     line = s.commands[0]
     assert line.startswith("OMP_PROC_BIND=spread OMP_PLACES=cores ./app -n 10  # predicted: local 50% -> 100%")
-    assert "with the patches applied" in line
+    # no fixer made a patch: the line does not claim patches
+    assert "(with the code changes applied)" in line and "patches" not in line
     assert s.thread_nodes == [0, 1]
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from numaprof.recommender.patch.edits import Edit, Patch, Refusal, make_patch
+from numaprof.recommender.patch.edits import Edit, Patch, PatchInfo, Refusal, make_patch
 from numaprof.recommender.patch.source import Source, contains_row, parse_refusal, walk
 
 F_DIRECTIVE = "!$omp parallel do schedule(static)"
@@ -196,10 +196,28 @@ def _f_check_loop(src: Source, loop, unit, arrays: set[str]) -> str | None:
             if p.type == "call_expression" and p.named_children[0] == n and \
                     _f_is_var_index(src, p, var):
                 continue
+            if _f_inquiry_argument(src, n):
+                continue  # size(y), ubound(y, 1): the shape, not an element
             shown = src.text(p) if p.type == "call_expression" else name
             return (f"the loop writes `{name}({var})` and also uses `{shown}`: one "
                     "iteration may depend on another")
     return _f_counter_used_elsewhere(src, loop, unit, var)
+
+
+#: Intrinsics that ask about an array's shape or status without reading its elements.
+F_INQUIRY = frozenset({"size", "lbound", "ubound", "shape", "allocated", "kind",
+                       "is_contiguous", "rank"})
+
+
+def _f_inquiry_argument(src: Source, ident) -> bool:
+    """Whether `ident` is the whole-array argument of an inquiry intrinsic (``size(y)``)."""
+    args = ident.parent
+    call = args.parent if args is not None and args.type == "argument_list" else None
+    if call is None or call.type != "call_expression" or not call.named_children:
+        return False
+    fn = call.named_children[0]
+    return fn.type == "identifier" and fortran_name(src, fn) in F_INQUIRY and \
+        fn != ident
 
 
 def _f_is_var_index(src: Source, ref, var: str) -> bool:
@@ -337,8 +355,14 @@ def parallelize_fortran(src: Source, path: str, line: int, root: str | None) -> 
                               f"{indent}{F_DIRECTIVE}{src.nl}", attach=True),
                          Edit(at_end, f"{pre}{indent}{F_END_DIRECTIVE}{src.nl}")]
                 lline = loop.start_point[0] + 1
+                where = f"{os.path.basename(path)}:{lline}"
+                info = PatchInfo(kind="parallel_first_touch", statement=F_DIRECTIVE,
+                                 where=where, scope=(
+                                     "the names the loop writes are arrays of this unit, a "
+                                     "module it uses or its host, indexed exactly by the "
+                                     "counter"))
                 return make_patch(path, src.data, edits, root,
-                                   f"parallel first touch: `{F_DIRECTIVE}` on the loop at "
-                                   f"{os.path.basename(path)}:{lline}")
+                                  f"parallel first touch: `{F_DIRECTIVE}` on the loop at "
+                                  f"{where}", info)
         reasons.append(why)
     return Refusal(path, line, f"not parallelising the loop at {where}: {reasons[-1]}")

@@ -240,7 +240,7 @@ def place_static(path: str, symbol: str, policy_const: str, before_line: int | N
         if isinstance(found, str):
             reasons.append(found)
         else:
-            points.append((*found, f"line {before_line}"))
+            points.append((*found, f"line {found[1].start_point[0] + 1}"))
     if before_line is None or at_main:
         found = _main_start(src, symbol)
         if found is not None and found[1] is not None and \

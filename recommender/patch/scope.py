@@ -520,8 +520,40 @@ def const_value(src: Source, node, at: int, depth: int = 0,
         if value is not None and value.type == "identifier":
             decl = lookup(home, src.text(value), at)
             return object_size(home, decl) if decl is not None else None
+        if value is not None and (value.type == "subscript_expression" or (
+                value.type == "pointer_expression" and src.text(value).startswith("*"))):
+            base = value.child_by_field_name("argument")
+            while base is not None and base.type == "parenthesized_expression" and \
+                    len(base.named_children) == 1:
+                base = base.named_children[0]
+            if base is not None and base.type == "identifier":
+                decl = lookup(home, src.text(base), at)
+                return element_size(home, decl) if decl is not None else None
         return None
     return None
+
+
+def element_size(src: Source, decl: Decl) -> int | None:
+    """``sizeof(*p)`` / ``sizeof(p[0])`` for a declared pointer or array ``p``."""
+    if decl.scope in ("macro", "unknown") or decl.declarator is None:
+        return None
+    ident = declarator_identifier(decl.declarator)
+    if ident is None:
+        return None
+    p = ident.parent
+    while p is not None and p.type in ("parenthesized_declarator", "attributed_declarator"):
+        p = p.parent
+    if p is None or p.type not in ("pointer_declarator", "array_declarator"):
+        return None
+    outer = p.parent
+    while outer is not None and outer != decl.node and outer.type in (
+            "parenthesized_declarator", "attributed_declarator", "init_declarator"):
+        outer = outer.parent
+    if outer is not None and outer != decl.node:
+        if outer.type == "pointer_declarator":
+            return POINTER_SIZE
+        return None  # an array of arrays: not evaluated here
+    return _type_size(src, decl.node.child_by_field_name("type"), decl.node.start_byte, 1)
 
 
 def _macro_value(src: Source, define, depth: int) -> int | None:

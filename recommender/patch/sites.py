@@ -4,6 +4,7 @@ applies a policy to an analyzed object."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 
 from numaprof.recommender.patch.edits import AlreadyPlaced, Patch, Refusal
@@ -135,12 +136,30 @@ def _defines_function(path: str, func: str) -> bool:
                 return True
         return False
     stmts = ("program_statement", "subroutine_statement", "function_statement")
+    wanted = fortran_symbol_names(func)
     for n in walk(src.root):
         if n.type in stmts:
+            if n.type == "program_statement" and "main__" in wanted:
+                return True  # gfortran's symbol of the main program, whatever its name
             name = next((c for c in n.named_children if c.type == "name"), None)
-            if name is not None and fortran_name(src, name) == func.lower():
+            if name is not None and fortran_name(src, name) in wanted:
                 return True
     return False
+
+
+def fortran_symbol_names(symbol: str) -> set[str]:
+    """The source names a Fortran procedure's symbol can stand for: gfortran spells a
+    module procedure ``__<module>_MOD_<name>``, an external one ``<name>_``, the main
+    program ``MAIN__``; Intel Fortran ``<module>_mp_<name>_``."""
+    low = symbol.lower()
+    names = {low, low.rstrip("_")}
+    m = re.fullmatch(r"__\w+?_mod_(\w+)", low)
+    if m:
+        names.add(m.group(1))
+    m = re.fullmatch(r"\w+?_mp_(\w+?)_?", low)
+    if m:
+        names.add(m.group(1))
+    return names
 
 
 def resolve_source(file: str, source_paths: Iterable[str], func: str | None = None) -> str | None:
@@ -369,7 +388,13 @@ def _place_static_object(obj, policy: str, const: str, paths: list[str], root, h
         if isinstance(result, (Patch, AlreadyPlaced)):
             return result
         first_refusal = first_refusal or result
-    return first_refusal or Refusal(
-        "", 0, f"no recorded C source defines the static array `{obj.name}`", "numactl",
+    if first_refusal is not None:
+        return first_refusal
+    if not c_paths:
+        return Refusal("", 0, f"placement calls are only written into C and C++ sources, and "
+                              f"the program's recorded sources are not (`{obj.name}`)",
+                       "numactl")
+    return Refusal(
+        "", 0, f"no recorded C or C++ source defines the static array `{obj.name}`", "numactl",
         by_hand_words(place_text(obj.name, f"sizeof({obj.name})", const, weighted),
                       f"at the start of main(), where `{obj.name}` is the file-scope array"))
