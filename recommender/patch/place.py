@@ -364,24 +364,27 @@ def place_after_allocation(path: str, line: int, var: str | None, policy_const: 
         chosen = [c for c in candidates if same(c[2])]
     else:
         chosen = [c for c in candidates if c[2] is not None]
+    assigned = [c for c in candidates if c[2] is not None]
+    if len(chosen) != 1 and len(assigned) == 1 and \
+            _wrapper(src, assigned[0][1], assigned[0][2]) is not None:
+        chosen = assigned  # the profile named it after the caller's variable
     if len(chosen) != 1:
         what = f"assigned to `{var}`" if var is not None else "assigned to a variable"
         many = "more than one allocation" if chosen else "no allocation"
         return Refusal(path, line, f"{many} {what} at {where}", "numactl")
     call, stmt, target = chosen[0]
     func = enclosing(stmt, "function_definition")
-    if func is not None and any(
-            n.type == "return_statement" and n.named_children
-            and src.text(strip_parens(n.named_children[0]) or n) == target
-            for n in walk(func)):
+    fname = _wrapper(src, stmt, target)
+    if fname is not None:
         # An allocation wrapper: a placement here would hit every caller's arrays.
-        fname = function_name(func)
         by_hand = ""
         if recorded_size:
+            ptr = var if var is not None and var != target else "ptr"
             by_hand = by_hand_words(
-                place_text("ptr", str(recorded_size), const, weighted),
-                f"after the call of `{fname}` that allocates this array (ptr: the pointer it "
-                f"returns; {recorded_size} bytes as recorded)")
+                place_text(ptr, str(recorded_size), const, weighted),
+                f"after the call of `{fname}` that allocates this array"
+                + (" (ptr: the pointer it returns)" if ptr == "ptr" else "")
+                + f", with the call's byte count ({recorded_size} bytes as recorded)")
         return Refusal(path, line, f"the allocation at {where} is in `{fname}`, which returns "
                                    "it: a wrapper shared by other allocations; not placing "
                                    "there", "numactl", by_hand)
@@ -448,6 +451,19 @@ def place_after_allocation(path: str, line: int, var: str | None, policy_const: 
     return make_patch(path, src.data, edits, root,
                       f"place `{target}` with {placement_words(const, weighted)} after its "
                       f"allocation at {where}{touched}", info)
+
+
+def _wrapper(src: Source, stmt, target: str | None) -> str | None:
+    """The name of the function holding `stmt` when it returns `target` (an allocation
+    wrapper such as ``xmalloc``), else None."""
+    func = enclosing(stmt, "function_definition")
+    if func is None or target is None:
+        return None
+    if any(n.type == "return_statement" and n.named_children
+           and src.text(strip_parens(n.named_children[0]) or n) == target
+           for n in walk(func)):
+        return function_name(func) or "?"
+    return None
 
 
 def edit_after(src: Source, stmt, text: str) -> Edit:

@@ -182,7 +182,8 @@ def resolve_vector(src: Source, obj, at: int, sources) -> tuple[str, str] | str:
     this_member = obj.type == "field_expression" and \
         src.text(obj.child_by_field_name("argument")) == "this"
     decl_src, typ, how = src, None, ""
-    if obj.type == "identifier" or this_member:
+    # a field_identifier is the member a constructor's initialiser names
+    if obj.type in ("identifier", "field_identifier") or this_member:
         name = _member_name(src, obj)
         decl = scope.lookup(src, name, at) if obj.type == "identifier" else None
         if decl is not None and decl.scope not in ("unknown", "macro"):
@@ -300,7 +301,10 @@ def _place_in_constructor(src: Source, row: int, var: str | None, const: str, ro
                                           "has no plain body to put a placement in", "numactl")
     at = body.start_byte + 1
     decl = scope.lookup(src, member, at)
-    ptr = member if decl is not None and decl.scope == "member" else f"this->{member}"
+    # a parameter or local of the member's name hides it in the body: this-> reaches it
+    hidden_by = decl if decl is not None and decl.scope in ("parameter", "local", "macro") \
+        else None
+    ptr = f"this->{member}" if hidden_by is not None else member
     args = init.named_children[1] if len(init.named_children) > 1 else None
     values = [strip_parens(a) for a in args.named_children] if args is not None else []
     alloc = values[0] if len(values) == 1 else None
@@ -363,7 +367,8 @@ def _place_in_constructor(src: Source, row: int, var: str | None, const: str, ro
     probe = None
     if probe_ok and size_bytes is not None and recorded_size is not None:
         probe = Edit(edit.offset, edit.text.replace(text, size_probe(size, recorded_size)))
-    hidden = "" if ptr == member else f" (a parameter `{member}` hides the member there)"
+    hidden = "" if hidden_by is None else \
+        f" ({scope.describe(src, hidden_by)} hides the member there)"
     info = PatchInfo(kind=kind, statement=text, where=where, target=target, size=size,
                      size_bytes=size_bytes, recorded_bytes=recorded_size, probe=probe,
                      scope=(f"at the start of the constructor body, where every member is "

@@ -204,6 +204,27 @@ def _name_at(src: Source, symbol: str, decls: list[scope.Decl], at: int,
     return ref, complete[-1]
 
 
+def _static_size(src: Source, decl: scope.Decl, decls: list[scope.Decl]) -> int | None:
+    """The array's bytes from the file's constants; None when they do not give it, or
+    when declarations in different #if branches may disagree (the compiler decides)."""
+    sizes = set()
+    for d in decls:
+        if not _complete(src, d):
+            continue
+        size = scope.object_size(src, d)
+        if size is None:
+            td = _array_typedef(src, d)
+            size = scope.object_size(src, td) if td is not None else None
+        sizes.add(size)
+    if len(sizes) > 1:
+        return None
+    size = scope.object_size(src, decl)
+    if size is None:
+        td = _array_typedef(src, decl)
+        size = scope.object_size(src, td) if td is not None else None
+    return size
+
+
 def place_static(path: str, symbol: str, policy_const: str, before_line: int | None = None,
                  *, root: str | None = None, weighted=None, recorded_size: int | None = None,
                  at_main: bool = True) -> Patch | Refusal | AlreadyPlaced:
@@ -262,11 +283,7 @@ def place_static(path: str, symbol: str, policy_const: str, before_line: int | N
             continue
         ref, decl = named
         size = f"sizeof({ref})"
-        size_bytes = scope.object_size(src, decl)
-        if size_bytes is None:
-            td = _array_typedef(src, decl)
-            if td is not None:
-                size_bytes = scope.object_size(src, td)
+        size_bytes = _static_size(src, decl, decls)
         if size_bytes is not None and recorded_size is not None and size_bytes != recorded_size:
             return Refusal(path, line, f"`{symbol}` as declared in {name} (line {decl.line}) is "
                                        f"{size_bytes} bytes, but the profile recorded "
