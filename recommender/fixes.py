@@ -22,7 +22,6 @@ from numaprof.recommender.patch import (
     AlreadyPlaced,
     Patch,
     Refusal,
-    merge_patches,
     patch_for_object,
     policy_constant,
 )
@@ -156,11 +155,6 @@ def attach_patches(s: Suggestions, analysis: Analysis, source_paths, root: str,
     if note_before != note_after:  # a fallback changed a policy: the note must say so
         s.notes = [note_after if n == note_before else n for n in s.notes]
     return patches
-
-
-def merged(patches: list[Patch], root: str) -> list[Patch]:
-    """One patch per file (several objects' insertions together)."""
-    return merge_patches(patches, root=root) if patches else []
 
 
 def _chosen_first(alternatives, policy: str):

@@ -30,7 +30,6 @@ from numaprof.recommender.patch.edits import (
 from numaprof.recommender.patch.place import (
     allocation_size_nodes,
     allocator_name,
-    by_hand_words,
     edit_after,
     find_placement,
     include_edit,
@@ -417,8 +416,3 @@ def serial_construction(src: Source, row: int, var: str | None
         if value is not None and allocator_name(src, value) is None:
             return " ".join(src.text(init).split()), name, "the member's constructor"
     return None
-
-
-def by_hand_vector(name: str, const: str, weighted, where: str) -> str:
-    return by_hand_words(place_text(f"{name}.data()", f"{name}.size() * sizeof(*{name}.data())",
-                                    const, weighted), where)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from numaprof.recommender.patch.source import Source, walk
+from numaprof.recommender.patch.source import Source, function_name, walk
 
 #: Node types that hold declarations but are no scope of their own.
 _TRANSPARENT = ("preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif",
@@ -50,7 +50,6 @@ class Decl:
     scope: str
     node: object | None  # the declaration (a preproc_def for a macro)
     declarator: object | None  # the declarator naming it (None for macros, enumerators)
-    ambiguous: bool = False  # several declarations in #if branches: which one holds is unknown
 
     @property
     def line(self) -> int:
@@ -287,32 +286,24 @@ def lookup(src: Source, name: str, at: int) -> Decl | None:
             hit = _declared_before(src, n, name, None)
             if hit:
                 return Decl(name, "member", hit[-1][1], hit[-1][0])
+        elif n.type in ("for_statement", "for_range_loop"):
+            init = n.child_by_field_name("initializer")
+            hit = _names_in(src, init, name) if init is not None and \
+                init.type == "declaration" and init.end_byte <= at else []
+            d = n.child_by_field_name("declarator") if n.type == "for_range_loop" else None
+            ident = declarator_identifier(d) if d is not None else None
+            if ident is not None and src.text(ident) == name and d.end_byte <= at:
+                hit = [(d, n)]
+            if hit:
+                return Decl(name, "local", hit[-1][1], hit[-1][0])
         elif n.type not in _TRANSPARENT or n.type == "declaration_list":
-            limit = at
-            hit = _declared_before(src, n, name, limit) if n.type != "function_definition" \
-                else []
-            if n.type in ("for_statement", "for_range_loop"):
-                init = n.child_by_field_name("initializer")
-                hit = _names_in(src, init, name) if init is not None and \
-                    init.end_byte <= at and init.type == "declaration" else []
-                if n.type == "for_range_loop":
-                    d = n.child_by_field_name("declarator")
-                    if d is not None and declarator_identifier(d) is not None and \
-                            src.text(declarator_identifier(d)) == name and d.end_byte <= at:
-                        hit = [(d, n)]
+            hit = _declared_before(src, n, name, at)
             if hit:
                 scope = "file" if n.type in _NAMESPACE_LEVEL else "local"
-                decls = {(h[1].start_byte) for h in hit}
-                ambiguous = scope == "file" and len(decls) > 1 and _in_conditional(hit)
-                return Decl(name, scope, hit[-1][1], hit[-1][0], ambiguous)
+                return Decl(name, scope, hit[-1][1], hit[-1][0])
         prev = n
         n = n.parent
     return None
-
-
-def _in_conditional(hits) -> bool:
-    return any(h[1].parent is not None and h[1].parent.type.startswith("preproc_")
-               for h in hits)
 
 
 def describe(src: Source, decl: Decl) -> str:
@@ -335,8 +326,6 @@ def describe(src: Source, decl: Decl) -> str:
     where = f"line {decl.line}"
     if decl.scope == "parameter":
         func = enclosing_function(node)
-        from numaprof.recommender.patch.source import function_name
-
         fname = function_name(func) if func is not None and \
             func.type == "function_definition" else None
         return f"the parameter `{text}`" + (f" of {fname}()" if fname else "") + f" ({where})"
