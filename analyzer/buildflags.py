@@ -171,7 +171,7 @@ def compile_units(binary: str, readable: str | None = None) -> list[CompileUnit]
                 if not name:
                     continue
                 source = os.path.normpath(os.path.join(comp_dir, name))
-                files = _line_files(dwarf, cu, comp_dir)
+                files = _line_files(dwarf, cu)
                 dirs = tuple(dict.fromkeys(
                     os.path.dirname(p) for p in files
                     if not is_system_path(p) and os.path.isfile(p)
@@ -184,24 +184,10 @@ def compile_units(binary: str, readable: str | None = None) -> list[CompileUnit]
     return units
 
 
-def _line_files(dwarf, cu, comp_dir: str) -> list[str]:
-    lp = dwarf.line_program_for_CU(cu)
-    if lp is None:
-        return []
-    dirs = [_s(d) for d in lp.header.get("include_directory", ())]
-    v5 = lp.header.get("version", cu.header.version) >= 5
-    out = []
-    for fe in lp.header.get("file_entry", ()):
-        idx = fe.dir_index
-        if v5:
-            d = dirs[idx] if idx < len(dirs) else comp_dir
-        else:
-            d = comp_dir if idx == 0 else (dirs[idx - 1] if idx - 1 < len(dirs) else "")
-        if not os.path.isabs(d):
-            d = os.path.join(comp_dir, d)
-        name = _s(fe.name)
-        out.append(os.path.normpath(name if os.path.isabs(name) else os.path.join(d, name)))
-    return list(dict.fromkeys(out))
+def _line_files(dwarf, cu) -> list[str]:
+    from numaprof.analyzer.symbols import _cu_files  # the one reading of DWARF file tables
+
+    return list(dict.fromkeys(p for p in _cu_files(dwarf, cu) if p != "?"))
 
 
 def recorded_binaries(profile_dir: str | os.PathLike) -> list[tuple[str, str]]:

@@ -134,6 +134,19 @@ def size_probe(size: str, recorded: int) -> str:
     return f"(void)sizeof(char[((unsigned long long)({size}) == {int(recorded)}ULL) ? 1 : -1]);"
 
 
+def with_include(src: Source, edit: Edit, text: str, size: str, probe: bool,
+                 recorded: int | None) -> tuple[list[Edit], Edit | None]:
+    """The edits of a placement (its statement and the #include), and the size probe the
+    compile check inserts next to the statement when `probe`."""
+    edits = [edit]
+    inc = include_edit(src)
+    if inc is not None:
+        edits.append(inc)
+    if not probe or recorded is None:
+        return edits, None
+    return edits, Edit(edit.offset, edit.text.replace(text, size_probe(size, recorded)))
+
+
 def by_hand_words(statement: str, where: str) -> str:
     """The line a refusal gives to add by hand."""
     return f'{statement} {where} (and #include "{PLACE_HEADER}"; build with `numaprof config --cflags`)'
@@ -433,14 +446,9 @@ def place_after_allocation(path: str, line: int, var: str | None, policy_const: 
         return Refusal(path, line, f"the allocation at {where} is of {size_bytes} bytes "
                                    f"(`{size}`), but the profile recorded {recorded_size} for "
                                    f"`{target}`: not the allocation it saw", "numactl")
-    edit = edit_after(src, stmt, text)
-    edits = [edit]
-    inc = include_edit(src)
-    if inc is not None:
-        edits.append(inc)
-    probe = None
-    if size_bytes is not None and recorded_size is not None:
-        probe = Edit(edit.offset, edit.text.replace(text, size_probe(size, recorded_size)))
+    edits, probe = with_include(src, edit_after(src, stmt, text), text, size,
+                                size_bytes is not None and recorded_size is not None,
+                                recorded_size)
     shown = ", ".join(f"`{n}`" for n in sorted(names)) or f"`{target}`"
     info = PatchInfo(
         kind="place_after_allocation", statement=text, where=where, target=target,

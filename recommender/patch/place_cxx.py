@@ -32,15 +32,14 @@ from numaprof.recommender.patch.place import (
     allocator_name,
     edit_after,
     find_placement,
-    include_edit,
     new_length,
     new_size,
     new_touch_words,
     operand,
     place_text,
     placement_words,
-    size_probe,
     size_value,
+    with_include,
 )
 from numaprof.recommender.patch.source import (
     Source,
@@ -261,10 +260,7 @@ def _place_after(src: Source, stmt, name: str, count: str, const: str, root, wei
         return existing
     size = f"{count} * sizeof(*{name}.data())"
     text = place_text(f"{name}.data()", size, const, weighted)
-    edits = [edit_after(src, stmt, text)]
-    inc = include_edit(src)
-    if inc is not None:
-        edits.append(inc)
+    edits, _ = with_include(src, edit_after(src, stmt, text), text, size, False, None)
     info = PatchInfo(kind=kind, statement=text, where=where, target=f"{name}.data()",
                      size=size, scope=f"inserted right after that statement: `{name}` is "
                                       f"{resolved}")
@@ -358,14 +354,8 @@ def _place_in_constructor(src: Source, row: int, var: str | None, const: str, ro
                                           f"(`{size}`), but the profile recorded "
                                           f"{recorded_size} for `{member}`", "numactl")
     text = place_text(target, size, const, weighted)
-    edit = _edit_at_body_start(src, body, text)
-    edits = [edit]
-    inc = include_edit(src)
-    if inc is not None:
-        edits.append(inc)
-    probe = None
-    if probe_ok and size_bytes is not None and recorded_size is not None:
-        probe = Edit(edit.offset, edit.text.replace(text, size_probe(size, recorded_size)))
+    edits, probe = with_include(src, _edit_at_body_start(src, body, text), text, size,
+                                probe_ok and size_bytes is not None, recorded_size)
     hidden = "" if hidden_by is None else \
         f" ({scope.describe(src, hidden_by)} hides the member there)"
     info = PatchInfo(kind=kind, statement=text, where=where, target=target, size=size,

@@ -28,11 +28,10 @@ from numaprof.recommender.patch.edits import (
 from numaprof.recommender.patch.place import (
     by_hand_words,
     find_placement,
-    include_edit,
     place_text,
     placement_words,
     policy_constant,
-    size_probe,
+    with_include,
 )
 from numaprof.recommender.patch.source import (
     C_FAMILY,
@@ -289,14 +288,8 @@ def place_static(path: str, symbol: str, policy_const: str, before_line: int | N
                                        f"{size_bytes} bytes, but the profile recorded "
                                        f"{recorded_size}: not the array it saw", "numactl")
         text = place_text(ref, size, const, weighted)
-        edit = Edit(edit.offset, edit.text.format(text), edit.attach)
-        edits = [edit]
-        inc = include_edit(src)
-        if inc is not None:
-            edits.append(inc)
-        probe = None
-        if recorded_size is not None:
-            probe = Edit(edit.offset, edit.text.replace(text, size_probe(size, recorded_size)))
+        edits, probe = with_include(src, Edit(edit.offset, edit.text.format(text)), text,
+                                    size, True, recorded_size)
         hidden = "" if ref == symbol or "::" in symbol else \
             f" (`{symbol}` alone is hidden by a local or parameter there)"
         info = PatchInfo(

@@ -502,19 +502,13 @@ def const_value(src: Source, node, at: int, depth: int = 0,
                     return None
                 return PRIMITIVE_SIZES.get(" ".join(src.text(inner).split()))
             return _type_size(src, typ, at, depth + 1)
-        value = node.child_by_field_name("value")
-        while value is not None and value.type == "parenthesized_expression" and \
-                len(value.named_children) == 1:
-            value = value.named_children[0]
+        value = _unparen(node.child_by_field_name("value"))
         if value is not None and value.type == "identifier":
             decl = lookup(home, src.text(value), at)
             return object_size(home, decl) if decl is not None else None
         if value is not None and (value.type == "subscript_expression" or (
                 value.type == "pointer_expression" and src.text(value).startswith("*"))):
-            base = value.child_by_field_name("argument")
-            while base is not None and base.type == "parenthesized_expression" and \
-                    len(base.named_children) == 1:
-                base = base.named_children[0]
+            base = _unparen(value.child_by_field_name("argument"))
             if base is not None and base.type == "identifier":
                 decl = lookup(home, src.text(base), at)
                 return element_size(home, decl) if decl is not None else None
@@ -543,6 +537,13 @@ def element_size(src: Source, decl: Decl) -> int | None:
             return POINTER_SIZE
         return None  # an array of arrays: not evaluated here
     return _type_size(src, decl.node.child_by_field_name("type"), decl.node.start_byte, 1)
+
+
+def _unparen(node):
+    while node is not None and node.type == "parenthesized_expression" and \
+            len(node.named_children) == 1:
+        node = node.named_children[0]
+    return node
 
 
 def _macro_value(src: Source, define, depth: int) -> int | None:
