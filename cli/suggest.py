@@ -54,17 +54,22 @@ def command(profile, target, fmt, top, object_name, do_apply, dry_run, revert):
     cfg = SuggestConfig(profile=profile, target=target, format=fmt, top=top,
                         object_name=object_name)
     with progress_callback(enabled=cfg.format == "text") as progress:
-        analysis = analyze(cfg.profile, object_name=cfg.object_name, progress=progress)
+        # every object, whatever --object shows: the thread binding, numactl's reach and
+        # the choices depend on all the hot objects together
+        analysis = analyze(cfg.profile, progress=progress)
     topo = resolve_target(cfg.target, analysis.topology)
     measured_note = None
     if cfg.target is None:
         topo, measured_note = measured_topology(analysis, topo)
-    result = suggest(analysis, topo)
+    patches: list = []
+    result = suggest(analysis, topo,
+                     fixer=lambda s: patches.extend(_patches(s, analysis, cfg.profile)))
     if measured_note:
         result.notes.insert(0, measured_note)
-    patches = _patches(result, analysis, cfg.profile)
+    if cfg.object_name is not None:
+        result, patches = _only(result, patches, analysis, cfg.object_name)
     if dry_run or do_apply:
-        _apply(cfg.profile, patches, dry_run=dry_run)
+        _apply(cfg.profile, patches, result, dry_run=dry_run)
         return
     if cfg.format == "json":
         sys.stdout.write(json_suggest.dumps(json_suggest.suggestion(result, analysis,
@@ -101,18 +106,34 @@ def measured_topology(analysis, topo):
 
 
 def _patches(result, analysis, profile):
-    """Source patches for the suggestions, against the sources hashed at record time."""
+    """Source patches for the suggestions, against the sources hashed at record time,
+    each compiled with the program's recorded flags before it is offered."""
     import os
 
     from numaprof.recommender.fixes import attach_patches
+    from numaprof.recommender.patch.compile import BuildInfo
     from numaprof.recommender.sources import SOURCES_FILE, read_sources_json
 
     if not (profile / SOURCES_FILE).exists():
         return []
-    return attach_patches(result, analysis, list(read_sources_json(profile)), os.getcwd())
+    root = os.getcwd()
+    return attach_patches(result, analysis, list(read_sources_json(profile)), root,
+                          build=BuildInfo.from_profile(profile, root))
 
 
-def _apply(profile, patches, dry_run: bool) -> None:
+def _only(result, patches, analysis, name: str):
+    """The suggestions (and patches) of the objects `--object NAME` names (by name or
+    allocation site); the analysis and the choices were made with every object."""
+    import dataclasses
+
+    sites = {o.name: o.site for o in analysis.objects}
+    shown = [o for o in result.objects if name in (o.name, sites.get(o.name))]
+    diffs = {o.patch for o in shown if o.patch}
+    return (dataclasses.replace(result, objects=shown),
+            [p for p in patches if p.diff in diffs])
+
+
+def _apply(profile, patches, suggestions, dry_run: bool) -> None:
     from numaprof.errors import NumaprofError
     from numaprof.recommender.apply import apply_to_profile
 
@@ -122,7 +143,29 @@ def _apply(profile, patches, dry_run: bool) -> None:
     result = apply_to_profile(profile, patches, dry_run=dry_run)
     if dry_run:
         sys.stdout.write(result.diff)
-        return
-    click.echo(f"numaprof: patched {len(result.files)} file(s): {', '.join(result.files)}; "
-               f"originals kept in {result.backup_dir} (undo: numaprof suggest --revert, in "
-               "this tree); rebuild with the flags of `numaprof config --cflags`", err=True)
+    else:
+        click.echo(f"numaprof: patched {len(result.files)} file(s): {', '.join(result.files)}; "
+                   f"originals kept in {result.backup_dir} (undo: numaprof suggest --revert, "
+                   "in this tree); rebuild with the flags of `numaprof config --cflags`",
+                   err=True)
+    for line in _fix_report(suggestions):
+        click.echo(f"numaprof: {line}", err=True)
+
+
+def _fix_report(suggestions) -> list[str]:
+    """Per object: the kind of patch and how it was checked (or why there is none)."""
+    lines = []
+    for o in suggestions.objects:
+        fix = o.fix
+        if fix is None:
+            continue
+        if fix.status == "offered":
+            lines.append(f"{o.name}: {fix.kind} `{fix.statement}` at {fix.where}; checked: "
+                         + "; ".join(fix.checks))
+        elif fix.status == "already placed":
+            lines.append(f"{o.name}: already placed by `{fix.statement}` at {fix.where}"
+                         + (f"; to change: {fix.by_hand}" if fix.by_hand else ""))
+        else:
+            lines.append(f"{o.name}: no patch (see `numaprof suggest`)"
+                         + (f"; to add by hand: {fix.by_hand}" if fix.by_hand else ""))
+    return lines

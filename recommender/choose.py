@@ -311,14 +311,52 @@ def _evaluate(plan: _Plan, o: ObjectResult) -> tuple[list[Prediction], str, Ties
                                pressure=plan.beta)
 
 
-def _pick(preds: list[Prediction], pattern: str, ties: Ties, numactl_ok: bool) -> Prediction:
+#: The rule that breaks a tie, as the reason states it (docs/recommender.md, "Ties").
+TIE_RULE = ("the policy designed for the access pattern, then the simplest change, then "
+            "the fixed candidate order")
+
+
+def _rank(p: Prediction, pattern: str) -> tuple:
+    order = {name: i for i, name in enumerate(CANDIDATES)}
+    return (not _fits_pattern(p.policy, pattern), CHANGE_RANK[p.change], order[p.policy])
+
+
+def _pick_all(preds: list[Prediction], pattern: str, ties: Ties,
+              numactl_ok: bool) -> tuple[Prediction, list[Prediction]]:
+    """The choice and every candidate predicted as good as the best one (the tie).
+
+    The best score defines the tie: every candidate whose cost is within sampling noise
+    of it (`Ties`); among those, `TIE_RULE` decides.  Scores equal to the last bit go to
+    the earlier candidate, so the same profile gives the same answer on every run.
+    """
     for p in preds:
         p.change = _change_of(p.policy, numactl_ok)
-    best = min(preds, key=lambda p: p.score)
-    equal = [p for p in preds if p is best or ties(p, best)]
     order = {name: i for i, name in enumerate(CANDIDATES)}
-    return min(equal, key=lambda p: (not _fits_pattern(p.policy, pattern),
-                                     CHANGE_RANK[p.change], order[p.policy]))
+    best = min(preds, key=lambda p: (p.score, order[p.policy]))
+    equal = [p for p in preds if p is best or ties(p, best)]
+    return min(equal, key=lambda p: _rank(p, pattern)), equal
+
+
+def _pick(preds: list[Prediction], pattern: str, ties: Ties, numactl_ok: bool) -> Prediction:
+    return _pick_all(preds, pattern, ties, numactl_ok)[0]
+
+
+def what_if_order(preds: list[Prediction], chosen: str) -> list[Prediction]:
+    """The what-if table's rows: the chosen policy first, then by predicted score (equal
+    scores in the fixed candidate order)."""
+    order = {name: i for i, name in enumerate(CANDIDATES)}
+    return sorted(preds, key=lambda p: (p.policy != chosen, p.score, order.get(p.policy, 99)))
+
+
+def _tie_words(chosen: Prediction, equal: list[Prediction], pattern: str) -> str:
+    others = [p.policy for p in sorted(equal, key=lambda p: _rank(p, pattern))
+              if p.policy != chosen.policy]
+    if not others:
+        return ""
+    shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+    verb = "is" if len(others) == 1 else "are"
+    return (f" {shown} {verb} predicted as good (a tie within the sampling noise), broken "
+            f"by {TIE_RULE}.")
 
 
 def _reason(o: ObjectResult, chosen: Prediction, current: Prediction, plan: _Plan,
@@ -438,12 +476,15 @@ def _aggregate(preds: list[Prediction], n: int, factor: np.ndarray,
 
 
 def suggest(analysis: Analysis, target: Topology | None = None, *,
-            min_share: float = 0.02) -> Suggestions:
+            min_share: float = 0.02, fixer=None) -> Suggestions:
     """A placement per hot object of ``analysis`` for ``target`` (default: the recorded machine).
 
     Hot objects have at least ``min_share`` of the samples, a known pattern and per-sample
-    accesses.  Returns the choice, reason and what-if table per object, the command lines
-    to run (thread binding, numactl) with their predicted effect, and notes.
+    accesses.  Returns the choice, reason and what-if table per object (the chosen policy
+    first), the command lines to run (thread binding, numactl) with their predicted
+    effect, and notes.  ``fixer(suggestions)``, when given, attaches the source patches
+    (recommender.fixes.attach_patches) before the lines to run are written, so that they
+    say whether the prediction needs patches, changes by hand, or nothing more.
     """
     target = analysis.topology if target is None else target
     target_name = target.name or "recorded machine"
@@ -494,15 +535,16 @@ def suggest(analysis: Analysis, target: Topology | None = None, *,
     # cyclic when it does not spoil an object that relies on first touch.
     numactl_ok = True
     for _attempt in range(2):
-        choices = []
+        choices, tied = [], []
         for o, preds, _how, ties in evaluated:
             if plan.n == 1:
                 for p in preds:
                     p.change = "none"
-                chosen = next(p for p in preds if p.policy == "first_touch")
+                chosen, equal = next(p for p in preds if p.policy == "first_touch"), []
             else:
-                chosen = _pick(preds, o.pattern, ties, numactl_ok)
+                chosen, equal = _pick_all(preds, o.pattern, ties, numactl_ok)
             choices.append(chosen)
+            tied.append(equal)
         if not numactl_ok or not any(c.change == "numactl" for c in choices):
             break
         conflict = False
@@ -517,22 +559,27 @@ def suggest(analysis: Analysis, target: Topology | None = None, *,
 
     if plan.n > 1:
         _bandwidth_notes(analysis, plan, notes)
-    for (o, preds, ft_how, ties), chosen in zip(evaluated, choices, strict=True):
+    for (o, preds, ft_how, ties), chosen, equal in zip(evaluated, choices, tied, strict=True):
         current = next(p for p in preds if p.policy == "first_touch")
         if plan.n == 1:
             reason = "one NUMA node: every access is local whatever the placement; nothing to place."
         else:
             reason = _reason(o, chosen, current, plan, ft_how, ties)
+            reason += _tie_words(chosen, equal, o.pattern)
             if plan.pressure is not None:
                 reason += _pressure_effect(o, chosen, preds, ties, plan, numactl_ok)
         result.objects.append(ObjectSuggestion(
             name=o.name, policy=chosen.policy, reason=reason, predicted=chosen,
-            alternatives=sorted(preds, key=lambda p: p.score), patch=None, change=chosen.change,
-            current=current, size=o.size, share=o.share))
+            alternatives=what_if_order(preds, chosen.policy), patch=None,
+            change=chosen.change, current=current, size=o.size, share=o.share,
+            ties=[p.policy for p in sorted(equal, key=lambda p: _rank(p, o.pattern))
+                  if p.policy != chosen.policy]))
         if chosen.policy == "weighted_interleave":
             result.objects[-1].weighted_nodes = list(result.weighted_nodes)
             result.objects[-1].weights = list(result.weights)
 
+    if fixer is not None:
+        fixer(result)  # source patches first: the lines to run say whether there are any
     if plan.n > 1:
         _commands(analysis, plan, result, factor)
     return result
@@ -552,8 +599,7 @@ def _commands(analysis: Analysis, plan: _Plan, result: Suggestions, factor: np.n
     if changed and (env or prefix):
         comment = (f"predicted: local {_pct(now['local'])} -> {_pct(new['local'])}, "
                    f"max/mean node load {now['imbalance']:.2f} -> {new['imbalance']:.2f}"
-                   + (" (with the patches applied)" if any(s.change == "patch" for s in patches)
-                      else " (with the code changes applied)" if patches else ""))
+                   + applied_words(patches))
         result.commands.append(emit.command_line(command, env=env, prefix=prefix, comment=comment))
     elif env:
         comment = (f"keeps each thread on the node where its first touch put its pages: "
@@ -577,6 +623,27 @@ def _commands(analysis: Analysis, plan: _Plan, result: Suggestions, factor: np.n
         result.notes.append("no placement change: first touch already places the hot data well "
                             "for this target.")
     _one_node(analysis, plan, result, now)
+
+
+def applied_words(objects) -> str:
+    """What the predicted effect of the lines to run assumes of the source: " (with the
+    patches applied)" only when there are patches to apply; changes without a patch
+    (refused, to add by hand, or not made: no recorded sources) say so; placements the
+    source already has need nothing."""
+    offered = [s for s in objects if s.fix is not None and s.fix.status == "offered"]
+    placed = [s for s in objects if s.fix is not None and s.fix.status == "already placed"
+              and not s.fix.by_hand]
+    by_hand = [s for s in objects if s not in offered and s not in placed]
+    if offered and by_hand:
+        return " (with the patches applied and the other code changes above made by hand)"
+    if offered:
+        return " (with the patches applied)"
+    if by_hand:
+        return " (with the code changes above made by hand: no patch could be made)" if all(
+            s.fix is not None for s in by_hand) else " (with the code changes applied)"
+    if placed:
+        return " (with the placements already in the source)"
+    return ""
 
 
 def weighted_note(s: ObjectSuggestion, command, obj=None) -> str:

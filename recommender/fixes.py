@@ -1,18 +1,30 @@
 """Attach source patches to the recommender's suggestions (docs/apply.md).
 
-A suggestion whose policy needs a code change gets the unified diff that applies it; when
-the patch cannot be made safely (a first-touch loop that is not provably parallel, an
-allocation the parser cannot place after), the reason is added and `parallel_init`
-falls back to `bind_block` placement, as docs/apply.md says.
+A suggestion whose policy needs a code change gets the unified diff that applies it, and
+a `Fix` that says which kind of patch it is, what its names denote where it goes, what
+size it places against the size the profile recorded, and how it compiled with the
+program's own flags (recommender/patch/compile.py): a patch that does not compile
+cleanly is not offered.  When no patch can be made safely (a first-touch loop that is
+not provably parallel, an allocation the parser cannot place after), the reason is added
+and `parallel_init` falls back to `bind_block` placement.  A placement the source
+already has is reported as "already placed", never written twice.
 """
 
 from __future__ import annotations
 
+import os
+
 from numaprof.analyzer.model import Analysis
 from numaprof.errors import ProfileError
 from numaprof.recommender.choose import code_change_note, weighted_note
-from numaprof.recommender.model import Suggestions
-from numaprof.recommender.patch import Patch, Refusal, merge_patches, patch_for_object
+from numaprof.recommender.model import Fix, Suggestions
+from numaprof.recommender.patch import (
+    AlreadyPlaced,
+    Patch,
+    Refusal,
+    patch_for_object,
+    policy_constant,
+)
 from numaprof.recommender.sources import read_sources_json
 
 
@@ -27,37 +39,109 @@ def _recorded_hashes(analysis: Analysis) -> dict[str, str] | None:
         return None
 
 
-def attach_patches(s: Suggestions, analysis: Analysis, source_paths, root: str) -> list[Patch]:
-    """Fills `patch` on each suggestion that needs code; returns the merged patches.
+def _size_check(info) -> str:
+    if not info.size:
+        return ""
+    if info.size_bytes is not None and info.recorded_bytes is not None:
+        return (f"size `{info.size}` = {info.size_bytes} bytes, the {info.recorded_bytes} the "
+                "profile recorded")
+    if info.size_bytes is not None:
+        return f"size `{info.size}` = {info.size_bytes} bytes"
+    if info.kind in ("place_vector",) or ".data()" in info.target:
+        return f"size `{info.size}`: the vector's own length at run time"
+    return f"size `{info.size}`: the allocation's own byte count, evaluated at run time"
+
+
+def _fix_of(name: str, patch: Patch, check) -> Fix:
+    info = patch.info
+    checks = [info.scope] if info is not None and info.scope else []
+    size = _size_check(info) if info is not None else ""
+    if size:
+        if check is not None and check.size_confirmed and check.status == "clean":
+            size += f", confirmed by {check.compiler} at that point"
+        checks.append(size)
+    if check is not None:
+        checks.append(check.detail)
+    return Fix(object=name, status="offered", kind=info.kind if info else "",
+               statement=info.statement if info else "", where=info.where if info else "",
+               target=info.target if info else "", size=info.size if info else "",
+               size_bytes=info.size_bytes if info else None,
+               recorded_bytes=info.recorded_bytes if info else None,
+               compile=check.status if check is not None else "",
+               compiler=check.compiler if check is not None else "", checks=checks)
+
+
+def fix_words(fix: Fix) -> str:
+    """One sentence: the patch kind and how it was checked."""
+    if fix.status != "offered":
+        return ""
+    parts = []
+    if fix.size_bytes is not None and fix.recorded_bytes is not None:
+        parts.append(f"size {fix.size_bytes} bytes as recorded")
+    if fix.compile == "clean":
+        parts.append(f"compiled cleanly with {fix.compiler} and the program's flags")
+    elif fix.compile == "not checked":
+        why = next((c for c in fix.checks if c.startswith("not compile-checked")), "")
+        parts.append(why or "not compile-checked")
+    scope_ok = "names resolved in scope" if fix.kind != "parallel_first_touch" else \
+        "loop proved safe in its scope"
+    return f"Patch: {fix.kind} ({'; '.join([scope_ok, *parts])})."
+
+
+def attach_patches(s: Suggestions, analysis: Analysis, source_paths, root: str,
+                   build=None) -> list[Patch]:
+    """Fills `patch` and `fix` on each suggestion that needs code; returns the patches,
+    one per object (apply.apply merges those of one file).
 
     A recorded file whose content changed since the recording (edited, or already
     patched by --apply) gets no patch: the reason says so, since its line numbers moved.
+    `build` (recommender.patch.compile.BuildInfo) compiles every patch before it is
+    offered; None skips that check (the fix then says it was not compile-checked).
     """
     objects = {o.name: o for o in analysis.objects}
     hashes = _recorded_hashes(analysis)
+    source_paths = list(source_paths)
     note_before = code_change_note(s.objects)
     patches: list[Patch] = []
+    offered: dict[str, tuple] = {}  # object name -> (suggestion, patch)
     for sug in s.objects:
         obj = objects.get(sug.name)
         if obj is None or sug.policy == "first_touch" or sug.change != "patch":
             continue
         weighted = (sug.weighted_nodes, sug.weights) if sug.weights else None
-        result = patch_for_object(obj, sug.policy, source_paths, root=root, hashes=hashes,
-                                  weighted=weighted)
-        if isinstance(result, Refusal) and sug.policy == "parallel_init":
-            fallback = patch_for_object(obj, "bind_block", source_paths, root=root,
-                                        hashes=hashes)
-            if isinstance(fallback, Patch):
+        result, check = _checked(obj, sug.policy, source_paths, root, hashes, weighted, build)
+        if not isinstance(result, (Patch, AlreadyPlaced)) and sug.policy == "parallel_init":
+            fallback, fcheck = _checked(obj, "bind_block", source_paths, root, hashes, None,
+                                        build)
+            if isinstance(fallback, (Patch, AlreadyPlaced)):
                 sug.reason += (f" A parallel first-touch loop cannot be added safely "
                                f"({result.reason}); placing it with bind_block instead.")
+                sug.ties = [p for p in ["parallel_init", *sug.ties] if p != "bind_block"] \
+                    if "bind_block" in sug.ties else sug.ties
                 sug.policy = "bind_block"
                 sug.predicted = sug.alternative("bind_block") or sug.predicted
+                sug.alternatives = _chosen_first(sug.alternatives, "bind_block")
+                result, check = fallback, fcheck
+            elif isinstance(fallback, Refusal) and fallback.reason != result.reason:
+                sug.reason += (f" A parallel first-touch loop cannot be added safely "
+                               f"({result.reason}).")
                 result = fallback
         if isinstance(result, Patch):
             sug.patch = result.diff
+            sug.fix = _fix_of(sug.name, result, check)
+            sug.reason += " " + fix_words(sug.fix)
             patches.append(result)
+            offered[sug.name] = (sug, result)
+        elif isinstance(result, AlreadyPlaced):
+            _already_placed(sug, result)
         elif isinstance(result, Refusal):
             sug.reason += f" No source patch: {result.reason}."
+            sug.fix = Fix(object=sug.name, status="refused", by_hand=result.by_hand,
+                          compile=check.status if check is not None else "",
+                          compiler=check.compiler if check is not None else "",
+                          checks=[check.detail] if check is not None else [])
+            if result.by_hand:
+                sug.reason += f" To add by hand: {result.by_hand}."
             if sug.policy == "weighted_interleave":
                 # the note's call, with its weights, is then to be added by hand
                 command = analysis.profile.command
@@ -65,8 +149,74 @@ def attach_patches(s: Suggestions, analysis: Analysis, source_paths, root: str) 
                 sug.change = "code"
                 s.notes = [weighted_note(sug, command, obj) if n == old else n
                            for n in s.notes]
+    if build is not None:
+        patches = _check_together(s, patches, offered, build)
     note_after = code_change_note(s.objects)
     if note_before != note_after:  # a fallback changed a policy: the note must say so
         s.notes = [note_after if n == note_before else n for n in s.notes]
-    merged = merge_patches(patches, root=root) if patches else []
-    return merged
+    return patches
+
+
+def _chosen_first(alternatives, policy: str):
+    return sorted(alternatives, key=lambda a: a.policy != policy)
+
+
+def _checked(obj, policy, paths, root, hashes, weighted, build):
+    """patch_for_object, then the compile check of a patch: a patch that fails it becomes
+    a Refusal with the compiler's reason.  Returns (result, CheckResult or None)."""
+    result = patch_for_object(obj, policy, paths, root=root, hashes=hashes, weighted=weighted)
+    if not isinstance(result, Patch) or build is None:
+        return result, None
+    from numaprof.recommender.patch.compile import check_patches
+
+    check = check_patches(build, [result])
+    if check.status == "failed":
+        info = result.info
+        by_hand = ""
+        if info is not None and info.kind != "parallel_first_touch":
+            by_hand = (f"{info.statement} next to {info.where}, once the reason is dealt with")
+        return Refusal(result.path, 0, f"the patch was not offered: {check.detail}",
+                       "numactl", by_hand), check
+    return result, check
+
+
+def _already_placed(sug, found: AlreadyPlaced) -> None:
+    wanted = policy_constant(sug.policy)
+    if not found.constant or found.constant == wanted:
+        sug.reason += (f" Already placed: `{found.statement}` at {found.where} applies "
+                       f"{sug.policy}; no second copy is written.")
+        by_hand = ""
+    else:
+        sug.reason += (f" Already placed with {found.constant} by `{found.statement}` at "
+                       f"{found.where}; no second call is written (the two would fight): to use "
+                       f"{sug.policy}, change {found.constant} to {wanted} there.")
+        by_hand = f"change {found.constant} to {wanted} in `{found.statement}` at {found.where}"
+    sug.fix = Fix(object=sug.name, status="already placed", statement=found.statement,
+                  where=found.where, by_hand=by_hand,
+                  checks=[f"found `{found.statement}` at {found.where}"])
+
+
+def _check_together(s: Suggestions, patches: list[Patch], offered: dict, build) -> list[Patch]:
+    """A file with several objects' patches is compiled once more with all of them; if
+    that fails (two insertions that clash), none of that file's patches is offered."""
+    from numaprof.recommender.patch.compile import check_patches
+
+    by_file: dict[str, list[Patch]] = {}
+    for p in patches:
+        by_file.setdefault(os.path.realpath(p.path), []).append(p)
+    keep = []
+    for group in by_file.values():
+        if len(group) > 1:
+            check = check_patches(build, group)
+            if check.status == "failed":
+                for sug, p in offered.values():
+                    if p in group:
+                        sug.patch = None
+                        sug.fix.status = "refused"
+                        sug.fix.compile = "failed"
+                        sug.fix.checks.append(check.detail)
+                        sug.reason += (f" The patches to {os.path.basename(p.path)} together "
+                                       f"were not offered: {check.detail}.")
+                continue
+        keep += group
+    return keep

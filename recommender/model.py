@@ -37,6 +37,33 @@ class Prediction:
 
 
 @dataclass
+class Fix:
+    """The source change behind a suggestion and how it was checked (docs/apply.md).
+
+    status: ``offered`` (the patch is in ``ObjectSuggestion.patch``), ``already placed``
+    (the source has the placement: `statement` is the call found there), ``refused`` (no
+    safe patch: `by_hand` gives the line to add when it is known).  `kind` is one of
+    recommender.patch.PATCH_KINDS.  `checks` say, one sentence each, what names the
+    statement uses mean where it goes, what size it places against what the profile
+    recorded, and how it compiled (`compile`: clean | failed | not checked).
+    """
+
+    object: str
+    status: str
+    kind: str = ""
+    statement: str = ""
+    where: str = ""  # file:line of the statement it goes next to (or of the existing call)
+    target: str = ""  # the pointer expression placed
+    size: str = ""  # the byte count as written
+    size_bytes: int | None = None  # its value when the file gives it as constants
+    recorded_bytes: int | None = None  # what the profile recorded for the object
+    compile: str = ""
+    compiler: str = ""
+    checks: list[str] = field(default_factory=list)
+    by_hand: str = ""
+
+
+@dataclass
 class ObjectSuggestion:
     name: str
     policy: str
@@ -51,6 +78,8 @@ class ObjectSuggestion:
     # weighted_interleave (the chosen policy): node ids and their weights (pages per round)
     weighted_nodes: list[int] = field(default_factory=list)
     weights: list[int] = field(default_factory=list)
+    fix: Fix | None = None  # the source change and how it was checked (change patch/code)
+    ties: list[str] = field(default_factory=list)  # policies predicted as good as the choice
 
     def alternative(self, policy: str) -> Prediction | None:
         """The what-if row of ``policy`` (e.g. to switch a refused parallel_init to bind_block)."""

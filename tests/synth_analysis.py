@@ -102,3 +102,23 @@ def by_name(s):
 
 
 BIG = 64 * MiB // PAGE  # pages of a 64 MiB array: bandwidth-bound, spread threads
+
+
+# --- the bundled examples (examples/serial_init.c, gather.c, numa_aware.c) as analyses ---
+
+def example_serial_init(t=2):
+    return analysis([obj(n, "regular", access_regular(BIG, t, rng=np.random.default_rng(i)), serial=True,
+                         n_threads=t) for i, n in enumerate(("a", "b", "c"))], threads(t))
+
+
+def example_gather(t=2):
+    return analysis([
+        obj("lookup", "random", access_random(BIG, t), serial=False, n_threads=t, share=0.6),
+        obj("idx", "regular", access_regular(BIG // 2, t), serial=True, n_threads=t, share=0.3),
+        obj("hist", "regular", access_regular(BIG // 32, t), serial=False, n_threads=t, share=0.05),
+    ], threads(t))
+
+
+def example_numa_aware(t=2):
+    return analysis([obj(n, "regular", access_regular(BIG, t, rng=np.random.default_rng(i)), serial=False,
+                         n_threads=t) for i, n in enumerate(("a", "b", "c"))], threads(t))

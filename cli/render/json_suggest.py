@@ -14,6 +14,17 @@ def _r(x: float, nd: int = 4) -> float:
     return round(float(x), nd)
 
 
+def _fix(fix) -> dict | None:
+    """The patch behind a suggestion and how it was checked (docs/suggest-json.md)."""
+    if fix is None:
+        return None
+    return {"status": fix.status, "kind": fix.kind or None, "statement": fix.statement or None,
+            "where": fix.where or None, "target": fix.target or None, "size": fix.size or None,
+            "size_bytes": fix.size_bytes, "recorded_bytes": fix.recorded_bytes,
+            "compile": fix.compile or None, "compiler": fix.compiler or None,
+            "checks": list(fix.checks), "by_hand": fix.by_hand or None}
+
+
 def suggestion(s, analysis: Analysis, top: int | None = None) -> dict:
     objects = s.objects[:top] if top else s.objects
     return {
@@ -38,6 +49,8 @@ def suggestion(s, analysis: Analysis, top: int | None = None) -> dict:
                 "weights": ([{"node": int(n), "weight": int(w)}
                              for n, w in zip(o.weighted_nodes, o.weights, strict=True)]
                             if o.weights else None),
+                "ties": list(o.ties),
+                "fix": _fix(o.fix),
             }
             for o in objects
         ],

@@ -24,15 +24,24 @@ and shared tree queries), `place` (placement calls), `loops_c` and `loops_fortra
 (parallel first touch), `sites` (from an analyzed object to the patch).
 """
 
-from numaprof.recommender.patch.edits import Edit, Patch, Refusal, merge_patches, unified_diff
+from numaprof.recommender.patch.edits import (
+    PATCH_KINDS,
+    AlreadyPlaced,
+    Edit,
+    Patch,
+    PatchInfo,
+    Refusal,
+    merge_patches,
+    unified_diff,
+)
 from numaprof.recommender.patch.loops_c import C_PRAGMA
 from numaprof.recommender.patch.loops_fortran import F_DIRECTIVE, F_END_DIRECTIVE
 from numaprof.recommender.patch.place import (
     POLICY_CONSTANTS,
     place_after_allocation,
-    place_static,
     policy_constant,
 )
+from numaprof.recommender.patch.place_static import place_static
 from numaprof.recommender.patch.sites import (
     parallelize_first_touch,
     parse_site,
@@ -42,7 +51,8 @@ from numaprof.recommender.patch.sites import (
 )
 
 __all__ = [
-    "C_PRAGMA", "F_DIRECTIVE", "F_END_DIRECTIVE", "POLICY_CONSTANTS", "Edit", "Patch", "Refusal",
+    "C_PRAGMA", "F_DIRECTIVE", "F_END_DIRECTIVE", "PATCH_KINDS", "POLICY_CONSTANTS",
+    "AlreadyPlaced", "Edit", "Patch", "PatchInfo", "Refusal",
     "merge_patches", "parallelize_first_touch", "parse_site", "patch_for_object",
     "place_after_allocation", "place_static", "policy_constant", "resolve_source",
     "site_function", "unified_diff",

@@ -27,6 +27,40 @@ class Edit:
     attach: bool = False
 
 
+#: The kinds of patch (docs/apply.md): what a patch does to the source.
+PATCH_KINDS = (
+    "place_after_allocation",  # numaprof_place after malloc / new[] (C, C++)
+    "place_vector",  # numaprof_place on v.data() after a std::vector is sized
+    "place_in_constructor",  # at the start of a constructor body (member initialisers)
+    "place_static",  # numaprof_place(a, sizeof(a), ...) before a static array's first touch
+    "parallel_first_touch",  # OpenMP on the serial loop that first touched the array
+)
+
+
+@dataclass(frozen=True)
+class PatchInfo:
+    """What a patch claims to do, for the checks that prove it and for the report.
+
+    `size` is the byte count the statement passes, as written; `size_bytes` its value
+    when the file gives it as constants (None: a run-time value); `recorded_bytes` what
+    the profile recorded for the object.  `probe` is a check-only statement, inserted
+    next to the placement in the copy the compile check compiles (never in the patch),
+    that fails to compile unless `size` equals `recorded_bytes` at that point; the
+    compiler thereby confirms the size with the program's own flags and headers.
+    `scope` says in words what the names of the statement denote where it is inserted.
+    """
+
+    kind: str
+    statement: str
+    where: str  # file:line of the statement it is inserted next to
+    target: str = ""  # the pointer expression placed
+    size: str = ""
+    size_bytes: int | None = None
+    recorded_bytes: int | None = None
+    scope: str = ""
+    probe: Edit | None = None
+
+
 @dataclass(frozen=True)
 class Patch:
     """A change to one source file, as insertions into the text the profile saw."""
@@ -38,19 +72,40 @@ class Patch:
     edits: tuple[Edit, ...]
     root: str
     description: str = ""
+    info: PatchInfo | None = None  # None for a merged patch (one file, several objects)
 
 
 @dataclass(frozen=True)
 class Refusal:
-    """Why a patch was not made; `fallback` is the policy to recommend instead."""
+    """Why a patch was not made; `fallback` is the policy to recommend instead.
+
+    `by_hand`: the statement to add by hand and where, when numaprof knows it but could
+    not write it safely itself ("" when it does not).
+    """
 
     path: str
     line: int
     reason: str
     fallback: str = "bind_block"
+    by_hand: str = ""
 
     def __str__(self) -> str:
         return self.reason
+
+
+@dataclass(frozen=True)
+class AlreadyPlaced:
+    """The source already places the object: a `numaprof_place` call (or a parallel
+    first-touch loop) that a second patch would only repeat."""
+
+    path: str
+    line: int
+    statement: str  # the call as it stands in the source
+    constant: str  # its policy constant (NUMAPROF_...), "" for a loop directive
+
+    @property
+    def where(self) -> str:
+        return f"{os.path.basename(self.path)}:{self.line}"
 
 
 def _relpath(path: str, root: str) -> str:
@@ -74,8 +129,15 @@ def unified_diff(old: str, new: str, path: str, root: str) -> str:
     return "".join(out)
 
 
-def _apply_edits(data: bytes, edits: Iterable[Edit]) -> str:
-    ordered = sorted(set(edits), key=lambda e: (e.offset, e.attach))
+def _edit_order(e: Edit) -> tuple:
+    # the text breaks ties: several insertions at one offset come out in one order on
+    # every run, whatever order the patches were made in
+    return (e.offset, e.attach, e.text)
+
+
+def apply_edits(data: bytes, edits: Iterable[Edit]) -> str:
+    """The text with every (distinct) insertion made."""
+    ordered = sorted(set(edits), key=_edit_order)
     parts, pos = [], 0
     for e in ordered:
         parts.append(data[pos:e.offset])
@@ -86,14 +148,14 @@ def _apply_edits(data: bytes, edits: Iterable[Edit]) -> str:
 
 
 def make_patch(path: str, data: bytes, edits: Iterable[Edit], root: str | None,
-                description: str) -> Patch:
+               description: str, info: PatchInfo | None = None) -> Patch:
     root = os.path.abspath(root or os.getcwd())
-    edits = tuple(sorted(set(edits), key=lambda e: (e.offset, e.attach)))
+    edits = tuple(sorted(set(edits), key=_edit_order))
     old = data.decode("utf-8", "surrogateescape")
-    new = _apply_edits(data, edits)
+    new = apply_edits(data, edits)
     return Patch(path=path, original_hash=hashlib.sha256(data).hexdigest(),
                  diff=unified_diff(old, new, path, root), new_text=new, edits=edits,
-                 root=root, description=description)
+                 root=root, description=description, info=info)
 
 
 def merge_patches(patches: Iterable[Patch], root: str | None = None) -> list[Patch]:

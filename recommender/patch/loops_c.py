@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 
-from numaprof.recommender.patch.edits import Edit, Patch, Refusal, make_patch
+from numaprof.recommender.patch.edits import Edit, Patch, PatchInfo, Refusal, make_patch
 from numaprof.recommender.patch.source import (
     Source,
     contains_row,
@@ -26,6 +26,10 @@ from numaprof.recommender.patch.source import (
 )
 
 C_PRAGMA = "#pragma omp parallel for schedule(static)"
+
+_LOOP_SCOPE = ("the loop's counter, bound and every variable it writes were resolved in the "
+               "loop's scope: it writes only its own locals and elements indexed exactly by "
+               "the counter")
 
 
 #: Functions a parallelised C loop may call: pure, no side effects, no shared state.
@@ -578,8 +582,11 @@ def parallelize_c(src: Source, path: str, line: int, root: str | None) -> Patch 
                 edit = Edit(src.line_start(loop.start_byte),
                             f"{src.indent(loop)}{C_PRAGMA}{src.nl}", attach=True)
                 lline = loop.start_point[0] + 1
+                where = f"{os.path.basename(path)}:{lline}"
+                info = PatchInfo(kind="parallel_first_touch", statement=C_PRAGMA, where=where,
+                                 scope=_LOOP_SCOPE)
                 return make_patch(path, src.data, [edit], root,
-                                   f"parallel first touch: `{C_PRAGMA}` on the loop at "
-                                   f"{os.path.basename(path)}:{lline}")
+                                  f"parallel first touch: `{C_PRAGMA}` on the loop at {where}",
+                                  info)
         reasons.append(why)
     return Refusal(path, line, f"not parallelising the loop at {where}: {reasons[-1]}")

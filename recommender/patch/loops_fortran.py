@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from numaprof.recommender.patch.edits import Edit, Patch, Refusal, make_patch
+from numaprof.recommender.patch.edits import Edit, Patch, PatchInfo, Refusal, make_patch
 from numaprof.recommender.patch.source import Source, contains_row, parse_refusal, walk
 
 F_DIRECTIVE = "!$omp parallel do schedule(static)"
@@ -40,22 +40,88 @@ def fortran_name(src: Source, node) -> str:
     return src.text(node).lower()
 
 
-def _f_arrays(src: Source) -> set[str]:
-    """Names declared with a shape anywhere in the file (lower case)."""
-    names = set()
-    for decl in walk(src.root):
-        if decl.type != "variable_declaration":
+def _f_declared(src: Source, unit) -> dict[str, bool]:
+    """Names the specification part of one unit declares -> whether with a shape
+    (``real :: a(10)``, ``dimension a(10)``, ``real, dimension(:) :: a``, a COMMON
+    member given its shape there).  ``external f`` declares a procedure."""
+    names: dict[str, bool] = {}
+    for decl in unit.named_children:
+        if decl.type not in ("variable_declaration", "variable_modification", "common_statement"):
             continue
-        dims = any(a.type == "type_qualifier" and src.text(a).lower().startswith("dimension")
-                   for a in decl.children)
-        for d in decl.children_by_field_name("declarator"):
+        quals = [src.text(a).lower() for a in decl.children if a.type == "type_qualifier"]
+        dims = any(q.startswith("dimension") for q in quals)
+        proc = any(q.startswith(("external", "intrinsic")) for q in quals)
+        decls = list(decl.children_by_field_name("declarator"))
+        if decl.type == "common_statement":
+            decls = [d for g in decl.named_children if g.type == "variable_group"
+                     for d in g.named_children if d.type != "name"]
+        for d in decls:
             if d.type == "sized_declarator":
-                names.add(fortran_name(src, d.named_children[0]))
-            elif dims and d.type == "identifier":
-                names.add(fortran_name(src, d))
-            elif dims and d.type == "init_declarator":
-                names.add(fortran_name(src, d.child_by_field_name("left")))
+                name, shaped = d.named_children[0], True
+            elif d.type == "init_declarator":
+                name, shaped = d.child_by_field_name("left"), dims
+            else:
+                name, shaped = d, dims
+            if name is None or name.type != "identifier":
+                continue
+            key = fortran_name(src, name)
+            if proc:
+                names[key] = False
+            elif decl.type != "common_statement" or shaped:
+                names[key] = names.get(key, False) or shaped
     return names
+
+
+def _f_modules(src: Source) -> dict[str, object]:
+    return {fortran_name(src, n.named_children[0].named_children[0]): n
+            for n in src.root.named_children
+            if n.type == "module" and n.named_children and
+            n.named_children[0].named_children}
+
+
+def _f_used(src: Source, unit, modules: dict, seen: set[str]) -> dict[str, bool]:
+    """Names use-associated into `unit` from modules defined in this file (``only:``
+    lists respected; a module defined elsewhere contributes nothing)."""
+    out: dict[str, bool] = {}
+    for use in unit.named_children:
+        if use.type != "use_statement":
+            continue
+        mod_name = next((c for c in use.named_children if c.type == "module_name"), None)
+        if mod_name is None:
+            continue
+        key = src.text(mod_name).lower()
+        module = modules.get(key)
+        if module is None or key in seen:
+            continue
+        names = dict(_f_declared(src, module))
+        for k, v in _f_used(src, module, modules, seen | {key}).items():
+            names.setdefault(k, v)
+        only = next((c for c in use.named_children if c.type == "included_items"), None)
+        if only is not None:
+            wanted = {fortran_name(src, i) for i in only.named_children if i.type == "identifier"}
+            names = {k: v for k, v in names.items() if k in wanted}
+        for k, v in names.items():
+            out.setdefault(k, v)
+    return out
+
+
+def _f_arrays(src: Source, unit) -> set[str]:
+    """The names that are arrays in `unit` (lower case), by Fortran's scoping: its own
+    declarations, then what it uses from modules of this file, then its host's (the
+    program, procedure or module it is contained in), and so on outwards.  A name only
+    declared in another unit of the file is not an array here: ``b(i)`` may then be a
+    call of a function, and the loop is refused."""
+    modules = _f_modules(src)
+    visible: dict[str, bool] = {}
+    u = unit
+    while u is not None:
+        if u.type in _F_UNITS + ("module",):
+            for k, v in _f_declared(src, u).items():
+                visible.setdefault(k, v)
+            for k, v in _f_used(src, u, modules, set()).items():
+                visible.setdefault(k, v)
+        u = u.parent
+    return {k for k, v in visible.items() if v}
 
 
 def _f_loop_header(src: Source, loop) -> tuple[str, list] | str:
@@ -130,10 +196,28 @@ def _f_check_loop(src: Source, loop, unit, arrays: set[str]) -> str | None:
             if p.type == "call_expression" and p.named_children[0] == n and \
                     _f_is_var_index(src, p, var):
                 continue
+            if _f_inquiry_argument(src, n):
+                continue  # size(y), ubound(y, 1): the shape, not an element
             shown = src.text(p) if p.type == "call_expression" else name
             return (f"the loop writes `{name}({var})` and also uses `{shown}`: one "
                     "iteration may depend on another")
     return _f_counter_used_elsewhere(src, loop, unit, var)
+
+
+#: Intrinsics that ask about an array's shape or status without reading its elements.
+F_INQUIRY = frozenset({"size", "lbound", "ubound", "shape", "allocated", "kind",
+                       "is_contiguous", "rank"})
+
+
+def _f_inquiry_argument(src: Source, ident) -> bool:
+    """Whether `ident` is the whole-array argument of an inquiry intrinsic (``size(y)``)."""
+    args = ident.parent
+    call = args.parent if args is not None and args.type == "argument_list" else None
+    if call is None or call.type != "call_expression" or not call.named_children:
+        return False
+    fn = call.named_children[0]
+    return fn.type == "identifier" and fortran_name(src, fn) in F_INQUIRY and \
+        fn != ident
 
 
 def _f_is_var_index(src: Source, ref, var: str) -> bool:
@@ -254,7 +338,7 @@ def parallelize_fortran(src: Source, path: str, line: int, root: str | None) -> 
     omp = _f_omp_context(src, loops[-1], unit)
     if omp is not None:
         return Refusal(path, line, f"the loop at {where} already runs under `{omp}`")
-    arrays = _f_arrays(src)
+    arrays = _f_arrays(src, unit)
     reasons = []
     for loop in loops:
         why = _f_check_loop(src, loop, unit, arrays)
@@ -271,8 +355,14 @@ def parallelize_fortran(src: Source, path: str, line: int, root: str | None) -> 
                               f"{indent}{F_DIRECTIVE}{src.nl}", attach=True),
                          Edit(at_end, f"{pre}{indent}{F_END_DIRECTIVE}{src.nl}")]
                 lline = loop.start_point[0] + 1
+                where = f"{os.path.basename(path)}:{lline}"
+                info = PatchInfo(kind="parallel_first_touch", statement=F_DIRECTIVE,
+                                 where=where, scope=(
+                                     "the names the loop writes are arrays of this unit, a "
+                                     "module it uses or its host, indexed exactly by the "
+                                     "counter"))
                 return make_patch(path, src.data, edits, root,
-                                   f"parallel first touch: `{F_DIRECTIVE}` on the loop at "
-                                   f"{os.path.basename(path)}:{lline}")
+                                  f"parallel first touch: `{F_DIRECTIVE}` on the loop at "
+                                  f"{where}", info)
         reasons.append(why)
     return Refusal(path, line, f"not parallelising the loop at {where}: {reasons[-1]}")

@@ -1,7 +1,12 @@
-"""Placement calls: ``numaprof_place(ptr, bytes, NUMAPROF_<POLICY>);`` after a heap
-allocation (C; C++ ``new[]`` and ``std::vector``) or before a static array's first touch,
-with ``#include "numaprof_place.h"``.  For weighted_interleave the statement is a block
+"""Placement calls after a heap allocation: ``numaprof_place(ptr, bytes, NUMAPROF_<POLICY>);``
+after ``malloc`` / ``calloc`` / ... (C and C++) and ``new T[n]`` (C++), with
+``#include "numaprof_place.h"``.  For weighted_interleave the statement is a block
 calling ``numaprof_place_weighted`` with the suggestion's nodes and weights.
+
+The helpers every placement shares are here too: the statement's text, the #include,
+where a statement goes after another, the size probe the compile check inserts, and the
+search for a placement the source already has.  ``std::vector`` and constructor
+placements are in place_cxx.py, static arrays in place_static.py.
 """
 
 from __future__ import annotations
@@ -9,14 +14,21 @@ from __future__ import annotations
 import os
 
 from numaprof.recommender import emit
-from numaprof.recommender.patch.edits import Edit, Patch, Refusal, make_patch
+from numaprof.recommender.patch import scope
+from numaprof.recommender.patch.edits import (
+    AlreadyPlaced,
+    Edit,
+    Patch,
+    PatchInfo,
+    Refusal,
+    make_patch,
+)
 from numaprof.recommender.patch.source import (
     C_FAMILY,
     Source,
     block_statement,
     contains_row,
     cxx_plain_type,
-    cxx_vector_element,
     declarator_name,
     enclosing,
     function_at,
@@ -46,6 +58,11 @@ POLICY_CONSTANTS = {
 
 
 PLACE_HEADER = "numaprof_place.h"
+
+#: The runtime's placement functions: name -> index of the policy argument (None: the
+#: policy is in the name).
+PLACE_FUNCTIONS = {"numaprof_place": 2, "numaprof_place_nodes": 2, "numaprof_place_ex": 2,
+                   "numaprof_place_weighted": None}
 
 
 # Allocators: name -> index of the byte-count argument (calloc multiplies two).
@@ -109,8 +126,44 @@ def include_edit(src: Source) -> Edit | None:
     return Edit(src.line_start(first.start_byte) if first is not None else 0, line)
 
 
+def size_probe(size: str, recorded: int) -> str:
+    """A statement that compiles only where `size` is the constant `recorded`: a
+    negative array size otherwise.  The compile check inserts it next to a placement
+    (never into the patch), so the compiler, with the program's own flags and headers,
+    confirms what ``sizeof(a)`` is at that very point."""
+    return f"(void)sizeof(char[((unsigned long long)({size}) == {int(recorded)}ULL) ? 1 : -1]);"
+
+
+def with_include(src: Source, edit: Edit, text: str, size: str, probe: bool,
+                 recorded: int | None) -> tuple[list[Edit], Edit | None]:
+    """The edits of a placement (its statement and the #include), and the size probe the
+    compile check inserts next to the statement when `probe`."""
+    edits = [edit]
+    inc = include_edit(src)
+    if inc is not None:
+        edits.append(inc)
+    if not probe or recorded is None:
+        return edits, None
+    return edits, Edit(edit.offset, edit.text.replace(text, size_probe(size, recorded)))
+
+
+def by_hand_words(statement: str, where: str) -> str:
+    """The line a refusal gives to add by hand."""
+    return f'{statement} {where} (and #include "{PLACE_HEADER}"; build with `numaprof config --cflags`)'
+
+
 def allocation_target(src: Source, call) -> str | None:
     """The variable an allocator call's (or new-expression's) result goes to (lvalue text)."""
+    node = allocation_target_node(src, call)
+    if node is None:
+        return None
+    if node.type in ("init_declarator",):
+        return declarator_name(node)
+    return src.text(node)
+
+
+def allocation_target_node(src: Source, call):
+    """The lvalue node (or the init_declarator) receiving an allocation's pointer."""
     name = allocator_name(src, call)
     if name == "posix_memalign":
         args = call.child_by_field_name("arguments").named_children
@@ -119,7 +172,7 @@ def allocation_target(src: Source, call) -> str | None:
         first = strip_parens(args[0])
         if first is not None and first.type == "pointer_expression" and \
                 src.text(first).startswith("&"):
-            return src.text(first.child_by_field_name("argument"))
+            return first.child_by_field_name("argument")
         return None
     n = call
     while n.parent is not None:
@@ -134,10 +187,10 @@ def allocation_target(src: Source, call) -> str | None:
     if parent is None:
         return None
     if parent.type == "init_declarator" and parent.child_by_field_name("value") == n:
-        return declarator_name(parent.child_by_field_name("declarator"))
+        return parent
     if parent.type == "assignment_expression" and parent.child_by_field_name("right") == n \
             and src.text(parent.child_by_field_name("operator")) == "=":
-        return src.text(parent.child_by_field_name("left"))
+        return parent.child_by_field_name("left")
     return None
 
 
@@ -149,8 +202,8 @@ def allocator_name(src: Source, node) -> str | None:
     if fn is None:
         return None
     if fn.type == "qualified_identifier" and src.lang == "cpp":
-        scope, name = fn.child_by_field_name("scope"), fn.child_by_field_name("name")
-        if scope is None or src.text(scope) != "std" or name is None:
+        scope_, name = fn.child_by_field_name("scope"), fn.child_by_field_name("name")
+        if scope_ is None or src.text(scope_) != "std" or name is None:
             return None
         fn = name
     if fn.type != "identifier" or src.text(fn) not in _ALLOCATORS:
@@ -158,14 +211,12 @@ def allocator_name(src: Source, node) -> str | None:
     return src.text(fn)
 
 
-def _new_size(src: Source, new, target: str | None, where: str) -> str:
+def new_size(src: Source, new, target: str | None, where: str) -> str:
     """Bytes of ``new T[n]`` as ``n * sizeof(*target)``, or ``!reason`` when there is none."""
     if new.child_by_field_name("placement") is not None:
         return (f"!the new-expression at {where} is a placement new: it constructs in memory "
                 "allocated elsewhere, which is where a placement belongs")
-    decl = new.child_by_field_name("declarator")
-    length = decl.child_by_field_name("length") if decl is not None and \
-        decl.type == "new_declarator" else None
+    length = new_length(new)
     if length is None:
         return (f"!the new-expression at {where} allocates one object, not an array; "
                 "numaprof places arrays")
@@ -176,18 +227,35 @@ def _new_size(src: Source, new, target: str | None, where: str) -> str:
     return f"{operand(src, length)} * sizeof(*{target})"
 
 
-def _size_expression(src: Source, call) -> str | None:
+def new_length(new):
+    decl = new.child_by_field_name("declarator")
+    return decl.child_by_field_name("length") if decl is not None and \
+        decl.type == "new_declarator" else None
+
+
+def new_touch_words(src: Source, new) -> str:
+    """What a new-expression already wrote, for a patch's description."""
+    if new.child_by_field_name("arguments") is not None:
+        return (" (the new-expression initialises the elements, so the call moves the "
+                "pages it touched)")
+    if not cxx_plain_type(src, new.child_by_field_name("type")):
+        return (" (if the element constructors write the memory, the call moves the "
+                "pages they touched)")
+    return ""
+
+
+def allocation_size_nodes(src: Source, call) -> list | None:
+    """The argument nodes whose product is an allocator call's byte count (None: side
+    effects, or not the expected arguments)."""
     name = allocator_name(src, call)
-    args = call.child_by_field_name("arguments").named_children
-    args = [a for a in args if a.type != "comment"]
+    args = [a for a in call.child_by_field_name("arguments").named_children
+            if a.type != "comment"]
     if any(has_side_effects(a) for a in args):
         return None
     if name == "calloc":
-        if len(args) != 2:
-            return None
-        return " * ".join(operand(src, a) for a in args)
+        return args if len(args) == 2 else None
     idx = _ALLOCATORS[name]
-    return src.text(args[idx]) if idx < len(args) else None
+    return [args[idx]] if idx < len(args) else None
 
 
 def operand(src: Source, node) -> str:
@@ -197,9 +265,49 @@ def operand(src: Source, node) -> str:
     return t if node.type in simple else f"({t})"
 
 
+def size_value(src: Source, nodes, at: int, element: int | None = 1) -> int | None:
+    """The constant product of `nodes` (times `element`), or None when one is not constant."""
+    if element is None:
+        return None
+    total = element
+    for n in nodes:
+        v = scope.const_value(src, n, at)
+        if v is None:
+            return None
+        total *= v
+    return total
+
+
+def _changed_by(src: Source, stmt, names: set[str], allocation) -> str | None:
+    """A name of `names` that `stmt` assigns, or declares after the allocation, other than
+    through the allocation's own assignment: the size evaluated after the statement would
+    then not be the allocated one."""
+    for n in walk(stmt):
+        if n.type == "assignment_expression" and n != allocation:
+            left = strip_parens(n.child_by_field_name("left"))
+            if left is not None and left.type == "identifier" and src.text(left) in names:
+                return src.text(left)
+        elif n.type == "update_expression":
+            arg = strip_parens(n.child_by_field_name("argument"))
+            if arg is not None and arg.type == "identifier" and src.text(arg) in names:
+                return src.text(arg)
+        elif n.type == "init_declarator" and n != allocation and \
+                n.start_byte > allocation.start_byte:
+            name = declarator_name(n)
+            if name in names:
+                return name
+    return None
+
+
+def identifiers(src: Source, nodes) -> set[str]:
+    return {src.text(i) for n in nodes for i in walk(n) if i.type == "identifier"}
+
+
 def place_after_allocation(path: str, line: int, var: str | None, policy_const: str,
                            size_expr: str | None = None, *,
-                           root: str | None = None, weighted=None) -> Patch | Refusal:
+                           root: str | None = None, weighted=None,
+                           recorded_size: int | None = None,
+                           sources=()) -> Patch | Refusal | AlreadyPlaced:
     """Insert ``numaprof_place(var, bytes, POLICY);`` after the allocation on `line`.
 
     `line` is the 1-based source line of the allocation (from DWARF); `var` the variable
@@ -212,6 +320,16 @@ def place_after_allocation(path: str, line: int, var: str | None, policy_const: 
     `weighted` = (node ids, weights) makes the statement a block calling
     ``numaprof_place_weighted`` with them (without it: the header's default, equal
     weights over all nodes).
+
+    The statement goes right after the allocating statement, in its block, so its names
+    mean what they meant in the allocation — unless that statement itself changes one of
+    them (``a = malloc(n * 8), n = 0;``), which is refused.  With `recorded_size` (the
+    bytes the profile recorded for this one allocation), a size the file gives as
+    constants must equal it.  C++: a ``std::vector`` constructed or sized on that line,
+    and an allocation in a constructor's member initialiser list, are placed by
+    place_cxx.py; `sources` are the other recorded files, where a class may be defined.
+    An existing ``numaprof_place`` call on the same pointer after the allocation gives
+    `AlreadyPlaced` instead of a second copy.
     """
     path = os.path.abspath(path)
     const = policy_constant(policy_const)
@@ -223,15 +341,12 @@ def place_after_allocation(path: str, line: int, var: str | None, policy_const: 
     if bad is not None:
         return bad
     candidates = []
-    in_initialiser = False
     for n in walk(src.root):
         if allocator_name(src, n) is None and not (
                 n.type == "new_expression" and src.lang == "cpp"):
             continue
         own = own_statement(n)
         if own is None or not contains_row(own, row):
-            if contains_row(n, row) and enclosing(n, "field_initializer") is not None:
-                in_initialiser = True
             continue
         stmt = block_statement(n)
         if stmt != own:
@@ -242,15 +357,13 @@ def place_after_allocation(path: str, line: int, var: str | None, policy_const: 
         candidates.append((n, stmt, allocation_target(src, n)))
     where = f"{os.path.basename(path)}:{line}"
     if not candidates and src.lang == "cpp":
-        vec = cxx_vector_construction(src, row, var)
-        if vec is not None:
-            return _place_vector(src, vec, const, where, root, weighted)
+        from numaprof.recommender.patch import place_cxx
+
+        found = place_cxx.place_cxx_container(src, row, var, const, root, weighted,
+                                              recorded_size, sources)
+        if found is not None:
+            return found
     if not candidates:
-        if in_initialiser:
-            return Refusal(path, line, f"the allocation at {where} is in a constructor's member "
-                                       "initialiser list; a placement call needs a statement "
-                                       "after it (assign it in the constructor body instead)",
-                           "numactl")
         what = ("new[], std::vector construction or malloc/calloc/realloc/aligned_alloc/"
                 "posix_memalign" if src.lang == "cpp" else
                 "malloc/calloc/realloc/aligned_alloc/posix_memalign call")
@@ -264,48 +377,101 @@ def place_after_allocation(path: str, line: int, var: str | None, policy_const: 
         chosen = [c for c in candidates if same(c[2])]
     else:
         chosen = [c for c in candidates if c[2] is not None]
+    assigned = [c for c in candidates if c[2] is not None]
+    if len(chosen) != 1 and len(assigned) == 1 and \
+            _wrapper(src, assigned[0][1], assigned[0][2]) is not None:
+        chosen = assigned  # the profile named it after the caller's variable
     if len(chosen) != 1:
         what = f"assigned to `{var}`" if var is not None else "assigned to a variable"
         many = "more than one allocation" if chosen else "no allocation"
         return Refusal(path, line, f"{many} {what} at {where}", "numactl")
     call, stmt, target = chosen[0]
-    func = stmt.parent
-    while func is not None and func.type != "function_definition":
-        func = func.parent
-    if func is not None and any(
-            n.type == "return_statement" and n.named_children
-            and src.text(strip_parens(n.named_children[0]) or n) == target
-            for n in walk(func)):
+    func = enclosing(stmt, "function_definition")
+    fname = _wrapper(src, stmt, target)
+    if fname is not None:
         # An allocation wrapper: a placement here would hit every caller's arrays.
-        fname = function_name(func)
+        by_hand = ""
+        if recorded_size:
+            ptr = var if var is not None and var != target else "ptr"
+            by_hand = by_hand_words(
+                place_text(ptr, str(recorded_size), const, weighted),
+                f"after the call of `{fname}` that allocates this array"
+                + (" (ptr: the pointer it returns)" if ptr == "ptr" else "")
+                + f", with the call's byte count ({recorded_size} bytes as recorded)")
         return Refusal(path, line, f"the allocation at {where} is in `{fname}`, which returns "
                                    "it: a wrapper shared by other allocations; not placing "
-                                   "there", "numactl")
+                                   "there", "numactl", by_hand)
     touched = ""
+    target_node = allocation_target_node(src, call)
     if call.type == "new_expression":
-        size = _new_size(src, call, target, where)
+        size = new_size(src, call, target, where)
         if isinstance(size, str) and size.startswith("!"):
             return Refusal(path, line, size[1:], "numactl")
-        if call.child_by_field_name("arguments") is not None:
-            touched = (" (the new-expression initialises the elements, so the call moves the "
-                       "pages it touched)")
-        elif not cxx_plain_type(src, call.child_by_field_name("type")):
-            touched = (" (if the element constructors write the memory, the call moves the "
-                       "pages they touched)")
-        size = size_expr or size
+        touched = new_touch_words(src, call)
+        size_nodes = [new_length(call)]
+        element = scope.PRIMITIVE_SIZES.get(
+            " ".join(src.text(call.child_by_field_name("type")).split()))
+        if any(c.type == "new_declarator" for c in new_length(call).parent.named_children):
+            element = None  # new T[n][m]: not evaluated here
     else:
-        size = size_expr or _size_expression(src, call)
+        size_nodes = allocation_size_nodes(src, call)
+        size = " * ".join(operand(src, a) for a in size_nodes) if size_nodes and \
+            len(size_nodes) > 1 else (src.text(size_nodes[0]) if size_nodes else None)
+        element = 1
+    if size_expr is not None:
+        size, size_nodes = size_expr, None
     if size is None:
         return Refusal(path, line, f"the size argument of the allocation at {where} has "
                                    "side effects; it cannot be evaluated twice", "numactl")
+    assignment = target_node.parent if target_node is not None and \
+        target_node.type != "init_declarator" else target_node
+    names = identifiers(src, size_nodes or []) | (
+        identifiers(src, [target_node]) if target_node is not None and
+        target_node.type != "init_declarator" else set())
+    changed = _changed_by(src, stmt, names, assignment) if assignment is not None else None
+    if changed is not None:
+        return Refusal(path, line, f"the statement at {where} also changes `{changed}`, so "
+                                   f"`{size}` evaluated after it would not be the size it "
+                                   "allocated", "numactl",
+                       by_hand_words(place_text(target, "<bytes allocated>", const, weighted),
+                                     f"after line {line} of {os.path.basename(path)}"))
+    existing = find_placement(src, target, start=stmt.end_byte,
+                              end=func.end_byte if func is not None else None)
+    if existing is not None:
+        return existing
     text = place_text(target, size, const, weighted)
-    edits = [edit_after(src, stmt, text)]
-    inc = include_edit(src)
-    if inc is not None:
-        edits.append(inc)
+    at = stmt.end_byte
+    size_bytes = size_value(src, size_nodes, at, element) if size_nodes else None
+    if size_bytes is not None and recorded_size is not None and size_bytes != recorded_size:
+        return Refusal(path, line, f"the allocation at {where} is of {size_bytes} bytes "
+                                   f"(`{size}`), but the profile recorded {recorded_size} for "
+                                   f"`{target}`: not the allocation it saw", "numactl")
+    edits, probe = with_include(src, edit_after(src, stmt, text), text, size,
+                                size_bytes is not None and recorded_size is not None,
+                                recorded_size)
+    shown = ", ".join(f"`{n}`" for n in sorted(names)) or f"`{target}`"
+    info = PatchInfo(
+        kind="place_after_allocation", statement=text, where=where, target=target,
+        size=size, size_bytes=size_bytes, recorded_bytes=recorded_size,
+        scope=(f"inserted right after the allocation, in its block: {shown} mean there what "
+               "they meant in the allocation"),
+        probe=probe)
     return make_patch(path, src.data, edits, root,
-                       f"place `{target}` with {placement_words(const, weighted)} after its allocation "
-                       f"at {where}{touched}")
+                      f"place `{target}` with {placement_words(const, weighted)} after its "
+                      f"allocation at {where}{touched}", info)
+
+
+def _wrapper(src: Source, stmt, target: str | None) -> str | None:
+    """The name of the function holding `stmt` when it returns `target` (an allocation
+    wrapper such as ``xmalloc``), else None."""
+    func = enclosing(stmt, "function_definition")
+    if func is None or target is None:
+        return None
+    if any(n.type == "return_statement" and n.named_children
+           and src.text(strip_parens(n.named_children[0]) or n) == target
+           for n in walk(func)):
+        return function_name(func) or "?"
+    return None
 
 
 def edit_after(src: Source, stmt, text: str) -> Edit:
@@ -321,175 +487,69 @@ def edit_after(src: Source, stmt, text: str) -> Edit:
     return Edit(stmt.end_byte, f" {text}")
 
 
-def cxx_vector_construction(src: Source, row: int, var: str | None):
-    """The block-level declaration that constructs a `std::vector` with elements on `row`.
+# ------------------------------------------------------------- placements in the source
 
-    Returns (statement, name, element type node), a Refusal, or None when there is none.
-    ``std::vector<T> v(n)`` parses as a function declarator (C++'s most vexing parse);
-    ``v(n, x)``, ``v{...}`` and ``v = std::vector<T>(n)`` are constructions too.
-    """
-    found = []
+def pointer_key(src: Source, node) -> str:
+    """The object a placement call's first argument points into, as comparable text:
+    casts and parentheses dropped, ``&a[0]`` and ``a.data()`` read as ``a``,
+    ``this->a`` as ``a``, whitespace removed."""
+    node = strip_parens(node)
+    while node is not None:
+        if node.type == "pointer_expression" and src.text(node).startswith("&"):
+            inner = strip_parens(node.child_by_field_name("argument"))
+            if inner is not None and inner.type == "subscript_expression":
+                node = strip_parens(inner.child_by_field_name("argument"))
+                continue
+            break
+        if node.type == "call_expression" and src.lang == "cpp":
+            fn = node.child_by_field_name("function")
+            if is_cxx_cast(src, node):
+                args = node.child_by_field_name("arguments").named_children
+                node = strip_parens(args[0]) if len(args) == 1 else None
+                continue
+            if fn is not None and fn.type == "field_expression" and \
+                    src.text(fn.child_by_field_name("field")) == "data":
+                node = strip_parens(fn.child_by_field_name("argument"))
+                continue
+        break
+    if node is None:
+        return ""
+    text = "".join(src.text(node).split())
+    return text[len("this->"):] if text.startswith("this->") else text
+
+
+def placement_calls(src: Source, start: int = 0, end: int | None = None):
+    """(call, function name, first argument, policy constant) of every numaprof_place*
+    call between byte offsets `start` and `end`."""
+    end = len(src.data) if end is None else end
     for n in walk(src.root):
-        if n.type != "declaration" or not contains_row(n, row):
+        if n.type != "call_expression" or not (start <= n.start_byte < end):
             continue
-        elem = cxx_vector_element(src, n.child_by_field_name("type"))
-        if elem is None:
+        fn = n.child_by_field_name("function")
+        name = src.text(fn) if fn is not None else ""
+        if name not in PLACE_FUNCTIONS:
             continue
-        for d in n.children_by_field_name("declarator"):
-            inner = d.child_by_field_name("declarator")
-            if d.type == "function_declarator" or (
-                    d.type == "init_declarator" and inner is not None and
-                    inner.type == "identifier"):
-                name = declarator_name(inner if d.type == "function_declarator" else d)
-                if name and (var is None or name == var):
-                    found.append((n, name, elem))
-    if len(found) != 1:
-        return None
-    stmt, name, elem = found[0]
-    where = f"{os.path.basename(src.path)}:{row + 1}"
-    if src.text(elem).strip() == "bool":
-        return Refusal(src.path, row + 1, f"`{name}` at {where} is a std::vector<bool>, which "
-                                          "packs bits and has no data() to place", "numactl")
-    if block_statement(stmt) != stmt:
-        return Refusal(src.path, row + 1, f"the std::vector `{name}` at {where} is not "
-                                          "constructed in a block of a function", "numactl")
-    return stmt, name, elem
+        args = [a for a in n.child_by_field_name("arguments").named_children
+                if a.type != "comment"]
+        if not args:
+            continue
+        idx = PLACE_FUNCTIONS[name]
+        const = "NUMAPROF_WEIGHTED_INTERLEAVE" if idx is None else (
+            src.text(args[idx]).strip() if idx < len(args) else "")
+        yield n, name, args[0], const
 
 
-def _place_vector(src: Source, found, const: str, where: str, root,
-                  weighted=None) -> Patch | Refusal:
-    if isinstance(found, Refusal):
-        return found
-    stmt, name, _elem = found
-    text = place_text(f"{name}.data()", f"{name}.size() * sizeof(*{name}.data())", const,
-                       weighted)
-    edits = [edit_after(src, stmt, text)]
-    inc = include_edit(src)
-    if inc is not None:
-        edits.append(inc)
-    return make_patch(src.path, src.data, edits, root,
-                       f"place std::vector `{name}` with {placement_words(const, weighted)} after its "
-                       f"construction at "
-                       f"{where} (the constructor already wrote the elements: the call "
-                       "moves those pages)")
-
-
-def file_scope_array(src: Source, symbol: str):
-    """(declaration, array declarator, declarator) of a file-scope array, C++: also one
-    in a named namespace, spelt ``ns::name`` as the symbol table demangles it."""
-    *spaces, name = symbol.split("::") if src.lang == "cpp" else [symbol]
-    scopes = [(src.root, [])]
-    while scopes:
-        scope, where = scopes.pop()
-        for decl in scope.named_children:
-            if decl.type == "namespace_definition":
-                ns = decl.child_by_field_name("name")
-                body = decl.child_by_field_name("body")
-                if ns is not None and body is not None:
-                    # `namespace a::b {` is a nested namespace definition
-                    scopes.append((body, where + src.text(ns).replace(" ", "").split("::")))
-                continue
-            if decl.type == "linkage_specification":  # extern "C" { ... }
-                body = decl.child_by_field_name("body")
-                if body is not None and body.type == "declaration_list":
-                    scopes.append((body, where))
-                elif body is not None:
-                    scopes.append((decl, where))
-                continue
-            if decl.type != "declaration" or where != spaces:
-                continue
-            for d in decl.children_by_field_name("declarator"):
-                inner = d.child_by_field_name("declarator") if d.type == "init_declarator" \
-                    else d
-                if inner is not None and inner.type == "array_declarator" and \
-                        declarator_name(inner) == name:
-                    return decl, inner, d
+def find_placement(src: Source, target: str, start: int = 0, end: int | None = None,
+                   accept=None) -> AlreadyPlaced | None:
+    """A numaprof_place* call between `start` and `end` whose pointer is `target`
+    (`pointer_key` equality; `accept(call, first argument)` may refuse a match, e.g.
+    one whose name denotes another object there)."""
+    key = "".join(target.split())
+    key = key[len("this->"):] if key.startswith("this->") else key
+    for call, _name, first, const in placement_calls(src, start, end):
+        if pointer_key(src, first) != key or (accept is not None and not accept(call, first)):
+            continue
+        stmt = own_statement(call) or call
+        return AlreadyPlaced(src.path, call.start_point[0] + 1,
+                             " ".join(src.text(stmt).split()), const)
     return None
-
-
-def place_static(path: str, symbol: str, policy_const: str, before_line: int | None = None,
-                 *, root: str | None = None, weighted=None) -> Patch | Refusal:
-    """Insert ``numaprof_place(sym, sizeof(sym), POLICY);`` before a static array's first touch.
-
-    Without `before_line` the call goes at the start of ``main()`` (after its leading
-    declarations, so C89 code stays C89); with it, before the outermost statement of the
-    function that contains that line (the first-touch loop), and before any #pragma
-    attached to that statement.  The array must be defined with a size at file scope
-    in `path`, before the insertion point, so that ``sizeof(sym)`` is its size.
-    `weighted` as in `place_after_allocation`.
-    """
-    path = os.path.abspath(path)
-    const = policy_constant(policy_const)
-    src = load(path, want=C_FAMILY)
-    line = before_line or 0
-    if isinstance(src, Refusal):
-        return Refusal(path, line, src.reason)
-    found = file_scope_array(src, symbol)
-    name = os.path.basename(path)
-    if found is None:
-        return Refusal(path, line, f"`{symbol}` is not an array defined at file scope in "
-                                   f"{name}", "numactl")
-    decl, arr, _ = found
-    has_init = any(d.type == "init_declarator" for d in decl.children_by_field_name("declarator"))
-    if arr.child_by_field_name("size") is None and not has_init:
-        return Refusal(path, line, f"`{symbol}` is declared without a size in {name}; "
-                                   "sizeof cannot give its length", "numactl")
-    funcs = [n for n in walk(src.root) if n.type == "function_definition"]
-    if before_line is not None:
-        func = next((f for f in funcs if contains_row(f, before_line - 1)), None)
-        if func is None:
-            return Refusal(path, line, f"line {before_line} of {name} is not inside a "
-                                       "function", "numactl")
-        body = func.child_by_field_name("body")
-        stmt = next((s for s in body.named_children
-                     if s.type != "comment" and contains_row(s, before_line - 1)), None)
-        if stmt is None:
-            return Refusal(path, line, f"no statement at line {before_line} of {name}",
-                           "numactl")
-        # A #pragma belongs to the statement after it: insert above the pragmas.
-        while stmt.prev_named_sibling is not None and stmt.prev_named_sibling.type == \
-                "preproc_call":
-            stmt = stmt.prev_named_sibling
-    else:
-        func = next((f for f in funcs if function_name(f) == "main"), None)
-        if func is None:
-            return Refusal(path, line, f"{name} has no main() to place `{symbol}` in",
-                           "numactl")
-        body = func.child_by_field_name("body")
-        stmts = [s for s in body.named_children if s.type != "comment"]
-        stmt = next((s for s in stmts if s.type != "declaration"
-                     or symbol.rsplit("::", 1)[-1] in {
-                         i.text.decode() for i in walk(s) if i.type == "identifier"}),
-                    None)
-        if stmt is None:
-            return Refusal(path, line, f"main() in {name} has no statement to place "
-                                       f"`{symbol}` before", "numactl")
-        while stmt.prev_named_sibling is not None and stmt.prev_named_sibling.type == \
-                "preproc_call":
-            stmt = stmt.prev_named_sibling
-    bad = parse_refusal(src, func, line)
-    if bad is not None:
-        return bad
-    if stmt.start_byte < decl.end_byte:
-        return Refusal(path, line, f"`{symbol}` is defined after the place it is first "
-                                   f"touched in {name}", "numactl")
-    text = place_text(symbol, f"sizeof({symbol})", const, weighted)
-    if src.starts_line(stmt):
-        indent = src.indent(stmt)
-        if stmt.type == "preproc_call":
-            # Pragmas often sit in column 0; indent like the statement they precede.
-            nxt = stmt
-            while nxt is not None and nxt.type == "preproc_call":
-                nxt = nxt.next_named_sibling
-            indent = src.indent(nxt) if nxt is not None else indent
-        edit = Edit(src.line_start(stmt.start_byte), f"{indent}{text}{src.nl}")
-    else:
-        edit = Edit(stmt.start_byte, f"{text} ")
-    edits = [edit]
-    inc = include_edit(src)
-    if inc is not None:
-        edits.append(inc)
-    where = f"line {before_line}" if before_line else "the start of main()"
-    return make_patch(path, src.data, edits, root,
-                       f"place static `{symbol}` with {placement_words(const, weighted)} before {where} "
-                       f"of {name}")

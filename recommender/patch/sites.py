@@ -4,18 +4,24 @@ applies a policy to an analyzed object."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 
-from numaprof.recommender.patch.edits import Patch, Refusal
+from numaprof.recommender.patch.edits import AlreadyPlaced, Patch, Refusal
 from numaprof.recommender.patch.loops_c import parallelize_c
 from numaprof.recommender.patch.loops_fortran import fortran_name, parallelize_fortran
 from numaprof.recommender.patch.place import (
     allocation_target,
-    cxx_vector_construction,
-    file_scope_array,
+    by_hand_words,
     place_after_allocation,
-    place_static,
+    place_text,
     policy_constant,
+)
+from numaprof.recommender.patch.place_cxx import serial_construction
+from numaprof.recommender.patch.place_static import (
+    existing_static_placement,
+    file_scope_arrays,
+    place_static,
 )
 from numaprof.recommender.patch.source import (
     C_FAMILY,
@@ -130,12 +136,30 @@ def _defines_function(path: str, func: str) -> bool:
                 return True
         return False
     stmts = ("program_statement", "subroutine_statement", "function_statement")
+    wanted = fortran_symbol_names(func)
     for n in walk(src.root):
         if n.type in stmts:
+            if n.type == "program_statement" and "main__" in wanted:
+                return True  # gfortran's symbol of the main program, whatever its name
             name = next((c for c in n.named_children if c.type == "name"), None)
-            if name is not None and fortran_name(src, name) == func.lower():
+            if name is not None and fortran_name(src, name) in wanted:
                 return True
     return False
+
+
+def fortran_symbol_names(symbol: str) -> set[str]:
+    """The source names a Fortran procedure's symbol can stand for: gfortran spells a
+    module procedure ``__<module>_MOD_<name>``, an external one ``<name>_``, the main
+    program ``MAIN__``; Intel Fortran ``<module>_mp_<name>_``."""
+    low = symbol.lower()
+    names = {low, low.rstrip("_")}
+    m = re.fullmatch(r"__\w+?_mod_(\w+)", low)
+    if m:
+        names.add(m.group(1))
+    m = re.fullmatch(r"\w+?_mp_(\w+?)_?", low)
+    if m:
+        names.add(m.group(1))
+    return names
 
 
 def resolve_source(file: str, source_paths: Iterable[str], func: str | None = None) -> str | None:
@@ -177,14 +201,19 @@ def _cxx_constructed_serially(obj, paths: list[str],
         return None
     row, where = line - 1, f"{os.path.basename(path)}:{line}"
     var = obj.name if obj.name.isidentifier() else None
-    vec = cxx_vector_construction(src, row, var)
-    if isinstance(vec, tuple):
-        stmt, name, elem = vec
-        return Refusal(path, line, f"the std::vector `{name}` constructed at {where} "
-                                   f"(`{' '.join(src.text(stmt).split())}`) writes its elements in "
-                                   "its constructor, serially in the constructing thread, so its "
-                                   "pages are first-touched before any loop runs and no "
-                                   "parallel loop can place them")
+    serial = serial_construction(src, row, var)
+    if serial is not None:
+        stmt, name, writer = serial
+        if writer == "its constructor":
+            return Refusal(path, line, f"the std::vector `{name}` constructed at {where} "
+                                       f"(`{stmt}`) writes its elements in its constructor, "
+                                       "serially in the constructing thread, so its pages are "
+                                       "first-touched before any loop runs and no parallel loop "
+                                       "can place them")
+        return Refusal(path, line, f"`{stmt}` at {where} writes the elements of `{name}` in "
+                                   f"{writer} as it allocates them, serially in the allocating "
+                                   "thread, so the pages are first-touched before any loop "
+                                   "runs and no parallel loop can place them")
     for n in walk(src.root):
         if n.type == "new_expression" and contains_row(n, row) and \
                 n.child_by_field_name("arguments") is not None and \
@@ -232,23 +261,35 @@ def _resolve(file: str, paths: list[str], func: str | None, line: int, fallback:
     return path
 
 
+def _library_site(func: str) -> bool:
+    """A first-touch site in the C++ standard library's code (``std::fill`` inlined from
+    stl_algobase.h), which is never the user's to patch."""
+    name = site_function(func)
+    return name.startswith(("std::", "__gnu_cxx::", "__cxx")) or (
+        name.startswith("__") and "::" not in name)
+
+
 def patch_for_object(obj, policy: str, source_paths: Iterable[str], *,
                      root: str | None = None,
                      hashes: dict[str, str] | None = None,
-                     weighted=None) -> Patch | Refusal | None:
+                     weighted=None) -> Patch | Refusal | AlreadyPlaced | None:
     """The source patch that applies `policy` to an analyzed object (an ObjectResult).
 
     - ``parallel_init``: `parallelize_first_touch` on the object's first-touch sites,
       most pages first; the first site that can be made parallel wins.
     - a placement policy: `place_after_allocation` at a heap object's allocation site,
-      or `place_static` for a static array before its first touch.
+      or `place_static` for a static array before its first touch (at the start of
+      main() where the name does not denote the array there).
     - ``first_touch`` (no change) and objects of other kinds: None.
 
     `source_paths` are the files recorded with the profile (`sources.read_sources_json`)
     — only those are ever patched; with `hashes` (that file's path -> sha256 map), a file
     whose content changed since is refused rather than patched at lines that moved.
     ``weighted_interleave`` needs `weighted` = (node ids, weights), the suggestion's; the
-    statement is then a block calling ``numaprof_place_weighted`` with them.
+    statement is then a block calling ``numaprof_place_weighted`` with them.  The size
+    the profile recorded for the object (one allocation, or the symbol) is what the
+    patch's size must be.  A placement of the object already in the source gives
+    `AlreadyPlaced`.
     """
     paths = list(source_paths)
     if policy == "first_touch":
@@ -265,6 +306,10 @@ def patch_for_object(obj, policy: str, source_paths: Iterable[str], *,
             func, file, line = parsed
             path = _resolve(file, paths, func, line, "bind_block", hashes)
             if isinstance(path, Refusal):
+                if _library_site(func) and "not among the recorded" in path.reason:
+                    path = Refusal(file, line, f"`{obj.name}` was first touched inside the C++ "
+                                               f"standard library (`{site_function(func)}` in "
+                                               f"{file}), whose code numaprof does not patch")
                 refusals.append(path)
                 continue
             result = parallelize_first_touch(path, line, root=root)
@@ -276,11 +321,13 @@ def patch_for_object(obj, policy: str, source_paths: Iterable[str], *,
         where = ", ".join(obj.first_touch.sites) or "no recorded site"
         return Refusal("", 0, f"`{obj.name}` was first touched at {where}, with no source "
                               "line to patch (a library call such as memset?)")
-    policy_constant(policy)  # ValueError for a policy without a runtime constant
+    const = policy_constant(policy)  # ValueError for a policy without a runtime constant
     if policy == "weighted_interleave" and (
             weighted is None or not weighted[0] or len(weighted[0]) != len(weighted[1])):
         return Refusal("", 0, f"weighted_interleave for `{obj.name}` has no per-node weights "
                               "to write", "numactl")
+    recorded = int(obj.size) if getattr(obj, "size", 0) and getattr(obj, "count", 1) == 1 \
+        else None
     if obj.kind == "heap":
         parsed = parse_site(obj.site)
         if parsed is None:
@@ -291,34 +338,63 @@ def patch_for_object(obj, policy: str, source_paths: Iterable[str], *,
         if isinstance(path, Refusal):
             return path
         var = obj.name if obj.name.isidentifier() else None
-        return place_after_allocation(path, line, var, policy, root=root, weighted=weighted)
+        return place_after_allocation(path, line, var, policy, root=root, weighted=weighted,
+                                      recorded_size=recorded, sources=paths)
     if obj.kind == "static":
-        touches = [t for t in (parse_site(s) for s in obj.first_touch.sites) if t is not None]
-        tried, first_refusal = [], None
-        for func, file, line in touches:
-            path = _resolve(file, paths, func, line, "numactl", hashes)
-            if isinstance(path, Refusal):
-                first_refusal = first_refusal or (path if "changed after" in path.reason
-                                                  else None)
-                continue
-            if path in tried:
-                continue
-            tried.append(path)
-            result = place_static(path, obj.name, policy, before_line=line, root=root,
-                                  weighted=weighted)
-            if isinstance(result, Patch):
-                return result
-            first_refusal = first_refusal or result
-        # Defined in another file than the one touching it: place at the start of main.
-        for path in paths:
-            if path in tried or language(path) not in C_FAMILY:
-                continue
-            src = load(path, want=C_FAMILY)
-            if not isinstance(src, Refusal) and file_scope_array(src, obj.name) is not None:
-                fresh = _resolve(path, paths, None, 0, "numactl", hashes)
-                if isinstance(fresh, Refusal):
-                    return fresh
-                return place_static(path, obj.name, policy, root=root, weighted=weighted)
-        return first_refusal or Refusal(
-            "", 0, f"no recorded C source defines the static array `{obj.name}`", "numactl")
+        return _place_static_object(obj, policy, const, paths, root, hashes, weighted,
+                                    recorded)
     return None
+
+
+def _place_static_object(obj, policy: str, const: str, paths: list[str], root, hashes,
+                         weighted, recorded) -> Patch | Refusal | AlreadyPlaced:
+    c_paths = [p for p in paths if language(p) in C_FAMILY]
+    defining = []
+    for path in c_paths:
+        src = load(path, want=C_FAMILY)
+        if isinstance(src, Refusal) or not file_scope_arrays(src, obj.name):
+            continue
+        defining.append(path)
+        placed = existing_static_placement(src, obj.name)
+        if placed is not None:
+            return placed
+    touches = [t for t in (parse_site(s) for s in obj.first_touch.sites) if t is not None]
+    tried, first_refusal = [], None
+    for func, file, line in touches:
+        path = _resolve(file, paths, func, line, "numactl", hashes)
+        if isinstance(path, Refusal):
+            first_refusal = first_refusal or (path if "changed after" in path.reason
+                                              else None)
+            continue
+        if path in tried:
+            continue
+        tried.append(path)
+        result = place_static(path, obj.name, policy, before_line=line, root=root,
+                              weighted=weighted, recorded_size=recorded)
+        if isinstance(result, (Patch, AlreadyPlaced)):
+            return result
+        if "not an array defined" not in result.reason or first_refusal is None:
+            first_refusal = first_refusal if first_refusal is not None and \
+                "not an array defined" not in first_refusal.reason else result
+    # Defined in another file than the one touching it: place at the start of main.
+    for path in defining:
+        if path in tried:
+            continue
+        fresh = _resolve(path, paths, None, 0, "numactl", hashes)
+        if isinstance(fresh, Refusal):
+            return fresh
+        result = place_static(path, obj.name, policy, root=root, weighted=weighted,
+                              recorded_size=recorded)
+        if isinstance(result, (Patch, AlreadyPlaced)):
+            return result
+        first_refusal = first_refusal or result
+    if first_refusal is not None:
+        return first_refusal
+    if not c_paths:
+        return Refusal("", 0, f"placement calls are only written into C and C++ sources, and "
+                              f"the program's recorded sources are not (`{obj.name}`)",
+                       "numactl")
+    return Refusal(
+        "", 0, f"no recorded C or C++ source defines the static array `{obj.name}`", "numactl",
+        by_hand_words(place_text(obj.name, f"sizeof({obj.name})", const, weighted),
+                      f"at the start of main(), where `{obj.name}` is the file-scope array"))

@@ -292,8 +292,8 @@ def test_vector_is_placed_after_its_construction_through_data(snip):
 
 @pytest.mark.parametrize("needle, var, words", [
     ("std::vector<bool> flags(n);", "flags", ["std::vector<bool>", "no data()"]),
-    ("Matrix::Matrix(std::size_t n) : init_(new double[n]())", "init_",
-     ["member initialiser list"]),
+    ("Matrix::Matrix(std::size_t n) : init_(new double[n]())", "n_",
+     ["member initialiser of `n_`", "allocates no array", "not a std::vector"]),
     ("Cell *one = new Cell;", "one", ["one object, not an array"]),
     ("std::map<std::size_t, double> m;", "m", ["no new[], std::vector construction"]),
 ])

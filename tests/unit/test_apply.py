@@ -140,9 +140,10 @@ def test_patches_made_from_another_text_are_refused(tree):
 
 
 def test_second_apply_before_revert_is_refused(tree):
-    apply(tree.patches()[:1], tree.root, tree.hashes)
+    patches = tree.patches()  # made before: afterwards `a` is already placed
+    apply(patches[:1], tree.root, tree.hashes)
     with pytest.raises(NumaprofError, match="still in place"):
-        apply(tree.patches()[2:3], tree.root, tree.hashes)
+        apply(patches[2:3], tree.root, tree.hashes)
     revert(tree.root)
     assert tree.unchanged()
 

@@ -455,14 +455,14 @@ def test_fortran_example_reconstructed_exactly(tmp_path):
 
 # ---------------------------------------------- from analyzer results to patches
 
-def obj(name: str, site: str, kind: str, sites: list[str]):
+def obj(name: str, site: str, kind: str, sites: list[str], size: int = 1 << 20):
     import numpy as np
 
     from numaprof.analyzer.model import FirstTouch, ObjectResult
 
     ft = FirstTouch(threads=1, nodes=[0], master_fraction=1.0, master_tid=1, sites=sites,
                     pages=10, serial=True)
-    return ObjectResult(name=name, site=site, kind=kind, address=0, size=1 << 20, samples=9,
+    return ObjectResult(name=name, site=site, kind=kind, address=0, size=size, samples=9,
                         share=0.3, pattern="regular", pattern_confidence=0.9, reads=0.5,
                         writes=0.5, rmw=0.0, first_touch=ft, pages_by_node=[256],
                         traffic=np.zeros((1, 1)), local_fraction=1.0, load_per_node=[1.0],
@@ -501,9 +501,14 @@ def test_patch_for_object_static_and_refused_parallel_init(tmp_path):
     assert r.fallback == "bind_block"
     spmv = copy(tmp_path, EXAMPLES / "spmv.c")
     y_store = lines(spmv.read_text()).index("        y[r] = 0.0;") + 1
-    y = obj("y", ".bss@spmv", "static", [f"main@spmv.c:{y_store}"])
+    y = obj("y", ".bss@spmv", "static", [f"main@spmv.c:{y_store}"], size=8 << 20)
     p = patch_for_object(y, "bind_block", [str(src), str(spmv)])
     assert "    numaprof_place(y, sizeof(y), NUMAPROF_BIND_BLOCK);" in added(p)
+    assert p.info.size_bytes == 8 << 20 and p.info.kind == "place_static"
+    # a symbol of another size is not this array: no patch, and the reason says so
+    other = obj("y", ".bss@spmv", "static", [f"main@spmv.c:{y_store}"], size=1 << 20)
+    refusal(patch_for_object(other, "bind_block", [str(spmv)]), "8388608 bytes",
+            "recorded 1048576")
 
 
 def test_parse_errors_elsewhere_do_not_stop_a_patch_here(tmp_path):

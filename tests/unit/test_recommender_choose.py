@@ -17,6 +17,9 @@ from synth_analysis import (
     access_reversed,
     analysis,
     by_name,
+    example_gather,
+    example_numa_aware,
+    example_serial_init,
     obj,
     one_node,
     threads,
@@ -28,25 +31,6 @@ from numaprof.recommender import suggest
 from numaprof.recommender.choose import SPREADING, binding_places
 from numaprof.recommender.policies import static_schedule_owner
 from numaprof.recommender.targets import resolve_target
-
-# --- the three examples of issue 2, on --target 2s --------------------------------------
-
-def example_serial_init(t=2):
-    return analysis([obj(n, "regular", access_regular(BIG, t, rng=np.random.default_rng(i)), serial=True,
-                         n_threads=t) for i, n in enumerate(("a", "b", "c"))], threads(t))
-
-
-def example_gather(t=2):
-    return analysis([
-        obj("lookup", "random", access_random(BIG, t), serial=False, n_threads=t, share=0.6),
-        obj("idx", "regular", access_regular(BIG // 2, t), serial=True, n_threads=t, share=0.3),
-        obj("hist", "regular", access_regular(BIG // 32, t), serial=False, n_threads=t, share=0.05),
-    ], threads(t))
-
-
-def example_numa_aware(t=2):
-    return analysis([obj(n, "regular", access_regular(BIG, t, rng=np.random.default_rng(i)), serial=False,
-                         n_threads=t) for i, n in enumerate(("a", "b", "c"))], threads(t))
 
 
 def test_master_initialised_stream_on_2s_gets_parallel_first_touch():
@@ -180,7 +164,8 @@ def test_spread_binding_line_and_effect():
     assert s.binding == "spread"
     line = s.commands[0]
     assert line.startswith("OMP_PROC_BIND=spread OMP_PLACES=cores ./app -n 10  # predicted: local 50% -> 100%")
-    assert "with the patches applied" in line
+    # no fixer made a patch: the line does not claim patches
+    assert "(with the code changes applied)" in line and "patches" not in line
     assert s.thread_nodes == [0, 1]
 
 
