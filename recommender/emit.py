@@ -64,7 +64,7 @@ def weighted_place_call(name: str, size: int, node_ids: Sequence[int],
 
 
 def one_node_args(node_id: int) -> list[str]:
-    """numactl arguments running threads and memory on one node (`001` §3.1)."""
+    """numactl arguments running threads and memory on one node (Gogar §3.1)."""
     return ["numactl", "-N", str(node_id), "-m", str(node_id)]
 
 
