@@ -355,7 +355,10 @@ static void fill_flow(struct nmp_cs *c, struct nmp_insn *in, uint64_t *target)
                id == X86_INS_SYSCALL || id == X86_INS_SYSENTER) {
         in->flags |= NMP_F_CF | NMP_F_CALL;
     }
-    if (id == X86_INS_PAUSE)
+    /* a thread waiting: pause in a spin loop, or reading the time-stamp counter to time
+     * one out (the LLVM OpenMP runtime's barrier waits call __kmp_hardware_timestamp,
+     * rdtsc and nothing else, between their pauses) */
+    if (id == X86_INS_PAUSE || id == X86_INS_RDTSC || id == X86_INS_RDTSCP)
         in->flags |= NMP_F_PAUSE;
     if (id == X86_INS_NOP)
         in->flags |= NMP_F_NOP;

@@ -11,7 +11,7 @@ enum {
     NMP_F_TARGET = 1 << 1, /* a direct branch of the list jumps here */
     NMP_F_MEM = 1 << 2,    /* accesses memory: mem is valid */
     NMP_F_GAP = 1 << 3,    /* follows undecodable bytes: what precedes it is unknown */
-    NMP_F_PAUSE = 1 << 4,
+    NMP_F_PAUSE = 1 << 4,  /* pause or rdtsc: a waiting thread (rule spin) */
     NMP_F_NOFALL = 1 << 5, /* never continues with the next instruction (jmp, ret, ud2) */
     NMP_F_CALL = 1 << 6,   /* other code runs before the next instruction (call, syscall) */
     NMP_F_NOP = 1 << 7,    /* nop: alignment padding when nothing reaches it */

@@ -345,6 +345,12 @@ int main(void)
     check_case(d, "load then pause", spin2, sizeof spin2, A, A + 4, 1, &r,
                (struct expect){0, NMP_ACC_NONE, 0, NMP_RULE_SPIN});
 
+    /* libomp's __kmp_hardware_timestamp, called in its barrier wait loops: rdtsc; shl
+     * $0x20,%rdx <- ip; or %rdx,%rax; ret */
+    static const uint8_t tsc[] = {0x0f, 0x31, 0x48, 0xc1, 0xe2, 0x20, 0x48, 0x09, 0xd0, 0xc3};
+    check_case(d, "spin: timestamp", tsc, sizeof tsc, A, A + 2, 1, &r,
+               (struct expect){0, NMP_ACC_NONE, 0, NMP_RULE_SPIN});
+
     /* mov rax, [rip+0x100] */
     static const uint8_t riprel[] = {0x48, 0x8b, 0x05, 0x00, 0x01, 0x00, 0x00};
     check_case(d, "rip-relative", riprel, sizeof riprel, A, A, 1, &r,
