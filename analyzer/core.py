@@ -36,7 +36,8 @@ STACK_SIZES = {8 << 20, (8 << 20) + 4096}  # glibc default thread stack (+ guard
 PROT_WRITE = 2
 MAP_NUMAPROF = 0x80000000  # mappings.flags: one of numaprof's own files (docs/profile-format.md)
 RULE_NAMES = {0: "no_mem", 1: "at_ip", 2: "skid", 3: "hw", 10: "unreadable", 11: "undecodable",
-              12: "segment", 13: "kernel", 14: "vsib", 15: "clobbered", 16: "spin"}
+              12: "segment", 13: "kernel", 14: "vsib", 15: "clobbered", 16: "spin",
+              17: "skid_path", 18: "skid_loop"}
 SERIAL_MASTER = 0.9
 
 

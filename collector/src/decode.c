@@ -1,13 +1,9 @@
 /* Instruction decoding for the software backend: see nmp_decode.h.
  *
  * A code range is decoded once into a compact instruction list (address, length,
- * control-flow / branch-target flags, registers written, memory operand formula).  The
- * sample at `ip` is then attributed to the memory operand of the instruction at ip
- * (rule at_ip) or, when that has none, to the nearest preceding memory instruction of
- * the same basic block whose address registers nothing has written since (rule skid).
- * When the instruction at ip and the one just before it both access memory, the one
- * before (the access that just retired, the one the interrupt waited for) is charged,
- * rule skid, if its address registers are intact.
+ * control flow: kind of transfer, direct branch targets and the branches to each
+ * instruction; registers written and how; memory operand formula).  skid.c then charges
+ * the sample at `ip` to one memory operand of that list.
  */
 #include "nmp_decode.h"
 #include "nmp_decode_int.h"
@@ -17,11 +13,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-enum { F_CF = 1, F_TARGET = 2, F_MEM = 4, F_GAP = 8, F_PAUSE = 16 };
-/* nmp_insn.def_op: dst = src (mov), dst = sx32(src) (movsxd), dst = dst OP imm, or
- * dst = src + src2 * scale + imm (lea) */
-enum { DEF_NONE = 0, DEF_MOV = 32, DEF_SX32, DEF_ALU, DEF_LEA };
 
 /* Capstone register -> perf_event_x86_regs index (aliases map to the full register);
  * -1 for anything else (vector, segment, control registers). */
@@ -87,37 +78,71 @@ void nmp_regs_unpack(uint64_t mask, const uint64_t *vals, size_t n, struct nmp_r
             out->r[b] = vals[k++];
 }
 
-static uint64_t rebuilt(const struct nmp_rebuild *rb, const struct nmp_regs *r)
+/* Whether x86 condition code cc (the low nibble of jcc / cmovcc) holds on EFLAGS. */
+static int cond_holds(uint64_t fl, int cc)
+{
+    int cf = fl & 1, pf = (fl >> 2) & 1, zf = (fl >> 6) & 1, sf = (fl >> 7) & 1,
+        of = (fl >> 11) & 1, h;
+    switch ((cc >> 1) & 7) {
+    case 0: h = of; break;
+    case 1: h = cf; break;
+    case 2: h = zf; break;
+    case 3: h = cf | zf; break;
+    case 4: h = sf; break;
+    case 5: h = pf; break;
+    case 6: h = sf != of; break;
+    default: h = zf | (sf != of); break;
+    }
+    return h ^ (cc & 1);
+}
+
+/* The value rb rebuilds under registers r: 0, or -1 when a division is not exact (the
+ * multiplication it undoes overflowed: no address rather than a wrong one). */
+static int rebuilt(const struct nmp_rebuild *rb, const struct nmp_regs *r, uint64_t *out)
 {
     uint64_t v = r->r[(int)rb->src];
     for (int k = 0; k < rb->nops && k < NMP_REBUILD_OPS; k++) {
         const struct nmp_rop *o = &rb->ops[k];
+        uint64_t imm = (uint64_t)(int64_t)o->imm;
         switch (o->op) {
-        case NMP_ROP_ADD: v += (uint64_t)(int64_t)o->imm; break;
-        case NMP_ROP_AND: v &= (uint64_t)(int64_t)o->imm; break;
-        case NMP_ROP_SHL: v <<= (unsigned)o->imm & 63; break;
-        case NMP_ROP_SHR: v >>= (unsigned)o->imm & 63; break;
-        case NMP_ROP_SAR: v = (uint64_t)((int64_t)v >> ((unsigned)o->imm & 63)); break;
+        case NMP_ROP_ADD: v += imm; break;
+        case NMP_ROP_AND: v &= imm; break;
+        case NMP_ROP_SHL: v <<= imm & 63; break;
+        case NMP_ROP_SHR: v >>= imm & 63; break;
+        case NMP_ROP_SAR: v = (uint64_t)((int64_t)v >> (imm & 63)); break;
         case NMP_ROP_ZX32: v &= 0xffffffffULL; break;
         case NMP_ROP_SX32: v = (uint64_t)(int64_t)(int32_t)(uint32_t)v; break;
-        case NMP_ROP_ADDREG:
-            v += r->r[(int)o->reg] * o->scale + (uint64_t)(int64_t)o->imm;
+        case NMP_ROP_ADDREG: v += r->r[(int)o->reg] * (uint64_t)(int64_t)o->scale + imm; break;
+        case NMP_ROP_STRBACK: /* EFLAGS.DF (bit 10): the string ran downwards */
+            v += (r->r[NMP_REG_FLAGS] & (1u << 10)) ? imm : -imm;
+            break;
+        case NMP_ROP_DIV:
+            if (o->imm <= 0 || (int64_t)v % o->imm != 0)
+                return -1;
+            v = (uint64_t)((int64_t)v / o->imm);
+            break;
+        case NMP_ROP_SELECT:
+            if (!cond_holds(r->r[NMP_REG_FLAGS], o->imm))
+                v = r->r[(int)o->reg];
             break;
         default: break;
         }
     }
-    return v;
+    *out = v;
+    return 0;
 }
 
 uint64_t nmp_memop_addr(const struct nmp_memop *m, const struct nmp_regs *r)
 {
-    if (m->rule != NMP_RULE_AT_IP && m->rule != NMP_RULE_SKID)
+    if (!nmp_rule_has_address(m->rule))
         return 0;
-    uint64_t a = (uint64_t)m->disp;
+    uint64_t a = (uint64_t)m->disp, rb = 0;
+    if (m->rb.used && rebuilt(&m->rb, r, &rb) != 0)
+        return 0;
     if (m->base >= 0)
-        a += m->rb.used && m->rb.reg == m->base ? rebuilt(&m->rb, r) : r->r[(int)m->base];
+        a += m->rb.used && m->rb.reg == m->base ? rb : r->r[(int)m->base];
     if (m->index >= 0)
-        a += (m->rb.used && m->rb.reg == m->index ? rebuilt(&m->rb, r) : r->r[(int)m->index]) * m->scale;
+        a += (m->rb.used && m->rb.reg == m->index ? rb : r->r[(int)m->index]) * m->scale;
     if (m->addr32)
         a &= 0xffffffffULL;
     return a;
@@ -187,14 +212,32 @@ static int fix_access(unsigned id, const char *mnem, int opidx, int acc)
     default:
         break;
     }
-    if (!strncmp(mnem, "mov", 3) || !strncmp(mnem, "vmov", 4))
+    /* VEX / EVEX instructions never read-modify-write memory: a memory destination is a
+     * store (vmov*, vextract*, vmaskmov*, vcompress*, vpmov* narrowing, vcvtps2ph), a
+     * memory source a load (Capstone 4 gives masked loads and vexpand* no access at all,
+     * and masked or compressing stores as loads) */
+    if (mnem[0] == 'v' && strcmp(mnem, "vldmxcsr") != 0)
         return opidx == 0 ? NMP_ACC_STORE : NMP_ACC_LOAD;
-    if (opidx == 0 && (!strncmp(mnem, "vextract", 8) || !strncmp(mnem, "extract", 7) ||
-                       !strncmp(mnem, "pextr", 5) || !strncmp(mnem, "vpextr", 6) ||
-                       !strncmp(mnem, "vmaskmov", 8) || !strncmp(mnem, "vpmaskmov", 9) ||
-                       !strncmp(mnem, "vcvtps2ph", 9)))
+    if (!strncmp(mnem, "mov", 3))
+        return opidx == 0 ? NMP_ACC_STORE : NMP_ACC_LOAD;
+    if (opidx == 0 && (!strncmp(mnem, "extract", 7) || !strncmp(mnem, "pextr", 5)))
         return NMP_ACC_STORE;
     return acc;
+}
+
+/* The x86 condition code (0 o, 1 no, 2 b, 3 ae, 4 e, 5 ne, 6 be, 7 a, 8 s, 9 ns, 10 p,
+ * 11 np, 12 l, 13 ge, 14 le, 15 g) of a cmovcc. */
+static int cmov_cc(unsigned id)
+{
+    static const unsigned ids[16] = {
+        X86_INS_CMOVO, X86_INS_CMOVNO, X86_INS_CMOVB, X86_INS_CMOVAE, X86_INS_CMOVE,
+        X86_INS_CMOVNE, X86_INS_CMOVBE, X86_INS_CMOVA, X86_INS_CMOVS, X86_INS_CMOVNS,
+        X86_INS_CMOVP, X86_INS_CMOVNP, X86_INS_CMOVL, X86_INS_CMOVGE, X86_INS_CMOVLE,
+        X86_INS_CMOVG};
+    for (int k = 0; k < 16; k++)
+        if (ids[k] == id)
+            return k;
+    return -1;
 }
 
 /* The def_* fields: what an instruction that writes exactly one general register (8 or
@@ -221,7 +264,7 @@ static void fill_def(struct nmp_insn *in, unsigned id, const cs_x86 *x)
         if (s->type == X86_OP_REG && s->size == dsize) {
             int src = perf_reg(s->reg, &s32);
             if (src >= 0 && src != 8) {
-                in->def_op = DEF_MOV;
+                in->def_op = NMP_DEF_MOV;
                 in->def_src = (int8_t)src;
             }
         }
@@ -230,7 +273,7 @@ static void fill_def(struct nmp_insn *in, unsigned id, const cs_x86 *x)
         if (s->type == X86_OP_REG && s->size == 4 && dsize == 8) {
             int src = perf_reg(s->reg, &s32);
             if (src >= 0 && src != 8) {
-                in->def_op = DEF_SX32;
+                in->def_op = NMP_DEF_SX32;
                 in->def_src = (int8_t)src;
             }
         }
@@ -239,7 +282,7 @@ static void fill_def(struct nmp_insn *in, unsigned id, const cs_x86 *x)
     case X86_INS_SHL: case X86_INS_SAL: case X86_INS_SHR: case X86_INS_SAR:
         if (s->type != X86_OP_IMM)
             return;
-        in->def_op = DEF_ALU;
+        in->def_op = NMP_DEF_ALU;
         in->def_src = (int8_t)dst;
         in->def_scale = id == X86_INS_AND ? NMP_ROP_AND
                         : id == X86_INS_ADD ? NMP_ROP_ADD
@@ -250,9 +293,22 @@ static void fill_def(struct nmp_insn *in, unsigned id, const cs_x86 *x)
             in->def_imm = (int32_t)-(int64_t)in->def_imm;
         if ((id == X86_INS_SHL || id == X86_INS_SAL || id == X86_INS_SHR || id == X86_INS_SAR) &&
             (imm < 0 || imm > 63))
-            in->def_op = DEF_NONE;
+            in->def_op = NMP_DEF_NONE;
         if (id == X86_INS_SUB && imm == INT32_MIN)
-            in->def_op = DEF_NONE;
+            in->def_op = NMP_DEF_NONE;
+        return;
+    case X86_INS_CMOVO: case X86_INS_CMOVNO: case X86_INS_CMOVB: case X86_INS_CMOVAE:
+    case X86_INS_CMOVE: case X86_INS_CMOVNE: case X86_INS_CMOVBE: case X86_INS_CMOVA:
+    case X86_INS_CMOVS: case X86_INS_CMOVNS: case X86_INS_CMOVP: case X86_INS_CMOVNP:
+    case X86_INS_CMOVL: case X86_INS_CMOVGE: case X86_INS_CMOVLE: case X86_INS_CMOVG:
+        if (s->type == X86_OP_REG && s->size == dsize) {
+            int src = perf_reg(s->reg, &s32);
+            if (src >= 0 && src != NMP_REG_IP) {
+                in->def_op = NMP_DEF_CMOV;
+                in->def_src = (int8_t)src;
+                in->def_imm = cmov_cc(id);
+            }
+        }
         return;
     case X86_INS_LEA:
         if (s->type != X86_OP_MEM || s->mem.segment != X86_REG_INVALID ||
@@ -266,7 +322,7 @@ static void fill_def(struct nmp_insn *in, unsigned id, const cs_x86 *x)
             return;
         if (b32 || i32 || b == 8 || i == 8)
             return; /* 32-bit address arithmetic: not replayed */
-        in->def_op = DEF_LEA;
+        in->def_op = NMP_DEF_LEA;
         in->def_src = (int8_t)b;
         in->def_src2 = (int8_t)i;
         in->def_scale = (uint8_t)(s->mem.scale > 0 ? s->mem.scale : 1);
@@ -274,6 +330,127 @@ static void fill_def(struct nmp_insn *in, unsigned id, const cs_x86 *x)
         return;
     default:
         return;
+    }
+}
+
+/* Control-flow flags of the instruction in c->ci, and the target of a direct branch. */
+static void fill_flow(struct nmp_cs *c, struct nmp_insn *in, uint64_t *target)
+{
+    cs_insn *ci = c->ci;
+    cs_x86 *x = &ci->detail->x86;
+    unsigned id = ci->id;
+    int jump = cs_insn_group(c->h, ci, CS_GRP_JUMP) || id == X86_INS_LOOP ||
+               id == X86_INS_LOOPE || id == X86_INS_LOOPNE;
+    *target = 0;
+    if (jump) {
+        in->flags |= NMP_F_CF;
+        if (id == X86_INS_JMP || id == X86_INS_LJMP)
+            in->flags |= NMP_F_NOFALL;
+        if (x->op_count == 1 && x->operands[0].type == X86_OP_IMM)
+            *target = (uint64_t)x->operands[0].imm;
+    } else if (cs_insn_group(c->h, ci, CS_GRP_RET) || cs_insn_group(c->h, ci, CS_GRP_IRET) ||
+               id == X86_INS_UD2 || id == X86_INS_HLT || id == X86_INS_INT3) {
+        in->flags |= NMP_F_CF | NMP_F_NOFALL;
+    } else if (cs_insn_group(c->h, ci, CS_GRP_CALL) || cs_insn_group(c->h, ci, CS_GRP_INT) ||
+               id == X86_INS_SYSCALL || id == X86_INS_SYSENTER) {
+        in->flags |= NMP_F_CF | NMP_F_CALL;
+    }
+    /* a thread waiting: pause in a spin loop, or reading the time-stamp counter to time
+     * one out (the LLVM OpenMP runtime's barrier waits call __kmp_hardware_timestamp,
+     * rdtsc and nothing else, between their pauses) */
+    if (id == X86_INS_PAUSE || id == X86_INS_RDTSC || id == X86_INS_RDTSCP)
+        in->flags |= NMP_F_PAUSE;
+    if (id == X86_INS_NOP)
+        in->flags |= NMP_F_NOP;
+}
+
+/* A step of one 64-bit register that the skid rule can undo: add/sub by a constant or by
+ * another register, inc/dec, lea reg,[reg+d] or lea reg,[reg+src*s+d] (the pointer or
+ * index of a loop after its access, stepped by a constant or by a stride in a register),
+ * a multiplication by a constant (lea reg,[reg+reg*s+d], imul reg,reg,imm: an index
+ * scaled for its next use).  A 32-bit step zero-extends and is not one. */
+static void fill_step(struct nmp_insn *in, unsigned id, const cs_x86 *x)
+{
+    in->step_reg = in->step_src = -1;
+    in->step_mul = 1;
+    const cs_x86_op *d = &x->operands[0], *s = &x->operands[1];
+    int r32 = 0, s32 = 0, dst = -1;
+    if (x->op_count >= 1 && d->type == X86_OP_REG && d->size == 8)
+        dst = perf_reg(d->reg, &r32);
+    if (dst < 0 || dst == NMP_REG_IP || in->wregs != (1u << dst))
+        return;
+    if ((id == X86_INS_ADD || id == X86_INS_SUB) && x->op_count == 2 && s->type == X86_OP_IMM) {
+        if (s->imm > INT32_MIN && s->imm < INT32_MAX) {
+            in->step_reg = (int8_t)dst;
+            in->step = (int32_t)(id == X86_INS_ADD ? s->imm : -s->imm);
+        }
+    } else if ((id == X86_INS_ADD || id == X86_INS_SUB) && x->op_count == 2 &&
+               s->type == X86_OP_REG && s->size == 8) {
+        int src = perf_reg(s->reg, &s32);
+        if (src >= 0 && src != dst && src != NMP_REG_IP) {
+            in->step_reg = (int8_t)dst;
+            in->step_src = (int8_t)src;
+            in->step_scale = id == X86_INS_ADD ? 1 : -1;
+        }
+    } else if (id == X86_INS_IMUL && x->op_count == 3 && s->type == X86_OP_REG &&
+               s->reg == d->reg && x->operands[2].type == X86_OP_IMM &&
+               x->operands[2].imm > 1 && x->operands[2].imm < INT32_MAX) {
+        in->step_reg = (int8_t)dst; /* imul r,r,imm */
+        in->step_mul = (int32_t)x->operands[2].imm;
+    } else if ((id == X86_INS_INC || id == X86_INS_DEC) && x->op_count == 1) {
+        in->step_reg = (int8_t)dst;
+        in->step = id == X86_INS_INC ? 1 : -1;
+    } else if (id == X86_INS_LEA && x->op_count == 2 && s->type == X86_OP_MEM &&
+               s->mem.segment == X86_REG_INVALID && s->mem.disp > INT32_MIN &&
+               s->mem.disp < INT32_MAX) {
+        int b32 = 0, i32 = 0;
+        int b = s->mem.base == X86_REG_INVALID ? -1 : perf_reg(s->mem.base, &b32);
+        int i = s->mem.index == X86_REG_INVALID ? -1 : perf_reg(s->mem.index, &i32);
+        int sc = s->mem.scale > 0 ? s->mem.scale : 1;
+        if (b32 || i32 || b == NMP_REG_IP || i == NMP_REG_IP)
+            return;
+        if (b == dst && i == dst) {                 /* lea r,[r+r*s+d]: r * (s+1) + d */
+            in->step_mul = sc + 1;
+        } else if (b == dst && i < 0) {             /* lea r,[r+d] */
+            in->step_src = -1;
+        } else if (b == dst) {                      /* lea r,[r+src*s+d] */
+            in->step_src = (int8_t)i;
+            in->step_scale = (int8_t)sc;
+        } else if (i == dst && sc == 1 && b >= 0) { /* lea r,[src+r+d] */
+            in->step_src = (int8_t)b;
+            in->step_scale = 1;
+        } else {
+            return;
+        }
+        in->step_reg = (int8_t)dst;
+        in->step = (int32_t)s->mem.disp;
+    }
+}
+
+/* A gather or scatter (one address per vector lane, from a vector index register): by
+ * name, because Capstone 4 decodes the VSIB index of EVEX scatters and of the gather /
+ * scatter prefetches as a general register (vpscatterdd [rdi+zmm0*4] as [rdi+rax*4]). */
+static int is_vsib(const char *mnem)
+{
+    return strstr(mnem, "gather") || strstr(mnem, "scatter");
+}
+
+/* A string instruction (movs, stos, lods, cmps, scas); X86_INS_MOVSD and CMPSD are also
+ * the SSE movsd / cmpsd, which have a vector register operand. */
+static int is_string(unsigned id, const cs_x86 *x)
+{
+    switch (id) {
+    case X86_INS_MOVSB: case X86_INS_MOVSW: case X86_INS_MOVSD: case X86_INS_MOVSQ:
+    case X86_INS_STOSB: case X86_INS_STOSW: case X86_INS_STOSD: case X86_INS_STOSQ:
+    case X86_INS_LODSB: case X86_INS_LODSW: case X86_INS_LODSD: case X86_INS_LODSQ:
+    case X86_INS_CMPSB: case X86_INS_CMPSW: case X86_INS_CMPSD: case X86_INS_CMPSQ:
+    case X86_INS_SCASB: case X86_INS_SCASW: case X86_INS_SCASD: case X86_INS_SCASQ:
+        for (int i = 0; i < x->op_count; i++)
+            if (x->operands[i].type == X86_OP_REG && is_vector_reg(x->operands[i].reg))
+                return 0;
+        return 1;
+    default:
+        return 0;
     }
 }
 
@@ -285,127 +462,108 @@ static void fill_insn(struct nmp_cs *c, struct nmp_insn *in, uint64_t *target)
     memset(in, 0, sizeof *in);
     in->addr = ci->address;
     in->len = (uint8_t)ci->size;
-    *target = 0;
-    if (ci->id == X86_INS_PAUSE)
-        in->flags |= F_PAUSE;
-    if (cs_insn_group(c->h, ci, CS_GRP_JUMP) || cs_insn_group(c->h, ci, CS_GRP_CALL) ||
-        cs_insn_group(c->h, ci, CS_GRP_RET) || cs_insn_group(c->h, ci, CS_GRP_INT) ||
-        cs_insn_group(c->h, ci, CS_GRP_IRET) || ci->id == X86_INS_SYSCALL ||
-        ci->id == X86_INS_SYSENTER || ci->id == X86_INS_UD2 || ci->id == X86_INS_HLT) {
-        in->flags |= F_CF;
-        if (cs_insn_group(c->h, ci, CS_GRP_JUMP) && x->op_count == 1 &&
-            x->operands[0].type == X86_OP_IMM)
-            *target = (uint64_t)x->operands[0].imm;
-    }
+    in->tgt = in->src_first = in->src_next = -1;
+    fill_flow(c, in, target);
 
     cs_regs rr, rw;
     uint8_t nr = 0, nw = 0;
     if (cs_regs_access(c->h, ci, rr, &nr, rw, &nw) == CS_ERR_OK) {
         for (int i = 0; i < nw; i++) {
             int p = perf_reg(rw[i], NULL);
-            if (p >= 0 && p != 8 && p != 9)
+            if (p == NMP_REG_FLAGS)
+                in->flags |= NMP_F_WFLAGS;
+            else if (p >= 0 && p != NMP_REG_IP)
                 in->wregs |= 1u << p;
         }
     }
-
-    /* a constant step of one 64-bit register (the loop induction variable after its
-     * access) can be undone by the skid rule */
-    in->step_reg = -1;
-    int r32 = 0;
-    if ((ci->id == X86_INS_ADD || ci->id == X86_INS_SUB) && x->op_count == 2 &&
-        x->operands[0].type == X86_OP_REG && x->operands[1].type == X86_OP_IMM) {
-        int p = perf_reg(x->operands[0].reg, &r32);
-        int64_t imm = x->operands[1].imm;
-        if (p >= 0 && !r32 && x->operands[0].size == 8 && imm > INT32_MIN && imm < INT32_MAX) {
-            in->step_reg = (int8_t)p;
-            in->step = (int32_t)(ci->id == X86_INS_ADD ? imm : -imm);
-        }
-    } else if ((ci->id == X86_INS_INC || ci->id == X86_INS_DEC) && x->op_count == 1 &&
-               x->operands[0].type == X86_OP_REG && x->operands[0].size == 8) {
-        int p = perf_reg(x->operands[0].reg, &r32);
-        if (p >= 0) {
-            in->step_reg = (int8_t)p;
-            in->step = ci->id == X86_INS_INC ? 1 : -1;
-        }
-    } else if (ci->id == X86_INS_LEA && x->op_count == 2 && x->operands[0].type == X86_OP_REG &&
-               x->operands[0].reg == x->operands[1].mem.base &&
-               x->operands[1].mem.index == X86_REG_INVALID && x->operands[0].size == 8 &&
-               x->operands[1].mem.disp > INT32_MIN && x->operands[1].mem.disp < INT32_MAX) {
-        int p = perf_reg(x->operands[0].reg, &r32);
-        if (p >= 0 && p != 8) {
-            in->step_reg = (int8_t)p;
-            in->step = (int32_t)x->operands[1].mem.disp;
-        }
-    }
-    if (in->step_reg >= 0 && in->wregs != (1u << in->step_reg))
-        in->step_reg = -1;
+    fill_step(in, ci->id, x);
     fill_def(in, ci->id, x);
 
-    if (no_data_access(ci->id))
-        return;
-    for (int i = 0; i < x->op_count; i++) {
-        cs_x86_op *op = &x->operands[i];
-        if (op->type != X86_OP_MEM)
-            continue;
-        struct nmp_memop *m = &in->mem;
-        in->flags |= F_MEM;
-        m->insn = ci->address;
-        m->size = op->size;
-        int rd = (op->access & CS_AC_READ) != 0, wr = (op->access & CS_AC_WRITE) != 0;
-        m->access = rd && wr ? NMP_ACC_RMW : wr ? NMP_ACC_STORE : rd ? NMP_ACC_LOAD : NMP_ACC_NONE;
-        m->access = (uint8_t)fix_access(ci->id, ci->mnemonic, i, m->access);
-        m->base = m->index = -1;
-        m->scale = (uint8_t)(op->mem.scale > 0 ? op->mem.scale : 1);
-        m->disp = op->mem.disp;
-        m->rule = NMP_RULE_AT_IP;
-        if (op->mem.segment == X86_REG_FS || op->mem.segment == X86_REG_GS) {
-            m->rule = NMP_RULE_SEGMENT;
-            break;
-        }
-        if (op->mem.index != X86_REG_INVALID && is_vector_reg(op->mem.index)) {
-            m->rule = NMP_RULE_VSIB;
-            break;
-        }
-        int b32 = 0, i32 = 0;
-        if (op->mem.base == X86_REG_RIP || op->mem.base == X86_REG_EIP) {
-            m->disp = (int64_t)(ci->address + ci->size) + op->mem.disp;
-            m->addr32 = op->mem.base == X86_REG_EIP;
-        } else if (op->mem.base != X86_REG_INVALID) {
-            m->base = (int8_t)perf_reg(op->mem.base, &b32);
-            if (m->base < 0)
-                m->rule = NMP_RULE_UNDECODABLE;
-        }
-        if (op->mem.index != X86_REG_INVALID) {
-            m->index = (int8_t)perf_reg(op->mem.index, &i32);
-            if (m->index < 0)
-                m->rule = NMP_RULE_UNDECODABLE;
-        }
-        if (b32 || i32)
-            m->addr32 = 1;
-        break;
+    if (no_data_access(ci->id) || (is_vsib(ci->mnemonic) && strstr(ci->mnemonic, "pf")))
+        return; /* lea, nop, prefetches (vgatherpf0dps & co too) */
+    int string = is_string(ci->id, x);
+    if (string) {
+        in->flags |= NMP_F_STRING;
+        if (x->prefix[0] == X86_PREFIX_REP || x->prefix[0] == X86_PREFIX_REPNE)
+            in->flags |= NMP_F_REP;
     }
+    /* the memory operand: the first, or for a string instruction with two (movs, cmps)
+     * the source, [rsi]: a copy waits on its loads, its stores retire into the store
+     * buffer */
+    int mi = -1;
+    for (int i = 0; i < x->op_count; i++) {
+        if (x->operands[i].type != X86_OP_MEM)
+            continue;
+        if (mi < 0 || (string && x->operands[i].mem.base == X86_REG_RSI))
+            mi = i;
+    }
+    if (mi < 0)
+        return;
+    cs_x86_op *op = &x->operands[mi];
+    struct nmp_memop *m = &in->mem;
+    in->flags |= NMP_F_MEM;
+    m->insn = ci->address;
+    m->size = op->size;
+    int rd = (op->access & CS_AC_READ) != 0, wr = (op->access & CS_AC_WRITE) != 0;
+    m->access = rd && wr ? NMP_ACC_RMW : wr ? NMP_ACC_STORE : rd ? NMP_ACC_LOAD : NMP_ACC_NONE;
+    m->access = (uint8_t)fix_access(ci->id, ci->mnemonic, mi, m->access);
+    m->base = m->index = -1;
+    m->scale = (uint8_t)(op->mem.scale > 0 ? op->mem.scale : 1);
+    m->disp = op->mem.disp;
+    m->rule = NMP_RULE_AT_IP;
+    if (op->mem.segment == X86_REG_FS || op->mem.segment == X86_REG_GS) {
+        m->rule = NMP_RULE_SEGMENT;
+        return;
+    }
+    if (is_vsib(ci->mnemonic) ||
+        (op->mem.index != X86_REG_INVALID && is_vector_reg(op->mem.index))) {
+        m->rule = NMP_RULE_VSIB;
+        return;
+    }
+    int b32 = 0, i32 = 0;
+    if (op->mem.base == X86_REG_RIP || op->mem.base == X86_REG_EIP) {
+        m->disp = (int64_t)(ci->address + ci->size) + op->mem.disp;
+        m->addr32 = op->mem.base == X86_REG_EIP;
+    } else if (op->mem.base != X86_REG_INVALID) {
+        m->base = (int8_t)perf_reg(op->mem.base, &b32);
+        if (m->base < 0)
+            m->rule = NMP_RULE_UNDECODABLE;
+    }
+    if (op->mem.index != X86_REG_INVALID) {
+        m->index = (int8_t)perf_reg(op->mem.index, &i32);
+        if (m->index < 0)
+            m->rule = NMP_RULE_UNDECODABLE;
+    }
+    if (b32 || i32)
+        m->addr32 = 1;
 }
 
-static int cmp_u64(const void *a, const void *b)
+/* Index of the instruction starting at addr, or -1. */
+long nmp_insn_find(const struct nmp_insn *v, size_t n, uint64_t addr)
 {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (v[mid].addr < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && v[lo].addr == addr ? (long)lo : -1;
 }
 
 /* Linear decode of [addr, addr+len); undecodable bytes are skipped one at a time and
- * the next instruction is marked F_GAP.  Direct branch targets inside the range mark
- * their instruction F_TARGET.  Returns 0 or -1 (ENOMEM). */
+ * the next instruction is marked NMP_F_GAP.  Direct branches to an instruction of the
+ * range link it (tgt, and the src_first / src_next chain of the target, which is marked
+ * NMP_F_TARGET).  Returns 0 or -1 (ENOMEM). */
 int nmp_cs_decode_range(struct nmp_cs *c, const uint8_t *code, size_t len, uint64_t addr,
                         struct nmp_insn **out, size_t *nout)
 {
-    size_t cap = len / 3 + 8, n = 0, ntg = 0, tcap = 16;
+    size_t cap = len / 3 + 8, n = 0;
     struct nmp_insn *v = malloc(cap * sizeof *v);
-    uint64_t *tg = malloc(tcap * sizeof *tg);
-    if (!v || !tg) {
-        free(v);
-        free(tg);
-        return -1;
-    }
+    uint64_t *tg = malloc(cap * sizeof *tg); /* each instruction's branch target, 0 none */
+    if (!v || !tg)
+        goto oom;
     const uint8_t *p = code;
     size_t left = len;
     uint64_t a = addr;
@@ -424,30 +582,25 @@ int nmp_cs_decode_range(struct nmp_cs *c, const uint8_t *code, size_t len, uint6
             if (!nv)
                 goto oom;
             v = nv;
+            uint64_t *nt = realloc(tg, cap * sizeof *tg);
+            if (!nt)
+                goto oom;
+            tg = nt;
         }
-        uint64_t t;
-        fill_insn(c, &v[n], &t);
+        fill_insn(c, &v[n], &tg[n]);
         if (gap)
-            v[n].flags |= F_GAP;
+            v[n].flags |= NMP_F_GAP;
         gap = 0;
         n++;
-        if (t >= addr && t < addr + len) {
-            if (ntg == tcap) {
-                tcap *= 2;
-                uint64_t *nt = realloc(tg, tcap * sizeof *tg);
-                if (!nt)
-                    goto oom;
-                tg = nt;
-            }
-            tg[ntg++] = t;
-        }
     }
-    qsort(tg, ntg, sizeof *tg, cmp_u64);
-    for (size_t i = 0, k = 0; i < n && k < ntg; i++) {
-        while (k < ntg && tg[k] < v[i].addr)
-            k++;
-        if (k < ntg && tg[k] == v[i].addr)
-            v[i].flags |= F_TARGET;
+    for (size_t i = 0; i < n; i++) {
+        long t = tg[i] >= addr && tg[i] < addr + len ? nmp_insn_find(v, n, tg[i]) : -1;
+        if (t < 0)
+            continue;
+        v[i].tgt = (int32_t)t;
+        v[i].src_next = v[t].src_first;
+        v[t].src_first = (int32_t)i;
+        v[t].flags |= NMP_F_TARGET;
     }
     free(tg);
     *out = v;
@@ -458,209 +611,6 @@ oom:
     free(tg);
     errno = ENOMEM;
     return -1;
-}
-
-/* Index of the instruction starting at ip, or -1. */
-static long find_insn(const struct nmp_insn *v, size_t n, uint64_t ip)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (v[mid].addr < ip)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < n && v[lo].addr == ip ? (long)lo : -1;
-}
-
-static int push_op(struct nmp_rebuild *rb, int op, int reg, int scale, int64_t imm)
-{
-    if (rb->nops >= NMP_REBUILD_OPS || imm < INT32_MIN || imm > INT32_MAX)
-        return -1;
-    struct nmp_rop *o = &rb->ops[rb->nops++];
-    o->op = (uint8_t)op;
-    o->reg = (int8_t)reg;
-    o->scale = (uint8_t)scale;
-    o->pad = 0;
-    o->imm = (int32_t)imm;
-    return 0;
-}
-
-/* 1 if v[from..to) wrote `reg` only by constant steps (their sum, negated, in *undo). */
-static int steps_only(const struct nmp_insn *v, long from, long to, int reg, int64_t *undo)
-{
-    *undo = 0;
-    for (long k = from; k < to; k++) {
-        if (!(v[k].wregs & (1u << reg)))
-            continue;
-        if (v[k].step_reg != reg)
-            return 0;
-        *undo -= v[k].step;
-    }
-    return 1;
-}
-
-static int log2_scale(int s)
-{
-    return s == 1 ? 0 : s == 2 ? 1 : s == 4 ? 2 : s == 8 ? 3 : -1;
-}
-
-/* Rebuilds into rb the value `reg` had just before v[at], from the registers at the
- * sample (taken before v[ipi]): intact up to constant steps, or replayed from the
- * instruction that last set it in the same straight-line block (mov, movsxd, and / add /
- * sub / shifts by a constant, lea), recursively.  0, or -1 when it cannot be known. */
-static int rebuild(const struct nmp_insn *v, long at, long ipi, int reg, struct nmp_rebuild *rb,
-                   int depth)
-{
-    int64_t undo;
-    if (steps_only(v, at, ipi, reg, &undo)) {
-        rb->src = (int8_t)reg;
-        rb->nops = 0;
-        return undo ? push_op(rb, NMP_ROP_ADD, -1, 0, undo) : 0;
-    }
-    if (depth >= 4)
-        return -1;
-    for (long k = at - 1; k >= 0; k--) {
-        if ((v[k + 1].flags & (F_TARGET | F_GAP)) || (v[k].flags & F_CF))
-            return -1; /* the value came from another path */
-        if (!(v[k].wregs & (1u << reg)))
-            continue;
-        const struct nmp_insn *d = &v[k];
-        int b = d->def_src, x = d->def_src2, sh = log2_scale(d->def_scale);
-        int64_t ub = 0, ux = 0;
-        switch (d->def_op) {
-        case DEF_MOV:
-            if (rebuild(v, k, ipi, b, rb, depth + 1) < 0)
-                return -1;
-            break;
-        case DEF_SX32:
-            if (rebuild(v, k, ipi, b, rb, depth + 1) < 0 || push_op(rb, NMP_ROP_SX32, -1, 0, 0) < 0)
-                return -1;
-            break;
-        case DEF_ALU:
-            if (rebuild(v, k, ipi, reg, rb, depth + 1) < 0 ||
-                push_op(rb, d->def_scale, -1, 0, d->def_imm) < 0)
-                return -1;
-            break;
-        case DEF_LEA:
-            if (x < 0) { /* base + disp */
-                if (b < 0 || rebuild(v, k, ipi, b, rb, depth + 1) < 0)
-                    return -1;
-            } else if (b < 0 || (b != x && steps_only(v, k, ipi, b, &ub))) {
-                /* index * scale (+ an intact base) + disp */
-                if (sh < 0 || rebuild(v, k, ipi, x, rb, depth + 1) < 0 ||
-                    (sh && push_op(rb, NMP_ROP_SHL, -1, 0, sh) < 0) ||
-                    (b >= 0 && push_op(rb, NMP_ROP_ADDREG, b, 1, ub) < 0))
-                    return -1;
-            } else if (b != x && steps_only(v, k, ipi, x, &ux)) {
-                /* base + an intact index * scale + disp */
-                if (rebuild(v, k, ipi, b, rb, depth + 1) < 0 ||
-                    push_op(rb, NMP_ROP_ADDREG, x, d->def_scale, ux * d->def_scale) < 0)
-                    return -1;
-            } else {
-                return -1;
-            }
-            if (d->def_imm && push_op(rb, NMP_ROP_ADD, -1, 0, d->def_imm) < 0)
-                return -1;
-            break;
-        default:
-            return -1;
-        }
-        if (d->def_32 && push_op(rb, NMP_ROP_ZX32, -1, 0, 0) < 0)
-            return -1;
-        return 0;
-    }
-    return -1;
-}
-
-/* Charges the access of v[j] to a sample taken before v[i] (rule skid): each address
- * register is either intact up to constant steps (undone in the displacement) or
- * rebuilt (at most one of them).  Returns 0, or -1 with rule clobbered. */
-static int skid_to(const struct nmp_insn *v, long j, long i, struct nmp_memop *out)
-{
-    *out = v[j].mem;
-    out->rule = NMP_RULE_SKID;
-    memset(&out->rb, 0, sizeof out->rb);
-    int64_t dbase = 0, dindex = 0;
-    int regs[2] = {out->base, out->index};
-    int64_t *undo[2] = {&dbase, &dindex};
-    for (int w = 0; w < 2; w++) {
-        int reg = regs[w];
-        if (reg < 0)
-            continue;
-        if (w == 1 && reg == regs[0]) { /* (%rax,%rax,s): as the base */
-            dindex = dbase;
-            continue;
-        }
-        if (steps_only(v, j, i, reg, undo[w]))
-            continue;
-        struct nmp_rebuild rb;
-        memset(&rb, 0, sizeof rb);
-        if (out->rb.used || rebuild(v, j, i, reg, &rb, 0) < 0) {
-            memset(&out->rb, 0, sizeof out->rb);
-            out->rule = NMP_RULE_CLOBBERED;
-            return -1;
-        }
-        rb.used = 1;
-        rb.reg = (int8_t)reg;
-        out->rb = rb;
-    }
-    out->disp += dbase + dindex * out->scale;
-    return 0;
-}
-
-/* The at_ip / skid rule on a decoded instruction list.  Returns 0, or -1 if ip is not an
- * instruction boundary of the list. */
-int nmp_attribute(const struct nmp_insn *v, size_t n, uint64_t ip, struct nmp_memop *out)
-{
-    long i = find_insn(v, n, ip);
-    memset(out, 0, sizeof *out);
-    out->base = out->index = -1;
-    if (i < 0)
-        return -1;
-    if (v[i].flags & F_MEM) {
-        /* Two memory instructions in a row (movsd a; addsd b; movsd c in a stream loop):
-         * a timer interrupt is taken at an instruction boundary once the instruction it
-         * waited for has retired, so ip is the instruction *after* the stalled one.  The
-         * first instruction of such a run is never at ip (measured: 0 of 12 766 samples
-         * on `patterns irregular static rw`, whose loads of `a` open both loops), so the
-         * access that just retired is charged (rule skid) when its address is known. */
-        const struct nmp_insn *p = i > 0 ? &v[i - 1] : NULL;
-        if (p && !(v[i].flags & (F_TARGET | F_GAP)) && (p->flags & F_MEM) && !(p->flags & F_CF) &&
-            p->mem.rule == NMP_RULE_AT_IP && skid_to(v, i - 1, i, out) == 0)
-            return 0;
-        *out = v[i].mem;
-        return 0;
-    }
-    out->rule = NMP_RULE_NO_MEM;
-    /* a thread busy-waiting (OpenMP barrier, spin lock) is sampled on or just after its
-     * `pause`: it is waiting, not accessing memory */
-    if (v[i].flags & F_PAUSE) {
-        out->rule = NMP_RULE_SPIN;
-        return 0;
-    }
-    for (long j = i - 1; j >= 0; j--) {
-        const struct nmp_insn *in = &v[j];
-        if (v[j + 1].flags & (F_TARGET | F_GAP))
-            break;
-        if (in->flags & F_PAUSE) {
-            out->rule = NMP_RULE_SPIN;
-            return 0;
-        }
-        if (in->flags & F_CF)
-            break;
-        if (!(in->flags & F_MEM))
-            continue;
-        *out = in->mem;
-        if (out->rule != NMP_RULE_AT_IP)
-            return 0; /* segment / vsib / undecodable: the nearest access is not computable */
-        /* writes in between: constant steps are undone, a register overwritten since the
-         * access is rebuilt from the instructions that computed it, else it is clobbered */
-        skid_to(v, j, i, out);
-        return 0;
-    }
-    return 0;
 }
 
 void nmp_decode_code_cs(struct nmp_cs *c, const uint8_t *code, size_t len, uint64_t code_addr,

@@ -28,12 +28,22 @@ enum {
     NMP_RULE_UNREADABLE = 10, NMP_RULE_UNDECODABLE = 11, NMP_RULE_SEGMENT = 12,
     NMP_RULE_KERNEL = 13, NMP_RULE_VSIB = 14, NMP_RULE_CLOBBERED = 15,
     NMP_RULE_SPIN = 16, /* busy-wait loop (pause): a waiting thread, not a memory access */
+    NMP_RULE_SKID_PATH = 17, /* skid across conditional branches / joins (docs/profile-format.md) */
+    NMP_RULE_SKID_LOOP = 18, /* skid across a loop's back edge: the previous iteration's access */
+    NMP_RULE_COUNT = 19,
 };
 
 /* mappings.flags: besides the kernel's MAP_SHARED/MAP_PRIVATE bits, a mapping of one of
  * numaprof's own files in the program (the allocation shim's library and record files):
  * never an object of the program (docs/profile-format.md). */
 #define NMP_MAP_NUMAPROF 0x80000000u
+
+/* The rules whose sample carries a data address computed from the sampled registers. */
+static inline int nmp_rule_has_address(int rule)
+{
+    return rule == NMP_RULE_AT_IP || rule == NMP_RULE_SKID || rule == NMP_RULE_SKID_PATH ||
+           rule == NMP_RULE_SKID_LOOP;
+}
 
 #define NMP_ERRLEN 512
 

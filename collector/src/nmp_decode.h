@@ -21,6 +21,7 @@
 #define NMP_NREGS 24
 #define NMP_REGS_MASK 0xff0fffULL /* AX..SS and R8..R15: every general-purpose register */
 #define NMP_REG_IP 8
+#define NMP_REG_FLAGS 9
 
 struct nmp_regs {
     uint64_t r[NMP_NREGS];
@@ -29,12 +30,10 @@ struct nmp_regs {
 /* Unpacks `n` values sampled with `mask` (ascending bit order) into `out`. */
 void nmp_regs_unpack(uint64_t mask, const uint64_t *vals, size_t n, struct nmp_regs *out);
 
-/* How to compute the data address of a sample at one IP: the decode of the memory
- * operand the sample is attributed to.  rule is NMP_RULE_*; the address is meaningful
- * only for NMP_RULE_AT_IP and NMP_RULE_SKID. */
-/* The value an address register had at the access, rebuilt from a register still intact
- * at the sample when the register itself was overwritten since (`mov (%r10,%rdx,4),%edx`
- * loads over its own index): start from r[src] and apply ops[0..nops) in order. */
+/* The value an address register had at the access, rebuilt from registers intact at the
+ * sample when the register itself was changed since (`mov (%r10,%rdx,4),%edx` loads over
+ * its own index; `add %rcx,%r15` steps a pointer by a stride held in rcx): start from
+ * r[src] and apply ops[0..nops) in order. */
 enum nmp_rop_kind {
     NMP_ROP_ADD = 1, /* v += imm */
     NMP_ROP_AND,     /* v &= (int64_t)imm */
@@ -43,13 +42,18 @@ enum nmp_rop_kind {
     NMP_ROP_SAR,     /* v = (int64_t)v >> imm */
     NMP_ROP_ZX32,    /* v &= 0xffffffff (a 32-bit write) */
     NMP_ROP_SX32,    /* v = (int64_t)(int32_t)v (movsxd) */
-    NMP_ROP_ADDREG,  /* v += r[reg] * scale + imm */
+    NMP_ROP_ADDREG,  /* v += r[reg] * scale + imm (scale may be negative) */
+    NMP_ROP_STRBACK, /* v -= imm, or v += imm when the direction flag is set: back over
+                      * the last element a string instruction (movs, stos) stepped past */
+    NMP_ROP_DIV,     /* v = (int64_t)v / imm, exact (else no address): undoes v *= imm */
+    NMP_ROP_SELECT,  /* v = r[reg] unless condition imm (an x86 condition code, as in
+                      * jcc / cmovcc) holds on the sampled flags */
 };
 #define NMP_REBUILD_OPS 6
 struct nmp_rop {
     uint8_t op;   /* nmp_rop_kind */
     int8_t reg;   /* ADDREG: perf register index */
-    uint8_t scale;
+    int8_t scale;
     uint8_t pad;
     int32_t imm;
 };
@@ -62,6 +66,9 @@ struct nmp_rebuild {
     struct nmp_rop ops[NMP_REBUILD_OPS];
 };
 
+/* How to compute the data address of a sample at one IP: the decode of the memory
+ * operand the sample is attributed to.  rule is NMP_RULE_*; the address is meaningful
+ * only for the rules of nmp_rule_has_address(). */
 struct nmp_memop {
     int64_t disp;       /* displacement; RIP-relative operands have it resolved */
     uint64_t insn;      /* address of the instruction the sample is attributed to */

@@ -152,7 +152,7 @@ struct collector {
 
     uint64_t samples, with_address, lost, throttled, unthrottled, faults, page_queries,
         outside_user, hw_decode_errors, malformed;
-    uint64_t rules[17];
+    uint64_t rules[NMP_RULE_COUNT];
     char **warnings;
     int nwarn;
     int write_errno; /* the profile's tables could not be written (ENOSPC, EIO, ...) */
@@ -1362,7 +1362,7 @@ static void on_soft_sample(struct collector *c, const uint8_t *body, size_t len,
         nmp_decode_sample(c->dec, NULL, &s);
     }
     c->samples++;
-    c->rules[s.rule < 17 ? s.rule : NMP_RULE_UNDECODABLE]++;
+    c->rules[s.rule < NMP_RULE_COUNT ? s.rule : NMP_RULE_UNDECODABLE]++;
     if (s.rule == NMP_RULE_KERNEL)
         c->outside_user++;
     if (s.addr) {
@@ -1398,7 +1398,7 @@ static void on_hw_sample(struct collector *c, const struct ev *e, uint16_t misc,
         return;
     }
     c->samples++;
-    c->rules[s.rule < 17 ? s.rule : NMP_RULE_UNDECODABLE]++;
+    c->rules[s.rule < NMP_RULE_COUNT ? s.rule : NMP_RULE_UNDECODABLE]++;
     if (s.addr) {
         c->with_address++;
         page_note(c, s.pid, s.addr, nmp_now_ns());
@@ -1736,13 +1736,14 @@ static void iso_time(const struct timespec *ts, char *out, size_t len)
     strftime(out, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-static const char *rule_names[17] = {
+static const char *rule_names[NMP_RULE_COUNT] = {
     [NMP_RULE_NO_MEM] = "no_mem",           [NMP_RULE_AT_IP] = "at_ip",
     [NMP_RULE_SKID] = "skid",               [NMP_RULE_HW] = "hw",
     [NMP_RULE_UNREADABLE] = "unreadable",   [NMP_RULE_UNDECODABLE] = "undecodable",
     [NMP_RULE_SEGMENT] = "segment",         [NMP_RULE_KERNEL] = "kernel",
     [NMP_RULE_VSIB] = "vsib",               [NMP_RULE_CLOBBERED] = "clobbered",
-    [NMP_RULE_SPIN] = "spin",
+    [NMP_RULE_SPIN] = "spin",               [NMP_RULE_SKID_PATH] = "skid_path",
+    [NMP_RULE_SKID_LOOP] = "skid_loop",
 };
 
 static int write_collector_json(struct collector *c, const struct nmp_shim_totals *shim)
@@ -1804,7 +1805,7 @@ static int write_collector_json(struct collector *c, const struct nmp_shim_total
             c->samples, c->with_address, c->lost, c->throttled, unresolved, c->faults,
             c->page_queries, c->outside_user, c->malformed, c->hw_decode_errors);
     int first = 1;
-    for (int r = 0; r < 17; r++) {
+    for (int r = 0; r < NMP_RULE_COUNT; r++) {
         if (!rule_names[r])
             continue;
         fprintf(f, "%s\"%s\": %" PRIu64, first ? "" : ", ", rule_names[r], c->rules[r]);

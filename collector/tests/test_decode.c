@@ -9,9 +9,11 @@
 #include <string.h>
 #include <unistd.h>
 #include "nmp_check.h"
+#include "decode_vectors.h"
 
 /* perf_event_x86_regs indexes */
-enum { AX = 0, BX = 1, CX = 2, DX = 3, SI = 4, DI = 5, BP = 6, SP = 7, R8 = 16 };
+enum { AX = 0, BX = 1, CX = 2, DX = 3, SI = 4, DI = 5, BP = 6, SP = 7, FLAGS = 9, R8 = 16, R9 = 17,
+       R10 = 18, R12 = 20, R13 = 21, R14 = 22, R15 = 23 };
 
 
 struct expect {
@@ -33,6 +35,248 @@ static void check_case(struct nmp_decoder *d, const char *name, const uint8_t *c
         CHECK_MSG(m.size == e.size, "%s: size %d, expected %d", name, m.size, e.size);
     }
 }
+
+static const uint64_t A = 0x401000;
+
+/* A step of the address register by a stride held in another register, or by a constant
+ * factor, is undone when what it depends on is unchanged at ip. */
+static void test_register_steps(struct nmp_decoder *d)
+{
+    struct nmp_regs r;
+    memset(&r, 0, sizeof r);
+    r.r[R15] = 0x7f0000200000;
+    r.r[CX] = 0x2000; /* the column stride, in bytes */
+    /* adi -O2: addsd 0x8(%r15); add %rcx,%r15; ...; divsd; xorpd <- ip */
+    check_case(d, "adi -O2 register stride", adi_o2_sweep_y, sizeof adi_o2_sweep_y, 0x13f0,
+               0x143b, 1, &r,
+               (struct expect){r.r[R15] - r.r[CX] + 8, NMP_ACC_LOAD, 8, NMP_RULE_SKID});
+    check_case(d, "adi -O2 register stride, first after", adi_o2_sweep_y, sizeof adi_o2_sweep_y,
+               0x13f0, 0x1423, 1, &r,
+               (struct expect){r.r[R15] - r.r[CX] + 8, NMP_ACC_LOAD, 8, NMP_RULE_SKID});
+    /* adi -O3: addsd 0x8(%rdx); add %r8,%rdx; ... <- ip */
+    r.r[DX] = 0x7f0000210000;
+    r.r[R8] = 0x4000;
+    check_case(d, "adi -O3 register stride", adi_o3_sweep_y, sizeof adi_o3_sweep_y, 0x1518,
+               0x1563, 1, &r,
+               (struct expect){r.r[DX] - r.r[R8] + 8, NMP_ACC_LOAD, 8, NMP_RULE_SKID});
+    /* addsd 0x8(%r15),%xmm0; add %ecx,%r15d (32 bits: zero-extends); mulsd <- ip */
+    static const uint8_t s32[] = {0xf2, 0x41, 0x0f, 0x58, 0x47, 0x08, 0x41, 0x01, 0xcf,
+                                  0xf2, 0x0f, 0x59, 0xc4, 0xc3};
+    check_case(d, "32-bit register step", s32, sizeof s32, A, A + 9, 1, &r,
+               (struct expect){0, NMP_ACC_LOAD, 8, NMP_RULE_CLOBBERED});
+    /* addsd 0x8(%r15),%xmm0; add %rcx,%r15; mov %rax,%rcx (the stride is gone); mulsd <- ip */
+    static const uint8_t gone[] = {0xf2, 0x41, 0x0f, 0x58, 0x47, 0x08, 0x49, 0x01, 0xcf,
+                                   0x48, 0x89, 0xc1, 0xf2, 0x0f, 0x59, 0xc4, 0xc3};
+    check_case(d, "stride register overwritten", gone, sizeof gone, A, A + 12, 1, &r,
+               (struct expect){0, NMP_ACC_LOAD, 8, NMP_RULE_CLOBBERED});
+    /* mov (%rdi,%rdx,8),%rax; imul $40,%rdx,%rdx; add %rax,%rcx <- ip: rdx / 40 */
+    static const uint8_t imul[] = {0x48, 0x8b, 0x04, 0xd7, 0x48, 0x6b, 0xd2, 0x28,
+                                   0x48, 0x01, 0xc1, 0xc3};
+    r.r[DI] = 0x7f0000220000;
+    r.r[DX] = 7 * 40;
+    check_case(d, "constant factor undone", imul, sizeof imul, A, A + 8, 1, &r,
+               (struct expect){r.r[DI] + 7 * 8, NMP_ACC_LOAD, 8, NMP_RULE_SKID});
+    r.r[DX] = 7 * 40 + 1; /* not a multiple: the product overflowed, no address */
+    check_case(d, "inexact factor: no address", imul, sizeof imul, A, A + 8, 1, &r,
+               (struct expect){0, NMP_ACC_LOAD, 8, NMP_RULE_SKID});
+    /* table_lookup -O3: movsd 0x8(%rsi,%rdx,8); lea (%rdx,%rdx,4),%rdx; ... <- ip */
+    r.r[SI] = 0x7f0000230000;
+    r.r[DX] = 5 * 1234;
+    check_case(d, "lea multiplies the index", lookup_o3_bsearch, sizeof lookup_o3_bsearch, 0x14c8,
+               0x152a, 1, &r,
+               (struct expect){r.r[SI] + 1234 * 8 + 8, NMP_ACC_LOAD, 8, NMP_RULE_SKID});
+    /* mov (%rdi,%rdx,8),%rax; mov %rdx,%r8; xor %edx,%edx; add %rax,%rcx <- ip: the index
+     * survives in r8 */
+    static const uint8_t copy[] = {0x48, 0x8b, 0x04, 0xd7, 0x49, 0x89, 0xd0, 0x31, 0xd2,
+                                   0x48, 0x01, 0xc1, 0xc3};
+    r.r[DX] = 0;
+    r.r[R8] = 5;
+    check_case(d, "index copied by mov", copy, sizeof copy, A, A + 9, 1, &r,
+               (struct expect){r.r[DI] + 5 * 8, NMP_ACC_LOAD, 8, NMP_RULE_SKID});
+}
+
+/* Through conditional branches and joins: the other paths into a join must keep the
+ * registers the address is computed from. */
+static void test_paths(struct nmp_decoder *d)
+{
+    struct nmp_regs r;
+    memset(&r, 0, sizeof r);
+    r.r[BP] = 0x7f0000300000;
+    r.r[R12] = (uint64_t)-0x400;
+    r.r[R14] = 0x600;
+    r.r[R9] = 0xdead0000; /* __muldc3 may have changed it on the cold path: not used */
+    /* fft -O2: after `jp` to the cold path, and at its return point 0x1699; r9 rebuilt
+     * from `lea 0x0(%rbp,%r12,1),%r9` (both callee-saved, kept by the call) */
+    const uint64_t want = r.r[BP] + r.r[R12] + r.r[R14];
+    check_case(d, "fft: join after the NaN check", fft_o2_fft_row, sizeof fft_o2_fft_row, 0x1540,
+               0x169d, 1, &r, (struct expect){want, NMP_ACC_LOAD, 8, NMP_RULE_SKID_PATH});
+    check_case(d, "fft: at the join", fft_o2_fft_row, sizeof fft_o2_fft_row, 0x1540, 0x1699, 1, &r,
+               (struct expect){want, NMP_ACC_LOAD, 8, NMP_RULE_SKID_PATH});
+    check_case(d, "fft: pointers stepped since", fft_o2_fft_row, sizeof fft_o2_fft_row, 0x1540,
+               0x16ac, 1, &r, (struct expect){want, NMP_ACC_LOAD, 8, NMP_RULE_SKID_PATH});
+
+    /* fft -O2 after the butterflies: `test %ecx,%ecx; je 170b; movsd 0x94d(%rip),%xmm1;
+     * 170b: unpcklpd <- ip`: the constant's address needs no register, but the other
+     * way to ip skips its load */
+    check_case(d, "fft: a skipped load needs no register", fft_o2_fft_row, sizeof fft_o2_fft_row,
+               0x1540, 0x170b, 1, &r, (struct expect){0, NMP_ACC_LOAD, 8, NMP_RULE_CLOBBERED});
+
+    /* movsd (%rbx),%xmm0; ucomisd; jp C; J: addsd <- ip; add $8,%rbx; ret;
+     * C: call f; jmp J -- rbx is callee-saved: kept on the cold path */
+    static const uint8_t keep[] = {0xf2, 0x0f, 0x10, 0x03, 0x66, 0x0f, 0x2e, 0xc8, 0x7a, 0x09,
+                                   0xf2, 0x0f, 0x58, 0xd0, 0x48, 0x83, 0xc3, 0x08, 0xc3, 0xe8,
+                                   0x00, 0x00, 0x00, 0x00, 0xeb, 0xf0};
+    r.r[BX] = 0x7f0000310000;
+    check_case(d, "cold call keeps rbx", keep, sizeof keep, A, A + 0xa, 1, &r,
+               (struct expect){r.r[BX], NMP_ACC_LOAD, 8, NMP_RULE_SKID_PATH});
+    check_case(d, "cold call keeps rbx, step after", keep, sizeof keep, A, A + 0x12, 1, &r,
+               (struct expect){r.r[BX] - 8, NMP_ACC_LOAD, 8, NMP_RULE_SKID_PATH});
+    /* the same on rcx, which a call may change: movsd (%rcx); ucomisd; jp C; J: addsd <- ip;
+     * ret; C: call f; jmp J */
+    static const uint8_t lose[] = {0xf2, 0x0f, 0x10, 0x01, 0x66, 0x0f, 0x2e, 0xc8, 0x7a, 0x05,
+                                   0xf2, 0x0f, 0x58, 0xd0, 0xc3, 0xe8, 0x00, 0x00, 0x00, 0x00,
+                                   0xeb, 0xf4};
+    check_case(d, "cold call may change rcx", lose, sizeof lose, A, A + 0xa, 1, &r,
+               (struct expect){0, NMP_ACC_LOAD, 8, NMP_RULE_CLOBBERED});
+    /* movsd (%rbx); ucomisd; jp C; J: addsd <- ip; ret; C: xor %ebx,%ebx; jmp J */
+    static const uint8_t wr[] = {0xf2, 0x0f, 0x10, 0x03, 0x66, 0x0f, 0x2e, 0xc8, 0x7a, 0x05,
+                                 0xf2, 0x0f, 0x58, 0xd0, 0xc3, 0x31, 0xdb, 0xeb, 0xf7};
+    check_case(d, "other path writes rbx", wr, sizeof wr, A, A + 0xa, 1, &r,
+               (struct expect){0, NMP_ACC_LOAD, 8, NMP_RULE_CLOBBERED});
+    /* test %esi,%esi; je J; movsd (%rbx),%xmm0; J: addsd <- ip: the access may not have run */
+    static const uint8_t skip[] = {0x85, 0xf6, 0x74, 0x04, 0xf2, 0x0f, 0x10, 0x03,
+                                   0xf2, 0x0f, 0x58, 0xd0, 0xc3};
+    check_case(d, "other path skips the access", skip, sizeof skip, A, A + 8, 1, &r,
+               (struct expect){0, NMP_ACC_LOAD, 8, NMP_RULE_CLOBBERED});
+}
+
+/* A sample at the top of a loop is charged to the previous iteration's last access. */
+static void test_loops(struct nmp_decoder *d)
+{
+    struct nmp_regs r;
+    memset(&r, 0, sizeof r);
+    /* bucket_sort -O2: the hash loop's head 0x14a8, and 0x14b2 after `add $0x4,%rdx` */
+    r.r[DX] = 0x7f0000400010;
+    check_case(d, "loop head", bucket_o2_hash, sizeof bucket_o2_hash, 0x1491, 0x14a8, 1, &r,
+               (struct expect){r.r[DX] - 4, NMP_ACC_STORE, 4, NMP_RULE_SKID_LOOP});
+    check_case(d, "loop top, stepped", bucket_o2_hash, sizeof bucket_o2_hash, 0x1491, 0x14b2, 1,
+               &r, (struct expect){r.r[DX] - 8, NMP_ACC_STORE, 4, NMP_RULE_SKID_LOOP});
+    /* table_lookup -O2: at the loop test 0x1509 (entered by jmp from 0x14ed, and from the
+     * body: the latch is followed), rdx still the probe's index */
+    r.r[R13] = 0x7f0000410000;
+    r.r[DX] = 333;
+    r.r[DI] = 100;
+    r.r[R9] = 900;
+    check_case(d, "binary search, loop test", lookup_o2_bsearch, sizeof lookup_o2_bsearch, 0x14e0,
+               0x1509, 1, &r,
+               (struct expect){r.r[R13] + 333 * 8, NMP_ACC_LOAD, 8, NMP_RULE_SKID_LOOP});
+    /* after `mov %r9,%rdx`: the index is in r9 when cmova moved it (flags above: CF=ZF=0),
+     * in rdi when cmovbe did */
+    r.r[DX] = 800; /* = r9 - rdi now, nothing to do with the probe */
+    r.r[FLAGS] = 0x202;
+    check_case(d, "binary search, cmova", lookup_o2_bsearch, sizeof lookup_o2_bsearch, 0x14e0,
+               0x150c, 1, &r,
+               (struct expect){r.r[R13] + 900 * 8, NMP_ACC_LOAD, 8, NMP_RULE_SKID_LOOP});
+    r.r[FLAGS] = 0x203; /* CF: below */
+    check_case(d, "binary search, cmovbe", lookup_o2_bsearch, sizeof lookup_o2_bsearch, 0x14e0,
+               0x150c, 1, &r,
+               (struct expect){r.r[R13] + 100 * 8, NMP_ACC_LOAD, 8, NMP_RULE_SKID_LOOP});
+    /* after `sub` and `cmp` the flags are gone: which one moved is not known */
+    check_case(d, "binary search, flags gone", lookup_o2_bsearch, sizeof lookup_o2_bsearch, 0x14e0,
+               0x14f3, 1, &r, (struct expect){0, NMP_ACC_LOAD, 8, NMP_RULE_CLOBBERED});
+    /* -O3: cmovbe %rax,%rdx; cmova %rax,%rcx; mov %rcx,%rax <- 0x14fa */
+    r.r[SI] = 0x7f0000420000;
+    r.r[AX] = 1;
+    r.r[DX] = 40;
+    r.r[CX] = 60;
+    r.r[FLAGS] = 0x246; /* ZF: below or equal */
+    check_case(d, "binary search -O3, cmovbe", lookup_o3_bsearch, sizeof lookup_o3_bsearch, 0x14c8,
+               0x14fa, 1, &r,
+               (struct expect){r.r[SI] + 40 * 8, NMP_ACC_LOAD, 8, NMP_RULE_SKID_LOOP});
+    /* movsd (%r13,%rdx,8); comisd; cmova %rdx,%r9; mov %r9,%rdx; sub %rdi,%rdx <- ip: one
+     * cmov alone says nothing when its condition fails */
+    static const uint8_t one[] = {0xf2, 0x41, 0x0f, 0x10, 0x44, 0xd5, 0x00, 0x66, 0x0f, 0x2f, 0xc1,
+                                  0x4c, 0x0f, 0x47, 0xca, 0x4c, 0x89, 0xca, 0x48, 0x29, 0xfa, 0xc3};
+    check_case(d, "a single cmov", one, sizeof one, A, A + 0x12, 1, &r,
+               (struct expect){0, NMP_ACC_LOAD, 8, NMP_RULE_CLOBBERED});
+}
+
+/* rep string instructions are interrupted while they run: ip stays on them and rsi / rdi
+ * point at the next element. */
+static void test_strings(struct nmp_decoder *d)
+{
+    struct nmp_regs r;
+    memset(&r, 0, sizeof r);
+    r.r[DI] = 0x7f0000500000;
+    r.r[SI] = 0x7f0000510000;
+    r.r[BX] = 0x7f0000520000;
+    check_case(d, "rep stosq", gcc_rep_stosq, sizeof gcc_rep_stosq, 0x28f, 0x299, 1, &r,
+               (struct expect){r.r[DI], NMP_ACC_STORE, 8, NMP_RULE_AT_IP});
+    check_case(d, "after rep stosq", gcc_rep_stosq, sizeof gcc_rep_stosq, 0x28f, 0x29c, 1, &r,
+               (struct expect){r.r[DI] - 8, NMP_ACC_STORE, 8, NMP_RULE_SKID});
+    r.r[FLAGS] = 0x602; /* DF: the string ran downwards */
+    check_case(d, "after rep stosq, DF set", gcc_rep_stosq, sizeof gcc_rep_stosq, 0x28f, 0x29c, 1,
+               &r, (struct expect){r.r[DI] + 8, NMP_ACC_STORE, 8, NMP_RULE_SKID});
+    r.r[FLAGS] = 0x202;
+    /* a copy is charged to its source */
+    check_case(d, "rep movsq", gcc_rep_movsq, sizeof gcc_rep_movsq, 0x315, 0x330, 1, &r,
+               (struct expect){r.r[SI], NMP_ACC_LOAD, 8, NMP_RULE_AT_IP});
+    check_case(d, "after rep movsq", gcc_rep_movsq, sizeof gcc_rep_movsq, 0x315, 0x333, 1, &r,
+               (struct expect){r.r[SI] - 8, NMP_ACC_LOAD, 8, NMP_RULE_SKID});
+    /* mov (%rbx),%rax; rep movsb <- ip: the rep is the access, not the mov before it */
+    static const uint8_t pair[] = {0x48, 0x8b, 0x03, 0xf3, 0xa4, 0xc3};
+    check_case(d, "rep movsb after a load", pair, sizeof pair, A, A + 3, 1, &r,
+               (struct expect){r.r[SI], NMP_ACC_LOAD, 1, NMP_RULE_AT_IP});
+}
+
+/* AVX-512: masked, compressing, narrowing, broadcast; gathers and scatters. */
+static void test_vector(struct nmp_decoder *d)
+{
+    struct nmp_regs r;
+    memset(&r, 0, sizeof r);
+    r.r[AX] = 0x40;
+    r.r[SI] = 0x7f0000600000;
+    r.r[DI] = 0x7f0000610000;
+    /* vmovupd %zmm0,(%rdi,%rax,1){%k1}: gcc -O3 -march=native, a loop epilogue */
+    static const uint8_t mst[] = {0x62, 0xf1, 0xfd, 0x49, 0x11, 0x04, 0x07};
+    check_case(d, "masked store", mst, sizeof mst, A, A, 1, &r,
+               (struct expect){r.r[DI] + r.r[AX], NMP_ACC_STORE, 64, NMP_RULE_AT_IP});
+    /* vmovupd (%rsi),%zmm0{%k1}{z} */
+    static const uint8_t mld[] = {0x62, 0xf1, 0xfd, 0xc9, 0x10, 0x06};
+    check_case(d, "masked load", mld, sizeof mld, A, A, 1, &r,
+               (struct expect){r.r[SI], NMP_ACC_LOAD, 64, NMP_RULE_AT_IP});
+    /* vexpandpd (%rsi),%zmm0{%k1}{z} */
+    static const uint8_t exp[] = {0x62, 0xf2, 0xfd, 0xc9, 0x88, 0x06};
+    check_case(d, "expand load", exp, sizeof exp, A, A, 1, &r,
+               (struct expect){r.r[SI], NMP_ACC_LOAD, 64, NMP_RULE_AT_IP});
+    /* vcompresspd %zmm0,(%rdi){%k1} */
+    static const uint8_t cmp[] = {0x62, 0xf2, 0xfd, 0x49, 0x8a, 0x07};
+    check_case(d, "compress store", cmp, sizeof cmp, A, A, 1, &r,
+               (struct expect){r.r[DI], NMP_ACC_STORE, 64, NMP_RULE_AT_IP});
+    static const uint8_t nar[] = {0x62, 0xf2, 0x7e, 0x48, 0x35, 0x07}; /* vpmovqd %zmm0,(%rdi) */
+    check_case(d, "narrowing store", nar, sizeof nar, A, A, 1, &r,
+               (struct expect){r.r[DI], NMP_ACC_STORE, 32, NMP_RULE_AT_IP});
+    static const uint8_t bc[] = {0x62, 0xf2, 0xf5, 0x58, 0xb8, 0x10}; /* vfmadd231pd (%rax){1to8} */
+    r.r[AX] = 0x7f0000620000;
+    check_case(d, "broadcast load", bc, sizeof bc, A, A, 1, &r,
+               (struct expect){r.r[AX], NMP_ACC_LOAD, 8, NMP_RULE_AT_IP});
+    /* one address per lane, from a vector register perf does not sample */
+    static const uint8_t gat[] = {0x62, 0xf2, 0xfd, 0x4a, 0x92, 0x14, 0xc6}; /* gcc: vgatherdpd */
+    check_case(d, "gather", gat, sizeof gat, A, A, 1, &r,
+               (struct expect){0, NMP_ACC_LOAD, 8, NMP_RULE_VSIB});
+    static const uint8_t sca[] = {0x62, 0xf2, 0xfd, 0x4a, 0xa2, 0x24, 0xc7}; /* gcc: vscatterdpd */
+    check_case(d, "scatter", sca, sizeof sca, A, A, 1, &r,
+               (struct expect){0, NMP_ACC_STORE, 8, NMP_RULE_VSIB});
+    /* vpscatterdd %zmm1,(%rdi,%zmm0,4){%k1}: Capstone 4 reads its index as rax */
+    static const uint8_t sc2[] = {0x62, 0xf2, 0x7d, 0x49, 0xa0, 0x0c, 0x87};
+    check_case(d, "scatter, zmm index", sc2, sizeof sc2, A, A, 1, &r,
+               (struct expect){0, NMP_ACC_STORE, 4, NMP_RULE_VSIB});
+    /* vgatherpf0dps (%rax,%zmm1,4){%k1}: a prefetch */
+    static const uint8_t pf[] = {0x62, 0xf2, 0x7d, 0x49, 0xc6, 0x0c, 0x88};
+    check_case(d, "gather prefetch", pf, sizeof pf, A, A, 1, &r,
+               (struct expect){0, 0, 0, NMP_RULE_NO_MEM});
+}
+
 
 /* A function with a load followed by an ALU instruction, for the ELF symbol path. */
 __asm__(".text\n"
@@ -61,7 +305,6 @@ int main(void)
     r.r[SI] = 3;
     r.r[DI] = 0x7f0000004000;
     r.r[R8] = 0x10;
-    const uint64_t A = 0x401000;
 
     /* PERF_SAMPLE_REGS_USER with mask 0xff0fff: 20 values, AX..SS then R8..R15 */
     {
@@ -100,6 +343,12 @@ int main(void)
     /* mov ecx,[rdi]; pause; add rax,1: the pause between them means waiting */
     static const uint8_t spin2[] = {0x8b, 0x0f, 0xf3, 0x90, 0x48, 0x83, 0xc0, 0x01};
     check_case(d, "load then pause", spin2, sizeof spin2, A, A + 4, 1, &r,
+               (struct expect){0, NMP_ACC_NONE, 0, NMP_RULE_SPIN});
+
+    /* libomp's __kmp_hardware_timestamp, called in its barrier wait loops: rdtsc; shl
+     * $0x20,%rdx <- ip; or %rdx,%rax; ret */
+    static const uint8_t tsc[] = {0x0f, 0x31, 0x48, 0xc1, 0xe2, 0x20, 0x48, 0x09, 0xd0, 0xc3};
+    check_case(d, "spin: timestamp", tsc, sizeof tsc, A, A + 2, 1, &r,
                (struct expect){0, NMP_ACC_NONE, 0, NMP_RULE_SPIN});
 
     /* mov rax, [rip+0x100] */
@@ -175,12 +424,22 @@ int main(void)
         check_case(d, "rebuilt masked index, next access", gat2, sizeof gat2, A, A + 13, 1, &g,
                    (struct expect){g.r[18] + (g.r[AX] & 0x3fffff) * 4, NMP_ACC_LOAD, 4,
                                    NMP_RULE_SKID});
-        /* a jump target between the mask and the load: the value may come from elsewhere
-         * mov rdx,rax; and edx,0x3fffff; jmp +0; mov edx,[r10+rdx*4]; mulsd <- ip */
-        static const uint8_t gatj[] = {0x48, 0x89, 0xc2, 0x81, 0xe2, 0xff, 0xff, 0x3f, 0x00, 0xeb,
-                                       0x00, 0x41, 0x8b, 0x14, 0x92, 0xf2, 0x0f, 0x59, 0xc2};
-        check_case(d, "no rebuild across a jump target", gatj, sizeof gatj, A, A + 15, 1, &g,
+        /* a branch to the load skips the mask: the index may come from the other path
+         * test ecx,ecx; jne L; mov rdx,rax; and edx,0x3fffff; L: mov edx,[r10+rdx*4];
+         * mulsd <- ip */
+        static const uint8_t gatj[] = {0x85, 0xc9, 0x75, 0x09, 0x48, 0x89, 0xc2, 0x81, 0xe2, 0xff,
+                                       0xff, 0x3f, 0x00, 0x41, 0x8b, 0x14, 0x92, 0xf2, 0x0f, 0x59,
+                                       0xc2};
+        check_case(d, "no rebuild across a join", gatj, sizeof gatj, A, A + 17, 1, &g,
                    (struct expect){0, NMP_ACC_LOAD, 4, NMP_RULE_CLOBBERED});
+        /* ... but an unconditional jmp is the only way to its target: mov rdx,rax; and
+         * edx,0x3fffff; jmp +0; mov edx,[r10+rdx*4]; mulsd <- ip */
+        static const uint8_t gatjmp[] = {0x48, 0x89, 0xc2, 0x81, 0xe2, 0xff, 0xff, 0x3f, 0x00,
+                                         0xeb, 0x00, 0x41, 0x8b, 0x14, 0x92, 0xf2, 0x0f, 0x59,
+                                         0xc2};
+        check_case(d, "rebuild across a jmp", gatjmp, sizeof gatjmp, A, A + 15, 1, &g,
+                   (struct expect){g.r[18] + (g.r[AX] & 0x3fffff) * 4, NMP_ACC_LOAD, 4,
+                                   NMP_RULE_SKID});
         /* lea rdx,[rax+rbx+8]; mov rdx,[rdx]; add rcx,rdx <- ip */
         static const uint8_t lea[] = {0x48, 0x8d, 0x54, 0x18, 0x08, 0x48, 0x8b, 0x12,
                                       0x48, 0x01, 0xd1};
@@ -221,9 +480,19 @@ int main(void)
     check_case(d, "32-bit step clobbers", step32, sizeof step32, A, A + 6, 1, &r,
                (struct expect){0, NMP_ACC_LOAD, 8, NMP_RULE_CLOBBERED});
 
-    /* control flow ends the block: mov rax,[rsi]; jmp +0; add rcx,rax <- ip */
+    /* a jmp is the only way to its target: mov rax,[rsi]; jmp +0; add rcx,rax <- ip */
     static const uint8_t cf[] = {0x48, 0x8b, 0x06, 0xeb, 0x00, 0x48, 0x01, 0xc1};
-    check_case(d, "jmp boundary", cf, sizeof cf, A, A + 5, 1, &r,
+    check_case(d, "across a jmp", cf, sizeof cf, A, A + 5, 1, &r,
+               (struct expect){r.r[SI], NMP_ACC_LOAD, 8, NMP_RULE_SKID_PATH});
+    /* code nothing reaches (after a jmp, no branch to it): mov rax,[rsi]; jmp L;
+     * add rcx,rax <- ip; L: ret */
+    static const uint8_t cf2[] = {0x48, 0x8b, 0x06, 0xeb, 0x03, 0x48, 0x01, 0xc1, 0xc3};
+    check_case(d, "unreachable after jmp", cf2, sizeof cf2, A, A + 5, 1, &r,
+               (struct expect){0, 0, 0, NMP_RULE_NO_MEM});
+    /* the sample follows a call: mov rax,[rsi]; call f; add rcx,rax <- ip */
+    static const uint8_t call[] = {0x48, 0x8b, 0x06, 0xe8, 0x00, 0x00,
+                                   0x00, 0x00, 0x48, 0x01, 0xc1};
+    check_case(d, "after a call", call, sizeof call, A, A + 8, 1, &r,
                (struct expect){0, 0, 0, NMP_RULE_NO_MEM});
 
     /* branch target between: mov rax,[rsi]; L: add rcx,rax <- ip; jne L */
@@ -266,6 +535,12 @@ int main(void)
                                      0x48, 0x8b, 0x04, 0xd6, 0x48, 0x01, 0xc1};
     check_case(d, "resync skid", resync, sizeof resync, A, A + 14, 0, &r,
                (struct expect){r.r[SI] + r.r[DX] * 8, NMP_ACC_LOAD, 8, NMP_RULE_SKID});
+
+    test_register_steps(d);
+    test_paths(d);
+    test_loops(d);
+    test_strings(d);
+    test_vector(d);
 
     /* End to end through a file mapping (no ELF: re-synchronised window). */
     const char *tmp = getenv("NMP_TEST_TMP");

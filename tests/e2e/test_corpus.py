@@ -65,15 +65,9 @@ FLAKY_PATTERN = {
     ("adi", "v"): "irregular in 3 of 5 recordings, random in the others (306-340 samples)",
 }
 TARGET_MISSES = {
-    ("adi", "coverage"): "0.813-0.817: 605-633 samples rule clobbered in sweep_y's outlined "
-                         "function, where `add %rcx,%r15` steps the address register by the "
-                         "column stride in a register (only constant steps are undone)",
     ("bucket_sort", "named"): "0.71-0.72: hist (thread stacks) is `[stack]` / `stack@0x…`",
     ("bucket_sort", "unknown"): "0.28-0.30: the stack objects holding hist are unknown "
                                 "(each is touched by one thread only)",
-    ("fft", "coverage"): "0.878-0.882: 366-371 samples rule no_mem in fft_row's butterfly, "
-                         "after the `jp` to __muldc3 that the complex multiply's NaN check "
-                         "emits (the loads are before that branch)",
     ("fft", "named"): "0.23-0.25: work on the thread stacks, tw in the `anon@0x…` heap mapping",
     ("fft", "unknown"): "0.67-0.68: the stack objects holding work are unknown; 124-131 "
                         "samples outside every object (libm's exp table, .rodata constants)",

@@ -1,0 +1,593 @@
+/* Which memory access a software sample is charged to (the skid rule; the rules are
+ * listed in docs/profile-format.md, how they work in docs/backends.md).
+ *
+ * A timer interrupt is taken at an instruction boundary once the instruction the core
+ * was waiting for has retired, so the sampled ip is usually just past the access that
+ * stalled.  The sample is charged to the instruction at ip when it accesses memory (rule
+ * at_ip), else to the nearest memory instruction before it on the way the program most
+ * likely came: straight back through the basic block (rule skid), on through conditional
+ * branches not taken and joins (skid_path), or around a loop's back edge to the end of
+ * the previous iteration (skid_loop).  The address that instruction used is computed
+ * from the registers sampled at ip; a register it used must be proved to hold that
+ * value, or a value it can be computed from (steps undone, instructions replayed), on
+ * every way from the access to ip the walk stepped over: the other paths into a join are
+ * explored and must not write it.  The one exception is the entry into a loop whose back
+ * edge the walk took: a sample at the top of a loop is charged to the previous
+ * iteration's access, which the loop's first iteration does not have.
+ */
+#include "nmp_decode_int.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PATH_LEN 192 /* instructions walked back from ip */
+#define EXPLORE 2048 /* instructions looked at to prove a loop or what a join keeps */
+#define BUDGET 65536 /* instructions looked at for one ip, all explorations together */
+#define NPRED 16     /* branches to one instruction that are followed */
+#define HSLOTS 8192  /* exploration marks: a power of 2 well above EXPLORE */
+#define PSLOTS 512   /* path positions: a power of 2 well above PATH_LEN */
+#define REG_RSI 4
+#define REG_RDI 5
+#define REG_RSP 7
+/* what a call may change: the caller-saved general registers of the System V x86-64 ABI
+ * (rax, rcx, rdx, rsi, rdi, r8-r11); rsp comes back as it was */
+#define CALL_CLOBBERS ((1u << 0) | (1u << 2) | (1u << 3) | (1u << 4) | (1u << 5) | (0xfu << 16))
+
+enum { J_NONE = 0, J_FALL, J_LATCH }; /* how the walk went into an instruction with several
+                                       * predecessors: its fall-through one, a latch */
+enum { LOOP_NO = 0, LOOP_YES = 1, LOOP_DEAD = -1, LOOP_UNKNOWN = 2 };
+
+struct walk {
+    const struct nmp_insn *v;
+    int len; /* positions 0 .. len-1 */
+    int pj;  /* position of the memory (or pause) instruction found, -1 */
+    long at[PATH_LEN];       /* at[0]: the instruction at ip; at[k + 1] ran just before at[k] */
+    uint8_t join[PATH_LEN];  /* J_*: at[k] can also be reached otherwise than from at[k + 1] */
+    int8_t memo[PATH_LEN][NMP_NREGS + 1]; /* join_keeps() per position and register (or
+                                           * none: NMP_NREGS): 1, -1, 0 not known yet */
+    long pkey[PSLOTS];       /* instruction index + 1 -> its position (ppos) on the path */
+    int16_t ppos[PSLOTS];
+    long ekey[HSLOTS];       /* instruction indexes marked by the current exploration */
+    uint32_t egen[HSLOTS];
+    uint32_t gen;
+    long spent; /* instructions explored so far, against BUDGET */
+    long stack[EXPLORE + NPRED + 2];
+};
+
+static size_t slot(long x, size_t mask)
+{
+    return ((uint64_t)x * 0x9e3779b97f4a7c15ULL >> 20) & mask;
+}
+
+static void path_put(struct walk *w, long x, int pos)
+{
+    size_t i = slot(x, PSLOTS - 1);
+    while (w->pkey[i])
+        i = (i + 1) & (PSLOTS - 1);
+    w->pkey[i] = x + 1;
+    w->ppos[i] = (int16_t)pos;
+}
+
+/* Position of v[x] on the path, -1 if not on it. */
+static int path_pos(const struct walk *w, long x)
+{
+    for (size_t i = slot(x, PSLOTS - 1); w->pkey[i]; i = (i + 1) & (PSLOTS - 1))
+        if (w->pkey[i] == x + 1)
+            return w->ppos[i];
+    return -1;
+}
+
+/* Marks v[x] for the current exploration: 1 if it was not marked yet. */
+static int mark(struct walk *w, long x)
+{
+    w->spent++;
+    size_t i = slot(x, HSLOTS - 1);
+    while (w->egen[i] == w->gen) {
+        if (w->ekey[i] == x)
+            return 0;
+        i = (i + 1) & (HSLOTS - 1);
+    }
+    w->egen[i] = w->gen;
+    w->ekey[i] = x;
+    return 1;
+}
+
+/* Nops after a jmp or ret that no branch goes to: alignment padding nothing runs. */
+static int dead_padding(const struct nmp_insn *v, long k)
+{
+    if (!(v[k].flags & NMP_F_NOP))
+        return 0;
+    while (k >= 0 && (v[k].flags & NMP_F_NOP) && !(v[k].flags & (NMP_F_TARGET | NMP_F_GAP)))
+        k--;
+    return k >= 0 && !(v[k].flags & NMP_F_NOP) && (v[k].flags & NMP_F_NOFALL);
+}
+
+/* The instructions control comes to v[x] from: the one before it, unless that one never
+ * continues (jmp, ret) or is padding nothing reaches, and every direct branch to x.
+ * Returns their number (into out), -1 when x can also be entered from outside the list
+ * (its first instruction: a function's entry or the start of a window of unknown code;
+ * after undecodable bytes), -2 when more branches go to x than are followed. */
+static int preds(const struct nmp_insn *v, long x, long *out)
+{
+    int np = 0;
+    if (x == 0 || (v[x].flags & NMP_F_GAP))
+        return -1;
+    if (!(v[x - 1].flags & NMP_F_NOFALL) && !dead_padding(v, x - 1))
+        out[np++] = x - 1;
+    for (long s = v[x].src_first; s >= 0; s = v[s].src_next) {
+        if (np == NPRED)
+            return -2;
+        out[np++] = s;
+    }
+    return np;
+}
+
+/* Whether the edge p -> h closes a loop whose header is h: every way into v[p] passes
+ * v[h] (found going back from p without passing h).  LOOP_YES; LOOP_NO when an entry is
+ * reached without h; LOOP_DEAD when nothing reaches p; LOOP_UNKNOWN past EXPLORE
+ * instructions or too many branches. */
+static int closes_loop(struct walk *w, long p, long h)
+{
+    if (p == h)
+        return LOOP_YES;
+    int sp = 0, seen = 0, met = 0;
+    w->gen++;
+    mark(w, p);
+    w->stack[sp++] = p;
+    while (sp) {
+        long x = w->stack[--sp], pr[NPRED];
+        int np = preds(w->v, x, pr);
+        if (np < 0)
+            return np == -1 ? LOOP_NO : LOOP_UNKNOWN;
+        for (int k = 0; k < np; k++) {
+            if (pr[k] == h) {
+                met = 1;
+            } else if (mark(w, pr[k])) {
+                if (++seen > EXPLORE || w->spent > BUDGET)
+                    return LOOP_UNKNOWN;
+                w->stack[sp++] = pr[k];
+            }
+        }
+    }
+    return met ? LOOP_YES : LOOP_DEAD;
+}
+
+/* Walks back from v[i] along the way the program most likely came, up to the first
+ * memory instruction or pause (w->pj; within `search` instructions), then on while each
+ * instruction has a single predecessor (what rebuild() may look at).  At one with several
+ * predecessors it takes the latch when exactly one closes a loop (the iterations
+ * outnumber the entries), else the instruction before it; it stops at an entry, after a
+ * call (the sample follows code elsewhere), where it has been already, after PATH_LEN. */
+static void walk_back(struct walk *w, long i, int search)
+{
+    w->at[0] = i;
+    w->len = 1;
+    w->pj = -1;
+    path_put(w, i, 0);
+    for (long x = i; w->len < PATH_LEN && (w->pj >= 0 || w->len <= search);) {
+        long pr[NPRED], p;
+        int np = preds(w->v, x, pr), how = J_NONE;
+        if (np <= 0)
+            break;
+        p = pr[0];
+        if (np > 1) {
+            if (w->pj >= 0)
+                break;
+            int latches = 0, layout = 0;
+            for (int k = 0; k < np; k++) {
+                if (closes_loop(w, pr[k], x) == LOOP_YES) {
+                    latches++;
+                    p = pr[k];
+                }
+                layout |= pr[k] == x - 1;
+            }
+            if (latches == 1)
+                how = J_LATCH;
+            else if (layout)
+                p = x - 1, how = J_FALL;
+            else
+                break;
+        }
+        if ((w->v[p].flags & NMP_F_CALL) || path_pos(w, p) >= 0)
+            break;
+        w->join[w->len - 1] = (uint8_t)how;
+        path_put(w, p, w->len);
+        w->at[w->len++] = p;
+        x = p;
+        if (w->pj < 0 && (w->v[p].flags & (NMP_F_MEM | NMP_F_PAUSE)))
+            w->pj = w->len - 1;
+    }
+}
+
+/* Whether the instruction may change reg (a perf register index; NMP_REG_FLAGS: the
+ * arithmetic flags; -1: none).  A call changes what the ABI lets the callee change. */
+static int writes(const struct nmp_insn *in, int reg)
+{
+    if (reg < 0)
+        return 0;
+    if (in->flags & NMP_F_CALL)
+        return reg == NMP_REG_FLAGS ||
+               (((in->wregs & ~(1u << REG_RSP)) | CALL_CLOBBERS) >> reg) & 1;
+    return reg == NMP_REG_FLAGS ? (in->flags & NMP_F_WFLAGS) != 0 : (in->wregs >> reg) & 1;
+}
+
+/* Whether the path writes reg at positions from .. 1 (what ran after at[from + 1]). */
+static int written(const struct walk *w, int from, int reg)
+{
+    for (int k = from; k >= 1; k--)
+        if (writes(&w->v[w->at[k]], reg))
+            return 1;
+    return 0;
+}
+
+/* Whether a detour from the path into the join at position q, ending with the branch
+ * v[b], writes reg nowhere (-1: whether it ran the access): explored back from b to where
+ * it left the path, which must be after the access (position in (q, pj]); the path
+ * instructions it bypassed must not write reg either.  A call on the detour changes the
+ * caller-saved registers. */
+static int detour_keeps(struct walk *w, int q, long b, int reg)
+{
+    int sp = 0, seen = 0;
+    w->gen++;
+    mark(w, b);
+    w->stack[sp++] = b;
+    while (sp) {
+        long x = w->stack[--sp], pr[NPRED];
+        int px = path_pos(w, x);
+        if (px >= 0) {
+            if (px <= q || px > w->pj)
+                return 0; /* around the join again, or from before the access */
+            for (int k = q + 1; k < px; k++)
+                if (writes(&w->v[w->at[k]], reg))
+                    return 0;
+            continue;
+        }
+        if (writes(&w->v[x], reg))
+            return 0;
+        int np = preds(w->v, x, pr);
+        if (np < 0)
+            return 0;
+        for (int k = 0; k < np; k++) {
+            if (mark(w, pr[k])) {
+                if (++seen > EXPLORE || w->spent > BUDGET)
+                    return 0;
+                w->stack[sp++] = pr[k];
+            }
+        }
+    }
+    return 1;
+}
+
+/* Whether reg reaches the join at position q with the value the walked path gives it,
+ * whichever way the program came: each other predecessor is dead code, the entry into
+ * the loop whose latch the walk took, or the end of a detour that keeps reg. */
+static int join_keeps(struct walk *w, int q, int reg)
+{
+    long x = w->at[q], pr[NPRED];
+    int np = preds(w->v, x, pr);
+    if (np < 0)
+        return 0;
+    for (int k = 0; k < np; k++) {
+        if (pr[k] == w->at[q + 1])
+            continue;
+        int c = closes_loop(w, pr[k], x);
+        if (c == LOOP_DEAD || (w->join[q] == J_LATCH && c == LOOP_NO))
+            continue;
+        if (!detour_keeps(w, q, pr[k], reg))
+            return 0;
+    }
+    return 1;
+}
+
+/* join_keeps() for every join between at[from] and ip (reg -1: every other way into
+ * them ran the access too). */
+static int joins_keep(struct walk *w, int from, int reg)
+{
+    for (int q = 0; q < from && q + 1 < w->len; q++) {
+        if (w->join[q] == J_NONE)
+            continue;
+        int8_t *m = &w->memo[q][reg < 0 ? NMP_NREGS : reg];
+        if (!*m)
+            *m = join_keeps(w, q, reg) ? 1 : -1;
+        if (*m < 0)
+            return 0;
+    }
+    return 1;
+}
+
+static int push_op(struct nmp_rebuild *rb, int op, int reg, int scale, int64_t imm)
+{
+    if (rb->nops >= NMP_REBUILD_OPS || imm < INT32_MIN || imm > INT32_MAX || scale < INT8_MIN ||
+        scale > INT8_MAX)
+        return -1;
+    struct nmp_rop *o = &rb->ops[rb->nops++];
+    o->op = (uint8_t)op;
+    o->reg = (int8_t)reg;
+    o->scale = (int8_t)scale;
+    o->pad = 0;
+    o->imm = (int32_t)imm;
+    return 0;
+}
+
+/* v += c, into the last op when that is an addition. */
+static int push_add(struct nmp_rebuild *rb, int64_t c)
+{
+    struct nmp_rop *o = rb->nops ? &rb->ops[rb->nops - 1] : NULL;
+    if (!c)
+        return 0;
+    if (o && (o->op == NMP_ROP_ADD || o->op == NMP_ROP_ADDREG) && o->imm + c >= INT32_MIN &&
+        o->imm + c <= INT32_MAX) {
+        o->imm = (int32_t)(o->imm + c);
+        return 0;
+    }
+    return push_op(rb, NMP_ROP_ADD, -1, 0, c);
+}
+
+/* Whether the value reg had just before at[from] ran is known from the registers at ip,
+ * into rb (from r[reg], the steps since undone, latest first): reg was written since only
+ * by steps (constants; strides in registers themselves unchanged up to ip; constant
+ * factors, undone by exact division; the string instruction that is the access, whose
+ * last element is wanted), and the joins passed keep it and the stride registers. */
+static int intact(struct walk *w, int from, int reg, struct nmp_rebuild *rb)
+{
+    uint32_t strides = 0;
+    memset(rb, 0, sizeof *rb);
+    rb->src = (int8_t)reg;
+    for (int k = 1; k <= from; k++) {
+        const struct nmp_insn *x = &w->v[w->at[k]];
+        if (!(x->wregs & (1u << reg)))
+            continue;
+        if (x->flags & NMP_F_STRING) {
+            /* rsi / rdi past the element the access used; a rep string before the
+             * access stepped them by an unknown count */
+            if (k != w->pj || (reg != REG_RSI && reg != REG_RDI) ||
+                ((x->flags & NMP_F_REP) && from != w->pj) ||
+                push_op(rb, NMP_ROP_STRBACK, -1, 0, x->mem.size ? x->mem.size : 1) < 0)
+                return 0;
+            continue;
+        }
+        if (x->step_reg != reg)
+            return 0;
+        if (x->step_src >= 0) {
+            if (written(w, k - 1, x->step_src) ||
+                push_op(rb, NMP_ROP_ADDREG, x->step_src, -x->step_scale, -(int64_t)x->step) < 0)
+                return 0;
+            strides |= 1u << x->step_src;
+        } else if (push_add(rb, -(int64_t)x->step) < 0) {
+            return 0;
+        }
+        if (x->step_mul != 1 && push_op(rb, NMP_ROP_DIV, -1, 0, x->step_mul) < 0)
+            return 0;
+    }
+    if (!joins_keep(w, from, reg))
+        return 0;
+    for (int r = 0; r < NMP_NREGS; r++)
+        if (((strides >> r) & 1) && !joins_keep(w, from, r))
+            return 0;
+    return 1;
+}
+
+/* The constant rb adds to its register, when that is all it does. */
+static int only_add(const struct nmp_rebuild *rb, int64_t *c)
+{
+    if (rb->nops > 1 || (rb->nops == 1 && rb->ops[0].op != NMP_ROP_ADD))
+        return 0;
+    *c = rb->nops ? rb->ops[0].imm : 0;
+    return 1;
+}
+
+/* intact() for a register added in as r[reg] + *c. */
+static int intact_const(struct walk *w, int from, int reg, int64_t *c)
+{
+    struct nmp_rebuild rb;
+    return intact(w, from, reg, &rb) && only_add(&rb, c);
+}
+
+static int log2_scale(int s)
+{
+    return s == 1 ? 0 : s == 2 ? 1 : s == 4 ? 2 : s == 8 ? 3 : -1;
+}
+
+/* Rebuilds into rb the value reg had just before at[pat] ran, from the registers at ip:
+ * intact up to steps, or replayed from the instruction that last set it (mov, movsxd,
+ * and / add / sub / shifts by a constant, lea) where that is on the single way into the
+ * access, recursively.  0, or -1 when it cannot be known. */
+static int rebuild(struct walk *w, int pat, int reg, struct nmp_rebuild *rb, int depth)
+{
+    if (intact(w, pat, reg, rb))
+        return 0;
+    if (depth >= 4)
+        return -1;
+    for (int k = pat; k + 1 < w->len; k++) {
+        if (w->join[k] != J_NONE)
+            return -1; /* the value may come from another path */
+        const struct nmp_insn *d = &w->v[w->at[k + 1]];
+        if (!(d->wregs & (1u << reg)))
+            continue;
+        int kd = k + 1, b = d->def_src, x = d->def_src2, sh = log2_scale(d->def_scale);
+        int64_t ub = 0, ux = 0;
+        switch (d->def_op) {
+        case NMP_DEF_MOV:
+            if (rebuild(w, kd, b, rb, depth + 1) < 0)
+                return -1;
+            break;
+        case NMP_DEF_SX32:
+            if (rebuild(w, kd, b, rb, depth + 1) < 0 || push_op(rb, NMP_ROP_SX32, -1, 0, 0) < 0)
+                return -1;
+            break;
+        case NMP_DEF_ALU:
+            if (rebuild(w, kd, reg, rb, depth + 1) < 0 ||
+                push_op(rb, d->def_scale, -1, 0, d->def_imm) < 0)
+                return -1;
+            break;
+        case NMP_DEF_LEA:
+            if (x < 0) { /* base + disp */
+                if (b < 0 || rebuild(w, kd, b, rb, depth + 1) < 0)
+                    return -1;
+            } else if (b < 0 || (b != x && intact_const(w, kd, b, &ub))) {
+                /* index * scale (+ an intact base) + disp */
+                if (sh < 0 || rebuild(w, kd, x, rb, depth + 1) < 0 ||
+                    (sh && push_op(rb, NMP_ROP_SHL, -1, 0, sh) < 0) ||
+                    (b >= 0 && push_op(rb, NMP_ROP_ADDREG, b, 1, ub) < 0))
+                    return -1;
+            } else if (b != x && intact_const(w, kd, x, &ux)) {
+                /* base + an intact index * scale + disp */
+                if (rebuild(w, kd, b, rb, depth + 1) < 0 ||
+                    push_op(rb, NMP_ROP_ADDREG, x, d->def_scale, ux * d->def_scale) < 0)
+                    return -1;
+            } else {
+                return -1;
+            }
+            if (d->def_imm && push_op(rb, NMP_ROP_ADD, -1, 0, d->def_imm) < 0)
+                return -1;
+            break;
+        default:
+            return -1;
+        }
+        if (d->def_32 && push_op(rb, NMP_ROP_ZX32, -1, 0, 0) < 0)
+            return -1;
+        return 0;
+    }
+    return -1;
+}
+
+/* The access's register reg, overwritten since, but copied before that into registers
+ * intact at ip: by a mov, or by two cmovs of opposite conditions on flags still those at
+ * ip (`cmovbe %rdx,%rdi; cmova %rdx,%r9`, a branch-free binary search whose next
+ * `mov %r9,%rdx` overwrites the probe's index).  0 with rb reading it there, or -1. */
+static int copied(struct walk *w, int reg, struct nmp_rebuild *rb)
+{
+    int dst[16], pos[16];
+    for (int c = 0; c < 16; c++)
+        dst[c] = -1;
+    if (w->v[w->at[w->pj]].wregs & (1u << reg))
+        return -1; /* the access overwrote it itself */
+    for (int k = w->pj - 1; k >= 1; k--) {
+        const struct nmp_insn *x = &w->v[w->at[k]];
+        if (x->wregs & (1u << reg))
+            break;
+        if ((x->def_op != NMP_DEF_MOV && x->def_op != NMP_DEF_CMOV) || x->def_src != reg ||
+            x->def_32)
+            continue;
+        int d = __builtin_ctz(x->wregs), cc = x->def_imm & 15, o = cc ^ 1;
+        if (written(w, k - 1, d) || !joins_keep(w, k, d))
+            continue;
+        memset(rb, 0, sizeof *rb);
+        rb->src = (int8_t)d;
+        if (x->def_op == NMP_DEF_MOV)
+            return 0;
+        dst[cc] = d;
+        pos[cc] = k;
+        if (dst[o] < 0)
+            continue;
+        int first = pos[o] > k ? pos[o] : k; /* the earlier cmov: the flags both saw */
+        if (written(w, first - 1, NMP_REG_FLAGS) || !joins_keep(w, first, NMP_REG_FLAGS))
+            return -1;
+        return push_op(rb, NMP_ROP_SELECT, dst[o], 0, cc);
+    }
+    return -1;
+}
+
+/* Charges the access at[pj] to the sample: each address register is intact up to
+ * constant steps (undone in the displacement), or known through rb (at most one of them:
+ * steps by a register or a factor undone, a replay, a copy).  0, or -1 with rule
+ * clobbered. */
+static int skid_to(struct walk *w, struct nmp_memop *out)
+{
+    *out = w->v[w->at[w->pj]].mem;
+    out->rule = NMP_RULE_SKID;
+    memset(&out->rb, 0, sizeof out->rb);
+    if (!joins_keep(w, w->pj, -1)) { /* another way to ip skips the access */
+        out->rule = NMP_RULE_CLOBBERED;
+        return -1;
+    }
+    int64_t undo[2] = {0, 0};
+    int regs[2] = {out->base, out->index};
+    for (int k = 0; k < 2; k++) {
+        int reg = regs[k];
+        if (reg < 0)
+            continue;
+        if (k == 1 && reg == regs[0]) { /* (%rax,%rax,s): as the base */
+            undo[1] = undo[0];
+            continue;
+        }
+        struct nmp_rebuild rb;
+        if (intact(w, w->pj, reg, &rb) && only_add(&rb, &undo[k]))
+            continue;
+        if (out->rb.used ||
+            (rebuild(w, w->pj, reg, &rb, 0) < 0 && copied(w, reg, &rb) < 0)) {
+            memset(&out->rb, 0, sizeof out->rb);
+            out->rule = NMP_RULE_CLOBBERED;
+            return -1;
+        }
+        rb.used = 1;
+        rb.reg = (int8_t)reg;
+        out->rb = rb;
+    }
+    out->disp += undo[0] + undo[1] * out->scale;
+    return 0;
+}
+
+/* skid, skid_path or skid_loop: what the walk from the access to ip went through. */
+static int path_rule(const struct walk *w)
+{
+    int rule = NMP_RULE_SKID;
+    for (int k = 0; k < w->pj; k++) {
+        long x = w->at[k], p = w->at[k + 1];
+        if (p > x || w->join[k] == J_LATCH)
+            return NMP_RULE_SKID_LOOP; /* a back edge: the previous iteration */
+        if (w->join[k] != J_NONE || p != x - 1 || (w->v[p].flags & NMP_F_CF))
+            rule = NMP_RULE_SKID_PATH;
+    }
+    return rule;
+}
+
+int nmp_attribute(const struct nmp_insn *v, size_t n, uint64_t ip, struct nmp_memop *out)
+{
+    long i = nmp_insn_find(v, n, ip);
+    memset(out, 0, sizeof *out);
+    out->base = out->index = -1;
+    if (i < 0)
+        return -1;
+    /* a thread busy-waiting (OpenMP barrier, spin lock) is sampled on or just after its
+     * `pause`: it is waiting, not accessing memory */
+    out->rule = v[i].flags & NMP_F_PAUSE ? NMP_RULE_SPIN : NMP_RULE_NO_MEM;
+    if (out->rule == NMP_RULE_SPIN)
+        return 0;
+    struct walk *w = calloc(1, sizeof *w);
+    if (!w) {
+        out->rule = NMP_RULE_UNDECODABLE;
+        return 0;
+    }
+    w->v = v;
+    walk_back(w, i, v[i].flags & NMP_F_MEM ? 1 : PATH_LEN);
+    if (v[i].flags & NMP_F_MEM) {
+        /* Two memory instructions in a row (movsd a; addsd b; movsd c in a stream loop):
+         * the first of such a run is never at ip (measured: 0 of 12 766 samples on
+         * `patterns irregular static rw`, whose loads of `a` open both loops), so the
+         * access that just retired is charged (rule skid) when its address is known.  A
+         * rep string instruction is interrupted while it runs: it is the access. */
+        const struct nmp_insn *p = w->pj == 1 ? &v[w->at[1]] : NULL;
+        if (p && !(v[i].flags & NMP_F_REP) && w->at[1] == i - 1 && w->join[0] == J_NONE &&
+            (p->flags & NMP_F_MEM) && !(p->flags & NMP_F_CF) && p->mem.rule == NMP_RULE_AT_IP &&
+            skid_to(w, out) == 0) {
+            free(w);
+            return 0;
+        }
+        *out = v[i].mem;
+    } else if (w->pj >= 0) {
+        const struct nmp_insn *j = &v[w->at[w->pj]];
+        if (j->flags & NMP_F_PAUSE) {
+            out->rule = NMP_RULE_SPIN;
+        } else {
+            *out = j->mem;
+            /* segment / vsib / undecodable: the nearest access is not computable;
+             * otherwise steps are undone, overwritten registers rebuilt, else clobbered */
+            if (out->rule == NMP_RULE_AT_IP && skid_to(w, out) == 0)
+                out->rule = (uint8_t)path_rule(w);
+        }
+    }
+    free(w);
+    return 0;
+}
