@@ -53,8 +53,11 @@ def test_sigint_stops_program_and_leaves_incomplete_profile(tmp_path):
     env = dict(os.environ)
     if "numaprof.cli.main" in " ".join(numaprof_argv()):
         env["PYTHONPATH"] = str(ROOT)
+    # SIGINT at its default, as at a terminal: a caller that ignores it (a job started
+    # with & by a non-interactive shell) passes that on, and then it is rightly ignored
     proc = subprocess.Popen([*numaprof_argv(), "record", "-o", str(out), "--", "sleep", "60"],
-                            env=env, stderr=subprocess.PIPE, text=True)
+                            env=env, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     for _ in range(100):  # wait until the program runs (the collector wrote its tables)
         if (out / "samples.time.col").exists():
             break
