@@ -835,6 +835,8 @@ class Mappings:
 
     def find(self, pid: int, addr: int):
         """(start, len, pgoff, path) of the mapping containing addr, or None."""
+        if not 0 <= addr < 1 << 64:
+            return None  # a return address of 0 looked up as 0 - 1: no call there
         entry = self.by_pid.get(pid)
         if entry is None:
             # a single-process profile may record mappings under the parent's pid only

@@ -371,3 +371,13 @@ def test_core_fault_expansion_is_bounded(monkeypatch):
     monkeypatch.setattr(core, "FAULT_PAGES_LIMIT", 1000)
     with pytest.raises(ProfileError, match="placed 262144 base pages, more than the 1000"):
         core._fault_pages(ft, 12)
+
+
+def test_return_address_zero_in_a_stack(prof):
+    """A call stack frame of 0 (looked up as the call at 0 - 1) names nothing; it is no
+    reason to fail the report."""
+    ips = prof / "stack_frames.ip.col"
+    n = (ips.stat().st_size - 16) // 8
+    profgen.write_column(ips, np.zeros(n, dtype=np.uint64), "<u8")
+    a = analyze(prof)
+    assert a.objects and all(o.name.startswith("heap@") for o in a.objects if o.kind == "heap")
