@@ -745,6 +745,47 @@ def run(cases: int, seed: int, base: Path, *, timeout: float = 60.0,
     return res
 
 
+def sweep(base: Path, *, timeout: float = 60.0, rss_limit: int = 1 << 30,
+          as_limit: int = 8 << 30, progress=None) -> Result:
+    """Every column of every seed with all its rows set to each extreme value of its
+    width (0, the largest, the sign bit...), through `report` and `suggest --format
+    json`: the values one bit flip at a time rarely reaches."""
+    warm_up()
+    res = Result()
+    t_start = time.monotonic()
+    n = 0
+    for seed in _seed_dirs():
+        for col in sorted(seed.glob("*.col")):
+            try:
+                size = int(col.read_bytes()[10:11])
+            except ValueError:
+                continue
+            for value in _EXTREMES.get(size, ()):
+                for argv_tail in ([], ["--format", "json"]):
+                    case = base / f"sweep{n}"
+                    n += 1
+                    prof = case / "prof"
+                    shutil.copytree(seed, prof)
+                    raw = bytearray((prof / col.name).read_bytes())
+                    rows = (len(raw) - 16) // size
+                    raw[16 : 16 + rows * size] = value.to_bytes(size, "little") * rows
+                    (prof / col.name).write_bytes(bytes(raw))
+                    argv = ["report" if not argv_tail else "suggest", str(prof), *argv_tail]
+                    o = run_forked(argv, case, timeout, as_limit)
+                    o = classify(o, argv, prof, case, [], rss_limit)
+                    muts = [f"all rows of {seed.name}/{col.name} = {value}"]
+                    res.tallies[o.kind] += 1
+                    res.peak_rss = max(res.peak_rss, o.rss)
+                    res.slowest = max(res.slowest, o.seconds)
+                    if o.kind not in PASS:
+                        res.failures.append((n - 1, muts, argv, o))
+                    if progress:
+                        progress(n - 1, muts, argv, o)
+                    _rmtree(case)
+    res.seconds = time.monotonic() - t_start
+    return res
+
+
 def _rmtree(path: Path) -> None:
     for p in path.rglob("*"):
         try:
