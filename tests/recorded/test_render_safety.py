@@ -8,15 +8,15 @@ import json
 import os
 import shutil
 import stat
-from pathlib import Path
 
 import numpy as np
 import profgen
 import pytest
+from helpers import ROOT
 
 from numaprof.analyzer import analyze
 
-SEEDS = Path(__file__).resolve().parent / "data" / "fuzz-seed"  # small profiles
+SEEDS = ROOT / "tests" / "data" / "fuzz-seed"  # small profiles
 
 
 @pytest.fixture

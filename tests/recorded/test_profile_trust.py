@@ -9,18 +9,18 @@ import json
 import os
 import shutil
 import threading
-from pathlib import Path
 
 import numpy as np
 import profgen
 import pytest
+from helpers import ROOT
 
 from numaprof.analyzer import analyze, core, profile_io, symbols, threads
 from numaprof.analyzer.profile import open_profile, read_table
 from numaprof.analyzer.topology import load_hwloc_xml, load_topology_json, parse_cpuset
 from numaprof.errors import ProfileError
 
-SEEDS = Path(__file__).resolve().parent / "data" / "fuzz-seed"  # small profiles
+SEEDS = ROOT / "tests" / "data" / "fuzz-seed"  # small profiles
 
 
 @pytest.fixture
