@@ -399,6 +399,8 @@ def _static_intervals(mappings: symbols.Mappings, objs: list[_Obj]) -> att.Inter
         base = os.path.basename(path)
         commons = info.common_blocks() if any(o.section.startswith(".bss") for o in info.objects) else {}
         for sym in _split_commons(info.objects, commons):
+            if not 0 <= sym.address + bias <= (1 << 64) - sym.size:
+                continue  # a mapping or symbol no process could have (damaged or crafted)
             key = ("static", path, sym.name, sym.address)
             g = groups.get(key)
             if g is None:

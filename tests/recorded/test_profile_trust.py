@@ -381,3 +381,26 @@ def test_return_address_zero_in_a_stack(prof):
     profgen.write_column(ips, np.zeros(n, dtype=np.uint64), "<u8")
     a = analyze(prof)
     assert a.objects and all(o.name.startswith("heap@") for o in a.objects if o.kind == "heap")
+
+
+def test_static_symbol_outside_the_address_space_is_skipped(monkeypatch):
+    """A mapping whose start is below its segment's link address (a swapped or damaged
+    column) puts a static symbol at a negative address: it is no object, not an error."""
+    class Elf:
+        objects = [symbols.StaticSymbol("neg", 0x10, 8, ".data", True),
+                   symbols.StaticSymbol("huge", 0x2000, 2**64 - 1, ".bss", True),
+                   symbols.StaticSymbol("ok", 0x3000, 64, ".data", True)]
+
+        def load_bias(self, start, pgoff):
+            return start - 0x2000
+
+        def common_blocks(self):
+            return {}
+
+    monkeypatch.setattr(symbols, "elf_info", lambda path: Elf())
+    table = {"pid": np.array([7], dtype=np.uint32), "start": np.array([0x1000], dtype=np.uint64),
+             "len": np.array([0x1000], dtype=np.uint64), "pgoff": np.array([0x2000], dtype=np.uint64),
+             "path": np.array(["/bin/x"], dtype=object)}
+    objs = []
+    iv = core._static_intervals(symbols.Mappings(table), objs)
+    assert [o.name for o in objs] == ["ok"] and int(iv.start[0]) == 0x2000
