@@ -12,7 +12,7 @@ import profile_fuzz
 import pytest
 from helpers import run_numaprof
 
-CASES = 300  # 25 s at load 2, 87 s at load 9 on the 2-core development VM (shared)
+CASES = 300  # 23 s at load 0.5, 87 s at load 9 on the 2-core development VM (shared)
 SEED = 20261123
 RSS_LIMIT = 512 << 20  # peak RSS of one case (the forked child, numpy and rich included)
 
