@@ -14,7 +14,7 @@ from numaprof.cli.options import (
     target_option,
     top_option,
 )
-from numaprof.cli.render import progress_callback
+from numaprof.cli.render import clean, progress_callback
 
 
 @click.command()
@@ -67,7 +67,7 @@ def command(profiles, fmt, top, object_name, output, target, diff):
         suggestions = suggest(analysis, resolve_target(target, analysis.topology))
         out = cfg.output or Path("numaprof-report.html")
         _emit(html_report.render(analysis, suggestions, top=cfg.top or 10), out)
-        print(f"numaprof: HTML report in {out}", file=sys.stderr)
+        print(f"numaprof: HTML report in {clean(str(out))}", file=sys.stderr)
     else:
         text_report.render(analysis, top=cfg.top if cfg.top else 15, out=cfg.output)
 

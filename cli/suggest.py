@@ -13,7 +13,7 @@ from numaprof.cli.options import (
     target_option,
     top_option,
 )
-from numaprof.cli.render import progress_callback
+from numaprof.cli.render import clean, progress_callback
 
 
 @click.command()
@@ -45,8 +45,8 @@ def command(profile, target, fmt, top, object_name, do_apply, dry_run, revert):
 
         restored = revert_profile(profile)
         if restored:
-            click.echo(f"numaprof: restored {len(restored)} file(s): " + ", ".join(restored),
-                       err=True)
+            click.echo(f"numaprof: restored {len(restored)} file(s): "
+                       + clean(", ".join(restored)), err=True)
         else:
             click.echo("numaprof: every file was already back to its original; numaprof's "
                        "apply state is removed", err=True)
@@ -144,12 +144,13 @@ def _apply(profile, patches, suggestions, dry_run: bool) -> None:
     if dry_run:
         sys.stdout.write(result.diff)
     else:
-        click.echo(f"numaprof: patched {len(result.files)} file(s): {', '.join(result.files)}; "
-                   f"originals kept in {result.backup_dir} (undo: numaprof suggest --revert, "
-                   "in this tree); rebuild with the flags of `numaprof config --cflags`",
-                   err=True)
+        click.echo(f"numaprof: patched {len(result.files)} file(s): "
+                   f"{clean(', '.join(result.files))}; originals kept in "
+                   f"{clean(str(result.backup_dir))} (undo: numaprof suggest --revert, in this "
+                   "tree); rebuild with the flags of `numaprof config --cflags`", err=True)
     for line in _fix_report(suggestions):
-        click.echo(f"numaprof: {line}", err=True)
+        # object names and statements come from the profile and the sources
+        click.echo(f"numaprof: {clean(line)}", err=True)
 
 
 def _fix_report(suggestions) -> list[str]:

@@ -178,19 +178,26 @@ def read_sources_json(profile_dir: str | os.PathLike) -> dict[str, str]:
     """The path -> sha256 map stored by `write_sources_json`.
 
     Raises ProfileError when the profile has none (recorded before sources were hashed)
-    or the file is not a `numaprof.sources/1` document.
+    or the file is not a `numaprof.sources/1` document: a regular file of the profile
+    (read as docs/security.md says every profile file is) mapping absolute paths to
+    sha256 digests.
     """
+    from numaprof.analyzer import profile_io
+
     path = os.path.join(os.fspath(profile_dir), SOURCES_FILE)
     try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
+        doc = profile_io.read_json(path)
     except FileNotFoundError:
         raise ProfileError(
             f"{profile_dir} has no {SOURCES_FILE}: the source hashes were not recorded; "
             "re-record to patch sources") from None
-    except (OSError, ValueError) as e:
-        raise ProfileError(f"cannot read {path}: {e}") from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(
             doc.get("files"), dict):
-        raise ProfileError(f"{path} is not a {SCHEMA} document")
-    return {str(k): str(v) for k, v in doc["files"].items()}
+        raise ProfileError(f"{path}: not a {SCHEMA} document")
+    for name, digest in doc["files"].items():
+        if not os.path.isabs(name) or "\0" in name:
+            raise profile_io.field_error(path, "a source path", "an absolute path", name)
+        if not isinstance(digest, str) or not profile_io.DIGEST.fullmatch(digest):
+            raise profile_io.field_error(path, f"the digest of {name!r:.60}",
+                                         "a sha256 (64 hex digits)", digest)
+    return dict(doc["files"])

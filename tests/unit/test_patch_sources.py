@@ -103,5 +103,5 @@ def test_read_sources_json_refuses_missing_and_foreign(tmp_path):
     with pytest.raises(ProfileError, match="not a numaprof.sources/1"):
         read_sources_json(tmp_path)
     (tmp_path / "sources.json").write_text("{truncated")
-    with pytest.raises(ProfileError, match="cannot read"):
+    with pytest.raises(ProfileError, match="sources.json: corrupted"):
         read_sources_json(tmp_path)
