@@ -10,9 +10,11 @@ contributed a line to the binary is covered, headers included.  System files (un
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import stat
 
 from numaprof.errors import ProfileError
 from numaprof.syspaths import is_system_path
@@ -23,9 +25,16 @@ SCHEMA = "numaprof.sources/1"
 
 
 def sha256_file(path: str | os.PathLike) -> str:
-    """Hex sha256 of a file's bytes."""
+    """Hex sha256 of a regular file's bytes.
+
+    The path may come from a profile: anything but a regular file (a FIFO would block
+    the read, a device never end) is an OSError, as an unreadable file is.
+    """
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
