@@ -250,8 +250,14 @@ static void perf_error(struct collector *c, const char *what, int e)
 static int open_tables(struct collector *c)
 {
     const char *dir = c->cfg->dir;
-    /* the software backend has no latency, data source or physical address columns */
-    int nsc = c->backend == NMP_BACKEND_SOFT ? NMP_samples_rule + 1 : NMP_samples_NCOLS;
+    /* the software backend has no latency, data source or physical address columns; the
+     * hardware backends sample no registers */
+    uint64_t regs = NMP_COLUMN(NMP_samples_sp) | NMP_COLUMN(NMP_samples_bp) |
+                    NMP_COLUMN(NMP_samples_insn_off) | NMP_COLUMN(NMP_samples_base_reg) |
+                    NMP_COLUMN(NMP_samples_index_reg) | NMP_COLUMN(NMP_samples_base_off);
+    uint64_t nsc = c->backend == NMP_BACKEND_SOFT
+                       ? (NMP_COLUMN(NMP_samples_rule + 1) - 1) | regs
+                       : (NMP_COLUMN(NMP_samples_NCOLS) - 1) & ~regs;
     if (!(c->t_samples = nmp_table_open(dir, NMP_TABLE_ID_samples, nsc)) ||
         !(c->t_faults = nmp_table_open(dir, NMP_TABLE_ID_faults, -1)) ||
         !(c->t_pages = nmp_table_open(dir, NMP_TABLE_ID_page_nodes, -1)) ||
@@ -1376,7 +1382,10 @@ static void on_soft_sample(struct collector *c, const uint8_t *body, size_t len,
         [NMP_samples_time] = s.time, [NMP_samples_pid] = s.pid, [NMP_samples_tid] = s.tid,
         [NMP_samples_cpu] = s.cpu, [NMP_samples_ip] = s.ip, [NMP_samples_addr] = s.addr,
         [NMP_samples_access] = s.access, [NMP_samples_size] = s.size,
-        [NMP_samples_rule] = s.rule};
+        [NMP_samples_rule] = s.rule, [NMP_samples_sp] = s.sp, [NMP_samples_bp] = s.bp,
+        [NMP_samples_insn_off] = (uint64_t)(int64_t)s.insn_off,
+        [NMP_samples_base_reg] = s.base_reg, [NMP_samples_index_reg] = s.index_reg,
+        [NMP_samples_base_off] = (uint64_t)(int64_t)s.base_off};
     if (nmp_table_append(c->t_samples, v) != 0)
         table_fail(c, "samples");
 }
