@@ -217,8 +217,13 @@ class FrameIndex:
 
     def _function_at(self, vaddr: int) -> _Func | None:
         dw = self.info.dwarf()
+        # the functions of the CUs seen so far first: no .debug_aranges parse per address
+        for lo, hi, depth, dies in self._cu_funcs.values():
+            hit = np.flatnonzero((lo <= vaddr) & (vaddr < hi))
+            if len(hit):
+                return self._function(dw, dies[max(hit.tolist(), key=lambda i: depth[i])])
         cu = symbols._cu_at(dw, vaddr)
-        if cu is None:
+        if cu is None or cu.cu_offset in self._cu_funcs:
             return None
         got = self._cu_funcs.get(cu.cu_offset)
         if got is None:
@@ -227,9 +232,11 @@ class FrameIndex:
         hit = np.flatnonzero((lo <= vaddr) & (vaddr < hi))
         if not len(hit):
             return None
-        die = dies[max(hit.tolist(), key=lambda i: depth[i])]
+        return self._function(dw, dies[max(hit.tolist(), key=lambda i: depth[i])])
+
+    def _function(self, dw, die) -> _Func:
         if die.offset not in self._funcs:
-            self._funcs[die.offset] = self._read_function(dw, cu, die)
+            self._funcs[die.offset] = self._read_function(dw, die.cu, die)
         return self._funcs[die.offset]
 
     def _read_function(self, dw, cu, die) -> _Func:

@@ -190,6 +190,8 @@ def attribute(s: Samples, candidate: np.ndarray, in_stack: np.ndarray, resolver)
         a = addr[members]
         free = np.ones(len(members), dtype=bool)
         for sl in fr.slots:
+            if not sl.var.name:
+                continue  # a compiler-made variable: no name to give
             val, ok = basis[sl.basis]
             start = val[members] + sl.offset
             hit = free & ok[members] & (a >= start) & (a < start + sl.size)
@@ -300,7 +302,7 @@ def _observed(found: _Found, s: Samples, todo: np.ndarray, pcf, g, basis, addr, 
         slots = {}
         for u in us:
             for sl in pcf[u].slots:
-                if sl.size >= MIN_OBSERVED:
+                if sl.size >= MIN_OBSERVED and sl.var.name:
                     slots.setdefault((sl.var.key, sl.basis, sl.offset), sl)
         m = np.concatenate([order[bounds[u]:bounds[u + 1]] for u in us])
         for sl in slots.values():
