@@ -32,6 +32,8 @@ from numaprof.analyzer import datatype, symbols
 
 DW_SP, DW_BP = 7, 6  # DWARF register numbers of rsp and rbp (System V x86-64 psABI)
 BASIS_FB = -1  # a slot's offset is from the function's frame base
+BASIS_EXPR = -3  # a slot's start is a DWARF expression of the stack pointer, frame pointer,
+# frame base or CFA (Slot.expr): a C variable-length array, `((rsp + 7) >> 3) << 3`
 _ERRORS = (KeyError, ValueError, IndexError, AttributeError, TypeError, NotImplementedError, ELFError,
            DWARFError, ConstructError)
 
@@ -59,12 +61,14 @@ class Variable:
 
 @dataclass(frozen=True)
 class Slot:
-    """A variable stored in the frame at one pc: bytes [basis + offset, + size)."""
-    basis: int  # BASIS_FB, DW_SP or DW_BP
+    """A variable stored in the frame at one pc: bytes [basis + offset, + size); size 0:
+    an array of a size the DWARF does not give (a variable-length array), up to the CFA."""
+    basis: int  # BASIS_FB, DW_SP, DW_BP, or BASIS_EXPR (the start is expr's value)
     offset: int
     size: int
     var: Variable
     in_scope: bool  # the pc is inside the variable's block
+    expr: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,7 @@ class _Loc:
     kind: str  # "mem": stored at basis + off; "val": its value is reg + off
     basis: int
     off: int
+    expr: tuple = ()  # basis BASIS_EXPR: the address expression's operations
 
 
 @dataclass
@@ -207,12 +212,13 @@ class FrameIndex:
             if loc is None:
                 continue
             if loc.kind == "mem":
-                if t is not None and t.size > 0:
+                if t is not None and (t.size > 0 or t.kind == "array"):
                     in_scope = v.scope is None or any(a <= charged < b for a, b in v.scope)
-                    slots.append(Slot(loc.basis, loc.off, t.size, v.var, in_scope))
+                    slots.append(Slot(loc.basis, loc.off, t.size, v.var, in_scope, loc.expr))
             elif t is not None and t.pointer:
                 held.append(Held(loc.basis, loc.off, v.var))
-        slots.sort(key=lambda s: not s.in_scope)
+        # in scope first; an array without a known size (to the CFA) after the others
+        slots.sort(key=lambda s: (not s.in_scope, s.size == 0))
         return PcFrame(f.name, f.key, cfa, f.frame_base, tuple(slots + later), tuple(held))
 
     def _function_at(self, vaddr: int) -> _Func | None:
@@ -565,11 +571,12 @@ def _register(ops) -> tuple[int, int] | None:
     return None
 
 
-def _classify(ops) -> tuple[str, int, int] | None:
+def _classify(ops) -> tuple | None:
     """("mem", basis, k): the variable is stored at basis + k (DW_OP_fbreg k: the frame
-    base; DW_OP_bregN k with N rsp or rbp); ("val", N, k): its value is register N + k
-    (DW_OP_regN; DW_OP_bregN k, DW_OP_stack_value); None for anything else (constants,
-    pieces, computed values)."""
+    base; DW_OP_bregN k with N rsp or rbp); ("mem", BASIS_EXPR, 0, ops): at the address
+    an expression of those computes (evaluate()); ("val", N, k): its value is register
+    N + k (DW_OP_regN; DW_OP_bregN k, DW_OP_stack_value); None for anything else
+    (constants, pieces, values computed from memory or other registers)."""
     if not ops:
         return None
     name = ops[0].op_name
@@ -584,4 +591,61 @@ def _classify(ops) -> tuple[str, int, int] | None:
     if len(ops) == 2 and ops[1].op_name == "DW_OP_stack_value" and name.startswith("DW_OP_breg"):
         r = _register(ops[:1])
         return ("val", r[0], r[1]) if r is not None and r[0] < 16 else None
+    if all(o.op_name in _EVALUABLE or o.op_name.startswith("DW_OP_lit") for o in ops) and \
+            evaluate(tuple(ops), *([np.zeros(1, dtype=np.int64)] * 4))[1].all():
+        return "mem", BASIS_EXPR, 0, tuple(ops)
     return None
+
+
+_EVALUABLE = {"DW_OP_breg6", "DW_OP_breg7", "DW_OP_fbreg", "DW_OP_call_frame_cfa", "DW_OP_const1u",
+              "DW_OP_const1s", "DW_OP_const2u", "DW_OP_const2s", "DW_OP_const4u", "DW_OP_const4s",
+              "DW_OP_const8u", "DW_OP_const8s", "DW_OP_constu", "DW_OP_consts", "DW_OP_plus",
+              "DW_OP_minus", "DW_OP_plus_uconst", "DW_OP_and", "DW_OP_or", "DW_OP_shr", "DW_OP_shl",
+              "DW_OP_shra", "DW_OP_neg", "DW_OP_not", "DW_OP_mul", "DW_OP_dup", "DW_OP_swap",
+              "DW_OP_drop"}
+
+
+def evaluate(ops: tuple, sp: np.ndarray, bp: np.ndarray, fb: np.ndarray, cfa: np.ndarray):
+    """The value of a DWARF location expression (the address of a variable) for each
+    sample, from its stack pointer, frame pointer, frame base and CFA: (values, True), or
+    (zeros, False) for an expression of anything else (memory, other registers)."""
+    stack: list[np.ndarray] = []
+    regs = {"DW_OP_breg6": bp, "DW_OP_breg7": sp}
+    fail = (np.zeros(len(sp), dtype=np.int64), np.zeros(len(sp), dtype=bool))
+    for o in ops:
+        name, args = o.op_name, o.args
+        if name in regs:
+            stack.append(regs[name] + int(args[0]))
+        elif name == "DW_OP_fbreg":
+            stack.append(fb + int(args[0]))
+        elif name == "DW_OP_call_frame_cfa":
+            stack.append(cfa.copy())
+        elif name.startswith("DW_OP_lit") and name[9:].isdigit():
+            stack.append(np.full(len(sp), int(name[9:]), dtype=np.int64))
+        elif name.startswith("DW_OP_const") and args and isinstance(args[0], int):
+            stack.append(np.full(len(sp), int(args[0]), dtype=np.int64))
+        elif name == "DW_OP_plus_uconst" and stack:
+            stack[-1] = stack[-1] + int(args[0])
+        elif name in ("DW_OP_neg", "DW_OP_not") and stack:
+            stack[-1] = -stack[-1] if name == "DW_OP_neg" else ~stack[-1]
+        elif name == "DW_OP_dup" and stack:
+            stack.append(stack[-1])
+        elif name == "DW_OP_drop" and stack:
+            stack.pop()
+        elif name in _BINARY and len(stack) >= 2:
+            b, a = stack.pop(), stack.pop()
+            stack.append(_BINARY[name](a, b))
+        elif name == "DW_OP_swap" and len(stack) >= 2:
+            stack[-1], stack[-2] = stack[-2], stack[-1]
+        else:
+            return fail
+    return (stack[-1], np.ones(len(sp), dtype=bool)) if len(stack) == 1 else fail
+
+
+_BINARY = {
+    "DW_OP_plus": np.add, "DW_OP_minus": np.subtract, "DW_OP_and": np.bitwise_and,
+    "DW_OP_or": np.bitwise_or, "DW_OP_mul": np.multiply,
+    "DW_OP_shl": lambda a, b: np.left_shift(a, b & 63),
+    "DW_OP_shr": lambda a, b: (a.astype(np.uint64) >> (b & 63).astype(np.uint64)).astype(np.int64),
+    "DW_OP_shra": lambda a, b: np.right_shift(a, b & 63),
+}

@@ -192,9 +192,19 @@ def attribute(s: Samples, candidate: np.ndarray, in_stack: np.ndarray, resolver)
         for sl in fr.slots:
             if not sl.var.name:
                 continue  # a compiler-made variable: no name to give
-            val, ok = basis[sl.basis]
-            start = val[members] + sl.offset
-            hit = free & ok[members] & (a >= start) & (a < start + sl.size)
+            if sl.basis == frames.BASIS_EXPR:
+                start, okm = frames.evaluate(sl.expr, sp[members], bp[members], fb[members], cfa[members])
+                used = {o.op_name for o in sl.expr}
+                if "DW_OP_fbreg" in used:
+                    okm = okm & fb_ok[members]
+                if "DW_OP_call_frame_cfa" in used:
+                    okm = okm & cfa_ok[members]
+            else:
+                val, ok = basis[sl.basis]
+                start, okm = val[members] + sl.offset, ok[members]
+            # an array of a size the DWARF does not give extends at most to the CFA
+            end = start + sl.size if sl.size > 0 else np.where(cfa_ok[members], cfa[members], start)
+            hit = free & okm & (a >= start) & (a < end)
             if hit.any():
                 obj = found.object(("var", *sl.var.key), sl.var.name, sl.var.site, FRAME)
                 m = members[hit]

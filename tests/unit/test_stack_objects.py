@@ -275,3 +275,62 @@ def test_thread_private_objects_are_not_placed_and_listed_apart(tmp_path):
     text = out.read_text()
     assert "hist x2 (private)" in text
     assert text.index("hist x2 (private)") > text.index(f"anon@{heap:#x}")
+
+
+C_VLA = r"""
+#include <stdint.h>
+#include <stdio.h>
+
+struct probe { uint64_t ip, sp, bp, addr; };
+static struct probe probes[NP];
+static int np;
+
+__attribute__((noinline)) static double smooth(int n, int seed)
+{
+    double a[n];
+    for (int i = 0; i < n; i++)
+        a[i] = (double)((i * 7 + seed) % 13);
+    double s = 0.0;
+    for (int k = 0; k < n; k += 7) {
+        uint64_t ip, sp, bp;
+        __asm__ volatile("lea 1f(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2\n1:"
+                         : "=r"(ip), "=r"(sp), "=r"(bp));
+        int i = (k * 31 + seed) % n;
+        s += a[i];
+        if (np < NP)
+            probes[np++] = (struct probe){ip, sp, bp, (uint64_t)(uintptr_t)&a[i]};
+    }
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    double s = 0.0;
+    for (int r = 0; r < 40; r++)
+        s += smooth(500 + argc, r);
+    FILE *m = fopen("/proc/self/maps", "r");
+    char line[4096];
+    while (m && fgets(line, sizeof line, m))
+        printf("map %s", line);
+    for (int k = 0; k < np; k++)
+        printf("probe 0 %llx %llx %llx %llx\n", (unsigned long long)probes[k].ip,
+               (unsigned long long)probes[k].sp, (unsigned long long)probes[k].bp,
+               (unsigned long long)probes[k].addr);
+    printf("check %f\n", s);
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("opt", ["-O2", "-O3"])
+def test_c_variable_length_array(tmp_path, opt):
+    """`double a[n]`: gcc places it with a location expression of the stack pointer
+    (`((rsp + 7) >> 3) << 3`) and no constant size: named `a`, its extent the frame."""
+    exe = _build(tmp_path, "vla.c", C_VLA, "gcc", ["-g", opt, f"-DNP={PROBES}"])
+    maps, probes = _run(exe)
+    assert len(probes) == PROBES
+    a = analyze(_profile(tmp_path / "p", maps, probes))
+    vla = [o for o in a.objects if o.name == "a"]
+    assert len(vla) == 1, [(o.name, o.kind, o.samples) for o in a.objects]
+    assert (vla[0].kind, vla[0].attribution, vla[0].samples) == ("stack", "frame", PROBES)
+    assert vla[0].site.startswith("smooth@vla.c:")
