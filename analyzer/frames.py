@@ -318,7 +318,6 @@ class FrameIndex:
                 locs.append(_Loc(lo, hi, *c))
         return _Var(var, scope, locs) if locs else None
 
-
     # -- where a pointer came from --------------------------------------------------
     def origin(self, pc: int, reg: int) -> Origin | None:
         """What register ``reg`` (DWARF number) holds at link-time address ``pc``, from

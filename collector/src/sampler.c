@@ -255,10 +255,10 @@ static int open_tables(struct collector *c)
     uint64_t regs = NMP_COLUMN(NMP_samples_sp) | NMP_COLUMN(NMP_samples_bp) |
                     NMP_COLUMN(NMP_samples_insn_off) | NMP_COLUMN(NMP_samples_base_reg) |
                     NMP_COLUMN(NMP_samples_index_reg) | NMP_COLUMN(NMP_samples_base_off);
-    uint64_t nsc = c->backend == NMP_BACKEND_SOFT
+    uint64_t cols = c->backend == NMP_BACKEND_SOFT
                        ? (NMP_COLUMN(NMP_samples_rule + 1) - 1) | regs
                        : (NMP_COLUMN(NMP_samples_NCOLS) - 1) & ~regs;
-    if (!(c->t_samples = nmp_table_open(dir, NMP_TABLE_ID_samples, nsc)) ||
+    if (!(c->t_samples = nmp_table_open(dir, NMP_TABLE_ID_samples, cols)) ||
         !(c->t_faults = nmp_table_open(dir, NMP_TABLE_ID_faults, -1)) ||
         !(c->t_pages = nmp_table_open(dir, NMP_TABLE_ID_page_nodes, -1)) ||
         !(c->t_maps = nmp_table_open(dir, NMP_TABLE_ID_mappings, -1))) {
