@@ -523,8 +523,11 @@ def _cfa_rows(fde) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _functions(dw, cu):
-    """Every subprogram of a CU with code, at any nesting depth (Fortran contained
-    procedures), as arrays (low, high), nesting depths and DIEs, one row per range."""
+    """Every subprogram of a CU with code, at any nesting depth, as arrays (low, high),
+    nesting depths and DIEs, one row per range.  Unlike symbols._code_scopes it walks into
+    subprograms without code too: GCC nests an OpenMP region's outlined function
+    (`sweep._omp_fn.0`) in the abstract DIE of the procedure it was outlined from, and a
+    Fortran contained procedure in its host."""
     lo, hi, depth, dies = [], [], [], []
     todo = [(cu.get_top_DIE(), 0)]
     while todo:

@@ -7,11 +7,11 @@ the function (the first floating-point load through a general register), its bas
 register from the instruction text."""
 
 import re
-import shutil
 import subprocess
 
 import profgen  # noqa: E402
 import pytest
+from helpers import build_program
 
 from numaprof.analyzer import analyze, symbols  # noqa: E402
 
@@ -91,16 +91,6 @@ _LOAD = re.compile(r"^\s*([0-9a-f]+):\s+(?:v?movsd|v?movupd|v?addsd|v?mulsd|v?mo
                    r"(?:-?0x[0-9a-f]+)?\(%(\w+)(?:,%(\w+),(\d))?\)")
 
 
-def _build(tmp_path, name, src, compiler, flags):
-    if shutil.which(compiler) is None or shutil.which("objdump") is None:
-        pytest.skip(f"{compiler} or objdump not installed")
-    s = tmp_path / name
-    s.write_text(src)
-    exe = tmp_path / name.split(".")[0]
-    subprocess.run([compiler, *flags, "-o", str(exe), str(s)], check=True, capture_output=True)
-    return exe
-
-
 def _loads(exe, function):
     """(address, base register, index register or None) of the floating-point loads of
     ``function`` through a general register, in code order."""
@@ -153,7 +143,7 @@ def test_structure_member_and_pointer_parameter(tmp_path, opt):
     """`g->energy[i]` through a register loaded from `8(%rdi)` (g a `struct grid *`): the
     type and member, `struct grid.energy`; `tw[k * stride]` through `tw`'s register, or
     a copy of it: the parameter `tw`."""
-    exe = _build(tmp_path, "grid.c", C_GRID, "gcc", ["-g", opt])
+    exe = build_program(tmp_path, "grid.c", C_GRID, "gcc", ["-g", opt], ("objdump",))
     energy = _samples(_loads(exe, "total")[0], HEAP + 0x1000)
     tw = _samples(_loads(exe, "strided")[0], HEAP + 0x40000, stride=24)
     a = analyze(_profile(tmp_path / "p", exe, energy + tw))
@@ -174,7 +164,7 @@ def test_cxx_vector_members(tmp_path, opt):
     """`m_pos[i] * m_mass[i]` in `Mesh::moment`: the data pointers are loaded from
     `this`; the accesses are named by the class and member, `Mesh::m_pos` and
     `Mesh::m_mass`, not by std::vector's own members."""
-    exe = _build(tmp_path, "mesh.cpp", CXX_MESH, "g++", ["-g", opt])
+    exe = build_program(tmp_path, "mesh.cpp", CXX_MESH, "g++", ["-g", opt], ("objdump",))
     loads = _loads(exe, "Mesh::moment() const")
     assert len(loads) >= 2
     pos = _samples(loads[0], HEAP + 0x2000)

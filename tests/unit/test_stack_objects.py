@@ -9,12 +9,12 @@ records (docs/profile-format.md), so the frame the analyzer computes from DWARF 
 call-frame information is checked against the running program's own registers.
 """
 
-import shutil
 import subprocess
 
 import numpy as np
 import profgen  # noqa: E402
 import pytest
+from helpers import build_program
 
 from numaprof.analyzer import analyze, frames, symbols  # noqa: E402
 
@@ -67,16 +67,6 @@ int main(void)
 """
 
 
-def _build(tmp_path, name, src, compiler, flags):
-    if shutil.which(compiler) is None:
-        pytest.skip(f"{compiler} not installed")
-    s = tmp_path / name
-    s.write_text(src)
-    exe = tmp_path / name.split(".")[0]
-    subprocess.run([compiler, *flags, "-o", str(exe), str(s)], check=True, capture_output=True)
-    return exe
-
-
 def _run(exe):
     out = subprocess.run([str(exe)], capture_output=True, text=True, check=True,
                          env={"OMP_NUM_THREADS": "2", "PATH": "/usr/bin:/bin"}).stdout
@@ -119,7 +109,7 @@ def test_private_local_of_a_parallel_region(tmp_path, opt):
     """`hist`, a local of the outlined parallel region on each thread's stack: one object
     named by the variable, with one instance per thread, thread-private, attributed by
     frame; its accesses' offsets are within one 16 KiB instance."""
-    exe = _build(tmp_path, "priv.c", C_PRIVATE, "gcc", ["-g", opt, "-fopenmp", *SIZES])
+    exe = build_program(tmp_path, "priv.c", C_PRIVATE, "gcc", ["-g", opt, "-fopenmp", *SIZES])
     maps, probes = _run(exe)
     assert len(probes) == 2 * PROBES
     a = analyze(_profile(tmp_path / "p", maps, probes))
@@ -138,7 +128,7 @@ def test_private_local_of_a_parallel_region(tmp_path, opt):
 def test_caller_frame_seen_at_other_samples(tmp_path):
     """A sample in code without DWARF (libc's memset clearing the caller's array) is
     placed in the local of the frame the other samples of that thread show."""
-    exe = _build(tmp_path, "priv.c", C_PRIVATE, "gcc", ["-g", "-O2", "-fopenmp", *SIZES])
+    exe = build_program(tmp_path, "priv.c", C_PRIVATE, "gcc", ["-g", "-O2", "-fopenmp", *SIZES])
     maps, probes = _run(exe)
     libc = next(m for m in maps if "libc.so" in m[3] and "x" in m[4])
     worker = [p for p in probes if p[0] == 1]
@@ -154,17 +144,18 @@ def test_caller_frame_seen_at_other_samples(tmp_path):
 F_PRIVATE = """\
 module work
   implicit none
+  integer :: n
+  double precision, allocatable :: u(:, :)
 contains
-  subroutine sweep(u, n)
-    integer, intent(in) :: n
-    double precision, intent(inout) :: u(n, n)
+  subroutine sweep(alpha)
+    double precision, intent(in) :: alpha
     double precision :: cp(n)
     integer :: i, j
     !$omp parallel do private(i, cp)
     do j = 1, n
       cp(1) = u(1, j)
       do i = 2, n
-        cp(i) = 0.5d0 * cp(i - 1) + u(i, j)
+        cp(i) = alpha * cp(i - 1) + u(i, j)
       end do
       do i = n - 1, 1, -1
         u(i, j) = cp(i) - 0.25d0 * u(i + 1, j)
@@ -177,12 +168,13 @@ end module work
 program main
   use work
   implicit none
-  double precision, allocatable :: u(:, :)
-  integer :: n
+  integer :: s
   n = 200
   allocate(u(n, n))
   u = 1.0d0
-  call sweep(u, n)
+  do s = 1, 3
+    call sweep(0.5d0 + s)
+  end do
   print *, sum(u)
 end program main
 """
@@ -193,8 +185,10 @@ def test_fortran_automatic_array_in_a_register(tmp_path, opt):
     """gfortran keeps the thread's private copy of an automatic array in a register
     (a location list of DW_OP_regN): an access through that register, anywhere on a
     thread stack, is `cp`'s, attributed by register; its instance starts at the
-    register's value (addr - base_off)."""
-    exe = _build(tmp_path, "adi.f90", F_PRIVATE, "gfortran", ["-g", opt, "-fopenmp"])
+    register's value (addr - base_off).  `sweep` is inlined into the main program (called
+    in a loop, as adi's sweeps are): its outlined region is a DIE nested in sweep's
+    abstract one, which has no code."""
+    exe = build_program(tmp_path, "adi.f90", F_PRIVATE, "gfortran", ["-g", opt, "-fopenmp"])
     info = symbols.elf_info(str(exe))
     fi = frames.frame_index(info)
     held = None
@@ -238,7 +232,7 @@ def test_fortran_automatic_array_in_a_register(tmp_path, opt):
 def test_profiles_without_registers_are_unchanged(tmp_path):
     """A profile without the register columns (a hardware backend, an older collector)
     keeps the stack mappings as objects."""
-    exe = _build(tmp_path, "priv.c", C_PRIVATE, "gcc", ["-g", "-O2", "-fopenmp", *SIZES])
+    exe = build_program(tmp_path, "priv.c", C_PRIVATE, "gcc", ["-g", "-O2", "-fopenmp", *SIZES])
     maps, probes = _run(exe)
     path = _profile(tmp_path / "p", maps, probes)
     for col in ("sp", "bp", "insn_off", "base_reg", "index_reg", "base_off"):
@@ -257,7 +251,7 @@ def test_thread_private_objects_are_not_placed_and_listed_apart(tmp_path):
     from numaprof.recommender import suggest
     from numaprof.recommender.targets import preset_topology
 
-    exe = _build(tmp_path, "priv.c", C_PRIVATE, "gcc", ["-g", "-O2", "-fopenmp", *SIZES])
+    exe = build_program(tmp_path, "priv.c", C_PRIVATE, "gcc", ["-g", "-O2", "-fopenmp", *SIZES])
     maps, probes = _run(exe)
     # a shared heap array beside it: the thread-private one must not hide it
     heap = 0x7E0000000000
@@ -326,7 +320,7 @@ int main(int argc, char **argv)
 def test_c_variable_length_array(tmp_path, opt):
     """`double a[n]`: gcc places it with a location expression of the stack pointer
     (`((rsp + 7) >> 3) << 3`) and no constant size: named `a`, its extent the frame."""
-    exe = _build(tmp_path, "vla.c", C_VLA, "gcc", ["-g", opt, f"-DNP={PROBES}"])
+    exe = build_program(tmp_path, "vla.c", C_VLA, "gcc", ["-g", opt, f"-DNP={PROBES}"])
     maps, probes = _run(exe)
     assert len(probes) == PROBES
     a = analyze(_profile(tmp_path / "p", maps, probes))
