@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "nmp_schema.h"
 #include "nmp_table.h"
 
 /* One sample in the common schema of all backends (docs/profile-format.md, samples). */
@@ -19,16 +20,12 @@ struct nmp_sample {
     uint16_t cpu;
     uint8_t access; /* NMP_ACC_* */
     uint8_t size;
-    uint8_t rule; /* NMP_RULE_* */
+    uint8_t rule; /* enum nmp_rule */
 };
 
 enum { NMP_ACC_NONE = 0, NMP_ACC_LOAD = 1, NMP_ACC_STORE = 2, NMP_ACC_RMW = 3 };
-enum {
-    NMP_RULE_NO_MEM = 0, NMP_RULE_AT_IP = 1, NMP_RULE_SKID = 2, NMP_RULE_HW = 3,
-    NMP_RULE_UNREADABLE = 10, NMP_RULE_UNDECODABLE = 11, NMP_RULE_SEGMENT = 12,
-    NMP_RULE_KERNEL = 13, NMP_RULE_VSIB = 14, NMP_RULE_CLOBBERED = 15,
-    NMP_RULE_SPIN = 16, /* busy-wait loop (pause): a waiting thread, not a memory access */
-};
+/* NMP_RULE_*: enum nmp_rule, generated (nmp_schema.h) from the one list of the sample
+ * rules, NMP_SAMPLE_RULES in numaprof_format.h. */
 
 /* mappings.flags: besides the kernel's MAP_SHARED/MAP_PRIVATE bits, a mapping of one of
  * numaprof's own files in the program (the allocation shim's library and record files):

@@ -152,7 +152,7 @@ struct collector {
 
     uint64_t samples, with_address, lost, throttled, unthrottled, faults, page_queries,
         outside_user, hw_decode_errors, malformed;
-    uint64_t rules[17];
+    uint64_t rules[NMP_RULE_LIMIT]; /* samples per value of samples.rule */
     char **warnings;
     int nwarn;
     int write_errno; /* the profile's tables could not be written (ENOSPC, EIO, ...) */
@@ -1362,7 +1362,7 @@ static void on_soft_sample(struct collector *c, const uint8_t *body, size_t len,
         nmp_decode_sample(c->dec, NULL, &s);
     }
     c->samples++;
-    c->rules[s.rule < 17 ? s.rule : NMP_RULE_UNDECODABLE]++;
+    c->rules[s.rule]++;
     if (s.rule == NMP_RULE_KERNEL)
         c->outside_user++;
     if (s.addr) {
@@ -1398,7 +1398,7 @@ static void on_hw_sample(struct collector *c, const struct ev *e, uint16_t misc,
         return;
     }
     c->samples++;
-    c->rules[s.rule < 17 ? s.rule : NMP_RULE_UNDECODABLE]++;
+    c->rules[s.rule]++;
     if (s.addr) {
         c->with_address++;
         page_note(c, s.pid, s.addr, nmp_now_ns());
@@ -1736,15 +1736,6 @@ static void iso_time(const struct timespec *ts, char *out, size_t len)
     strftime(out, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-static const char *rule_names[17] = {
-    [NMP_RULE_NO_MEM] = "no_mem",           [NMP_RULE_AT_IP] = "at_ip",
-    [NMP_RULE_SKID] = "skid",               [NMP_RULE_HW] = "hw",
-    [NMP_RULE_UNREADABLE] = "unreadable",   [NMP_RULE_UNDECODABLE] = "undecodable",
-    [NMP_RULE_SEGMENT] = "segment",         [NMP_RULE_KERNEL] = "kernel",
-    [NMP_RULE_VSIB] = "vsib",               [NMP_RULE_CLOBBERED] = "clobbered",
-    [NMP_RULE_SPIN] = "spin",
-};
-
 static int write_collector_json(struct collector *c, const struct nmp_shim_totals *shim)
 {
     char tmp[4096], path[4096];
@@ -1803,13 +1794,12 @@ static int write_collector_json(struct collector *c, const struct nmp_shim_total
             ", \"malformed\": %" PRIu64 ", \"hw_decode_errors\": %" PRIu64 "},\n \"rules\": {",
             c->samples, c->with_address, c->lost, c->throttled, unresolved, c->faults,
             c->page_queries, c->outside_user, c->malformed, c->hw_decode_errors);
-    int first = 1;
-    for (int r = 0; r < 17; r++) {
-        if (!rule_names[r])
-            continue;
-        fprintf(f, "%s\"%s\": %" PRIu64, first ? "" : ", ", rule_names[r], c->rules[r]);
-        first = 0;
-    }
+    const char *sep = "";
+#define RULE_COUNT_(id, name, value) \
+    fprintf(f, "%s\"" #name "\": %" PRIu64, sep, c->rules[NMP_RULE_##id]); \
+    sep = ", ";
+    NMP_SAMPLE_RULES(RULE_COUNT_)
+#undef RULE_COUNT_
     fprintf(f,
             "},\n \"shim\": {\"small_allocs\": %" PRIu64 ", \"small_bytes\": %" PRIu64
             ", \"tracked_allocs\": %" PRIu64 ", \"processes\": %" PRIu64 "},\n",
