@@ -718,14 +718,6 @@ static int write_threads(struct collector *c)
 
 /* ---------------------------------------------------------------- page locations */
 
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    return x;
-}
-
 static int pages_grow(struct collector *c)
 {
     size_t ncap = c->pcapacity ? c->pcapacity * 2 : 1 << 14;
@@ -738,7 +730,7 @@ static int pages_grow(struct collector *c)
         struct page_ent *e = &c->pages[i];
         if (!e->used)
             continue;
-        size_t k = mix64(e->page ^ ((uint64_t)e->pid << 48)) & (ncap - 1);
+        size_t k = nmp_mix64(e->page ^ ((uint64_t)e->pid << 48)) & (ncap - 1);
         while (np[k].used)
             k = (k + 1) & (ncap - 1);
         np[k] = *e;
@@ -759,7 +751,7 @@ static void page_note(struct collector *c, uint32_t pid, uint64_t addr, uint64_t
     if (c->pcount * 2 >= c->pcapacity && pages_grow(c) != 0)
         return;
     size_t mask = c->pcapacity - 1;
-    size_t k = mix64(page ^ ((uint64_t)pid << 48)) & mask;
+    size_t k = nmp_mix64(page ^ ((uint64_t)pid << 48)) & mask;
     while (c->pages[k].used && !(c->pages[k].page == page && c->pages[k].pid == pid))
         k = (k + 1) & mask;
     struct page_ent *e = &c->pages[k];
@@ -1647,34 +1639,26 @@ static void drain(struct collector *c)
 
 /* ---------------------------------------------------------------- /proc snapshots */
 
+struct synth_ctx {
+    struct collector *c;
+    uint32_t pid;
+    uint64_t now;
+};
+
+static int synth_mapping(void *arg, const struct nmp_maps_line *m)
+{
+    struct synth_ctx *x = arg;
+    add_mapping_row(x->c, x->now, x->pid, m->start, m->end - m->start, m->pgoff, m->prot,
+                    m->flags, m->path);
+    return 0;
+}
+
 /* Attach mode: the process's current mappings, as if MMAP2 records had come. */
 static void synth_mappings(struct collector *c, uint32_t pid)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%" PRIu32 "/maps", pid);
-    FILE *f = fopen(path, "re");
-    if (!f) {
-        warn(c, "cannot read %s: %s", path, strerror(errno));
-        return;
-    }
-    uint64_t now = nmp_now_ns();
-    char line[4096 + 128];
-    while (fgets(line, sizeof line, f)) {
-        unsigned long long s, e, off;
-        char perms[8];
-        int pos = 0;
-        if (sscanf(line, "%llx-%llx %7s %llx %*s %*s%n", &s, &e, perms, &off, &pos) < 4)
-            continue;
-        char *name = line + pos;
-        while (*name == ' ')
-            name++;
-        name[strcspn(name, "\n")] = 0;
-        uint32_t prot = (perms[0] == 'r' ? PROT_READ : 0) | (perms[1] == 'w' ? PROT_WRITE : 0) |
-                        (perms[2] == 'x' ? PROT_EXEC : 0);
-        uint32_t flags = perms[3] == 's' ? MAP_SHARED : MAP_PRIVATE;
-        add_mapping_row(c, now, pid, s, e - s, off, prot, flags, name);
-    }
-    fclose(f);
+    struct synth_ctx x = {c, pid, nmp_now_ns()};
+    if (nmp_proc_maps_each(pid, synth_mapping, &x) < 0)
+        warn(c, "cannot read /proc/%" PRIu32 "/maps: %s", pid, strerror(errno));
 }
 
 /* Is the process still running (not a zombie whose memory is gone)?  Its EXIT record may
