@@ -1,4 +1,4 @@
-/* numaprof-collect: argument parsing only; the work is in sampler.c.
+/* numaprof-collect: argument parsing only; the work is in sampler.c and its modules.
  *
  *   numaprof-collect -o DIR [--freq HZ] [--backend auto|soft|pebs|ibs]
  *                    [--shim LIB] [--alloc-threshold BYTES]
@@ -15,7 +15,7 @@
  * --control-fd is a stream socket to numaprof record: the collector writes "pid N\n" when
  * the command is started; numaprof record writes one byte (the signal number) for each
  * stopping signal it receives, and its end of file means numaprof record is gone
- * (sampler.c, "signals").  Both descriptors are close-on-exec: the command never sees them.
+ * (signals.c).  Both descriptors are close-on-exec: the command never sees them.
  * --convert-shim turns the allocation shim's files of DIR into the objects table, for a
  * profile whose collector was killed before it could (numaprof record does it then).
  */

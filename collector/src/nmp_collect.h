@@ -42,7 +42,7 @@ int nmp_topology_write(const char *dir, char *err);
 struct nmp_table *nmp_counters_open(const char *dir);
 int nmp_counters_snapshot(struct nmp_table *t, uint64_t time_ns, int phase);
 
-/* numamaps.c: copy /proc/<pid>/numa_maps to <dir>/numa_maps.<pid> (atomic rename). */
+/* procfs.c: copy /proc/<pid>/numa_maps to <dir>/numa_maps.<pid> (atomic rename). */
 int nmp_numa_maps_copy(pid_t pid, const char *dir);
 
 /* shimconv.c: turn every <dir>/shim.<pid>.bin into the objects and stack_frames tables,

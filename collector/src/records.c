@@ -1,0 +1,382 @@
+/* One perf record at a time, in time order (drain.c): samples become rows of the samples
+ * table (the software backend's through the decoder, a hardware backend's through
+ * nmp_hw_decode), fault samples rows of the faults table, MMAP/MMAP2 rows of the mappings
+ * table, and FORK/EXIT/COMM the threads and processes (threads.c).  Records that cannot
+ * be parsed are counted (collector.json "malformed"), never dropped silently.
+ * Layouts: Linux include/uapi/linux/perf_event.h, enum perf_event_type.
+ */
+#include "nmp_collector.h"
+
+#include "nmp_decode.h"
+
+#include <stddef.h>
+#include <string.h>
+
+/* The fixed parts of the side-band records we read. */
+struct rec_mmap2 { /* PERF_RECORD_MMAP2, then char filename[] */
+    uint32_t pid, tid;
+    uint64_t addr, len, pgoff;
+    /* PERF_RECORD_MMAP has the filename here */
+    uint32_t maj, min; /* or the build id (PERF_RECORD_MISC_MMAP_BUILD_ID) */
+    uint64_t ino, ino_generation;
+    uint32_t prot, flags;
+};
+#define REC_MMAP_SIZE offsetof(struct rec_mmap2, maj)
+
+struct rec_comm { /* PERF_RECORD_COMM, then char comm[] */
+    uint32_t pid, tid;
+};
+
+struct rec_task { /* PERF_RECORD_FORK, PERF_RECORD_EXIT */
+    uint32_t pid, ppid, tid, ptid;
+    uint64_t time;
+};
+
+struct rec_lost { /* PERF_RECORD_LOST */
+    uint64_t id, lost;
+};
+
+struct rec_lost_samples { /* PERF_RECORD_LOST_SAMPLES */
+    uint64_t lost;
+};
+
+_Static_assert(REC_MMAP_SIZE == 32 && sizeof(struct rec_mmap2) == 64 &&
+                   sizeof(struct rec_task) == 24,
+               "perf record layouts");
+
+#define COMM_LEN 16 /* TASK_COMM_LEN without its NUL */
+
+struct psample {
+    uint64_t id, ip, time, addr, data_page_size;
+    uint32_t pid, tid, cpu, raw_size;
+    const uint8_t *raw;
+    uint64_t abi;
+    const uint64_t *regs; /* unaligned-safe copy below */
+    size_t nregs;
+};
+
+/* Parses the sample body fields our events use, in the kernel's order. */
+static int parse_sample(const uint8_t *p, size_t len, uint64_t st, struct psample *s)
+{
+    const uint8_t *end = p + len;
+    memset(s, 0, sizeof *s);
+#define NEED(n) if ((size_t)(end - p) < (n)) return -1
+    if (st & PERF_SAMPLE_IDENTIFIER) { NEED(8); s->id = nmp_rd64(p); p += 8; }
+    if (st & PERF_SAMPLE_IP) { NEED(8); s->ip = nmp_rd64(p); p += 8; }
+    if (st & PERF_SAMPLE_TID) { NEED(8); s->pid = nmp_rd32(p); s->tid = nmp_rd32(p + 4); p += 8; }
+    if (st & PERF_SAMPLE_TIME) { NEED(8); s->time = nmp_rd64(p); p += 8; }
+    if (st & PERF_SAMPLE_ADDR) { NEED(8); s->addr = nmp_rd64(p); p += 8; }
+    if (st & PERF_SAMPLE_ID) { NEED(8); p += 8; }
+    if (st & PERF_SAMPLE_STREAM_ID) { NEED(8); p += 8; }
+    if (st & PERF_SAMPLE_CPU) { NEED(8); s->cpu = nmp_rd32(p); p += 8; }
+    if (st & PERF_SAMPLE_PERIOD) { NEED(8); p += 8; }
+    if (st & (PERF_SAMPLE_READ | PERF_SAMPLE_CALLCHAIN))
+        return 0; /* not used by our own events; stop before them */
+    if (st & PERF_SAMPLE_RAW) {
+        NEED(4);
+        s->raw_size = nmp_rd32(p);
+        p += 4;
+        NEED(s->raw_size);
+        s->raw = p;
+        p += s->raw_size;
+    }
+    if (st & PERF_SAMPLE_BRANCH_STACK)
+        return 0;
+    if (st & PERF_SAMPLE_REGS_USER) {
+        NEED(8);
+        s->abi = nmp_rd64(p);
+        p += 8;
+        if (s->abi) {
+            s->nregs = (size_t)__builtin_popcountll(NMP_REGS_MASK);
+            NEED(s->nregs * 8);
+            s->regs = (const uint64_t *)(const void *)p;
+            p += s->nregs * 8;
+        }
+    }
+    if (st & (PERF_SAMPLE_STACK_USER | PERF_SAMPLE_REGS_INTR))
+        return 0; /* not used by our own events */
+    /* fixed-size fields up to the page size of the data address (perf_event.h order) */
+    uint64_t fixed[] = {PERF_SAMPLE_WEIGHT | PERF_SAMPLE_WEIGHT_STRUCT, PERF_SAMPLE_DATA_SRC,
+                        PERF_SAMPLE_TRANSACTION, PERF_SAMPLE_PHYS_ADDR, PERF_SAMPLE_CGROUP};
+    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
+        if (st & fixed[i]) {
+            NEED(8);
+            p += 8;
+        }
+    if (st & PERF_SAMPLE_DATA_PAGE_SIZE) {
+        NEED(8);
+        s->data_page_size = nmp_rd64(p);
+        p += 8;
+    }
+#undef NEED
+    return 0;
+}
+
+/* A sample in the common schema of all backends: counted, its page queued for a location
+ * query, one row.  (The software backend's table stops at `rule`: the later columns are
+ * zero for it and not written.) */
+static void add_sample(struct nmp_collector *c, const struct nmp_sample *s)
+{
+    c->n.samples++;
+    c->n.rules[s->rule]++;
+    if (s->addr) {
+        c->n.with_address++;
+        nmp_page_note(c, s->pid, s->addr, nmp_now_ns());
+    }
+    struct nmp_thread *t = nmp_thread_of(&c->tasks, s->pid, s->tid, s->time);
+    if (t)
+        t->samples++;
+    uint64_t v[NMP_samples_NCOLS] = {
+        [NMP_samples_time] = s->time, [NMP_samples_pid] = s->pid, [NMP_samples_tid] = s->tid,
+        [NMP_samples_cpu] = s->cpu, [NMP_samples_ip] = s->ip, [NMP_samples_addr] = s->addr,
+        [NMP_samples_access] = s->access, [NMP_samples_size] = s->size,
+        [NMP_samples_rule] = s->rule, [NMP_samples_weight] = s->weight,
+        [NMP_samples_data_src] = s->data_src, [NMP_samples_phys_addr] = s->phys_addr};
+    if (nmp_table_append(c->t.samples, v) != 0)
+        nmp_table_failed(c, "samples");
+}
+
+/* The software backend: the data address from the instruction at IP and the sampled
+ * registers (decode.c). */
+static void on_soft_sample(struct nmp_collector *c, const struct nmp_ev *e, const uint8_t *body,
+                           size_t len)
+{
+    struct psample ps;
+    if (parse_sample(body, len, e->attr.sample_type, &ps) != 0) {
+        c->n.malformed++;
+        return;
+    }
+    struct nmp_sample s = {.time = ps.time, .ip = ps.ip, .pid = ps.pid, .tid = ps.tid,
+                           .cpu = (uint16_t)ps.cpu};
+    if (ps.abi && ps.regs) {
+        uint64_t vals[NMP_NREGS];
+        memcpy(vals, ps.regs, ps.nregs * 8);
+        struct nmp_regs regs;
+        nmp_regs_unpack(NMP_REGS_MASK, vals, ps.nregs, &regs);
+        nmp_decode_sample(c->dec, &regs, &s);
+    } else {
+        nmp_decode_sample(c->dec, NULL, &s);
+    }
+    if (s.rule == NMP_RULE_KERNEL) /* (a hardware backend counts by header.misc instead) */
+        c->n.outside_user++;
+    add_sample(c, &s);
+}
+
+static void on_hw_sample(struct nmp_collector *c, const struct nmp_ev *e, uint16_t misc,
+                         const uint8_t *body, size_t len)
+{
+    if (!nmp_hw_misc_is_user(misc)) {
+        c->n.outside_user++;
+        return;
+    }
+    struct nmp_sample s;
+    memset(&s, 0, sizeof s);
+    int r = nmp_hw_decode(c->be.backend, &e->attr, body, len, &s);
+    if (r == NMP_HW_SKIP)
+        return; /* a helper event of the group (e.g. mem-loads-aux), not a memory sample */
+    if (r != 0) {
+        c->n.hw_decode_errors++;
+        return;
+    }
+    add_sample(c, &s);
+}
+
+static void on_fault(struct nmp_collector *c, const struct nmp_ev *e, const uint8_t *body,
+                     size_t len)
+{
+    struct psample ps;
+    if (parse_sample(body, len, e->attr.sample_type, &ps) != 0) {
+        c->n.malformed++;
+        return;
+    }
+    uint64_t ip = ps.ip, addr = ps.addr;
+    uint8_t flags = 0;
+    enum nmp_fault_source source = e->kind == NMP_EV_FAULT_DONE ? NMP_FAULTS_DONE : NMP_FAULTS_SW;
+    if (e->kind == NMP_EV_FAULT_TP) {
+        const struct nmp_events *ev = &c->ev;
+        source = NMP_FAULTS_TP;
+        if (!ps.raw || ps.raw_size < (uint32_t)ev->tp_off_err + 8) {
+            c->n.malformed++;
+            return;
+        }
+        addr = nmp_rd64(ps.raw + ev->tp_off_addr);
+        ip = nmp_rd64(ps.raw + ev->tp_off_ip);
+        uint64_t ec = nmp_rd64(ps.raw + ev->tp_off_err);
+        flags = (uint8_t)(((ec >> 1) & 1) | 2); /* error_code bit1 = write; 2: known */
+    }
+    c->n.faults++;
+    /* the page the fault mapped: 4 KiB, or 2 MiB for a transparent huge page (only the
+     * completed-fault events know it; 0 = not known) */
+    uint64_t v[NMP_faults_NCOLS] = {
+        [NMP_faults_time] = ps.time, [NMP_faults_pid] = ps.pid, [NMP_faults_tid] = ps.tid,
+        [NMP_faults_cpu] = ps.cpu, [NMP_faults_ip] = ip, [NMP_faults_addr] = addr,
+        [NMP_faults_flags] = flags, [NMP_faults_source] = (uint64_t)source,
+        [NMP_faults_page_size] = ps.data_page_size};
+    if (nmp_table_append(c->t.faults, v) != 0)
+        nmp_table_failed(c, "faults");
+}
+
+static void on_sample(struct nmp_collector *c, uint16_t misc, const uint8_t *b, size_t blen)
+{
+    if (blen < sizeof(uint64_t)) /* PERF_SAMPLE_IDENTIFIER comes first */
+        return;
+    const struct nmp_ev *e = nmp_ev_of(&c->ev, nmp_rd64(b));
+    if (!e) {
+        c->n.malformed++;
+        return;
+    }
+    switch (e->kind) {
+    case NMP_EV_SOFT:
+        on_soft_sample(c, e, b, blen);
+        break;
+    case NMP_EV_HW:
+        on_hw_sample(c, e, misc, b, blen);
+        break;
+    case NMP_EV_FAULT_SW:
+    case NMP_EV_FAULT_TP:
+    case NMP_EV_FAULT_DONE:
+        on_fault(c, e, b, blen);
+        break;
+    case NMP_EV_SIDEBAND:
+        break;
+    }
+}
+
+void nmp_mapping_add(struct nmp_collector *c, uint64_t time, uint32_t pid, uint64_t start,
+                     uint64_t len, uint64_t pgoff, uint32_t prot, uint32_t flags,
+                     const char *path)
+{
+    const struct nmp_own_files *own = &c->own;
+    nmp_decoder_mmap(c->dec, pid, start, len, pgoff, path);
+    /* the kernel names a mapping by its canonical path (d_path), as realpath() does */
+    if (path && ((own->dir_len && !strncmp(path, own->dir, own->dir_len) &&
+                  path[own->dir_len] == '/') ||
+                 (own->shim[0] && !strcmp(path, own->shim))))
+        flags |= NMP_MAP_NUMAPROF;
+    uint64_t v[NMP_mappings_NCOLS] = {
+        [NMP_mappings_time] = time, [NMP_mappings_pid] = pid, [NMP_mappings_start] = start,
+        [NMP_mappings_len] = len, [NMP_mappings_pgoff] = pgoff, [NMP_mappings_prot] = prot,
+        [NMP_mappings_flags] = flags, [NMP_mappings_path] = (uintptr_t)path};
+    if (nmp_table_append(c->t.maps, v) != 0)
+        nmp_table_failed(c, "mappings");
+}
+
+/* MMAP and MMAP2 (the same fields up to the filename; MMAP has no prot and flags). */
+static void on_mmap(struct nmp_collector *c, uint16_t type, const uint8_t *b, size_t blen,
+                    uint64_t time)
+{
+    size_t fixed = type == PERF_RECORD_MMAP2 ? sizeof(struct rec_mmap2) : REC_MMAP_SIZE;
+    if (blen <= fixed)
+        return;
+    struct rec_mmap2 m = {0};
+    memcpy(&m, b, fixed);
+    char path[4096];
+    size_t n = strnlen((const char *)b + fixed, blen - fixed);
+    if (n >= sizeof path)
+        n = sizeof path - 1;
+    memcpy(path, b + fixed, n);
+    path[n] = 0;
+    nmp_mapping_add(c, time, m.pid, m.addr, m.len, m.pgoff, m.prot, m.flags, path);
+}
+
+static void on_comm(struct nmp_collector *c, uint16_t misc, const uint8_t *b, size_t blen,
+                    uint64_t time)
+{
+    struct rec_comm r;
+    if (blen <= sizeof r)
+        return;
+    memcpy(&r, b, sizeof r);
+    struct nmp_thread *t = nmp_thread_of(&c->tasks, r.pid, r.tid, time);
+    if (misc & PERF_RECORD_MISC_COMM_EXEC) {
+        nmp_decoder_exec(c->dec, r.pid);
+        nmp_process_add(c, r.pid);
+        if (t && !t->start)
+            t->start = time;
+    }
+    if (t) {
+        size_t n = strnlen((const char *)b + sizeof r, blen - sizeof r);
+        if (n > COMM_LEN)
+            n = COMM_LEN;
+        memcpy(t->comm, b + sizeof r, n);
+        t->comm[n] = 0;
+    }
+}
+
+static void on_task_fork(struct nmp_collector *c, const uint8_t *b, size_t blen)
+{
+    struct rec_task r;
+    if (blen < sizeof r)
+        return;
+    memcpy(&r, b, sizeof r);
+    char comm[sizeof c->tasks.threads->comm] = "";
+    struct nmp_thread *parent = nmp_thread_find(&c->tasks, r.ptid);
+    if (parent) /* copied first: adding a thread may move the array */
+        memcpy(comm, parent->comm, sizeof comm);
+    struct nmp_thread *t = nmp_thread_add(&c->tasks, r.pid, r.tid, r.ppid, r.time);
+    if (t) /* its affinity: the watcher's, read while it runs */
+        memcpy(t->comm, comm, sizeof t->comm);
+    if (r.pid != r.ppid) {
+        nmp_decoder_fork(c->dec, r.ppid, r.pid);
+        nmp_process_add(c, r.pid);
+    }
+}
+
+static void on_task_exit(struct nmp_collector *c, const uint8_t *b, size_t blen)
+{
+    struct rec_task r;
+    if (blen < sizeof r)
+        return;
+    memcpy(&r, b, sizeof r);
+    struct nmp_thread *t = nmp_thread_find(&c->tasks, r.tid);
+    if (t) {
+        t->end = r.time;
+        t->alive = 0;
+    }
+    if (r.pid == r.tid) {
+        struct nmp_process *p = nmp_process_find(&c->tasks, r.pid);
+        if (p)
+            p->alive = 0;
+    }
+}
+
+void nmp_record(struct nmp_collector *c, const uint8_t *rec, uint32_t len, uint64_t time)
+{
+    struct perf_event_header h;
+    memcpy(&h, rec, sizeof h);
+    const uint8_t *b = rec + sizeof h;
+    size_t blen = len - sizeof h;
+    switch (h.type) {
+    case PERF_RECORD_SAMPLE:
+        on_sample(c, h.misc, b, blen);
+        break;
+    case PERF_RECORD_MMAP:
+    case PERF_RECORD_MMAP2:
+        on_mmap(c, (uint16_t)h.type, b, blen, time);
+        break;
+    case PERF_RECORD_COMM:
+        on_comm(c, h.misc, b, blen, time);
+        break;
+    case PERF_RECORD_FORK:
+        on_task_fork(c, b, blen);
+        break;
+    case PERF_RECORD_EXIT:
+        on_task_exit(c, b, blen);
+        break;
+    case PERF_RECORD_LOST:
+        if (blen >= sizeof(struct rec_lost))
+            c->n.lost += nmp_rd64(b + offsetof(struct rec_lost, lost));
+        break;
+    case PERF_RECORD_LOST_SAMPLES:
+        if (blen >= sizeof(struct rec_lost_samples))
+            c->n.lost += nmp_rd64(b + offsetof(struct rec_lost_samples, lost));
+        break;
+    case PERF_RECORD_THROTTLE:
+        c->n.throttled++;
+        break;
+    case PERF_RECORD_UNTHROTTLE:
+        c->n.unthrottled++;
+        break;
+    default:
+        break;
+    }
+}
