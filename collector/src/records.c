@@ -8,6 +8,7 @@
 #include "nmp_collector.h"
 
 #include "nmp_decode.h"
+#include "nmp_perf_sample.h"
 
 #include <stddef.h>
 #include <string.h>
@@ -46,72 +47,6 @@ _Static_assert(REC_MMAP_SIZE == 32 && sizeof(struct rec_mmap2) == 64 &&
 
 #define COMM_LEN 16 /* TASK_COMM_LEN without its NUL */
 
-struct psample {
-    uint64_t id, ip, time, addr, data_page_size;
-    uint32_t pid, tid, cpu, raw_size;
-    const uint8_t *raw;
-    uint64_t abi;
-    const uint64_t *regs; /* unaligned-safe copy below */
-    size_t nregs;
-};
-
-/* Parses the sample body fields our events use, in the kernel's order. */
-static int parse_sample(const uint8_t *p, size_t len, uint64_t st, struct psample *s)
-{
-    const uint8_t *end = p + len;
-    memset(s, 0, sizeof *s);
-#define NEED(n) if ((size_t)(end - p) < (n)) return -1
-    if (st & PERF_SAMPLE_IDENTIFIER) { NEED(8); s->id = nmp_rd64(p); p += 8; }
-    if (st & PERF_SAMPLE_IP) { NEED(8); s->ip = nmp_rd64(p); p += 8; }
-    if (st & PERF_SAMPLE_TID) { NEED(8); s->pid = nmp_rd32(p); s->tid = nmp_rd32(p + 4); p += 8; }
-    if (st & PERF_SAMPLE_TIME) { NEED(8); s->time = nmp_rd64(p); p += 8; }
-    if (st & PERF_SAMPLE_ADDR) { NEED(8); s->addr = nmp_rd64(p); p += 8; }
-    if (st & PERF_SAMPLE_ID) { NEED(8); p += 8; }
-    if (st & PERF_SAMPLE_STREAM_ID) { NEED(8); p += 8; }
-    if (st & PERF_SAMPLE_CPU) { NEED(8); s->cpu = nmp_rd32(p); p += 8; }
-    if (st & PERF_SAMPLE_PERIOD) { NEED(8); p += 8; }
-    if (st & (PERF_SAMPLE_READ | PERF_SAMPLE_CALLCHAIN))
-        return 0; /* not used by our own events; stop before them */
-    if (st & PERF_SAMPLE_RAW) {
-        NEED(4);
-        s->raw_size = nmp_rd32(p);
-        p += 4;
-        NEED(s->raw_size);
-        s->raw = p;
-        p += s->raw_size;
-    }
-    if (st & PERF_SAMPLE_BRANCH_STACK)
-        return 0;
-    if (st & PERF_SAMPLE_REGS_USER) {
-        NEED(8);
-        s->abi = nmp_rd64(p);
-        p += 8;
-        if (s->abi) {
-            s->nregs = (size_t)__builtin_popcountll(NMP_REGS_MASK);
-            NEED(s->nregs * 8);
-            s->regs = (const uint64_t *)(const void *)p;
-            p += s->nregs * 8;
-        }
-    }
-    if (st & (PERF_SAMPLE_STACK_USER | PERF_SAMPLE_REGS_INTR))
-        return 0; /* not used by our own events */
-    /* fixed-size fields up to the page size of the data address (perf_event.h order) */
-    uint64_t fixed[] = {PERF_SAMPLE_WEIGHT | PERF_SAMPLE_WEIGHT_STRUCT, PERF_SAMPLE_DATA_SRC,
-                        PERF_SAMPLE_TRANSACTION, PERF_SAMPLE_PHYS_ADDR, PERF_SAMPLE_CGROUP};
-    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
-        if (st & fixed[i]) {
-            NEED(8);
-            p += 8;
-        }
-    if (st & PERF_SAMPLE_DATA_PAGE_SIZE) {
-        NEED(8);
-        s->data_page_size = nmp_rd64(p);
-        p += 8;
-    }
-#undef NEED
-    return 0;
-}
-
 /* A sample in the common schema of all backends: counted, its page queued for a location
  * query, one row.  (The software backend's table stops at `rule`: the later columns are
  * zero for it and not written.) */
@@ -141,18 +76,18 @@ static void add_sample(struct nmp_collector *c, const struct nmp_sample *s)
 static void on_soft_sample(struct nmp_collector *c, const struct nmp_ev *e, const uint8_t *body,
                            size_t len)
 {
-    struct psample ps;
-    if (parse_sample(body, len, e->attr.sample_type, &ps) != 0) {
+    struct nmp_perf_sample ps;
+    if (nmp_perf_sample_parse(&e->attr, body, len, &ps) != 0 || ps.nregs > NMP_NREGS) {
         c->n.malformed++;
         return;
     }
     struct nmp_sample s = {.time = ps.time, .ip = ps.ip, .pid = ps.pid, .tid = ps.tid,
                            .cpu = (uint16_t)ps.cpu};
-    if (ps.abi && ps.regs) {
+    if (ps.regs_abi && ps.regs) {
         uint64_t vals[NMP_NREGS];
-        memcpy(vals, ps.regs, ps.nregs * 8);
+        memcpy(vals, ps.regs, ps.nregs * sizeof *vals);
         struct nmp_regs regs;
-        nmp_regs_unpack(NMP_REGS_MASK, vals, ps.nregs, &regs);
+        nmp_regs_unpack(e->attr.sample_regs_user, vals, ps.nregs, &regs);
         nmp_decode_sample(c->dec, &regs, &s);
     } else {
         nmp_decode_sample(c->dec, NULL, &s);
@@ -184,8 +119,8 @@ static void on_hw_sample(struct nmp_collector *c, const struct nmp_ev *e, uint16
 static void on_fault(struct nmp_collector *c, const struct nmp_ev *e, const uint8_t *body,
                      size_t len)
 {
-    struct psample ps;
-    if (parse_sample(body, len, e->attr.sample_type, &ps) != 0) {
+    struct nmp_perf_sample ps;
+    if (nmp_perf_sample_parse(&e->attr, body, len, &ps) != 0) {
         c->n.malformed++;
         return;
     }
