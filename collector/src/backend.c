@@ -22,7 +22,7 @@ int nmp_backend_select(struct nmp_collector *c)
 {
     struct nmp_backend_choice *be = &c->be;
     int req = c->cfg->backend;
-    for (int b = 0; b < 3; b++)
+    for (int b = 0; b < NMP_NBACKENDS; b++)
         be->reason[b][0] = 0;
     be->backend = NMP_BACKEND_SOFT;
     if (req == NMP_REQ_SOFT) {

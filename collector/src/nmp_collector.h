@@ -33,12 +33,14 @@
 #define NMP_MAX_CPUS 4096
 #define NMP_MAX_HW_ATTRS 8
 #define NMP_REASON_LEN 256
+#define NMP_NBACKENDS 3 /* enum nmp_backend */
+#define NMP_COMM_LEN 16 /* a thread's name: the kernel's TASK_COMM_LEN without its NUL */
 
 /* ---- backend.c ---- */
 
 struct nmp_backend_choice {
     enum nmp_backend backend;
-    char reason[3][NMP_REASON_LEN]; /* per enum nmp_backend: why taken or not */
+    char reason[NMP_NBACKENDS][NMP_REASON_LEN]; /* per enum nmp_backend: why taken or not */
     struct perf_event_attr hw_attrs[NMP_MAX_HW_ATTRS];
     int nhw;
 };
@@ -111,7 +113,7 @@ struct nmp_drain {
 struct nmp_thread {
     uint32_t pid, tid, ppid;
     uint64_t start, end, samples;
-    char comm[17];
+    char comm[NMP_COMM_LEN + 1];
     int alive;
 };
 
@@ -142,6 +144,9 @@ struct nmp_pages {
     uint64_t *pend; /* indexes into ents, waiting for move_pages */
     size_t npend, pendcap;
 };
+
+/* faults.flags (docs/profile-format.md) */
+enum nmp_fault_flags { NMP_FAULT_WRITE = 1, NMP_FAULT_WRITE_KNOWN = 2 };
 
 /* ---- sampler.c (the counts: records.c and pages.c) ---- */
 

@@ -45,7 +45,9 @@ _Static_assert(REC_MMAP_SIZE == 32 && sizeof(struct rec_mmap2) == 64 &&
                    sizeof(struct rec_task) == 24,
                "perf record layouts");
 
-#define COMM_LEN 16 /* TASK_COMM_LEN without its NUL */
+/* x86 page-fault error code: the access was a write (X86_PF_WRITE, Linux
+ * arch/x86/include/asm/trap_pf.h) */
+#define X86_PF_WRITE (1u << 1)
 
 /* A sample in the common schema of all backends: counted, its page queued for a location
  * query, one row.  (The software backend's table stops at `rule`: the later columns are
@@ -137,7 +139,7 @@ static void on_fault(struct nmp_collector *c, const struct nmp_ev *e, const uint
         addr = nmp_rd64(ps.raw + ev->tp_off_addr);
         ip = nmp_rd64(ps.raw + ev->tp_off_ip);
         uint64_t ec = nmp_rd64(ps.raw + ev->tp_off_err);
-        flags = (uint8_t)(((ec >> 1) & 1) | 2); /* error_code bit1 = write; 2: known */
+        flags = NMP_FAULT_WRITE_KNOWN | ((ec & X86_PF_WRITE) ? NMP_FAULT_WRITE : 0);
     }
     c->n.faults++;
     /* the page the fault mapped: 4 KiB, or 2 MiB for a transparent huge page (only the
@@ -230,8 +232,8 @@ static void on_comm(struct nmp_collector *c, uint16_t misc, const uint8_t *b, si
     }
     if (t) {
         size_t n = strnlen((const char *)b + sizeof r, blen - sizeof r);
-        if (n > COMM_LEN)
-            n = COMM_LEN;
+        if (n > NMP_COMM_LEN)
+            n = NMP_COMM_LEN;
         memcpy(t->comm, b + sizeof r, n);
         t->comm[n] = 0;
     }

@@ -58,9 +58,9 @@ static void write_backend(FILE *f, const struct nmp_collector *c)
 {
     const struct nmp_backend_choice *be = &c->be;
     fprintf(f, "{\"backend\": \"%s\",\n \"backend_reason\": {", nmp_backend_name(be->backend));
-    static const enum nmp_backend order[3] = {NMP_BACKEND_PEBS, NMP_BACKEND_IBS,
-                                              NMP_BACKEND_SOFT};
-    for (int b = 0; b < 3; b++) {
+    static const enum nmp_backend order[NMP_NBACKENDS] = {NMP_BACKEND_PEBS, NMP_BACKEND_IBS,
+                                                          NMP_BACKEND_SOFT};
+    for (int b = 0; b < NMP_NBACKENDS; b++) {
         fprintf(f, "%s\"%s\": ", b ? ", " : "", nmp_backend_name(order[b]));
         json_str(f, be->reason[order[b]]);
     }
