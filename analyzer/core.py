@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 import itertools
 import os
+import re
 import socket
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ import numpy as np
 from numaprof.analyzer import attribution as att
 from numaprof.analyzer import counters, patterns, symbols
 from numaprof.analyzer import features as feat
+from numaprof.analyzer import format as fmt
 from numaprof.analyzer import threads as thr
 from numaprof.analyzer.model import (
     Analysis,
@@ -35,9 +37,26 @@ NO_STACK = 0xFFFFFFFF
 STACK_SIZES = {8 << 20, (8 << 20) + 4096}  # glibc default thread stack (+ guard page)
 PROT_WRITE = 2
 MAP_NUMAPROF = 0x80000000  # mappings.flags: one of numaprof's own files (docs/profile-format.md)
-RULE_NAMES = {0: "no_mem", 1: "at_ip", 2: "skid", 3: "hw", 10: "unreadable", 11: "undecodable",
-              12: "segment", 13: "kernel", 14: "vsib", 15: "clobbered", 16: "spin",
-              17: "skid_path", 18: "skid_loop"}
+_RULES = re.compile(r"^#define\s+NMP_SAMPLE_RULES\(R\)\s*\\\s*$", re.M)
+_RULE = re.compile(r"^\s*R\((\w+),\s*(\w+),\s*(\d+)\)\s*(\\)?\s*$")
+
+
+def _rule_names(text: str) -> dict[int, str]:
+    """samples.rule value -> rule name, from NMP_SAMPLE_RULES in numaprof_format.h: the one
+    list the collector's enum and its collector.json counts are generated from."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if _RULES.match(line)), None)
+    if start is None:
+        raise fmt.FormatDefinitionError(f"{fmt.HEADER_NAME}: no NMP_SAMPLE_RULES list")
+    rules = [(int(m.group(3)), m.group(2)) for m in fmt._block(lines, start, _RULE)]
+    names = dict(rules)
+    if len(names) != len(rules) or len(set(names.values())) != len(rules) or max(names) > 255:
+        raise fmt.FormatDefinitionError(f"{fmt.HEADER_NAME}: NMP_SAMPLE_RULES repeats a rule "
+                                        "or a value outside the u8 column")
+    return names
+
+
+RULE_NAMES = _rule_names(fmt.header_path().read_text())
 SERIAL_MASTER = 0.9
 FAULT_PAGES_LIMIT = 1 << 27  # base pages the huge-page faults may expand to (512 GiB of 4 KiB)
 
