@@ -11,7 +11,6 @@ directories the unit's line table names stand in for the -I options gcc does not
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -34,14 +33,37 @@ _GNU_STD = {"C89": "gnu89", "C90": "gnu90", "C99": "gnu99", "C11": "gnu11", "C17
             "C++03": "gnu++03", "C++11": "gnu++11", "C++14": "gnu++14", "C++17": "gnu++17",
             "C++20": "gnu++20", "C++23": "gnu++23"}
 
-#: Options with a separate argument that say where outputs go or which file is compiled.
+# A DW_AT_producer is profile content (an archived binary's DWARF): its options are
+# passed to a compiler that `suggest` runs, so only options that shape how a translation
+# unit compiles are kept — an allowlist, never a list of what to drop.  Nothing that names
+# a program, a plugin, a response file or an output survives (gcc's -wrapper runs any
+# command: docs/security.md).
+#: Kept options with a separate argument (a directory to read headers or modules from).
+_KEEP_WITH_ARG = frozenset({"-I", "-isystem", "-iquote", "-idirafter", "-D", "-U",
+                            "-fintrinsic-modules-path", "-J"})
+#: Dropped options with a separate argument: their argument goes too.
 _DROP_WITH_ARG = frozenset({"-o", "-MF", "-MT", "-MQ", "-main-file-name", "-dumpdir",
-                            "-dumpbase", "-dumpbase-ext", "-aux-info"})
-_DROP = re.compile(r"^(-c|-S|-E|-M|-MM|-MD|-MMD|-MP|-MG|-save-temps.*|-Werror(=.*)?|"
-                   r"-pedantic-errors|-fdiagnostics-.*|-fdump-.*|-flto.*|-fprofile-use.*|"
-                   r"-fauto-profile.*|-frandom-seed=.*|-fcompare-debug.*|-fcolor-diagnostics|"
-                   r"-fno-color-diagnostics|-g.*|-fdebug-prefix-map=.*|-ffile-prefix-map=.*)$")
-_SOURCE_SUFFIX = re.compile(r"\.(c|cc|cp|cpp|cxx|c\+\+|C|f|for|f90|f95|f03|f08|F|F90|o|a|so)$")
+                            "-dumpbase", "-dumpbase-ext", "-aux-info", "-Xclang",
+                            "-Xpreprocessor", "-Xassembler", "-Xlinker", "-mllvm", "-wrapper",
+                            "-B", "-include", "-imacros", "-x", "-L", "-T", "-u", "-z",
+                            "-load", "--param", "-target", "-arch", "-isysroot", "--sysroot",
+                            "-iprefix", "-iwithprefix", "-iwithprefixbefore", "-specs"})
+# -f and -m options whose value is not a path (no "/"), except those that read or write
+# files or load code; warnings except -Wa,/-Wl,/-Wp, (options for other tools) and
+# -Werror; the language standard, optimisation, macros and include directories.
+_F_DENIED = ("plugin", "pass-plugin", "dump", "profile", "opt-info", "save-optimization",
+             "stack-usage", "callgraph-info", "crash-diagnostics", "modules", "module-",
+             "prebuilt-module", "implicit-module", "record-", "debug-prefix", "file-prefix",
+             "macro-prefix", "auto-profile", "lto", "test-coverage", "coverage",
+             "branch-probabilities", "embed-bitcode", "sanitize-blacklist",
+             "sanitize-ignorelist", "xray", "diagnostics", "compare-debug", "random-seed",
+             "self-test", "create-profile", "use-ld", "fuse-ld", "ld-path",
+             "color-diagnostics")
+_KEEP = re.compile(r"^(-std=[\w+.-]+|-ansi|-pedantic|-w|-pthread|-fopenmp|-O[0-3sgz]?|-Ofast|"
+                   r"-[DU]\S+|-I\S+|-m(?!llvm$)[\w+.-]+(=[\w.,+:-]+)?|"
+                   r"-W(?![alp],)(?!error)[\w+.=-]+|"
+                   r"-f[\w+.-]+(=[\w.,+:-]+)?)$")
+_VERSION = re.compile(r"\d+(\.\d+)*")
 
 
 @dataclass(frozen=True)
@@ -68,17 +90,32 @@ class Producer:
 
 
 def _compile_flags(words: list[str]) -> list[str]:
-    """The options of a recorded command line that a syntax check needs: outputs,
-    dependency files, the inputs, debug and diagnostic formatting are dropped."""
-    out, skip = [], False
+    """The options of a recorded command line that a syntax check needs and that are safe
+    to pass on: the allowlist above (standard, optimisation, target, warnings, macros,
+    include and module directories).  Outputs, inputs, dependency files, debug and
+    diagnostic formatting, and anything that would run a program, load a plugin or read
+    a response file are dropped; gfortran's -J (where module files are written) becomes
+    -I (where they are read)."""
+    out, skip, take = [], False, False
     for w in words:
         if skip:
             skip = False
             continue
+        if take:
+            out.append(w)
+            take = False
+            continue
+        if w in _KEEP_WITH_ARG:
+            out.append("-I" if w == "-J" else w)
+            take = True
+            continue
         if w in _DROP_WITH_ARG:
             skip = True
             continue
-        if _DROP.match(w) or (not w.startswith("-") and _SOURCE_SUFFIX.search(w)):
+        if w.startswith("-J") and len(w) > 2:
+            w = "-I" + w[2:]
+        if not _KEEP.match(w) or (w.startswith("-f") and
+                                  w.removeprefix("-f").removeprefix("no-").startswith(_F_DENIED)):
             continue
         out.append(w)
     return out
@@ -96,6 +133,7 @@ def parse_producer(text: str) -> Producer:
     words = text.split()
     if len(words) >= 3 and words[0] == "GNU" and not words[1].startswith("-"):
         std, version = words[1], words[2]
+        version = version if _VERSION.fullmatch(version) else ""  # it names a compiler to run
         lang = "c++" if std.startswith("C++") else "fortran" if std.startswith("Fortran") \
             else "c" if std.startswith("C") else ""
         flags = _compile_flags(words[3:])
@@ -121,7 +159,8 @@ def parse_producer(text: str) -> Producer:
         if cmd and not cmd[0].startswith("-"):
             cmd = cmd[1:]  # the driver's own path
         # the language is the compile unit's DW_AT_language
-        return Producer("clang", "", m.group(1), tuple(_compile_flags(cmd)), text)
+        version = m.group(1) if _VERSION.fullmatch(m.group(1)) else ""
+        return Producer("clang", "", version, tuple(_compile_flags(cmd)), text)
     return Producer("unknown", "", "", (), text)
 
 
@@ -145,15 +184,17 @@ def _s(value) -> str:
 def compile_units(binary: str, readable: str | None = None) -> list[CompileUnit]:
     """The compile units of an ELF file (`readable`: a copy to read instead, such as the
     profile's archive of it).  Empty for a file without DWARF."""
-    from elftools.common.exceptions import ELFError
     from elftools.elf.elffile import ELFFile
+
+    from numaprof.analyzer import profile_io
+    from numaprof.analyzer.symbols import DAMAGED
 
     units: list[CompileUnit] = []
     try:
-        f = open(readable or binary, "rb")  # noqa: SIM115 - closed below
-    except OSError:
+        fd, _ = profile_io.open_regular(readable or binary, follow=readable is None)
+    except (OSError, ValueError, ProfileError):
         return units
-    with f:
+    with os.fdopen(fd, "rb") as f:
         try:
             elf = ELFFile(f)
             if not elf.has_dwarf_info():
@@ -179,8 +220,8 @@ def compile_units(binary: str, readable: str | None = None) -> list[CompileUnit]
                 units.append(CompileUnit(binary, source, comp_dir, producer,
                                          DWARF_LANGUAGES.get(code, producer.language), dirs,
                                          tuple(files)))
-        except (ELFError, ValueError, KeyError, IndexError, AttributeError):
-            pass  # a damaged debug section: what was read so far
+        except DAMAGED:
+            pass  # a damaged or crafted debug section: what was read so far
     return units
 
 
@@ -192,28 +233,44 @@ def _line_files(dwarf, cu) -> list[str]:
 
 def recorded_binaries(profile_dir: str | os.PathLike) -> list[tuple[str, str]]:
     """(path as run, path to read) of the user's binaries a profile names: the copies its
-    archive kept at record time (archive.json), else the files themselves where they
-    still exist.  System libraries are left out."""
+    archive kept at record time (archive.json, each checked as
+    :func:`~numaprof.analyzer.profile_io.archive_copy` checks it), else the files
+    themselves where they still exist as regular ELF files.  System libraries are left
+    out."""
+    from numaprof.analyzer import profile_io
+
     profile = Path(profile_dir)
     out: dict[str, str] = {}
     try:
-        doc = json.loads((profile / "archive.json").read_text())
-        for original, digest in (doc.get("binaries") or {}).items():
-            copy = profile / "archive" / str(digest)
-            if copy.is_file():
-                out[str(original)] = str(copy)
-    except (OSError, ValueError, AttributeError):
-        pass
+        doc = profile_io.read_json(profile / "archive.json")
+    except FileNotFoundError:
+        doc = {}
+    if not isinstance(doc, dict):
+        raise ProfileError(f"{profile / 'archive.json'}: corrupted (not a JSON object)")
+    for original, digest in profile_io.get_dict(doc, "binaries", profile / "archive.json").items():
+        try:
+            out[str(original)] = str(profile_io.archive_copy(profile, digest))
+        except FileNotFoundError:
+            continue
     if not out:
         try:
             from numaprof.analyzer.profile import read_table
 
             for p in dict.fromkeys(str(x) for x in read_table(profile, "mappings")["path"]):
-                if p.startswith("/") and not is_system_path(p) and os.path.isfile(p) and \
-                        p not in out:
-                    with open(p, "rb") as f:
-                        if f.read(4) == b"\x7fELF":
-                            out[p] = p
+                if p.startswith("/") and not is_system_path(p) and p not in out and _is_elf(p):
+                    out[p] = p
         except (ProfileError, OSError, KeyError, ValueError):
             pass  # no mappings table: nothing is known
     return sorted(out.items())
+
+
+def _is_elf(path: str) -> bool:
+    """A regular file (not a FIFO or device a mapping path may name) starting as ELF."""
+    from numaprof.analyzer import profile_io
+
+    try:
+        fd, _ = profile_io.open_regular(path, follow=True)
+    except (OSError, ValueError, ProfileError):
+        return False
+    with os.fdopen(fd, "rb") as f:
+        return f.read(4) == b"\x7fELF"

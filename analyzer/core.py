@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 import itertools
 import os
+import re
 import socket
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ import numpy as np
 from numaprof.analyzer import attribution as att
 from numaprof.analyzer import counters, patterns, symbols, varattr
 from numaprof.analyzer import features as feat
+from numaprof.analyzer import format as fmt
 from numaprof.analyzer import threads as thr
 from numaprof.analyzer.model import (
     Analysis,
@@ -35,10 +37,28 @@ NO_STACK = 0xFFFFFFFF
 STACK_SIZES = {8 << 20, (8 << 20) + 4096}  # glibc default thread stack (+ guard page)
 PROT_WRITE = 2
 MAP_NUMAPROF = 0x80000000  # mappings.flags: one of numaprof's own files (docs/profile-format.md)
-RULE_NAMES = {0: "no_mem", 1: "at_ip", 2: "skid", 3: "hw", 10: "unreadable", 11: "undecodable",
-              12: "segment", 13: "kernel", 14: "vsib", 15: "clobbered", 16: "spin",
-              17: "skid_path", 18: "skid_loop"}
+_RULES = re.compile(r"^#define\s+NMP_SAMPLE_RULES\(R\)\s*\\\s*$", re.M)
+_RULE = re.compile(r"^\s*R\((\w+),\s*(\w+),\s*(\d+)\)\s*(\\)?\s*$")
+
+
+def _rule_names(text: str) -> dict[int, str]:
+    """samples.rule value -> rule name, from NMP_SAMPLE_RULES in numaprof_format.h: the one
+    list the collector's enum and its collector.json counts are generated from."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if _RULES.match(line)), None)
+    if start is None:
+        raise fmt.FormatDefinitionError(f"{fmt.HEADER_NAME}: no NMP_SAMPLE_RULES list")
+    rules = [(int(m.group(3)), m.group(2)) for m in fmt._block(lines, start, _RULE)]
+    names = dict(rules)
+    if len(names) != len(rules) or len(set(names.values())) != len(rules) or max(names) > 255:
+        raise fmt.FormatDefinitionError(f"{fmt.HEADER_NAME}: NMP_SAMPLE_RULES repeats a rule "
+                                        "or a value outside the u8 column")
+    return names
+
+
+RULE_NAMES = _rule_names(fmt.header_path().read_text())
 SERIAL_MASTER = 0.9
+FAULT_PAGES_LIMIT = 1 << 27  # base pages the huge-page faults may expand to (512 GiB of 4 KiB)
 
 
 @dataclass
@@ -74,9 +94,9 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     step("loading", 0.0)
     s = prof.table("samples")
     n_all = len(s["time"])
-    try:
-        topo = prof.topology()
-    except ProfileError:
+    if prof.has_topology():
+        topo = prof.topology()  # a damaged one is refused, not replaced by a guess
+    else:
         seen = np.unique(np.asarray(s["cpu"]))
         topo = single_node(seen[seen != CPU_UNKNOWN].tolist())
         findings.append("the profile has no recorded topology: assuming one NUMA node")
@@ -179,7 +199,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
             part = slice(c, c + att.CHUNK)
             found = att.lookup_nodes(pkeys, pnodes, att.page_keys(a_pid[part], a_addr[part], page_shift))
             a_prow[part] = _rows_of_nodes(found.astype(np.int64), node_index)
-    numa_maps = _parse_numa_maps(prof.numa_maps())
+    numa_maps = _parse_numa_maps(prof.numa_maps(), prof.path)
     obj_nm = {}  # object id → pages per node row from numa_maps
     for oi, o in enumerate(objs):
         if o.kind == "heap":
@@ -197,7 +217,8 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         a_prow[fill] = single[a_obj[fill]]
 
     # first touches: first fault of each page of each interval
-    ft = _first_touches(prof.table("faults"), ivs, heap_iv, static_iv, map_iv, page_shift)
+    ft = _first_touches(prof.table("faults"), ivs, heap_iv, static_iv, map_iv, page_shift,
+                        f"{prof.path}/faults.page_size.col")
     ft_rows = None
     inferred = np.zeros(len(a_addr), dtype=bool)
     if ft is not None:
@@ -408,6 +429,8 @@ def _static_intervals(mappings: symbols.Mappings, objs: list[_Obj]) -> att.Inter
         base = os.path.basename(path)
         commons = info.common_blocks() if any(o.section.startswith(".bss") for o in info.objects) else {}
         for sym in _split_commons(info.objects, commons):
+            if not 0 <= sym.address + bias <= (1 << 64) - sym.size:
+                continue  # a mapping or symbol no process could have (damaged or crafted)
             key = ("static", path, sym.name, sym.address)
             g = groups.get(key)
             if g is None:
@@ -633,10 +656,11 @@ class _FirstTouch:
     obj: np.ndarray  # object id
 
 
-def _first_touches(ft: dict, ivs, heap_iv, static_iv, map_iv, page_shift) -> _FirstTouch | None:
+def _first_touches(ft: dict, ivs, heap_iv, static_iv, map_iv, page_shift,
+                   where="faults") -> _FirstTouch | None:
     if len(ft["time"]) == 0 or len(ivs) == 0:
         return None
-    row, addr = _fault_pages(ft, page_shift)
+    row, addr = _fault_pages(ft, page_shift, where)
     n = len(row)
     time = np.asarray(ft["time"], dtype=np.uint64)[row]
     pid = np.asarray(ft["pid"])[row]
@@ -667,7 +691,7 @@ def _first_touches(ft: dict, ivs, heap_iv, static_iv, map_iv, page_shift) -> _Fi
                        np.asarray(ft["ip"])[r].astype(np.uint64), pid[ok].astype(np.int64), obj)
 
 
-def _fault_pages(ft: dict, page_shift: int) -> tuple[np.ndarray, np.ndarray]:
+def _fault_pages(ft: dict, page_shift: int, where="faults") -> tuple[np.ndarray, np.ndarray]:
     """(fault row, page address) per base page a fault placed: one page per fault, and
     every base page of a huge page for a fault that mapped one (`page_size` 2 MiB: one
     first touch placed 512 pages)."""
@@ -676,10 +700,13 @@ def _fault_pages(ft: dict, page_shift: int) -> tuple[np.ndarray, np.ndarray]:
     size = ft.get("page_size")
     if size is None or len(size) == 0:
         return rows, addr
-    size = np.asarray(size, dtype=np.uint64)
+    size = np.asarray(size, dtype=np.uint64)  # checked by Profile.table: 0 or 4 KiB..1 GiB
     per = np.where(size > np.uint64(1 << page_shift), size >> np.uint64(page_shift), 1).astype(np.int64)
     if (per == 1).all():
         return rows, addr
+    if int(per.sum()) > FAULT_PAGES_LIMIT:
+        raise ProfileError(f"{where}: the faults placed {int(per.sum())} base pages, more "
+                           f"than the {FAULT_PAGES_LIMIT} the analyzer handles")
     start = np.where(per > 1, addr & ~(np.maximum(size, np.uint64(1)) - np.uint64(1)), addr)
     rep = np.repeat(rows, per)
     within = (np.arange(len(rep)) - np.repeat(np.cumsum(per) - per, per)).astype(np.uint64)
@@ -827,12 +854,24 @@ class _PageNodeIndex:
 
 # ---------------------------------------------------------------------------- numa_maps
 
-def _parse_numa_maps(texts: dict[int, str]) -> dict[int, tuple[np.ndarray, list]]:
-    """{pid: (sorted VMA starts, [(start, {node: pages}, page_bytes)])}."""
+def _digits(text: str) -> bool:
+    return text.isascii() and text.isdigit()
+
+
+NUMA_MAPS_PAGES = 1 << 45  # pages of one mapping on one node: 128 PiB of 4 KiB pages
+
+
+def _parse_numa_maps(texts: dict[int, str], where=".") -> dict[int, tuple[np.ndarray, list]]:
+    """{pid: (sorted VMA starts, [(start, {node: pages}, page_bytes)])}.
+
+    Lines that do not start with a hex address are skipped; a line whose page counts or
+    page size are not the kernel's numbers (a page size that is not a power of two up to
+    1 GiB, more pages than any address space holds) raises ProfileError naming the file
+    and line.  ``N<k>=`` of a node id that is not a Linux one (0..1023) is ignored."""
     out = {}
     for pid, text in texts.items():
         rows = []
-        for line in text.splitlines():
+        for lineno, line in enumerate(text.splitlines(), 1):
             parts = line.split()
             if not parts:
                 continue
@@ -845,10 +884,20 @@ def _parse_numa_maps(texts: dict[int, str]) -> dict[int, tuple[np.ndarray, list]
             for p in parts[2:]:
                 if p.startswith("N") and "=" in p:
                     k, v = p[1:].split("=", 1)
-                    if k.isdigit() and v.isdigit():
+                    if _digits(k) and _digits(v) and len(k) <= 4 and int(k) < 1024:
+                        if len(v) > 15 or int(v) > NUMA_MAPS_PAGES:
+                            raise ProfileError(f"{where}/numa_maps.{pid} line {lineno}: "
+                                               f"{p[:40]} pages is beyond any address space")
                         nodes[int(k)] = int(v)
                 elif p.startswith("kernelpagesize_kB="):
-                    kps = int(p.split("=", 1)[1] or 4) * 1024
+                    v = p.split("=", 1)[1]
+                    kb = int(v) if _digits(v) and len(v) <= 8 else 0
+                    if kb < 4 or kb > (1 << 20) or kb & (kb - 1):
+                        raise ProfileError(f"{where}/numa_maps.{pid} line {lineno}: "
+                                           f"{p[:40]} is not a page size")
+                    kps = kb * 1024
+            if start >= 1 << 64:
+                continue
             rows.append((start, nodes, kps))
         rows.sort(key=lambda r: r[0])
         out[pid] = (np.array([r[0] for r in rows], dtype=np.uint64), rows)

@@ -7,16 +7,17 @@ and the caller falls back to a weaker name (``heap@0x...``).
 
 from __future__ import annotations
 
-import json
 import os
 import re
+import stat
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
-from numaprof.analyzer import sourcelang
+from numaprof.analyzer import profile_io, sourcelang
+from numaprof.errors import ProfileError
 from numaprof.syspaths import is_system_library, is_system_source  # noqa: F401 (re-exported)
 
 try:
@@ -26,6 +27,18 @@ try:
 except ImportError:  # pragma: no cover - pyelftools is a hard dependency
     ELFFile = None
     ELFError = Exception
+
+# What pyelftools (and the construct parser under it) raise on a damaged or crafted ELF
+# file: an archived binary is profile content, so any of these only means "no symbols".
+DAMAGED = (ELFError, KeyError, IndexError, ValueError, AttributeError, TypeError, EOFError,
+           AssertionError, OverflowError, MemoryError, RecursionError, UnicodeError, OSError,
+           ArithmeticError)
+try:
+    from elftools.construct.core import ConstructError
+
+    DAMAGED = (*DAMAGED, ConstructError)
+except ImportError:  # pragma: no cover - a pyelftools without the bundled construct
+    pass
 
 SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR, SHF_TLS = 0x1, 0x2, 0x4, 0x400
 STT_OBJECT, STT_FUNC, STT_GNU_IFUNC = 1, 2, 10
@@ -75,9 +88,10 @@ class StaticSymbol:
 class ElfInfo:
     """One ELF file: loadable segments, symbols, and (lazily) its DWARF line table."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, f=None):
         self.path = path
-        self._f = open(path, "rb")  # noqa: SIM115 - kept open for lazy DWARF reads
+        # kept open for lazy DWARF reads
+        self._f = f if f is not None else open(path, "rb")  # noqa: SIM115
         self.elf = ELFFile(self._f)
         self.loads = [
             (s["p_offset"], s["p_vaddr"], s["p_filesz"], s["p_memsz"])
@@ -218,7 +232,7 @@ class ElfInfo:
                         cols.append(st.column)
                         ends.append(st.end_sequence)
                         discs.append(st.discriminator)
-            except (ELFError, KeyError, IndexError, ValueError, AttributeError):
+            except DAMAGED:
                 pass  # damaged DWARF: keep what was read
         a = np.array(addrs, dtype=np.uint64)
         order = np.argsort(a, kind="stable")
@@ -257,7 +271,7 @@ class ElfInfo:
                                 members.append((name, int.from_bytes(bytes(v[1:9]), "little")))
                         if block and len(members) >= 2:
                             out.setdefault(block, sorted(members, key=lambda m: m[1]))
-            except (ELFError, KeyError, IndexError, ValueError, AttributeError):
+            except DAMAGED:
                 pass
         self._common = out
         return out
@@ -475,7 +489,7 @@ class ElfInfo:
                               int(a["DW_AT_call_column"].value) if "DW_AT_call_column" in a else 0,
                               self._class_scope(die), die.offset))
             return chain, files
-        except (ELFError, KeyError, IndexError, ValueError, AttributeError, TypeError):
+        except DAMAGED:
             return [], []  # damaged DWARF: no inline information
 
 
@@ -741,43 +755,66 @@ _ARCHIVE: dict[str, str] = {}
 def use_archive(profile_dir) -> None:
     """Reads the profile's archive (archive.json): copies of the user's executables and
     sources taken at record time, used instead of the files on disk, which may have been
-    rebuilt or patched since (as perf's build-id cache does for perf report)."""
+    rebuilt or patched since (as perf's build-id cache does for perf report).
+
+    archive.json is profile content: each copy is ``archive/<sha256>``, checked with
+    :func:`~numaprof.analyzer.profile_io.archive_copy` (a digest, a regular file inside
+    the profile) before it is used; a copy that is absent is skipped (the file on disk is
+    read, as for a profile without an archive); anything else raises ProfileError.
+    """
     _ARCHIVE.clear()
     index = Path(profile_dir) / "archive.json"
     try:
-        doc = json.loads(index.read_text())
-    except (OSError, ValueError):
+        doc = profile_io.read_json(index)
+    except FileNotFoundError:
         return
-    base = Path(profile_dir) / "archive"
+    if not isinstance(doc, dict):
+        raise ProfileError(f"{index}: corrupted (not a JSON object)")
+    found = {}
     for group in ("binaries", "sources"):
-        for original, digest in (doc.get(group) or {}).items():
-            copy = base / str(digest)
-            if copy.is_file():
-                _ARCHIVE[str(original)] = str(copy)
+        entries = profile_io.get_dict(doc, group, index)
+        for original, digest in entries.items():
+            try:
+                copy = profile_io.archive_copy(profile_dir, digest)
+            except FileNotFoundError:
+                continue
+            if os.lstat(copy).st_size > profile_io.ARCHIVE_FILE_LIMIT:
+                raise ProfileError(f"{copy}: larger than the {profile_io.ARCHIVE_FILE_LIMIT} "
+                                   "bytes record archives")
+            found[original] = str(copy)
+    _ARCHIVE.update(found)
 
 
 def elf_info(path: str) -> ElfInfo | None:
     """The parsed ELF file at ``path`` (its archived copy when the profile has one), or None
-    when absent or not ELF."""
+    when absent, not a regular file or not ELF."""
     if ELFFile is None or not path.startswith("/"):
         return None
-    path = _ARCHIVE.get(path, path)
+    copy = _ARCHIVE.get(path)
     try:
-        st = os.stat(path)
-    except OSError:
+        st = os.lstat(copy) if copy is not None else os.stat(path)
+    except (OSError, ValueError):
         return None
+    if not stat.S_ISREG(st.st_mode):
+        return None  # a device, FIFO or directory named in the mappings: no symbols
     # keyed by identity too, so a rebuilt binary at the same path is read again
-    return _elf_info(path, st.st_mtime_ns, st.st_size, st.st_ino)
+    return _elf_info(copy or path, copy is not None, st.st_mtime_ns, st.st_size, st.st_ino)
 
 
 @lru_cache(maxsize=256)
-def _elf_info(path: str, _mtime: int, _size: int, _ino: int) -> ElfInfo | None:
+def _elf_info(path: str, archived: bool, _mtime: int, _size: int, _ino: int) -> ElfInfo | None:
     try:
-        with open(path, "rb") as f:
-            if f.read(4) != b"\x7fELF":
-                return None
-        return ElfInfo(path)
-    except (OSError, ELFError, ValueError):
+        fd, _ = profile_io.open_regular(path, follow=not archived)
+    except (OSError, ProfileError):
+        return None
+    f = os.fdopen(fd, "rb")
+    try:
+        if f.read(4) != b"\x7fELF":
+            f.close()
+            return None
+        return ElfInfo(path, f)
+    except DAMAGED:
+        f.close()
         return None
 
 
@@ -799,6 +836,8 @@ class Mappings:
 
     def find(self, pid: int, addr: int):
         """(start, len, pgoff, path) of the mapping containing addr, or None."""
+        if not 0 <= addr < 1 << 64:
+            return None  # a return address of 0 looked up as 0 - 1: no call there
         entry = self.by_pid.get(pid)
         if entry is None:
             # a single-process profile may record mappings under the parent's pid only
@@ -917,6 +956,9 @@ class CodeResolver:
 
 # ------------------------------------------------------------------- naming from source
 
+SOURCE_LIMIT = 64 << 20  # a larger source file is not parsed for names
+
+
 def _parser(lang: str):
     try:
         return sourcelang.parser(lang)
@@ -951,8 +993,10 @@ def _parse_file(path: str, lang: str):
     if parser is None:
         return None
     try:
-        src = Path(path).read_bytes()
-    except OSError:
+        # an archived copy (inside the profile) is not followed through a symbolic link;
+        # a source on disk may be one
+        src = profile_io.read_bytes(path, SOURCE_LIMIT, follow=path not in _ARCHIVE.values())
+    except (OSError, ValueError, ProfileError):
         return None
     return parser.parse(src), src
 

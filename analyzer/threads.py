@@ -7,9 +7,12 @@ import numpy as np
 from numaprof.analyzer.model import ThreadResult, Topology
 from numaprof.analyzer.profile import CPU_UNKNOWN
 
+MAX_CPU = 65535  # a profile's cpu column is 16 bits (65535: unknown)
+
 
 def parse_cpulist(text: str) -> set[int]:
-    """'0-3,8' → {0, 1, 2, 3, 8}; an empty or malformed list gives the empty set."""
+    """'0-3,8' → {0, 1, 2, 3, 8}; an empty or malformed list, or one naming a cpu beyond
+    the 65535 a profile can hold, gives the empty set (affinity unknown)."""
     out: set[int] = set()
     for part in (text or "").replace(" ", "").split(","):
         if not part:
@@ -21,9 +24,15 @@ def parse_cpulist(text: str) -> set[int]:
                 if ":" in b:
                     b, s = b.split(":", 1)
                     step = int(s)
-                out.update(range(int(a), int(b) + 1, step))
+                lo, hi = int(a), int(b)
+                if not 0 <= lo <= hi < MAX_CPU:
+                    return set()
+                out.update(range(lo, hi + 1, step))
             else:
-                out.add(int(part))
+                c = int(part)
+                if not 0 <= c < MAX_CPU:
+                    return set()
+                out.add(c)
         except ValueError:
             return set()
     return out
@@ -75,12 +84,16 @@ def analyze_threads(
         cpu_node[ncpu_known] = topo.nodes[0].id
     N = max(topo.n_nodes, max(cpu_node_map.values(), default=0) + 1)
     s_tidx = np.asarray(s_tidx, dtype=np.int32)
-    idx_t = np.int64 if T * max(ncpu, N) >= 2**31 else np.int32
     counts = np.bincount(s_tidx, minlength=T)
-    cpu_counts = np.bincount(s_tidx.astype(idx_t) * ncpu + cpu, minlength=T * ncpu).reshape(T, ncpu)
+    # samples per (thread, cpu) and per (thread, node), kept sparse: a thread runs on a few
+    # cpus, so T x ncpu dense matrices would cost memory for nothing (and a crafted
+    # profile with many tids and cpu ids could ask for gigabytes)
+    cpu_t, cpu_c, cpu_n = _pair_counts(s_tidx, cpu, T, ncpu)
+    cpu_bounds = np.searchsorted(cpu_t, np.arange(T + 1))
     node = cpu_node[cpu]
     known = node >= 0
-    node_counts = np.bincount(s_tidx[known].astype(idx_t) * N + node[known], minlength=T * N).reshape(T, N)
+    node_t, node_v, node_n = _pair_counts(s_tidx[known], node[known], T, N)
+    node_bounds = np.searchsorted(node_t, np.arange(T + 1))
     del known
 
     # migrations: node changes between consecutive samples of a thread, in time order
@@ -97,6 +110,7 @@ def analyze_threads(
     machine = {c for n in topo.nodes for c in n.cpus}
     tmap = {int(tid): i for i, tid in enumerate(np.asarray(threads_table["tid"]).tolist())}
     results: list[ThreadResult] = []
+    cpu_samples = []  # per thread: (its cpus, samples on each)
     for i, tid in enumerate(tids.tolist()):
         row = tmap.get(tid)
         comm = str(threads_table["comm"][row]) if row is not None else ""
@@ -105,8 +119,13 @@ def analyze_threads(
         if row is not None:
             aff = str(threads_table["affinity_last"][row]) or str(threads_table["affinity_first"][row])
         aff_set = parse_cpulist(aff)
-        cpus = [int(c) for c in np.flatnonzero(cpu_counts[i, :ncpu_known])]
-        nodes_seen = [int(n) for n in np.argsort(-node_counts[i], kind="stable") if node_counts[i, n] > 0]
+        lo, hi = cpu_bounds[i], cpu_bounds[i + 1]
+        mine = cpu_c[lo:hi] < ncpu_known  # cpus in ascending order
+        cpus = [int(c) for c in cpu_c[lo:hi][mine]]
+        cpu_samples.append((cpu_c[lo:hi][mine], cpu_n[lo:hi][mine]))
+        lo, hi = node_bounds[i], node_bounds[i + 1]
+        # most samples first, ties in node order
+        nodes_seen = [int(n) for n in node_v[lo:hi][np.argsort(-node_n[lo:hi], kind="stable")]]
         results.append(
             ThreadResult(
                 tid=int(tid),
@@ -126,9 +145,9 @@ def analyze_threads(
     main_cpu = {}
     for i, r in enumerate(results):
         # only threads that mostly stayed on one cpu: a migrating thread shares nothing
-        known = cpu_counts[i, :ncpu_known]
-        if r.samples >= 10 and len(known) and known.max() >= 0.5 * r.samples:
-            main_cpu.setdefault(int(np.argmax(known)), []).append(i)
+        cs, ns = cpu_samples[i]
+        if r.samples >= 10 and len(ns) and ns.max() >= 0.5 * r.samples:
+            main_cpu.setdefault(int(cs[np.argmax(ns)]), []).append(i)
     shared = []
     for c, members in main_cpu.items():
         if len(members) > 1:
@@ -139,6 +158,20 @@ def analyze_threads(
 
 
 TIMELINE_MAX = 1000
+_DENSE_CELLS = 1 << 22
+
+
+def _pair_counts(a: np.ndarray, b: np.ndarray, na: int, nb: int):
+    """(a, b, count) of each distinct pair, sorted by a then b: a bincount over the
+    na x nb matrix when it is small, a sort of the pairs when it is not."""
+    key = a.astype(np.int64) * nb + b
+    if na * nb <= _DENSE_CELLS:
+        dense = np.bincount(key, minlength=na * nb)
+        pairs = np.flatnonzero(dense)
+        n = dense[pairs]
+    else:
+        pairs, n = np.unique(key, return_counts=True)
+    return pairs // nb, pairs % nb, n
 
 
 def _timelines(ot, on, t, order, T) -> list[list[tuple[int, int]]]:

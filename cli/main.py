@@ -9,6 +9,7 @@ import click
 
 from numaprof import __version__
 from numaprof.cli import config, events, lab, record, report, suggest, topology
+from numaprof.cli.render import clean
 from numaprof.errors import NumaprofError
 
 
@@ -49,7 +50,8 @@ def main(argv: list[str] | None = None) -> None:
     except NumaprofError as e:
         if verbose:
             traceback.print_exc()
-        print(f"numaprof: {e}", file=sys.stderr)
+        # one line, shown and not obeyed: a message may quote a profile's content
+        print(f"numaprof: {clean(str(e))}", file=sys.stderr)
         sys.exit(e.exit_code)
     except click.exceptions.Abort:
         print("numaprof: interrupted", file=sys.stderr)
@@ -67,8 +69,8 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as e:  # a bug: one line unless -v
         if verbose:
             traceback.print_exc()
-        print(f"numaprof: internal error: {type(e).__name__}: {e} (run with -v for details)",
-              file=sys.stderr)
+        print(f"numaprof: internal error: {type(e).__name__}: {clean(str(e))} "
+              "(run with -v for details)", file=sys.stderr)
         sys.exit(70)
     sys.exit(0)
 

@@ -246,9 +246,11 @@ def _parallel_init_access(o: ObjectResult, plan: _Plan) -> ObjectAccess | None:
     moved = (t < t[others].min()) & (page >= 0) & (page < n_pages)
     if not moved.any():
         return None
-    owner = np.asarray(plan.compute, dtype=np.int64)[static_schedule_owner(n_pages, len(plan.compute))]
+    # the owners of the moved samples' pages only: an array of terabytes (a sparse
+    # reservation) has billions of pages but a few sampled ones
+    owner = static_schedule_owner(n_pages, len(plan.compute), items=page[moved])
     new_thread = np.array(thread, dtype=np.int32, copy=True)
-    new_thread[moved] = owner[page[moved]]
+    new_thread[moved] = np.asarray(plan.compute, dtype=np.int64)[owner]
     return dataclasses.replace(acc, thread=new_thread)
 
 

@@ -59,8 +59,15 @@ def weighted_place_call(name: str, size: int, node_ids: Sequence[int],
     """`weighted_place_statement` for one array as recorded, to add by hand: ``name`` is
     the pointer when it is a C identifier (else ``ptr``), ``size`` the recorded bytes."""
     ptr = name if re.fullmatch(r"[A-Za-z_]\w*", name or "") else "ptr"
-    return weighted_place_statement(ptr, f"{int(size)} /* bytes of {name} as recorded */",
-                                    node_ids, weights)
+    return weighted_place_statement(ptr, f"{int(size)} /* bytes of {_in_comment(name)} as "
+                                    "recorded */", node_ids, weights)
+
+
+def _in_comment(text: str) -> str:
+    """``text`` made safe inside a C block comment: a name from a profile must not end the
+    comment (``*/``) or the line in the statement the user pastes."""
+    text = re.sub(r"[\x00-\x1f\x7f]", "?", text or "")
+    return text.replace("*/", "*\u2215").replace("/*", "\u2215*")
 
 
 def one_node_args(node_id: int) -> list[str]:

@@ -10,9 +10,11 @@ contributed a line to the binary is covered, headers included.  System files (un
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import stat
 
 from numaprof.errors import ProfileError
 from numaprof.syspaths import is_system_path
@@ -23,9 +25,16 @@ SCHEMA = "numaprof.sources/1"
 
 
 def sha256_file(path: str | os.PathLike) -> str:
-    """Hex sha256 of a file's bytes."""
+    """Hex sha256 of a regular file's bytes.
+
+    The path may come from a profile: anything but a regular file (a FIFO would block
+    the read, a device never end) is an OSError, as an unreadable file is.
+    """
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
@@ -178,19 +187,26 @@ def read_sources_json(profile_dir: str | os.PathLike) -> dict[str, str]:
     """The path -> sha256 map stored by `write_sources_json`.
 
     Raises ProfileError when the profile has none (recorded before sources were hashed)
-    or the file is not a `numaprof.sources/1` document.
+    or the file is not a `numaprof.sources/1` document: a regular file of the profile
+    (read as docs/security.md says every profile file is) mapping absolute paths to
+    sha256 digests.
     """
+    from numaprof.analyzer import profile_io
+
     path = os.path.join(os.fspath(profile_dir), SOURCES_FILE)
     try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
+        doc = profile_io.read_json(path)
     except FileNotFoundError:
         raise ProfileError(
             f"{profile_dir} has no {SOURCES_FILE}: the source hashes were not recorded; "
             "re-record to patch sources") from None
-    except (OSError, ValueError) as e:
-        raise ProfileError(f"cannot read {path}: {e}") from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(
             doc.get("files"), dict):
-        raise ProfileError(f"{path} is not a {SCHEMA} document")
-    return {str(k): str(v) for k, v in doc["files"].items()}
+        raise ProfileError(f"{path}: not a {SCHEMA} document")
+    for name, digest in doc["files"].items():
+        if not os.path.isabs(name) or "\0" in name:
+            raise profile_io.field_error(path, "a source path", "an absolute path", name)
+        if not isinstance(digest, str) or not profile_io.DIGEST.fullmatch(digest):
+            raise profile_io.field_error(path, f"the digest of {name!r:.60}",
+                                         "a sha256 (64 hex digits)", digest)
+    return dict(doc["files"])

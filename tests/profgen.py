@@ -57,8 +57,9 @@ class ProfileWriter:
             "backend_reason": {"pebs": "no PEBS-capable PMU", "ibs": "no ibs_op PMU", "soft": "selected"},
             "sampling": {"freq": 4000, "event": "cpu-clock", "fault_event": "page-faults",
                          "alloc_threshold": defaults.ALLOC_THRESHOLD},
-            "counts": {"samples": 0, "with_address": 0, "lost": 0, "throttled": 0, "unresolved": 0,
-                       "faults": 0},
+            # the row counts (samples, faults) are the tables' own: a caller that writes
+            # tables passes them (a count limits what the reader accepts)
+            "counts": {"lost": 0, "throttled": 0, "unresolved": 0},
         }
         m.update(fields)
         (self.path / "manifest.json").write_text(json.dumps(m, indent=1))

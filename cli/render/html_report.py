@@ -14,6 +14,7 @@ import io
 import numpy as np
 
 from numaprof.analyzer.model import Analysis, ObjectResult, Topology
+from numaprof.cli.render import clean
 from numaprof.cli.render.text_common import human_bytes, pct
 
 CSS = """
@@ -23,6 +24,18 @@ table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding
 text-align:right}th{background:#f0f0f0}td.l,th.l{text-align:left}.note{color:#666}
 .obj{display:flex;flex-wrap:wrap;gap:1em;align-items:flex-start}img{max-width:100%}
 """
+
+
+def _h(text: str) -> str:
+    """Text from a profile as HTML: control and bidirectional-override characters made
+    visible (:func:`~numaprof.cli.render.clean`), then HTML-escaped."""
+    return html.escape(clean(str(text), newlines=True))
+
+
+def _label(text: str) -> str:
+    """Text from a profile as a matplotlib label: cleaned, and ``$`` escaped so that it is
+    not read as mathtext (an unbalanced ``$`` would be an error)."""
+    return clean(str(text)).replace("$", r"\$")
 
 
 def _png(fig) -> str:
@@ -72,13 +85,13 @@ def _scatter(o: ObjectResult, thread_names: list[str]) -> str:
         threads = np.asarray(acc.thread)
         for k in np.unique(threads):
             sel = threads == k
-            label = thread_names[k] if k < len(thread_names) else str(k)
+            label = _label(thread_names[k]) if k < len(thread_names) else str(k)
             ax.scatter(t[sel], acc.page[sel], s=3, label=label, alpha=0.6)
         if len(np.unique(threads)) <= 12:
             ax.legend(fontsize=6, markerscale=3, loc="upper right")
     ax.set_xlabel("time (s)")
     ax.set_ylabel("page in array")
-    ax.set_title(f"{o.name}: {o.pattern} accesses by thread")
+    ax.set_title(f"{_label(o.name)}: {o.pattern} accesses by thread")
     return _png(fig)
 
 
@@ -89,14 +102,14 @@ def _bars(o: ObjectResult) -> str:
     ax.bar(range(n), o.pages_by_node, color="#4477aa")
     ax.set_xticks(range(n), [f"node {i}" for i in range(n)])
     ax.set_ylabel("pages")
-    ax.set_title(f"{o.name}: pages by node")
+    ax.set_title(f"{_label(o.name)}: pages by node")
     return _png(fig)
 
 
 def _table(headers: list[str], rows: list[list[str]], left: int = 1) -> str:
     def cell(tag: str, i: int, v: str) -> str:
         cls = ' class="l"' if i < left else ""
-        return f"<{tag}{cls}>{html.escape(str(v))}</{tag}>"
+        return f"<{tag}{cls}>{_h(str(v))}</{tag}>"
 
     head = "".join(cell("th", i, h) for i, h in enumerate(headers))
     body = "".join("<tr>" + "".join(cell("td", i, v) for i, v in enumerate(r)) + "</tr>"
@@ -116,16 +129,19 @@ def _topology(t: Topology) -> str:
 
 
 def _suggestions(s) -> str:
-    out = [f"<p>target <b>{html.escape(s.target_name)}</b>: {s.target.n_nodes} node(s)</p>"]
-    out += [f'<p class="note">{html.escape(n)}</p>' for n in s.notes]
+    out = [f"<p>target <b>{_h(s.target_name)}</b>: {s.target.n_nodes} node(s)</p>"]
+    out += [f'<p class="note">{_h(n)}</p>' for n in s.notes]
     for o in s.objects:
-        out.append(f"<h3>{html.escape(o.name)}: {html.escape(o.policy)}</h3>"
-                   f"<p>{html.escape(o.reason)}</p>")
+        verdict = "keep as is (first touch)" if o.policy == "first_touch" else o.policy
+        out.append(f"<h3>{_h(o.name)}: {_h(verdict)}</h3>"
+                   f"<p>{_h(o.reason)}</p>")
         out.append(_table(["policy", "predicted local", "max/mean load", "score"],
                           [[a.policy, pct(a.local_fraction), f"{a.imbalance:.2f}",
                             f"{a.score:.3f}"] for a in o.alternatives]))
+        if o.patch:
+            out.append(f'<pre class="patch">{_h(o.patch)}</pre>')
     if s.commands:
-        out.append("<h3>to run</h3><pre>" + html.escape("\n".join(s.commands)) + "</pre>")
+        out.append("<h3>to run</h3><pre>" + _h("\n".join(s.commands)) + "</pre>")
     return "".join(out)
 
 
@@ -154,11 +170,11 @@ def render(a: Analysis, suggestions=None, top: int = 10) -> str:
                   "pages by node", "local"], rows, left=2)
     names = [f"{t.comm or 'thread'} {t.tid}" for t in a.threads]
     per_object = "".join(
-        f"<h3>{html.escape(o.name)}</h3><div class=\"obj\">{_scatter(o, names)}{_bars(o)}</div>"
+        f"<h3>{_h(o.name)}</h3><div class=\"obj\">{_scatter(o, names)}{_bars(o)}</div>"
         for o in objects)
     parts = [
         "<!DOCTYPE html><html><head><meta charset=\"utf-8\">",
-        f"<title>numaprof report: {html.escape(' '.join(p.command))}</title>",
+        f"<title>numaprof report: {_h(' '.join(p.command))}</title>",
         f"<style>{CSS}</style></head><body>",
         f"<h1>numaprof report</h1>{header}",
         f"<h2>Hot objects</h2>{hot}",
@@ -180,7 +196,7 @@ def render(a: Analysis, suggestions=None, top: int = 10) -> str:
     if suggestions is not None:
         parts.append(f"<h2>Suggestions</h2>{_suggestions(suggestions)}")
     if a.findings:
-        parts.append("<h2>Threads</h2><ul>" + "".join(f"<li>{html.escape(f)}</li>"
+        parts.append("<h2>Threads</h2><ul>" + "".join(f"<li>{_h(f)}</li>"
                                                       for f in a.findings) + "</ul>")
     parts.append("</body></html>\n")
     return "".join(parts)

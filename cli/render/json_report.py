@@ -87,6 +87,7 @@ def report(a: Analysis, top: int | None = None) -> dict:
             "lost": int(p.lost),
             "unresolved": int(p.unresolved),
             "outside_objects": int(p.outside_objects),
+            "numaprof_own": int(p.numaprof_own),
             "complete": bool(p.complete),
             "incomplete_reason": p.incomplete_reason,
             "exit_status": p.exit_status,

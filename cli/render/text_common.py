@@ -3,16 +3,40 @@
 from __future__ import annotations
 
 import numpy as np
+from rich import table as rich_table
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
+
+from numaprof.cli.render import clean
+
+
+class SafeConsole(Console):
+    """A rich Console that shows the text it prints, never lets a terminal act on it:
+    every str printed goes through :func:`~numaprof.cli.render.clean` (escape sequences,
+    carriage returns and newlines inside a field become visible escapes).  Emoji codes
+    (``:smile:``) are not replaced.  Renderers still escape markup (``rich.markup.escape``)
+    in what comes from a profile."""
+
+    def print(self, *objects, **kwargs) -> None:
+        super().print(*(clean(o) if isinstance(o, str) else o for o in objects), **kwargs)
+
+
+class Table(rich_table.Table):
+    """A rich Table whose title and str cells are cleaned like :class:`SafeConsole` text."""
+
+    def __init__(self, *headers, title=None, **kwargs):
+        super().__init__(*headers, title=clean(title) if isinstance(title, str) else title,
+                         **kwargs)
+
+    def add_row(self, *cells, **kwargs) -> None:
+        super().add_row(*(clean(c) if isinstance(c, str) else c for c in cells), **kwargs)
 
 
 def console(file=None) -> Console:
     """A console for reports: the terminal's width, or 160 columns when piped to a file."""
-    con = Console(file=file, highlight=False)
+    con = SafeConsole(file=file, highlight=False, emoji=False)
     if not con.is_terminal:
-        con = Console(file=file, highlight=False, width=160)
+        con = SafeConsole(file=file, highlight=False, emoji=False, width=160)
     return con
 
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from rich.markup import escape as esc
-from rich.table import Table
 
 from numaprof.analyzer.model import Analysis
-from numaprof.cli.render.text_common import console, pct
+from numaprof.cli.render.text_common import Table, console, pct
 
 
 def pairs(before: Analysis, after: Analysis):

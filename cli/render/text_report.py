@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape as esc
-from rich.table import Table
 
 from numaprof.analyzer.model import Analysis
-from numaprof.cli.render.text_common import console, heatmap, human_bytes, pct
+from numaprof.cli.render.text_common import Table, console, heatmap, human_bytes, pct
 
 SOFT_NOTE = ("software backend: register sampling is biased toward long-latency (cache-missing) "
              "instructions, like a latency-weighted sample; stores are under-represented")
 
 
 def _console(out: Path | None) -> Console:
-    return console(open(out, "w") if out is not None else None)  # noqa: SIM115
+    return console(io.StringIO() if out is not None else None)
 
 
 #: objects with a smaller share of the samples are left out of the hot-objects table
@@ -40,7 +40,7 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
     con.print(f"command      {esc(' '.join(p.command))}   (exit {p.exit_status}, {p.duration_s:.2f} s)")
     if not p.complete:
         con.print(f"[yellow]incomplete profile: {esc(str(p.incomplete_reason))}[/yellow]")
-    con.print(f"backend      {p.backend}")
+    con.print(f"backend      {esc(p.backend)}")
     for k, v in p.backend_reason.items():
         if k != p.backend:
             con.print(f"  not {k}: {esc(v)}", overflow="ellipsis", no_wrap=True, soft_wrap=False)
@@ -117,7 +117,9 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
     for f in a.findings:
         con.print(f"- {f}", markup=False)
     if out is not None:
-        con.file.close()
+        from numaprof.cli.render import write_atomic
+
+        write_atomic(out, con.file.getvalue())
 
 
 def _node_counters(a: Analysis) -> Table:

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from rich.markup import escape as esc
-from rich.table import Table
 
 from numaprof.analyzer.model import Analysis
-from numaprof.cli.render.text_common import console, pct
+from numaprof.cli.render.text_common import Table, console, pct
 
 
 def render(s, analysis: Analysis, top: int | None = None) -> None:
     con = console()
     t = s.target
-    con.print(f"[bold]numaprof suggest[/bold]  target {s.target_name}: {t.n_nodes} node(s), "
+    con.print(f"[bold]numaprof suggest[/bold]  target {esc(s.target_name)}: {t.n_nodes} node(s), "
               f"NUMA factor max {float(t.numa_factor().max()):.2f}")
     for note in s.notes:
         con.print(f"[dim]{esc(note)}[/dim]")
@@ -37,7 +36,8 @@ def render(s, analysis: Analysis, top: int | None = None) -> None:
                           f"{a.imbalance:.2f}", f"{a.score:.3f}")
         con.print(table)
         if o.patch:
-            con.print(o.patch, markup=False, highlight=False)
+            for line in o.patch.splitlines():
+                con.print(line, markup=False, highlight=False)
     if s.commands:
         con.print()
         con.print("[bold]to run[/bold]")

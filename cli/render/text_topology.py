@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from rich.markup import escape as esc
-from rich.table import Table
 
 from numaprof.analyzer.model import Topology
-from numaprof.cli.render.text_common import console, human_bytes
+from numaprof.cli.render.text_common import Table, console, human_bytes
 
 
 def render(t: Topology, measurement=None) -> None:

@@ -1,5 +1,5 @@
-/* The profile's tables as the collector writes them, generated from numaprof_format.h
- * (the one definition of the format, which the Python reader reads too).
+/* The profile's tables and sample rules as the collector writes them, generated from
+ * numaprof_format.h (the one definition of the format, which the Python reader reads too).
  *
  * For each table T: the column indexes NMP_T_<column> (positions in the row given to
  * nmp_table_append) and NMP_T_NCOLS, its id NMP_TABLE_ID_T in nmp_schema[].  A row is
@@ -42,5 +42,11 @@ struct nmp_table *nmp_table_open(const char *dir, enum nmp_table_id id, uint64_t
 
 /* The numpy dtype string of a column type ("<u8", "|u1", ...). */
 const char *nmp_coltype_dtype(enum nmp_coltype t);
+
+/* The sample rules NMP_RULE_<ENUM> (values of samples.rule), from NMP_SAMPLE_RULES. */
+#define NMP_SCHEMA_RULE_ENUM_(id, name, value) NMP_RULE_##id = value,
+enum nmp_rule { NMP_SAMPLE_RULES(NMP_SCHEMA_RULE_ENUM_) };
+/* samples.rule is a u8: counts per rule are kept for every value it can hold */
+#define NMP_RULE_LIMIT 256
 
 #endif

@@ -188,6 +188,22 @@ def _absolute_flags(flags: list[str], base: str) -> list[str]:
     return out
 
 
+def _trusted_file(path: str) -> bool:
+    """A compile_commands.json names the compiler to run: one is only read when it and its
+    directory belong to this user (or root) and are not writable by every user.  The
+    search includes the DWARF compile directory of a recorded binary, which a crafted
+    profile chooses (/tmp, where anyone could have left one)."""
+    uid = os.getuid()
+    for p in (path, os.path.dirname(path)):
+        try:
+            st = os.stat(p)
+        except OSError:
+            return False
+        if st.st_uid not in (uid, 0) or st.st_mode & 0o002:
+            return False
+    return True
+
+
 def compile_database_entry(source: str, search: list[str]) -> tuple[str, list[str], str] | None:
     """(compiler, flags, directory) of `source` in the first compile_commands.json found in
     `search` (each directory and its ``build/``), or None."""
@@ -195,10 +211,12 @@ def compile_database_entry(source: str, search: list[str]) -> tuple[str, list[st
     for d in dict.fromkeys(search):
         for cand in (os.path.join(d, "compile_commands.json"),
                      os.path.join(d, "build", "compile_commands.json")):
+            if not _trusted_file(cand):
+                continue
             try:
                 with open(cand, encoding="utf-8") as f:
                     entries = json.load(f)
-            except (OSError, ValueError):
+            except (OSError, ValueError, RecursionError):
                 continue
             if not isinstance(entries, list):
                 continue
@@ -430,7 +448,8 @@ class BuildInfo:
             args.append(mirror(plan.source))
             try:
                 r = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT,
-                                   cwd=tmp, env={**os.environ, "LC_ALL": "C"})
+                                   cwd=tmp, env={**os.environ, "LC_ALL": "C"},
+                                   stdin=subprocess.DEVNULL)
             except subprocess.TimeoutExpired:
                 return 1, [], f"the compiler took more than {TIMEOUT} s"
             except OSError as e:

@@ -59,6 +59,22 @@ def parallelize_first_touch(path: str, line: int, *, root: str | None = None
     return parallelize_fortran(src, path, line, root)
 
 
+def source_variable(name: str, func: str | None) -> str | None:
+    """The name an object has in the source at its allocation site, or None.
+
+    A plain variable is itself.  A data member the analyzer names ``Class::member``
+    (docs/analyzer.md, "Names") is ``member`` inside a member function of ``Class`` (the
+    site's function), where the source writes it unqualified or as ``this->member``.
+    Anything else (``g->energy``, a site name) names no variable.
+    """
+    if name.isidentifier():
+        return name
+    cls, sep, member = name.rpartition("::")
+    if sep and member.isidentifier() and func and site_function(func).startswith(cls + "::"):
+        return member
+    return None
+
+
 def parse_site(site: str) -> tuple[str, str, int] | None:
     """``func@file.c:42`` -> (func, file, 42); None without a line number."""
     func, at, rest = site.partition("@")
@@ -200,7 +216,7 @@ def _cxx_constructed_serially(obj, paths: list[str],
     if isinstance(src, Refusal) or src.root.has_error:
         return None
     row, where = line - 1, f"{os.path.basename(path)}:{line}"
-    var = obj.name if obj.name.isidentifier() else None
+    var = source_variable(obj.name, func)
     serial = serial_construction(src, row, var)
     if serial is not None:
         stmt, name, writer = serial
@@ -341,7 +357,7 @@ def patch_for_object(obj, policy: str, source_paths: Iterable[str], *,
         path = _resolve(file, paths, func, line, "numactl", hashes)
         if isinstance(path, Refusal):
             return path
-        var = obj.name if obj.name.isidentifier() else None
+        var = source_variable(obj.name, func)
         return place_after_allocation(path, line, var, policy, root=root, weighted=weighted,
                                       recorded_size=recorded, sources=paths)
     if obj.kind == "static":

@@ -6,8 +6,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
+from numaprof.analyzer.profile_io import read_bytes
 from numaprof.analyzer.sourcelang import fortran_free_form, parser, source_language
+from numaprof.errors import ProfileError
 from numaprof.recommender.patch.edits import Refusal
+
+#: A source file larger than this is not parsed for a patch.
+SOURCE_LIMIT = 64 << 20
 
 #: Languages patched by the C code path (tree-sitter-cpp's grammar extends tree-sitter-c's).
 C_FAMILY = ("c", "cpp")
@@ -62,10 +67,11 @@ def load(path: str, want: tuple[str, ...] | None = None) -> Source | Refusal:
         return Refusal(path, 0, f"placement calls are only inserted into C and C++ sources, "
                                 f"not into {os.path.basename(path)}")
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
+        data = read_bytes(path, SOURCE_LIMIT, follow=True)
+    except FileNotFoundError as e:
         return Refusal(path, 0, f"cannot read {path}: {e.strerror or e}")
+    except ProfileError as e:  # not a regular file (a FIFO would block), too large, ...
+        return Refusal(path, 0, str(e))
     src = Source(path, data, lang)
     if src.root.has_error and path.lower().endswith((".h", ".inc")):
         # `.h` is shared by C and C++: a header only the C++ grammar parses is C++.

@@ -48,9 +48,21 @@ def test_the_collector_the_cli_runs_is_built_from_this_tree_and_up_to_date():
     assert proc.returncode == 0, proc.stderr
     collector, shim = (Path(p) for p in proc.stdout.split())
     assert collector.resolve().is_relative_to(ROOT / "build"), collector
-    newest = max((p for d in ("src", "shim", "include") for p in (ROOT / "collector" / d).iterdir()),
-                 key=lambda p: p.stat().st_mtime)
-    for binary in (collector, shim):
+    # each binary against the checkout's files its objects were compiled from (the
+    # compiler's dependency files in make build's tree), and against every C source
+    # of its target, so that a file added since the last build counts too
+    for binary, targets, srcdir in ((collector, ("numaprof-collect", "nmp_common"), "src"),
+                                    (shim, ("numaprof_shim",), "shim")):
+        deps = list((ROOT / "collector" / srcdir).glob("*.c"))
+        for target in targets:
+            objdir = ROOT / "build" / "cmake" / "collector" / "CMakeFiles" / f"{target}.dir"
+            for dfile in objdir.rglob("*.o.d"):
+                # (the dependency file of a source removed since is stale: skipped)
+                deps += [Path(w) for w in dfile.read_text().replace("\\\n", " ").split()
+                         if w.startswith(str(ROOT / "collector")) and Path(w).exists()]
+        assert len(deps) > len(list((ROOT / "collector" / srcdir).glob("*.c"))), (
+            f"no dependency files for {binary}: was it built by make build?")
+        newest = max(deps, key=lambda p: p.stat().st_mtime)
         assert binary.stat().st_mtime >= newest.stat().st_mtime, (
             f"{binary} is older than {newest}: make test did not rebuild the C parts")
 

@@ -547,3 +547,18 @@ def test_site_in_an_outlined_openmp_region_resolves_to_its_function(tmp_path):
     a = obj("a", "main@serial_init.c:1", "heap", [f"main._omp_fn.1@serial_init.c:{line}"])
     reason = refusal(patch_for_object(a, "parallel_init", [str(src)]), "already runs under")
     assert "recorded sources" not in reason
+
+
+def test_a_member_named_class_member_is_its_member_inside_the_class_functions():
+    """The analyzer names a data member of `this` Class::member; the patch writes it as
+    the source does at the allocation site: unqualified, inside that class's functions."""
+    from numaprof.recommender.patch.sites import source_variable
+
+    assert source_variable("Field::m_u", "Field::Field(unsigned long)") == "m_u"
+    assert source_variable("Field::m_w", "Field::allocate()") == "m_w"
+    assert source_variable("ns::Field::m_w", "ns::Field::allocate()") == "m_w"
+    assert source_variable("Field::m_w", "Other::allocate()") is None
+    assert source_variable("Field::m_w", "main") is None
+    assert source_variable("field", "main") == "field"
+    assert source_variable("g->energy", "grid_alloc") is None
+    assert source_variable("main@a.c:3", "main") is None

@@ -103,5 +103,27 @@ def test_read_sources_json_refuses_missing_and_foreign(tmp_path):
     with pytest.raises(ProfileError, match="not a numaprof.sources/1"):
         read_sources_json(tmp_path)
     (tmp_path / "sources.json").write_text("{truncated")
-    with pytest.raises(ProfileError, match="cannot read"):
+    with pytest.raises(ProfileError, match="sources.json: corrupted"):
         read_sources_json(tmp_path)
+
+
+def test_a_fifo_named_as_a_source_is_refused_not_waited_on(tmp_path):
+    """A path from a profile's sources.json may be anything: hashing or parsing it for a
+    patch must not block on a FIFO (os.mkfifo) or read a device."""
+    import errno
+    import os
+
+    import pytest
+
+    from numaprof.recommender.patch.source import load
+    from numaprof.recommender.sources import sha256_file
+
+    fifo = tmp_path / "trap.c"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError) as e:
+        sha256_file(fifo)
+    assert e.value.errno == errno.EINVAL
+    refused = load(str(fifo))
+    assert "FIFO" in refused.reason
+    with pytest.raises(OSError):
+        sha256_file("/dev/zero")

@@ -106,3 +106,14 @@ def test_command_line_quotes_and_comments():
     assert emit.interleave_args([0, 2]) == ["numactl", "--interleave=0,2"]
     with pytest.raises(ValueError):
         emit.binding_env("scatter")
+
+
+def test_a_name_from_a_profile_cannot_end_the_comment_of_a_line_to_paste():
+    """weighted_place_call writes the recorded name inside a C comment: a crafted name
+    with */ or a newline must stay inside it."""
+    from numaprof.recommender.emit import weighted_place_call
+
+    line = weighted_place_call('a*/ system("rm -rf ~"); /*\nb', 4096, [0, 1], [3, 1])
+    comment = line[line.index("/*") + 2:line.index("*/")]
+    assert "system" in comment and "\n" not in line
+    assert line.count("/*") == 1 and line.count("*/") == 1

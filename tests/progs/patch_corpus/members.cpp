@@ -8,10 +8,10 @@
 // placed through data() — at the start of the constructor body for m_u, right after the
 // resize for m_v; m_w is placed after its new[].
 //
-// numaprof-patch: m_u kind=place_in_constructor
-// numaprof-patch: Field::allocate()@members.cpp kind=place_vector
-// (m_v.resize assigns nothing, so the profile names m_v by its allocation site)
-// numaprof-patch: m_w kind=place_after_allocation
+// numaprof-patch: Field::m_u kind=place_in_constructor
+// numaprof-patch: Field::m_v kind=place_vector
+// numaprof-patch: Field::m_w kind=place_after_allocation
+// (the profile names data members of the object a member function works on Class::member)
 //
 // usage: members [elements] [iterations]
 #include <cstddef>
