@@ -115,6 +115,12 @@ class _Found:
                                np.full(n, size, dtype=np.int64), np.broadcast_to(np.asarray(owner, dtype=np.int64), (n,))))
 
 
+def _slot_name(var) -> str:
+    """A local's name; a pointer variable's own slot is ``p (pointer)``: its accesses load
+    or store the pointer, and ``p`` alone names the array it points to (a heap object)."""
+    return f"{var.name} (pointer)" if var.type is not None and var.type.pointer else var.name
+
+
 def attribute(s: Samples, candidate: np.ndarray, in_stack: np.ndarray, resolver) -> Attribution:
     """Names the ``candidate`` samples (no object holds their address, or only a whole
     mapping) by frame or register where the DWARF of their code allows; ``in_stack``
@@ -206,7 +212,7 @@ def attribute(s: Samples, candidate: np.ndarray, in_stack: np.ndarray, resolver)
             end = start + sl.size if sl.size > 0 else np.where(cfa_ok[members], cfa[members], start)
             hit = free & okm & (a >= start) & (a < end)
             if hit.any():
-                obj = found.object(("var", *sl.var.key), sl.var.name, sl.var.site, FRAME)
+                obj = found.object(("var", *sl.var.key), _slot_name(sl.var), sl.var.site, FRAME)
                 m = members[hit]
                 found.add(m, obj, start[hit], sl.size, np.where(own[m], tid[m], -1))
                 free &= ~hit
@@ -347,7 +353,7 @@ def _observed(found: _Found, s: Samples, todo: np.ndarray, pcf, g, basis, addr, 
     for j in np.unique(pick[pick >= 0]).tolist():
         (ip, owner, _, st), (size, _, _, sl) = items[j]
         sel = rest[pick == j]
-        obj = found.object(("var", *sl.var.key), sl.var.name, sl.var.site, FRAME)
+        obj = found.object(("var", *sl.var.key), _slot_name(sl.var), sl.var.site, FRAME)
         found.add(sel, obj, np.full(len(sel), st), size, owner)
 
 

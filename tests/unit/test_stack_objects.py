@@ -328,3 +328,17 @@ def test_c_variable_length_array(tmp_path, opt):
     assert len(vla) == 1, [(o.name, o.kind, o.samples) for o in a.objects]
     assert (vla[0].kind, vla[0].attribution, vla[0].samples) == ("stack", "frame", PROBES)
     assert vla[0].site.startswith("smooth@vla.c:")
+
+
+def test_a_pointer_variables_own_slot_is_not_named_like_its_array():
+    """`val`'s stack slot holds the pointer; `val` alone names the heap array it points
+    to, so the slot is `val (pointer)` (seen in the CG corpus program: two objects `val`)."""
+    from numaprof.analyzer import datatype, frames, varattr
+
+    def var(kind):
+        t = datatype.TypeInfo(kind=kind, name="double *" if kind == "pointer" else "double",
+                              size=8, offset=1)
+        return frames.Variable("val", "main", "cg.c", 96, t)
+
+    assert varattr._slot_name(var("pointer")) == "val (pointer)"
+    assert varattr._slot_name(var("base")) == "val"
