@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from numaprof.analyzer import attribution as att
-from numaprof.analyzer import counters, patterns, symbols
+from numaprof.analyzer import counters, patterns, symbols, varattr
 from numaprof.analyzer import features as feat
 from numaprof.analyzer import format as fmt
 from numaprof.analyzer import threads as thr
@@ -74,6 +74,8 @@ class _Obj:
     site: str = ""
     path: str = ""
     alloc_rows: list | None = None  # objects-table rows (heap)
+    attribution: str = "address"  # address | frame | register | type (analyzer/varattr.py)
+    thread_private: bool = False
 
 
 def analyze(path_or_profile, *, top: int | None = None, object_name: str | None = None,
@@ -131,6 +133,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     a_trow = cpu_row[np.asarray(s_cpu[sel])]  # matrix row of the thread's node, −1 unknown
     a_access = np.asarray(s["access"][sel])
     a_ip = np.asarray(s["ip"][sel])  # the loop each access came from (pattern contexts)
+    a_regs = _access_registers(prof, s, sel)
     a_weight = None
     if (prof.path / "samples.weight.col").exists():
         w_raw = np.asarray(s["weight"][sel])
@@ -150,6 +153,8 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         a_trow, a_access, a_ip = a_trow[keep], a_access[keep], a_ip[keep]
         if a_weight is not None:
             a_weight = a_weight[keep]
+        if a_regs is not None:
+            a_regs = {k: v[keep] for k, v in a_regs.items()}
         findings.append(f"{n_own} samples ({100.0 * n_own / max(with_address, 1):.1f}% of those "
                         "with an address) were numaprof's own work (the allocation shim's code "
                         "and record buffers): left out of the objects and the traffic")
@@ -175,6 +180,12 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         a_obj = np.where(a_iv >= 0, ivs.obj[np.maximum(a_iv, 0)], -1).astype(np.int32)
     else:
         a_obj = np.full(len(a_iv), -1, dtype=np.int32)
+    if a_regs is not None:
+        # what only a whole mapping (or nothing) holds: named by the code's frame and
+        # registers, after the heap, static and before the mapping attribution
+        var_iv = _variable_objects(a_regs, a_pid, a_tidx, tids, a_time, a_ip, a_addr, a_obj, a_iv,
+                                   len(ivs), objs, resolver)
+        ivs = att.Intervals.concat([heap_iv, static_iv, map_iv, var_iv])
     outside = int((a_obj < 0).sum())
 
     # ---- page nodes -------------------------------------------------------------------
@@ -521,6 +532,56 @@ def _mapping_intervals(mt: dict, objs: list[_Obj]) -> att.Intervals:
                          np.full(len(rows), att.NEVER, dtype=np.uint64), r[:, 4].astype(np.int64))
 
 
+_REGISTER_COLUMNS = ("sp", "bp", "insn_off", "base_reg", "base_off", "size")
+
+
+def _access_registers(prof: Profile, s, sel) -> dict[str, np.ndarray] | None:
+    """The register columns of the samples with an address (docs/profile-format.md), or
+    None for a profile without them (hardware backends, older profiles)."""
+    if not (prof.path / "samples.sp.col").exists():
+        return None
+    sp = np.asarray(s["sp"][sel])
+    if not sp.any():
+        return None
+    out = {"sp": sp}
+    for col in _REGISTER_COLUMNS[1:]:
+        out[col] = np.asarray(s[col][sel])
+    return out
+
+
+def _variable_objects(regs, a_pid, a_tidx, tids, a_time, a_ip, a_addr, a_obj, a_iv, n_iv, objs: list[_Obj],
+                      resolver) -> att.Intervals:
+    """Samples on no object or only on a whole mapping, attributed to variables by their
+    frame and registers (analyzer/varattr.py): their objects are appended to ``objs``,
+    a_obj and a_iv updated in place (the instances are intervals numbered from n_iv on);
+    returns the instances."""
+    kinds = np.array([o.kind in ("stack", "mapping") for o in objs] + [True])
+    stacks = np.array([o.kind == "stack" for o in objs] + [False])
+    cand = kinds[a_obj]  # a_obj -1 picks the last entry: no object
+    if not cand.any():
+        return att.Intervals.empty()
+    samples = varattr.Samples(pid=a_pid, tid=tids[a_tidx], time=a_time, ip=a_ip, addr=a_addr,
+                              size=regs["size"], sp=regs["sp"], bp=regs["bp"], insn_off=regs["insn_off"],
+                              base_reg=regs["base_reg"], base_off=regs["base_off"], region=a_obj)
+    va = varattr.attribute(samples, cand, stacks[a_obj], resolver)
+    if not len(va.sample):
+        return att.Intervals.empty()
+    first = len(objs)
+    for k, vo in enumerate(va.objects):
+        mine = va.inst_obj == k
+        starts = va.inst_start[mine]
+        objs.append(_Obj(vo.kind, ("var", *vo.key), int(va.inst_pid[mine][0]) if mine.any() else 0,
+                         int(starts.min()) if len(starts) else 0,
+                         int((va.inst_end[mine] - starts).max()) if len(starts) else 0,
+                         count=int(mine.sum()), name=vo.name, site=vo.site, attribution=vo.attribution,
+                         thread_private=vo.thread_private))
+    a_obj[va.sample] = first + va.inst_obj[va.instance]
+    a_iv[va.sample] = n_iv + va.instance
+    n = len(va.inst_start)
+    return att.Intervals(va.inst_pid, va.inst_start, va.inst_end, np.zeros(n, dtype=np.uint64),
+                         np.full(n, att.NEVER, dtype=np.uint64), first + va.inst_obj)
+
+
 def _name(o: _Obj, resolver: symbols.CodeResolver, prof: Profile) -> None:
     if o.name or o.kind != "heap":
         return
@@ -761,6 +822,8 @@ def _object_result(o: _Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_pro
         unplaced_samples=int(n - known.sum()),
         inferred_samples=int(inferred[idx].sum()),
         pages_source=pages_source,
+        attribution=o.attribution,
+        thread_private=o.thread_private,
     )
 
 

@@ -125,6 +125,7 @@ class ElfInfo:
         self._cu_files: dict[int, list[str]] = {}
         self._sites: dict[int, dict[int, tuple]] = {}  # CU offset -> call sites (call_rank)
         self._classes: dict[int, ClassScope] = {}  # class DIE offset -> its scope
+        self.frames = None  # analyzer/frames.py FrameIndex, built on first use
 
     def _symbols(self, tab, sections, sec_flags):
         """(name, type, shndx, value, size) of functions and data objects of a symbol table.

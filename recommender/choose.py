@@ -491,9 +491,12 @@ def suggest(analysis: Analysis, target: Topology | None = None, *,
     target = analysis.topology if target is None else target
     target_name = target.name or "recorded machine"
     notes: list[str] = []
-    hot, skipped = [], []
+    hot, skipped, private = [], [], []
     for o in sorted(analysis.objects, key=lambda o: -o.share):
         if o.share < min_share:
+            continue
+        if o.thread_private:
+            private.append(o.name)  # on its own thread's stack: first touch keeps it local
             continue
         if o.pattern == "unknown" or o.access is None or len(o.access.page) == 0:
             skipped.append(o.name)
@@ -501,6 +504,9 @@ def suggest(analysis: Analysis, target: Topology | None = None, *,
         hot.append(o)
     if skipped:
         notes.append(f"not placed (pattern unknown or no sampled addresses): {', '.join(skipped)}.")
+    if private:
+        notes.append("not placed (thread-private: each instance is on its own thread's stack, local "
+                     f"to that thread whatever the policy): {', '.join(private)}.")
     cold = sum(1 for o in analysis.objects if o.share < min_share)
     if cold:
         notes.append(f"{cold} object(s) below {_pct(min_share)} of the samples not considered.")

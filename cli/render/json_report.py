@@ -39,6 +39,8 @@ def obj(o: ObjectResult) -> dict:
         "address": hex(o.address),
         "size": int(o.size),
         "count": int(o.count),
+        "attribution": o.attribution,
+        "thread_private": bool(o.thread_private),
         "samples": int(o.samples),
         "share": _r(o.share),
         "pattern": o.pattern,

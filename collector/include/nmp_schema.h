@@ -9,6 +9,8 @@
 #ifndef NMP_SCHEMA_H
 #define NMP_SCHEMA_H
 
+#include <stdint.h>
+
 #include "nmp_table.h"
 #include "numaprof_format.h"
 
@@ -29,9 +31,14 @@ struct nmp_table_schema {
 /* Every table of the format, in the order of NMP_TABLES. */
 extern const struct nmp_table_schema nmp_schema[NMP_NTABLES];
 
-/* Creates table `id` in `dir` with its first `ncols` columns (-1: all of them).
+/* Creates table `id` in `dir` with the columns whose bits are set in `cols` (bit k:
+ * column k, NMP_<table>_<column>; NMP_ALL_COLUMNS or -1: all of them).  Rows given to
+ * nmp_table_append are full-width (NMP_<table>_NCOLS values); the columns left out are
+ * not written, and a reader takes them as zeros when they are optional.
  * Returns NULL with errno set on failure, as nmp_table_create. */
-struct nmp_table *nmp_table_open(const char *dir, enum nmp_table_id id, int ncols);
+#define NMP_ALL_COLUMNS (~(uint64_t)0)
+#define NMP_COLUMN(k) ((uint64_t)1 << (k))
+struct nmp_table *nmp_table_open(const char *dir, enum nmp_table_id id, uint64_t cols);
 
 /* The numpy dtype string of a column type ("<u8", "|u1", ...). */
 const char *nmp_coltype_dtype(enum nmp_coltype t);

@@ -27,7 +27,9 @@
 /* bytes before a column's values: the magic, then the NUL-padded numpy dtype string */
 #define NMP_COL_HEADER 16
 
-/* One row per sample; the software backend writes the columns up to `rule`. */
+/* One row per sample.  The software backend writes the columns up to `rule` and the
+ * registers of the access (`sp` to `base_off`), the hardware backends those up to
+ * `phys_addr` (docs/profile-format.md). */
 #define NMP_TABLE_samples(COL) \
     COL(samples, time, U64, REQ) \
     COL(samples, pid, U32, REQ) \
@@ -40,7 +42,13 @@
     COL(samples, rule, U8, OPT) \
     COL(samples, weight, U32, OPT) \
     COL(samples, data_src, U64, OPT) \
-    COL(samples, phys_addr, U64, OPT)
+    COL(samples, phys_addr, U64, OPT) \
+    COL(samples, sp, U64, OPT) \
+    COL(samples, bp, U64, OPT) \
+    COL(samples, insn_off, I16, OPT) \
+    COL(samples, base_reg, U8, OPT) \
+    COL(samples, index_reg, U8, OPT) \
+    COL(samples, base_off, I32, OPT)
 
 /* One row per page fault (first touch). */
 #define NMP_TABLE_faults(COL) \

@@ -556,6 +556,31 @@ static void resolve(struct nmp_decoder *d, struct nmp_proc *p, uint64_t ip, stru
     nmp_decode_code_cs(d->cs, buf, hi - lo, lo, ip, 0, out, NULL);
 }
 
+/* The registers of the access that the analyzer names frames and register-held
+ * objects by (struct nmp_sample): the stack and frame pointers at ip, always; with an
+ * address, where the charged instruction is and which registers it used. */
+static void access_registers(const struct nmp_memop *m, const struct nmp_regs *regs,
+                             struct nmp_sample *s)
+{
+    s->sp = regs->r[7];
+    s->bp = regs->r[6];
+    s->insn_off = 0;
+    s->base_reg = s->index_reg = 0;
+    s->base_off = NMP_BASE_OFF_UNKNOWN;
+    if (!s->addr)
+        return;
+    int64_t back = (int64_t)(s->ip - m->insn);
+    s->insn_off = back > INT16_MIN && back <= INT16_MAX ? (int16_t)back : NMP_INSN_OFF_UNKNOWN;
+    s->base_reg = (uint8_t)(nmp_dwarf_reg(m->base) + 1);
+    s->index_reg = (uint8_t)(nmp_dwarf_reg(m->index) + 1);
+    uint64_t b;
+    if (m->base >= 0 && nmp_memop_reg(m, regs, m->base, &b) == 0) {
+        int64_t off = (int64_t)(s->addr - b);
+        if (off > INT32_MIN && off <= INT32_MAX)
+            s->base_off = (int32_t)off;
+    }
+}
+
 void nmp_decode_sample(struct nmp_decoder *d, const struct nmp_regs *regs, struct nmp_sample *s)
 {
     struct nmp_memop m;
@@ -596,4 +621,6 @@ void nmp_decode_sample(struct nmp_decoder *d, const struct nmp_regs *regs, struc
     s->addr = regs ? nmp_memop_addr(&m, regs) : 0;
     if (!regs && (m.rule == NMP_RULE_AT_IP || m.rule == NMP_RULE_SKID))
         s->rule = NMP_RULE_UNREADABLE;
+    if (regs)
+        access_registers(&m, regs, s);
 }

@@ -21,7 +21,19 @@ struct nmp_sample {
     uint8_t access; /* NMP_ACC_* */
     uint8_t size;
     uint8_t rule; /* enum nmp_rule */
+    /* The registers of the access (software backend; zeros elsewhere), which the
+     * analyzer names stack and register-held objects by (docs/analyzer.md): the stack
+     * and frame pointers at ip; ip minus the address of the instruction charged; the
+     * DWARF numbers + 1 of its base and index registers (0: none); addr minus the value
+     * of its base register at the access.  *_UNKNOWN: too far to store. */
+    uint64_t sp, bp;
+    int32_t base_off;
+    int16_t insn_off;
+    uint8_t base_reg, index_reg;
 };
+
+#define NMP_BASE_OFF_UNKNOWN INT32_MIN
+#define NMP_INSN_OFF_UNKNOWN INT16_MIN
 
 enum { NMP_ACC_NONE = 0, NMP_ACC_LOAD = 1, NMP_ACC_STORE = 2, NMP_ACC_RMW = 3 };
 /* NMP_RULE_*: enum nmp_rule, generated (nmp_schema.h) from the one list of the sample

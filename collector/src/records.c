@@ -68,7 +68,11 @@ static void add_sample(struct nmp_collector *c, const struct nmp_sample *s)
         [NMP_samples_cpu] = s->cpu, [NMP_samples_ip] = s->ip, [NMP_samples_addr] = s->addr,
         [NMP_samples_access] = s->access, [NMP_samples_size] = s->size,
         [NMP_samples_rule] = s->rule, [NMP_samples_weight] = s->weight,
-        [NMP_samples_data_src] = s->data_src, [NMP_samples_phys_addr] = s->phys_addr};
+        [NMP_samples_data_src] = s->data_src, [NMP_samples_phys_addr] = s->phys_addr,
+        [NMP_samples_sp] = s->sp, [NMP_samples_bp] = s->bp,
+        [NMP_samples_insn_off] = (uint64_t)(int64_t)s->insn_off,
+        [NMP_samples_base_reg] = s->base_reg, [NMP_samples_index_reg] = s->index_reg,
+        [NMP_samples_base_off] = (uint64_t)(int64_t)s->base_off};
     if (nmp_table_append(c->t.samples, v) != 0)
         nmp_table_failed(c, "samples");
 }
