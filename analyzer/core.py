@@ -17,10 +17,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from numaprof.analyzer import attribution as att
-from numaprof.analyzer import counters, patterns, symbols, varattr
+from numaprof.analyzer import counters, patterns, srcnames, symbols, varattr
 from numaprof.analyzer import features as feat
 from numaprof.analyzer import format as fmt
 from numaprof.analyzer import threads as thr
+from numaprof.analyzer.archive import Archive
 from numaprof.analyzer.model import (
     Analysis,
     FirstTouch,
@@ -87,7 +88,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     """
     prof = path_or_profile if isinstance(path_or_profile, Profile) else open_profile(path_or_profile)
     # binaries and sources as they were at record time (rebuilt or patched since?)
-    symbols.use_archive(prof.path)
+    archive = Archive.read(prof.path)
     step = progress or (lambda _s, _f: None)
     # what the source of the profile warned about (e.g. perf.data without cpus)
     findings: list[str] = [str(w) for w in prof.manifest.get("warnings") or []]
@@ -161,10 +162,10 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     del own
 
     mappings = symbols.Mappings(prof.table("mappings"))
-    resolver = symbols.CodeResolver(mappings)
+    resolver = symbols.CodeResolver(mappings, archive)
     objs: list[_Obj] = []
     heap_iv = _heap_intervals(prof.table("objects"), objs)
-    static_iv = _static_intervals(mappings, objs)
+    static_iv = _static_intervals(mappings, objs, archive)
     map_iv = _mapping_intervals(prof.table("mappings"), objs)
     ivs = att.Intervals.concat([heap_iv, static_iv, map_iv])
     # Priority: heap allocations, then statics, then whole mappings (which contain both).
@@ -412,14 +413,14 @@ def _heap_intervals(ot: dict, objs: list[_Obj]) -> att.Intervals:
     return att.Intervals(pid, start, start + size, t0, t1, obj)
 
 
-def _static_intervals(mappings: symbols.Mappings, objs: list[_Obj]) -> att.Intervals:
+def _static_intervals(mappings: symbols.Mappings, objs: list[_Obj], archive: Archive) -> att.Intervals:
     rows = []
     groups: dict[tuple, int] = {}
     seen: set[tuple[int, str]] = set()
     for pid, (start, _, pgoff, path) in mappings.files():
         if (pid, path) in seen:
             continue
-        info = symbols.elf_info(path)
+        info = symbols.elf_info(path, archive)
         if info is None or not info.objects:
             continue
         bias = info.load_bias(start, pgoff)
@@ -599,35 +600,35 @@ def _name(o: _Obj, resolver: symbols.CodeResolver, prof: Profile) -> None:
     o.site = site.site
     var = None
     if site.line > 0:
-        var, named_at = _assigned(site, roots)
+        var, named_at = _assigned(site, roots, resolver.archive)
         # an allocation wrapper (it returns the block): its caller's variable names the
         # array, up to a few wrappers deep (xmalloc inside new_grid inside main)
         callers = itertools.islice(resolver.user_frames(o.pid, ips), 1, 4)  # resolved only if needed
         cur, at = var, named_at
-        while at is not None and symbols.returns_allocation(
-                str(at[0]), at[1].line, cur, symbols.source_language(at[1].file)):
+        while at is not None and srcnames.returns_allocation(
+                str(at[0]), at[1].line, cur, symbols.source_language(at[1].file), resolver.archive):
             caller = next(callers, None)
             if caller is None:
                 break
-            cur, at = _assigned(caller, roots)  # `return xmalloc(n)` passes it on again
+            cur, at = _assigned(caller, roots, resolver.archive)  # `return xmalloc(n)` passes it on again
             if cur is not None:
                 var, named_at, o.site = cur, at, caller.site
         if var is not None:
             # a member of the object a member function works on: `Mesh::m_pos`
-            var = symbols.member_name(str(named_at[0]), named_at[1], var,
-                                      symbols.source_language(named_at[1].file))
+            var = srcnames.member_name(str(named_at[0]), named_at[1], var,
+                                       symbols.source_language(named_at[1].file), resolver.archive)
     o.name = var or o.site
 
 
-def _assigned(site, roots: list[str]):
+def _assigned(site, roots: list[str], archive: Archive):
     """(name, (source path, site)) of the variable the allocation at ``site`` is assigned
     to; (None, (path, site)) when the line assigns nothing; (None, None) without source.
     ``site.call`` tells which array of a Fortran ``allocate`` statement the call made."""
-    src = symbols.find_source(site.file, [r for r in roots if r])
+    src = srcnames.find_source(site.file, [r for r in roots if r], archive)
     if src is None:
         return None, None
-    return (symbols.assigned_name(str(src), site.line, site.column, symbols.source_language(site.file),
-                                  call=site.call), (src, site))
+    return (srcnames.assigned_name(str(src), site.line, site.column, symbols.source_language(site.file),
+                                   call=site.call, archive=archive), (src, site))
 
 
 def _stack_frames(prof: Profile) -> dict[int, list[int]]:
