@@ -1,9 +1,14 @@
 """Code and data symbols: ELF symbol tables, DWARF line tables and scopes, runtime code
-addresses to source lines (names read from the sources are :mod:`srcnames`').
+addresses to source lines (names read from the sources are in :mod:`srcnames`).
 
 Everything here is cached per ELF file, because a profile names the same few binaries
 thousands of times.  A missing or stripped binary is not an error: lookups return None
 and the caller falls back to a weaker name (``heap@0x...``).
+
+One module (~900 lines) on purpose: :class:`ElfInfo` is half of it, one ELF file's
+symbols, line table, inlined calls and scopes read together from one open file with
+shared caches; the rest (demangling, the DWARF helpers the frames and data types reuse,
+the resolver) is what reads it.
 """
 
 from __future__ import annotations
