@@ -29,6 +29,7 @@ thread whose stack frame holds it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -233,6 +234,7 @@ def attribute(s: Samples, candidate: np.ndarray, in_stack: np.ndarray, resolver)
     for part in found.parts:
         left[part[0]] = False
     _observed(found, s, left & in_stack, pcf, g, basis, addr, tid)
+    _merge_aliases(found, s, in_stack)
     return _instances(found, s, in_stack, n)
 
 
@@ -355,6 +357,71 @@ def _observed(found: _Found, s: Samples, todo: np.ndarray, pcf, g, basis, addr, 
         sel = rest[pick == j]
         obj = found.object(("var", *sl.var.key), _slot_name(sl.var), sl.var.site, FRAME)
         found.add(sel, obj, np.full(len(sel), st), size, owner)
+
+
+_PATH = re.compile(r"^(?:(?:struct|union|class)\s+)?(?:[\w:<>, ]*?(?:\.|->|::|%))?(\w+)((?:\[\])*)$")
+
+
+def _alias_key(name: str) -> tuple[str, int] | None:
+    """(leaf name, subscripts) of a name made by code attribution: ``u[][]`` and
+    ``struct level.u[][]`` -> ``("u", 2)``; None for other names."""
+    m = _PATH.match(name)
+    return (m.group(1), len(m.group(2)) // 2) if m else None
+
+
+def _plainness(name: str) -> int:
+    """Fewer is plainer: a variable (``u[][]``) before a member path (``lv->u``) before a
+    type's member (``struct level.u[][]``)."""
+    return (name.startswith(("struct ", "union ", "class ")) * 2 +
+            any(sep in name for sep in (".", "->", "::", "%")))
+
+
+def _merge_aliases(found: _Found, s: Samples, in_stack: np.ndarray) -> None:
+    """One object for one array reached through several pointers: a grid's rows read
+    through a local ``u`` and through ``lv->u`` are the same memory.  Objects named by
+    register or type (not a frame's local) merge when their names have the same leaf and
+    depth (``u[][]``, ``struct level.u[][]``), none of their samples is on a stack, and
+    their samples share a memory region (the heap mapping holding the rows), and at most
+    one of them is a qualified name (two records' members of one name are not merged);
+    the merged object takes the plainest name, then the one with most samples.  Pointer
+    arrays (``u[]``, the rows' pointers) stay apart from what they point to."""
+    if len(found.objects) < 2 or not found.parts:
+        return
+    smp = np.concatenate([p[0] for p in found.parts])
+    obj = np.concatenate([p[1] for p in found.parts])
+    region = np.asarray(s.region).astype(np.int64)[smp]
+    stack = np.asarray(in_stack, dtype=bool)[smp]
+    counts = np.bincount(obj, minlength=len(found.objects))
+    groups: dict[tuple, list[tuple[int, set]]] = {}
+    for k, o in enumerate(found.objects):
+        key = _alias_key(o.name) if o.attribution != FRAME else None
+        mine = obj == k
+        if key is None or not mine.any() or stack[mine].any():
+            continue
+        groups.setdefault(key, []).append((k, set(np.unique(region[mine]).tolist()) - {-1}))
+    remap = np.arange(len(found.objects))
+    for members in groups.values():
+        qualified = {found.objects[k].name for k, _ in members if _plainness(found.objects[k].name)}
+        if len(qualified) > 1:
+            continue  # `struct a.x` and `struct b.x`: two records' members, not one array
+        merged: list[tuple[list[int], set]] = []
+        for k, regions in members:
+            hit = [g for g in merged if g[1] & regions]
+            keep = ([k] + [x for g in hit for x in g[0]], regions.union(*(g[1] for g in hit)))
+            merged = [g for g in merged if g not in hit] + [keep]
+        for ks, _ in merged:
+            if len(ks) > 1:
+                rep = min(ks, key=lambda k: (_plainness(found.objects[k].name), -counts[k], k))
+                remap[ks] = rep
+    if np.array_equal(remap, np.arange(len(found.objects))):
+        return
+    used = sorted(set(remap.tolist()) & set(np.flatnonzero(counts).tolist()))
+    lut = np.full(len(found.objects), -1, dtype=np.int64)
+    lut[used] = np.arange(len(used))
+    lut = lut[remap]  # every object -> its merged object's new index
+    found.objects = [found.objects[k] for k in used]
+    found.keys = {key: int(lut[k]) for key, k in found.keys.items() if lut[k] >= 0}
+    found.parts = [(p[0], lut[p[1]], *p[2:]) for p in found.parts]
 
 
 def _instances(found: _Found, s: Samples, in_stack: np.ndarray, n: int) -> Attribution:

@@ -44,14 +44,15 @@ FLAKY_NAMED = {
                            "row pointers (small callocs in `[heap]` named by code)",
 }
 # Found under its name, but not as the one object of that name (the name test only: the
-# pattern test takes the object with most samples).
+# pattern test takes the object with most samples); non-strict, as the extra objects
+# have a few samples each.
 WRONG = {
-    ("multigrid", "u"): "4-5 objects: the rows are small callocs in `[heap]`, named by code: "
-                        "u[][] (the doubles, through the parallel regions' shared u), "
-                        "struct level.u[][] (through lv->u), u[] and struct level.u[] (the row "
-                        "pointers); one object per allocation site is another item of issue 13",
-    ("multigrid", "f"): "3-4 objects: f[][], struct level.f[][], f[], f (as u)",
-    ("multigrid", "r"): "3 objects: r[][], r[], r (as u)",
+    ("multigrid", "u"): "2-3 objects: u[][] (the doubles, read through the parallel regions' "
+                        "u and through lv->u, one object) and u[] (the row pointers, small "
+                        "callocs in `[heap]` named by code, 4-7 samples), at times struct level.u "
+                        "(1 sample); one object per allocation site is another item of issue 13",
+    ("multigrid", "f"): "2 objects: f[][] and f[] (as u)",
+    ("multigrid", "r"): "2-3 objects: r[][], r[] and r (the row pointers read through r)",
 }
 # Found, the object with most samples having another pattern.
 WRONG_PATTERN = {
@@ -89,7 +90,10 @@ def _array_params(only_private: bool = False, pattern: bool = False) -> list:
                 if key in FLAKY_PATTERN:
                     marks = _xfail(FLAKY_PATTERN[key], strict=False)
             else:
-                marks = _xfail(NOT_FOUND.get(key) or (WRONG.get(key) if not only_private else None))
+                marks = _xfail(NOT_FOUND.get(key))
+                if key in WRONG and not only_private:
+                    # the extra objects have a few samples each: absent in some recordings
+                    marks = _xfail(WRONG[key], strict=False)
                 if key in FLAKY_NAMED:
                     marks = _xfail(FLAKY_NAMED[key], strict=False)
             params.append(pytest.param(run.name, e, id=f"{run.name}-{e.name}", marks=marks))

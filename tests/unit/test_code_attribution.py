@@ -9,11 +9,12 @@ register from the instruction text."""
 import re
 import subprocess
 
+import numpy as np
 import profgen  # noqa: E402
 import pytest
 from helpers import build_program
 
-from numaprof.analyzer import analyze, symbols  # noqa: E402
+from numaprof.analyzer import analyze, symbols, varattr  # noqa: E402
 
 C_GRID = r"""
 #include <stdio.h>
@@ -175,3 +176,43 @@ def test_cxx_vector_members(tmp_path, opt):
     assert names["Mesh::m_pos"].samples == len(pos) and names["Mesh::m_mass"].samples == len(mass)
     assert {o.attribution for o in names.values()} == {"type"}
     assert all(o.site.startswith("Mesh@mesh.cpp:") for o in names.values())
+
+
+def _var_samples(region, stack_addr=False):
+    n = len(region)
+    z = np.zeros(n, dtype=np.int64)
+    addr = np.arange(n, dtype=np.uint64) * 64 + (0x7ff000000000 if stack_addr else 0x1000000)
+    return varattr.Samples(pid=z + 1, tid=z + 1, time=z, ip=z, addr=addr, size=z + 8, sp=z + 1,
+                           bp=z, insn_off=z, base_reg=z, base_off=z, region=np.asarray(region))
+
+
+def _var_found(names_and_samples):
+    f = varattr._Found()
+    for name, smp in names_and_samples:
+        k = f.object(("t", name), name, "main@m.c:1", varattr.TYPE)
+        f.add(np.asarray(smp, dtype=np.int64), k, np.asarray(smp) * 64 + 0x1000000, 0, -1)
+    return f
+
+
+def test_one_grid_reached_through_two_pointers_is_one_object():
+    """multigrid's rows read through the parallel region's `u` and through `lv->u`
+    (named by type, `struct level.u[][]`): one array, named `u[][]`; the pointer array
+    `u[]` and another record's member of the same name stay apart."""
+    s = _var_samples([3] * 10)
+    f = _var_found([("struct level.u[][]", [0, 1]), ("u[][]", [2, 3, 4]), ("u[]", [5]),
+                ("f[][]", [6, 7])])
+    varattr._merge_aliases(f, s, np.zeros(10, dtype=bool))
+    a = varattr._instances(f, s, np.zeros(10, dtype=bool), 10)
+    names = [o.name for o in a.objects]
+    assert sorted(names) == ["f[][]", "u[]", "u[][]"]
+    per = dict(zip(names, np.bincount(a.inst_obj[a.instance], minlength=len(names)), strict=True))
+    assert per["u[][]"] == 5 and per["u[]"] == 1 and per["f[][]"] == 2
+
+    # two records' members named x, or memory in different regions: not merged
+    f = _var_found([("struct a.x", [0, 1]), ("struct b.x", [2, 3])])
+    varattr._merge_aliases(f, s, np.zeros(10, dtype=bool))
+    assert [o.name for o in f.objects] == ["struct a.x", "struct b.x"]
+    s2 = _var_samples([3, 3, 4, 4])
+    f = _var_found([("u[][]", [0, 1]), ("struct level.u[][]", [2, 3])])
+    varattr._merge_aliases(f, s2, np.zeros(4, dtype=bool))
+    assert len(f.objects) == 2
