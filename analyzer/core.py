@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import itertools
+import math
 import os
 import re
 import socket
@@ -16,8 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from numaprof import defaults
 from numaprof.analyzer import attribution as att
-from numaprof.analyzer import counters, patterns, srcnames, symbols, varattr
+from numaprof.analyzer import classifier, counters, patterns, srcnames, symbols, varattr
 from numaprof.analyzer import features as feat
 from numaprof.analyzer import format as fmt
 from numaprof.analyzer import threads as thr
@@ -317,6 +319,9 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         throttled=int(counts.get("throttled", 0) or 0),
         host=str(m.get("host") or ""),
     )
+    more = _more_samples(results, info.freq or defaults.FREQ, info.duration_s)
+    if more:
+        findings.append(more)
     node_counts = _node_counters(prof, topo, info.host)
     findings.extend(counters.findings(node_counts))
     if not prof.complete:
@@ -325,6 +330,27 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     return Analysis(profile=info, topology=topo, objects=results, threads=threads, traffic=traffic,
                     local_fraction=g_local, load_per_node=g_load, imbalance=g_imb, findings=findings,
                     node_counters=node_counts)
+
+
+MIN_SHARE_FOR_MORE = 0.005  # objects below this share of the samples are not worth a note
+MAX_FREQ = 20000  # Hz: a rate above this costs more than a longer run
+
+
+def _more_samples(results, freq: int, duration: float) -> str | None:
+    """The finding for objects whose pattern needs more samples: which ones, and the
+    sampling rate (or the run's length) that would give the neediest of them enough."""
+    needy = [o for o in results if o.samples_needed > 0 and o.share >= MIN_SHARE_FOR_MORE]
+    if not needy:
+        return None
+    factor = max((o.samples + o.samples_needed) / o.samples for o in needy)
+    names = ", ".join(f"{o.name}: {o.samples_needed} more" for o in needy[:5])
+    if len(needy) > 5:
+        names += f" and {len(needy) - 5} more"
+    how = (f"record with --freq {int(math.ceil(freq * factor / 100.0)) * 100}"
+           if freq * factor <= MAX_FREQ else "record at the highest rate (--freq 20000)")
+    longer = f"a run {factor:.1f}x longer" if duration > 0 else "a longer run"
+    return (f"{len(needy)} object(s) need more samples for a pattern ({names}): {how} or "
+            f"{longer} (recorded at {freq} Hz)")
 
 
 def _node_counters(prof: Profile, topo, host: str) -> list:
@@ -780,6 +806,7 @@ def _object_result(o: _Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_pro
     page_key = iv.astype(np.int64) * (1 << 36) + pg
     features, windows = feat.object_features(a_time[idx], a_tidx[idx], pos, page_key, a_ip[idx])
     pattern, conf = patterns.classify(features)
+    needed = classifier.samples_needed(features) if pattern == "unknown" else 0
     first_touch = _first_touch_of(oi, ft, topo, n_program_threads, resolver)
     if nm_pages is None and first_touch.pages and (
             sum(pages_by_node) == 0 or (N == 1 and first_touch.pages > sum(pages_by_node))):
@@ -806,6 +833,7 @@ def _object_result(o: _Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_pro
         share=n / with_address if with_address else 0.0,
         pattern=pattern,
         pattern_confidence=conf,
+        samples_needed=needed,
         reads=reads,
         writes=stores + rmw,
         rmw=rmw,

@@ -45,6 +45,7 @@ def obj(o: ObjectResult) -> dict:
         "share": _r(o.share),
         "pattern": o.pattern,
         "pattern_confidence": _r(o.pattern_confidence, 3),
+        "samples_needed": int(o.samples_needed),
         "reads": _r(o.reads),
         "writes": _r(o.writes),
         "rmw": _r(o.rmw),

@@ -84,7 +84,7 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
         pages = " ".join(f"{i}:{v}" for i, v in enumerate(o.pages_by_node))
         name = o.name + (f" x{o.count}" if o.count > 1 else "") + (" (private)" if o.thread_private else "")
         pattern = (f"{o.pattern} ({o.pattern_confidence:.2f})" if o.pattern != "unknown"
-                   else "unknown")
+                   else f"needs +{o.samples_needed} samples" if o.samples_needed else "unknown")
         table.add_row(esc(name), esc(o.site), human_bytes(o.size), f"{o.samples} ({pct(o.share)})",
                       pattern, f"{pct(o.reads)}/{pct(o.writes)}", toucher, pages,
                       pct(o.local_fraction))
