@@ -237,21 +237,10 @@ def recorded_binaries(profile_dir: str | os.PathLike) -> list[tuple[str, str]]:
     :func:`~numaprof.analyzer.profile_io.archive_copy` checks it), else the files
     themselves where they still exist as regular ELF files.  System libraries are left
     out."""
-    from numaprof.analyzer import profile_io
+    from numaprof.analyzer.archive import Archive
 
     profile = Path(profile_dir)
-    out: dict[str, str] = {}
-    try:
-        doc = profile_io.read_json(profile / "archive.json")
-    except FileNotFoundError:
-        doc = {}
-    if not isinstance(doc, dict):
-        raise ProfileError(f"{profile / 'archive.json'}: corrupted (not a JSON object)")
-    for original, digest in profile_io.get_dict(doc, "binaries", profile / "archive.json").items():
-        try:
-            out[str(original)] = str(profile_io.archive_copy(profile, digest))
-        except FileNotFoundError:
-            continue
+    out: dict[str, str] = dict(Archive.read(profile).binaries)
     if not out:
         try:
             from numaprof.analyzer.profile import read_table

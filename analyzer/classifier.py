@@ -89,6 +89,22 @@ def fallback(features: dict) -> tuple[str, float] | None:
     return None
 
 
+def samples_needed(features: dict) -> int:
+    """How many more samples an object needs before its pattern can be told (0: enough,
+    or more would not help: one thread alone on it).  The samples of an object grow with
+    the sampling rate and the run's length, so a recording at the rate times
+    ``(samples + needed) / samples`` would give it enough."""
+    n = float(features.get("samples", 0.0) or 0.0)
+    par = float(features.get("parallel_samples", 0.0) or 0.0)
+    if float(features.get("threads", 0.0) or 0.0) < 2 and n >= MIN_SAMPLES:
+        return 0  # one thread (or serial phases only): more samples would not change that
+    if n <= 0:
+        return 0
+    # the parallel share of its samples stays what it is when there are more of them
+    par_needed = MIN_PARALLEL_SAMPLES * n / par - n if par > 0 else 0.0
+    return int(math.ceil(max(MIN_SAMPLES - n, par_needed if par > 0 else 0.0, 0.0)))
+
+
 class PatternModel:
     """A random forest from its exported JSON; predict / predict_proba like scikit-learn."""
 

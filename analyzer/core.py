@@ -9,16 +9,21 @@ from __future__ import annotations
 
 import datetime as _dt
 import itertools
+import math
 import os
+import re
 import socket
 from dataclasses import dataclass
 
 import numpy as np
 
+from numaprof import defaults
 from numaprof.analyzer import attribution as att
-from numaprof.analyzer import counters, patterns, symbols
+from numaprof.analyzer import classifier, counters, patterns, srcnames, symbols, varattr
 from numaprof.analyzer import features as feat
+from numaprof.analyzer import format as fmt
 from numaprof.analyzer import threads as thr
+from numaprof.analyzer.archive import Archive
 from numaprof.analyzer.attach import KIND_ATTACH
 from numaprof.analyzer.model import (
     Analysis,
@@ -37,9 +42,26 @@ ATTACH_SITE = "in the heap at attach"
 STACK_SIZES = {8 << 20, (8 << 20) + 4096}  # glibc default thread stack (+ guard page)
 PROT_WRITE = 2
 MAP_NUMAPROF = 0x80000000  # mappings.flags: one of numaprof's own files (docs/profile-format.md)
-RULE_NAMES = {0: "no_mem", 1: "at_ip", 2: "skid", 3: "hw", 10: "unreadable", 11: "undecodable",
-              12: "segment", 13: "kernel", 14: "vsib", 15: "clobbered", 16: "spin",
-              17: "skid_path", 18: "skid_loop"}
+_RULES = re.compile(r"^#define\s+NMP_SAMPLE_RULES\(R\)\s*\\\s*$", re.M)
+_RULE = re.compile(r"^\s*R\((\w+),\s*(\w+),\s*(\d+)\)\s*(\\)?\s*$")
+
+
+def _rule_names(text: str) -> dict[int, str]:
+    """samples.rule value -> rule name, from NMP_SAMPLE_RULES in numaprof_format.h: the one
+    list the collector's enum and its collector.json counts are generated from."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if _RULES.match(line)), None)
+    if start is None:
+        raise fmt.FormatDefinitionError(f"{fmt.HEADER_NAME}: no NMP_SAMPLE_RULES list")
+    rules = [(int(m.group(3)), m.group(2)) for m in fmt._block(lines, start, _RULE)]
+    names = dict(rules)
+    if len(names) != len(rules) or len(set(names.values())) != len(rules) or max(names) > 255:
+        raise fmt.FormatDefinitionError(f"{fmt.HEADER_NAME}: NMP_SAMPLE_RULES repeats a rule "
+                                        "or a value outside the u8 column")
+    return names
+
+
+RULE_NAMES = _rule_names(fmt.header_path().read_text())
 SERIAL_MASTER = 0.9
 FAULT_PAGES_LIMIT = 1 << 27  # base pages the huge-page faults may expand to (512 GiB of 4 KiB)
 
@@ -57,6 +79,8 @@ class _Obj:
     site: str = ""
     path: str = ""
     alloc_rows: list | None = None  # objects-table rows (heap)
+    attribution: str = "address"  # address | frame | register | type (analyzer/varattr.py)
+    thread_private: bool = False
 
 
 def analyze(path_or_profile, *, top: int | None = None, object_name: str | None = None,
@@ -68,7 +92,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     """
     prof = path_or_profile if isinstance(path_or_profile, Profile) else open_profile(path_or_profile)
     # binaries and sources as they were at record time (rebuilt or patched since?)
-    symbols.use_archive(prof.path)
+    archive = Archive.read(prof.path)
     step = progress or (lambda _s, _f: None)
     # what the source of the profile warned about (e.g. perf.data without cpus)
     findings: list[str] = [str(w) for w in prof.manifest.get("warnings") or []]
@@ -114,6 +138,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     a_trow = cpu_row[np.asarray(s_cpu[sel])]  # matrix row of the thread's node, −1 unknown
     a_access = np.asarray(s["access"][sel])
     a_ip = np.asarray(s["ip"][sel])  # the loop each access came from (pattern contexts)
+    a_regs = _access_registers(prof, s, sel)
     a_weight = None
     if (prof.path / "samples.weight.col").exists():
         w_raw = np.asarray(s["weight"][sel])
@@ -133,16 +158,18 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         a_trow, a_access, a_ip = a_trow[keep], a_access[keep], a_ip[keep]
         if a_weight is not None:
             a_weight = a_weight[keep]
+        if a_regs is not None:
+            a_regs = {k: v[keep] for k, v in a_regs.items()}
         findings.append(f"{n_own} samples ({100.0 * n_own / max(with_address, 1):.1f}% of those "
                         "with an address) were numaprof's own work (the allocation shim's code "
                         "and record buffers): left out of the objects and the traffic")
     del own
 
     mappings = symbols.Mappings(prof.table("mappings"))
-    resolver = symbols.CodeResolver(mappings)
+    resolver = symbols.CodeResolver(mappings, archive)
     objs: list[_Obj] = []
     heap_iv = _heap_intervals(prof.table("objects"), objs)
-    static_iv = _static_intervals(mappings, objs)
+    static_iv = _static_intervals(mappings, objs, archive)
     map_iv = _mapping_intervals(prof.table("mappings"), objs)
     ivs = att.Intervals.concat([heap_iv, static_iv, map_iv])
     # Priority: heap allocations, then statics, then whole mappings (which contain both).
@@ -158,6 +185,12 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         a_obj = np.where(a_iv >= 0, ivs.obj[np.maximum(a_iv, 0)], -1).astype(np.int32)
     else:
         a_obj = np.full(len(a_iv), -1, dtype=np.int32)
+    if a_regs is not None:
+        # what only a whole mapping (or nothing) holds: named by the code's frame and
+        # registers, after the heap, static and before the mapping attribution
+        var_iv = _variable_objects(a_regs, a_pid, a_tidx, tids, a_time, a_ip, a_addr, a_obj, a_iv,
+                                   len(ivs), objs, resolver)
+        ivs = att.Intervals.concat([heap_iv, static_iv, map_iv, var_iv])
     outside = int((a_obj < 0).sum())
 
     # ---- page nodes -------------------------------------------------------------------
@@ -288,6 +321,9 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         throttled=int(counts.get("throttled", 0) or 0),
         host=str(m.get("host") or ""),
     )
+    more = _more_samples(results, info.freq or defaults.FREQ, info.duration_s)
+    if more:
+        findings.append(more)
     node_counts = _node_counters(prof, topo, info.host)
     findings.extend(counters.findings(node_counts))
     if not prof.complete:
@@ -296,6 +332,27 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     return Analysis(profile=info, topology=topo, objects=results, threads=threads, traffic=traffic,
                     local_fraction=g_local, load_per_node=g_load, imbalance=g_imb, findings=findings,
                     node_counters=node_counts)
+
+
+MIN_SHARE_FOR_MORE = 0.005  # objects below this share of the samples are not worth a note
+MAX_FREQ = 20000  # Hz: a rate above this costs more than a longer run
+
+
+def _more_samples(results, freq: int, duration: float) -> str | None:
+    """The finding for objects whose pattern needs more samples: which ones, and the
+    sampling rate (or the run's length) that would give the neediest of them enough."""
+    needy = [o for o in results if o.samples_needed > 0 and o.share >= MIN_SHARE_FOR_MORE]
+    if not needy:
+        return None
+    factor = max((o.samples + o.samples_needed) / o.samples for o in needy)
+    names = ", ".join(f"{o.name}: {o.samples_needed} more" for o in needy[:5])
+    if len(needy) > 5:
+        names += f" and {len(needy) - 5} more"
+    how = (f"record with --freq {int(math.ceil(freq * factor / 100.0)) * 100}"
+           if freq * factor <= MAX_FREQ else "record at the highest rate (--freq 20000)")
+    longer = f"a run {factor:.1f}x longer" if duration > 0 else "a longer run"
+    return (f"{len(needy)} object(s) need more samples for a pattern ({names}): {how} or "
+            f"{longer} (recorded at {freq} Hz)")
 
 
 def _node_counters(prof: Profile, topo, host: str) -> list:
@@ -391,14 +448,14 @@ def _heap_intervals(ot: dict, objs: list[_Obj]) -> att.Intervals:
     return att.Intervals(pid, start, start + size, t0, t1, obj)
 
 
-def _static_intervals(mappings: symbols.Mappings, objs: list[_Obj]) -> att.Intervals:
+def _static_intervals(mappings: symbols.Mappings, objs: list[_Obj], archive: Archive) -> att.Intervals:
     rows = []
     groups: dict[tuple, int] = {}
     seen: set[tuple[int, str]] = set()
     for pid, (start, _, pgoff, path) in mappings.files():
         if (pid, path) in seen:
             continue
-        info = symbols.elf_info(path)
+        info = symbols.elf_info(path, archive)
         if info is None or not info.objects:
             continue
         bias = info.load_bias(start, pgoff)
@@ -511,6 +568,56 @@ def _mapping_intervals(mt: dict, objs: list[_Obj]) -> att.Intervals:
                          np.full(len(rows), att.NEVER, dtype=np.uint64), r[:, 4].astype(np.int64))
 
 
+_REGISTER_COLUMNS = ("sp", "bp", "insn_off", "base_reg", "base_off", "size")
+
+
+def _access_registers(prof: Profile, s, sel) -> dict[str, np.ndarray] | None:
+    """The register columns of the samples with an address (docs/profile-format.md), or
+    None for a profile without them (hardware backends, older profiles)."""
+    if not (prof.path / "samples.sp.col").exists():
+        return None
+    sp = np.asarray(s["sp"][sel])
+    if not sp.any():
+        return None
+    out = {"sp": sp}
+    for col in _REGISTER_COLUMNS[1:]:
+        out[col] = np.asarray(s[col][sel])
+    return out
+
+
+def _variable_objects(regs, a_pid, a_tidx, tids, a_time, a_ip, a_addr, a_obj, a_iv, n_iv, objs: list[_Obj],
+                      resolver) -> att.Intervals:
+    """Samples on no object or only on a whole mapping, attributed to variables by their
+    frame and registers (analyzer/varattr.py): their objects are appended to ``objs``,
+    a_obj and a_iv updated in place (the instances are intervals numbered from n_iv on);
+    returns the instances."""
+    kinds = np.array([o.kind in ("stack", "mapping") for o in objs] + [True])
+    stacks = np.array([o.kind == "stack" for o in objs] + [False])
+    cand = kinds[a_obj]  # a_obj -1 picks the last entry: no object
+    if not cand.any():
+        return att.Intervals.empty()
+    samples = varattr.Samples(pid=a_pid, tid=tids[a_tidx], time=a_time, ip=a_ip, addr=a_addr,
+                              size=regs["size"], sp=regs["sp"], bp=regs["bp"], insn_off=regs["insn_off"],
+                              base_reg=regs["base_reg"], base_off=regs["base_off"], region=a_obj)
+    va = varattr.attribute(samples, cand, stacks[a_obj], resolver)
+    if not len(va.sample):
+        return att.Intervals.empty()
+    first = len(objs)
+    for k, vo in enumerate(va.objects):
+        mine = va.inst_obj == k
+        starts = va.inst_start[mine]
+        objs.append(_Obj(vo.kind, ("var", *vo.key), int(va.inst_pid[mine][0]) if mine.any() else 0,
+                         int(starts.min()) if len(starts) else 0,
+                         int((va.inst_end[mine] - starts).max()) if len(starts) else 0,
+                         count=int(mine.sum()), name=vo.name, site=vo.site, attribution=vo.attribution,
+                         thread_private=vo.thread_private))
+    a_obj[va.sample] = first + va.inst_obj[va.instance]
+    a_iv[va.sample] = n_iv + va.instance
+    n = len(va.inst_start)
+    return att.Intervals(va.inst_pid, va.inst_start, va.inst_end, np.zeros(n, dtype=np.uint64),
+                         np.full(n, att.NEVER, dtype=np.uint64), first + va.inst_obj)
+
+
 def _name(o: _Obj, resolver: symbols.CodeResolver, prof: Profile) -> None:
     if o.name or o.kind != "heap":
         return
@@ -528,35 +635,35 @@ def _name(o: _Obj, resolver: symbols.CodeResolver, prof: Profile) -> None:
     o.site = site.site
     var = None
     if site.line > 0:
-        var, named_at = _assigned(site, roots)
+        var, named_at = _assigned(site, roots, resolver.archive)
         # an allocation wrapper (it returns the block): its caller's variable names the
         # array, up to a few wrappers deep (xmalloc inside new_grid inside main)
         callers = itertools.islice(resolver.user_frames(o.pid, ips), 1, 4)  # resolved only if needed
         cur, at = var, named_at
-        while at is not None and symbols.returns_allocation(
-                str(at[0]), at[1].line, cur, symbols.source_language(at[1].file)):
+        while at is not None and srcnames.returns_allocation(
+                str(at[0]), at[1].line, cur, symbols.source_language(at[1].file), resolver.archive):
             caller = next(callers, None)
             if caller is None:
                 break
-            cur, at = _assigned(caller, roots)  # `return xmalloc(n)` passes it on again
+            cur, at = _assigned(caller, roots, resolver.archive)  # `return xmalloc(n)` passes it on again
             if cur is not None:
                 var, named_at, o.site = cur, at, caller.site
         if var is not None:
             # a member of the object a member function works on: `Mesh::m_pos`
-            var = symbols.member_name(str(named_at[0]), named_at[1], var,
-                                      symbols.source_language(named_at[1].file))
+            var = srcnames.member_name(str(named_at[0]), named_at[1], var,
+                                       symbols.source_language(named_at[1].file), resolver.archive)
     o.name = var or o.site
 
 
-def _assigned(site, roots: list[str]):
+def _assigned(site, roots: list[str], archive: Archive):
     """(name, (source path, site)) of the variable the allocation at ``site`` is assigned
     to; (None, (path, site)) when the line assigns nothing; (None, None) without source.
     ``site.call`` tells which array of a Fortran ``allocate`` statement the call made."""
-    src = symbols.find_source(site.file, [r for r in roots if r])
+    src = srcnames.find_source(site.file, [r for r in roots if r], archive)
     if src is None:
         return None, None
-    return (symbols.assigned_name(str(src), site.line, site.column, symbols.source_language(site.file),
-                                  call=site.call), (src, site))
+    return (srcnames.assigned_name(str(src), site.line, site.column, symbols.source_language(site.file),
+                                   call=site.call, archive=archive), (src, site))
 
 
 def _stack_frames(prof: Profile) -> dict[int, list[int]]:
@@ -708,6 +815,7 @@ def _object_result(o: _Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_pro
     page_key = iv.astype(np.int64) * (1 << 36) + pg
     features, windows = feat.object_features(a_time[idx], a_tidx[idx], pos, page_key, a_ip[idx])
     pattern, conf = patterns.classify(features)
+    needed = classifier.samples_needed(features) if pattern == "unknown" else 0
     first_touch = _first_touch_of(oi, ft, topo, n_program_threads, resolver)
     if nm_pages is None and first_touch.pages and (
             sum(pages_by_node) == 0 or (N == 1 and first_touch.pages > sum(pages_by_node))):
@@ -734,6 +842,7 @@ def _object_result(o: _Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_pro
         share=n / with_address if with_address else 0.0,
         pattern=pattern,
         pattern_confidence=conf,
+        samples_needed=needed,
         reads=reads,
         writes=stores + rmw,
         rmw=rmw,
@@ -751,6 +860,8 @@ def _object_result(o: _Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_pro
         unplaced_samples=int(n - known.sum()),
         inferred_samples=int(inferred[idx].sum()),
         pages_source=pages_source,
+        attribution=o.attribution,
+        thread_private=o.thread_private,
     )
 
 

@@ -116,6 +116,14 @@ class ObjectResult:
     unplaced_samples: int = 0  # samples whose page node is unknown (left out of traffic)
     inferred_samples: int = 0  # samples whose page node was taken from the page's first touch
     pages_source: str = ""  # where pages_by_node comes from: numa_maps | move_pages | first_touch | none
+    samples_needed: int = 0  # pattern unknown for want of samples: how many more it needs
+    # how the samples were tied to the object: address (an allocation, a symbol, a
+    # mapping), frame (a local in the sampled frame), register (a pointer variable in the
+    # access's base register), type (a type and member); docs/report-json.md
+    attribution: str = "address"
+    # every instance (count) is accessed only by the thread whose stack frame holds it:
+    # always local to that thread, whatever the placement policy
+    thread_private: bool = False
 
 
 @dataclass

@@ -1,8 +1,14 @@
-"""Code and data symbols: ELF symbol tables, DWARF line tables, source-line naming.
+"""Code and data symbols: ELF symbol tables, DWARF line tables and scopes, runtime code
+addresses to source lines (names read from the sources are in :mod:`srcnames`).
 
 Everything here is cached per ELF file, because a profile names the same few binaries
 thousands of times.  A missing or stripped binary is not an error: lookups return None
 and the caller falls back to a weaker name (``heap@0x...``).
+
+One module (~900 lines) on purpose: :class:`ElfInfo` is half of it, one ELF file's
+symbols, line table, inlined calls and scopes read together from one open file with
+shared caches; the rest (demangling, the DWARF helpers the frames and data types reuse,
+the resolver) is what reads it.
 """
 
 from __future__ import annotations
@@ -12,11 +18,11 @@ import re
 import stat
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 
 from numaprof.analyzer import profile_io, sourcelang
+from numaprof.analyzer.archive import EMPTY, Archive
 from numaprof.errors import ProfileError
 from numaprof.syspaths import is_system_library, is_system_source  # noqa: F401 (re-exported)
 
@@ -125,6 +131,7 @@ class ElfInfo:
         self._cu_files: dict[int, list[str]] = {}
         self._sites: dict[int, dict[int, tuple]] = {}  # CU offset -> call sites (call_rank)
         self._classes: dict[int, ClassScope] = {}  # class DIE offset -> its scope
+        self.frames = None  # analyzer/frames.py FrameIndex, built on first use
 
     def _symbols(self, tab, sections, sec_flags):
         """(name, type, shndx, value, size) of functions and data objects of a symbol table.
@@ -748,48 +755,12 @@ def _file_path(fentries, incdirs, fi, v5, comp_dir) -> str:
     return os.path.normpath(os.path.join(directory, name))
 
 
-_ARCHIVE: dict[str, str] = {}
-
-
-def use_archive(profile_dir) -> None:
-    """Reads the profile's archive (archive.json): copies of the user's executables and
-    sources taken at record time, used instead of the files on disk, which may have been
-    rebuilt or patched since (as perf's build-id cache does for perf report).
-
-    archive.json is profile content: each copy is ``archive/<sha256>``, checked with
-    :func:`~numaprof.analyzer.profile_io.archive_copy` (a digest, a regular file inside
-    the profile) before it is used; a copy that is absent is skipped (the file on disk is
-    read, as for a profile without an archive); anything else raises ProfileError.
-    """
-    _ARCHIVE.clear()
-    index = Path(profile_dir) / "archive.json"
-    try:
-        doc = profile_io.read_json(index)
-    except FileNotFoundError:
-        return
-    if not isinstance(doc, dict):
-        raise ProfileError(f"{index}: corrupted (not a JSON object)")
-    found = {}
-    for group in ("binaries", "sources"):
-        entries = profile_io.get_dict(doc, group, index)
-        for original, digest in entries.items():
-            try:
-                copy = profile_io.archive_copy(profile_dir, digest)
-            except FileNotFoundError:
-                continue
-            if os.lstat(copy).st_size > profile_io.ARCHIVE_FILE_LIMIT:
-                raise ProfileError(f"{copy}: larger than the {profile_io.ARCHIVE_FILE_LIMIT} "
-                                   "bytes record archives")
-            found[original] = str(copy)
-    _ARCHIVE.update(found)
-
-
-def elf_info(path: str) -> ElfInfo | None:
-    """The parsed ELF file at ``path`` (its archived copy when the profile has one), or None
-    when absent, not a regular file or not ELF."""
+def elf_info(path: str, archive: Archive = EMPTY) -> ElfInfo | None:
+    """The parsed ELF file at ``path`` (its copy in ``archive``, the profile's, when there
+    is one), or None when absent, not a regular file or not ELF."""
     if ELFFile is None or not path.startswith("/"):
         return None
-    copy = _ARCHIVE.get(path)
+    copy = archive.binary(path)
     try:
         st = os.lstat(copy) if copy is not None else os.stat(path)
     except (OSError, ValueError):
@@ -865,8 +836,9 @@ class Mappings:
 class CodeResolver:
     """Runtime code address → function, file:line (cached)."""
 
-    def __init__(self, mappings: Mappings):
+    def __init__(self, mappings: Mappings, archive: Archive = EMPTY):
         self.mappings = mappings
+        self.archive = archive
         self._cache: dict[tuple[int, int], SourceLine | None] = {}
 
     def elf_address(self, pid: int, ip: int) -> tuple[ElfInfo, int] | None:
@@ -874,7 +846,7 @@ class CodeResolver:
         if m is None:
             return None
         start, _, pgoff, path = m
-        info = elf_info(path)
+        info = elf_info(path, self.archive)
         if info is None:
             return None
         vaddr = info.vaddr_of_offset(ip - start + pgoff)
@@ -953,416 +925,7 @@ class CodeResolver:
                     yield p
 
 
-# ------------------------------------------------------------------- naming from source
-
-SOURCE_LIMIT = 64 << 20  # a larger source file is not parsed for names
-
-
-def _parser(lang: str):
-    try:
-        return sourcelang.parser(lang)
-    except Exception:  # noqa: BLE001 - a missing grammar only disables naming
-        return None
-
-
 def source_language(path: str) -> str:
     """``c``, ``cpp`` or ``fortran``: the grammar a source file is parsed with, by its
     extension (``.C`` and ``.H``, capitalised, are C++ as GCC takes them); C otherwise."""
     return sourcelang.source_language(path) or "c"
-
-
-def find_source(path: str, roots: list[str]) -> Path | None:
-    """The source file DWARF names (its archived copy when the profile has one), or the same
-    name under one of ``roots``."""
-    if os.path.normpath(path) in _ARCHIVE:
-        return Path(_ARCHIVE[os.path.normpath(path)])
-    p = Path(path)
-    if p.is_file():
-        return p
-    for r in roots:
-        for cand in (Path(r) / path.lstrip("/"), Path(r) / p.name):
-            if cand.is_file():
-                return cand
-    return None
-
-
-@lru_cache(maxsize=128)
-def _parse_file(path: str, lang: str):
-    parser = _parser(lang)
-    if parser is None:
-        return None
-    try:
-        # an archived copy (inside the profile) is not followed through a symbolic link;
-        # a source on disk may be one
-        src = profile_io.read_bytes(path, SOURCE_LIMIT, follow=path not in _ARCHIVE.values())
-    except (OSError, ValueError, ProfileError):
-        return None
-    return parser.parse(src), src
-
-
-def assigned_name(path: str, line: int, column: int = 0, lang: str | None = None,
-                  call: tuple[int, int] | None = None) -> str | None:
-    """The variable an allocation on ``path:line`` is assigned to, if the source says so.
-
-    C: ``double *field = malloc(...)`` → ``field``; ``a = (double *)calloc(...)`` →
-    ``a``; ``s->buf = malloc(...)`` → ``s->buf``.  Fortran: ``allocate(x(n))`` → ``x``.
-    C++ (tree-sitter-cpp), the same forms and ``double *a = new double[n]`` → ``a``,
-    ``data_ = new double[n]`` → ``data_``, ``std::vector<double> v(n)`` /
-    ``std::vector<double> v{...}`` → ``v`` (the allocation is inside the constructor
-    called there), a member initialiser ``data_(new double[n])`` → ``data_``; a
-    container growing (``v.resize(n)``, ``.reserve``, ``.assign``, ``.push_back``, ...)
-    → its receiver ``v``; an owning pointer taking the block (``p.reset(new T[n])``,
-    ``std::unique_ptr<T[]> p(new T[n])``, ``p = std::unique_ptr<T[]>(new T[n])``) → ``p``;
-    a copy (``a = b;``, ``std::vector<double> a = b;``) → ``a``.
-    ``column`` (1-based, from DWARF) picks among several calls on the line; ``call``
-    (``n, count``, :meth:`ElfInfo.call_rank`) among the arrays of one Fortran
-    ``allocate`` statement.  ``lang`` (``c``, ``cpp``, ``fortran``) defaults to
-    :func:`source_language` of ``path``; pass the one of the name DWARF gives when
-    ``path`` is an archived copy (no extension).
-    """
-    lang = lang or source_language(path)
-    parsed = _parse_file(path, lang)
-    if parsed is None or line <= 0:
-        return None
-    tree, src = parsed
-    row = line - 1
-    calls = []
-    want = {"c": ("call_expression",),
-            "cpp": ("call_expression", "new_expression", "init_declarator", "field_initializer",
-                    "function_declarator", "assignment_expression"),
-            "fortran": ("sized_allocation", "allocate_statement")}[lang]
-    _collect(tree.root_node, row, want, calls)
-    if lang == "cpp":
-        # a declaration constructing an object (`std::vector<double> v(n);`) is a call
-        # only when it has constructor arguments; plain `double *a = ...` defers to its
-        # value; an assignment or a copy-initialisation allocates only when nothing else
-        # on the line does (a container's operator=, its copy constructor)
-        copies = [c for c in calls if c.type in ("assignment_expression", "init_declarator")]
-        calls = [c for c in calls if c.type not in ("init_declarator", "field_initializer", "function_declarator",
-                                                    "assignment_expression") or _constructs(c)]
-        if not calls and len(copies) == 1:
-            c = copies[0]
-            if c.type == "init_declarator":
-                return _declared_name(c.child_by_field_name("declarator"), src)
-            return _lvalue(c.child_by_field_name("left"), src)
-    chosen = None
-    if column > 0:
-        for c in calls:  # the innermost holding the column
-            if c.start_point[0] == row and c.start_point[1] <= column - 1 < c.end_point[1]:
-                chosen = c
-    # without a column: the first of the line's calls that names something
-    for node in [chosen] if chosen is not None else calls:
-        if lang == "fortran":
-            name = _fortran_allocated(node, call, src)
-        elif node.type in ("init_declarator", "function_declarator"):
-            name = _declared_name(node.child_by_field_name("declarator"), src)
-        elif node.type == "field_initializer":
-            name = _field_name(node, src)
-        else:
-            name = _c_target(node, src) or _macro_target(node, src, tree.root_node, src, lang)
-        if name is not None:
-            return name
-    return None
-
-
-def _fortran_allocated(node, call: tuple[int, int] | None, src: bytes) -> str | None:
-    """The array a Fortran allocation names: the sized allocation ``node`` or, for a
-    whole ``allocate`` statement, its ``call[0]``-th one when the statement allocates
-    ``call[1]`` arrays (else its first)."""
-    stmt = node if node.type == "allocate_statement" else node.parent
-    allocs = [ch for ch in stmt.named_children if ch.type == "sized_allocation"] if stmt is not None else []
-    if call is not None and allocs and call[1] == len(allocs) and 0 <= call[0] < len(allocs):
-        node = allocs[call[0]]
-    elif node.type == "allocate_statement" and allocs:
-        node = allocs[0]
-    ident = next((ch for ch in node.named_children if ch.type in ("identifier", "derived_type_member_expression")), None)
-    return _text(ident, src) if ident is not None else None
-
-
-def _constructs(node) -> bool:
-    """An init_declarator ``v{n}`` (its value is the constructor's argument list), a
-    member initialiser ``data_(...)``, or ``v(n)`` declared in a function body: the
-    grammar reads that as a function declarator (C++'s "most vexing parse"), but an
-    allocation on that line says it constructs an object."""
-    if node.type == "field_initializer":
-        return True
-    if node.type == "function_declarator":
-        decl = node.parent
-        return (decl is not None and decl.type == "declaration" and decl.parent is not None
-                and decl.parent.type not in ("translation_unit", "declaration_list", "field_declaration_list"))
-    value = node.child_by_field_name("value")
-    return value is not None and value.type in ("argument_list", "initializer_list")
-
-
-def _declared_name(d, src: bytes) -> str | None:
-    while d is not None and d.type in ("pointer_declarator", "array_declarator", "reference_declarator",
-                                       "parenthesized_declarator", "attributed_declarator"):
-        d = d.child_by_field_name("declarator") or (d.named_children[0] if d.named_children else None)
-    return _text(d, src) if d is not None and d.type == "identifier" else None
-
-
-def _field_name(init, src: bytes) -> str | None:
-    """The member a constructor's initialiser ``data_(...)`` initialises."""
-    field = next((ch for ch in init.named_children if ch.type in ("field_identifier", "identifier")), None)
-    return _text(field, src) if field is not None else None
-
-
-def _collect(node, row, types, out):
-    if node.start_point[0] > row or node.end_point[0] < row:
-        return
-    if node.type in types and node.start_point[0] <= row <= node.end_point[0]:
-        out.append(node)
-    for ch in node.children:
-        _collect(ch, row, types, out)
-
-
-def _text(node, src: bytes) -> str:
-    return src[node.start_byte : node.end_byte].decode("utf-8", "replace")
-
-
-def _c_target(call, src: bytes) -> str | None:
-    out_arg = _out_argument(call, src)
-    if out_arg is not None:
-        return out_arg
-    receiver = _method_receiver(call, _GROWING_METHODS, src)
-    if receiver is not None:
-        return receiver  # v.resize(n): the vector grows its own storage
-    node = call
-    while node.parent is not None:
-        parent = node.parent
-        t = parent.type
-        if t in ("cast_expression", "parenthesized_expression", "conditional_expression"):
-            node = parent
-            continue
-        if t == "init_declarator" and parent.child_by_field_name("value") == node:
-            return _declared_name(parent.child_by_field_name("declarator"), src)
-        if t in ("argument_list", "initializer_list") and parent.parent is not None:
-            holder = parent.parent
-            if holder.type == "field_initializer":
-                return _field_name(holder, src)
-            if holder.type == "init_declarator":  # std::unique_ptr<T[]> p(new T[n])
-                return _declared_name(holder.child_by_field_name("declarator"), src)
-            if holder.type == "call_expression" and _passes_through(holder, src):
-                node = holder  # static_cast<T *>(malloc(n)), std::unique_ptr<T[]>(new T[n])
-                continue
-            if holder.type == "call_expression":
-                return _method_receiver(holder, _TAKING_METHODS, src)  # p.reset(new T[n])
-            return None
-        if t == "assignment_expression" and parent.child_by_field_name("right") == node:
-            return _lvalue(parent.child_by_field_name("left"), src)
-        return None
-    return None
-
-
-def _lvalue(left, src: bytes) -> str | None:
-    while left is not None and left.type == "parenthesized_expression" and left.named_children:
-        left = left.named_children[0]  # `(p) = malloc(n)`, as macros write it
-    return " ".join(_text(left, src).split()) if left is not None else None
-
-
-def _macro_target(call, src: bytes, root, root_src: bytes, lang: str, depth: int = 0) -> str | None:
-    """What a call of a function-like macro defined in the file (``root``, its text
-    ``root_src``) assigns its allocation to: the macro's body with the call's arguments
-    for its parameters, named like source (``#define ALLOC(p, n) do { (p) = malloc(n);
-    ... } while (0)`` and ``ALLOC(g->energy, n);`` → ``g->energy``).  GCC gives code
-    expanded from a macro the line and column of the macro's use.  Macros using ``#`` or
-    ``##``, variadic ones and ones defined in other files are not expanded."""
-    if depth > 2 or call.type != "call_expression" or lang == "fortran":
-        return None
-    fn = call.child_by_field_name("function")
-    args = call.child_by_field_name("arguments")
-    if fn is None or fn.type != "identifier" or args is None:
-        return None
-    macro = _macro_definition(root, root_src, _text(fn, src))
-    value = macro.child_by_field_name("value") if macro is not None else None
-    params = macro.child_by_field_name("parameters") if macro is not None else None
-    if value is None or params is None:
-        return None
-    body = _text(value, root_src).replace("\\\n", " ")
-    formals = [_text(p, root_src) for p in params.named_children]
-    actuals = [" ".join(_text(a, src).split()) for a in args.named_children]
-    if "#" in body or len(formals) != len(actuals) or not all(f.isidentifier() for f in formals):
-        return None
-    subst = dict(zip(formals, actuals, strict=True))
-    expanded = re.sub(r"[A-Za-z_]\w*", lambda m: subst.get(m.group(), m.group()), body)
-    parser = _parser(lang)
-    if parser is None:
-        return None
-    code = f"void numaprof_macro(void) {{ {expanded}; }}".encode()
-    calls: list = []
-    _collect(parser.parse(code).root_node, 0, ("call_expression", "new_expression"), calls)
-    for c in calls:
-        got = _c_target(c, code) or _macro_target(c, code, root, root_src, lang, depth + 1)
-        if got is not None:
-            return got
-    return None
-
-
-def _macro_definition(root, src: bytes, name: str):
-    """The last ``#define name(...)`` of a file (inside conditional blocks too)."""
-    defs: list = []
-    _find(root, "preproc_function_def", defs)
-    for d in reversed(defs):
-        n = d.child_by_field_name("name")
-        if n is not None and _text(n, src) == name:
-            return d
-    return None
-
-
-# container methods that allocate the container's own storage: the receiver is the array
-_GROWING_METHODS = frozenset({"resize", "reserve", "assign", "push_back", "emplace_back", "insert", "emplace",
-                              "push_front", "emplace_front", "append", "insert_or_assign", "try_emplace"})
-# owning pointers' methods taking a block allocated in their argument: p.reset(new T[n])
-_TAKING_METHODS = frozenset({"reset"})
-# calls that hand their (first) argument back: casts, moves, owning pointers' constructors
-_PASS_THROUGH = frozenset({"static_cast", "reinterpret_cast", "const_cast", "dynamic_cast", "move", "forward",
-                           "unique_ptr", "shared_ptr", "launder", "assume_aligned", "__builtin_assume_aligned"})
-
-
-def _callee(call, src: bytes) -> str | None:
-    """The last name of what a call_expression calls: ``static_cast`` of
-    ``static_cast<T *>(p)``, ``unique_ptr`` of ``std::unique_ptr<T[]>(q)``."""
-    fn = call.child_by_field_name("function")
-    while fn is not None and fn.type in ("qualified_identifier", "template_function", "template_type"):
-        fn = fn.child_by_field_name("name")
-    if fn is None or fn.type not in ("identifier", "type_identifier"):
-        return None
-    return _text(fn, src)
-
-
-def _passes_through(call, src: bytes) -> bool:
-    """A cast-like call (``static_cast<T *>(p)``, ``std::move(p)``, ``std::unique_ptr<T[]>(p)``)."""
-    args = call.child_by_field_name("arguments")
-    return args is not None and len(args.named_children) >= 1 and _callee(call, src) in _PASS_THROUGH
-
-
-def _method_receiver(call, methods: frozenset[str], src: bytes) -> str | None:
-    """``v`` of ``v.resize(n)`` (``this->v``, ``s->v``, ``a.b.v`` alike) when the method is
-    one of ``methods``."""
-    if call.type != "call_expression":
-        return None
-    fn = call.child_by_field_name("function")
-    if fn is None or fn.type != "field_expression":
-        return None
-    method = fn.child_by_field_name("field")
-    if method is None or _text(method, src) not in methods:
-        return None
-    return _lvalue(fn.child_by_field_name("argument"), src)
-
-
-# allocators that return the block through their first argument: posix_memalign(&p, ...)
-_OUT_ARG_ALLOCATORS = {"posix_memalign", "cudaMallocHost", "hipHostMalloc"}
-
-
-def _strip(node, src: bytes):
-    """The expression under casts and parentheses, C's and C++'s (``static_cast<T *>(p)``,
-    ``reinterpret_cast``, ``std::move(p)``, ``std::unique_ptr<T[]>(p)``)."""
-    while node is not None:
-        if node.type in ("cast_expression", "parenthesized_expression"):
-            node = node.child_by_field_name("value") or (node.named_children[-1] if node.named_children else None)
-        elif node.type == "call_expression" and _passes_through(node, src):
-            node = node.child_by_field_name("arguments").named_children[0]
-        else:
-            return node
-    return node
-
-
-def _out_argument(call, src: bytes) -> str | None:
-    """``posix_memalign(&field, 64, n)`` → ``field`` (also through a ``(void **)`` cast)."""
-    if call.type != "call_expression":
-        return None
-    fn = call.child_by_field_name("function")
-    args = call.child_by_field_name("arguments")
-    if fn is None or args is None or _text(fn, src).split("::")[-1] not in _OUT_ARG_ALLOCATORS:
-        return None
-    first = _strip(args.named_children[0], src) if args.named_children else None
-    if first is None or first.type != "pointer_expression" or _text(first, src)[:1] != "&":
-        return None
-    target = first.child_by_field_name("argument")
-    return " ".join(_text(target, src).split()) if target is not None else None
-
-
-def returns_allocation(path: str, line: int, name: str | None, lang: str | None = None) -> bool:
-    """Whether the function holding ``path:line`` hands the allocation made there back to
-    its caller: the call is in a ``return`` statement, or ``name`` (the variable it was
-    assigned to) is what the function returns.  Such a function is an allocation
-    wrapper (``xmalloc``, ``new_grid``), and the caller's variable names the array."""
-    lang = lang or source_language(path)
-    if lang == "fortran" or line <= 0:
-        return False
-    parsed = _parse_file(path, lang)
-    if parsed is None:
-        return False
-    tree, src = parsed
-    row = line - 1
-    funcs: list = []
-    _collect(tree.root_node, row, ("function_definition",), funcs)
-    if not funcs:
-        return False
-    body = funcs[-1]  # the innermost (a lambda or local class method in C++)
-    returns: list = []
-    _find(body, "return_statement", returns)
-    for r in returns:
-        if r.start_point[0] <= row <= r.end_point[0]:
-            return True  # return malloc(n);
-        value = _strip(r.named_children[0], src) if r.named_children else None
-        if name and value is not None and " ".join(_text(value, src).split()) == name:
-            return True
-    return False
-
-
-def _find(node, type_: str, out: list) -> None:
-    if node.type == type_:
-        out.append(node)
-    for ch in node.children:
-        _find(ch, type_, out)
-
-
-_HEAD = re.compile(r"[A-Za-z_]\w*")
-
-
-def member_name(path: str, site: SourceLine, name: str, lang: str | None = None) -> str:
-    """``name`` as a member of the object a C++ member function works on, qualified by its
-    class: ``m_pos`` or ``this->m_pos`` assigned in ``Mesh::allocate`` → ``Mesh::m_pos``
-    (``m_pos.data``… keeps its tail: ``Mesh::m_pos.data``).  A name is such a member when
-    the DWARF class of the function (``site.scope``) has a data member of that name and
-    the function (parameters and locals of the source at ``path``) declares none that
-    hides it.  Other names are returned as they are: locals, globals, ``s->buf``,
-    ``obj.m_pos``, and every name outside C++ member functions."""
-    scope = site.scope
-    if scope is None or (lang or source_language(path)) != "cpp":
-        return name
-    explicit = name.startswith("this->")
-    rest = name[len("this->"):] if explicit else name
-    head = _HEAD.match(rest)
-    if head is None or head.group() not in scope.members:
-        return name
-    if not explicit and head.group() in _declared_in_function(path, site.line):
-        return name
-    return f"{scope.name}::{rest}"
-
-
-def _declared_in_function(path: str, line: int) -> set[str]:
-    """Names the C++ function holding ``path:line`` declares: its parameters and locals."""
-    parsed = _parse_file(path, "cpp")
-    if parsed is None or line <= 0:
-        return set()
-    tree, src = parsed
-    funcs: list = []
-    _collect(tree.root_node, line - 1, ("function_definition", "lambda_expression"), funcs)
-    if not funcs:
-        return set()
-    names: set[str] = set()
-    decls: list = []
-    for t in ("parameter_declaration", "optional_parameter_declaration", "declaration", "for_range_loop"):
-        for f in funcs:  # a lambda sees its enclosing function's locals too
-            _find(f, t, decls)
-    for d in decls:
-        for declarator in d.children_by_field_name("declarator"):
-            # `std::vector<double> v(n);` in a body reads as a function declarator
-            if declarator.type in ("init_declarator", "function_declarator"):
-                declarator = declarator.child_by_field_name("declarator")
-            got = _declared_name(declarator, src)
-            if got:
-                names.add(got)
-    return names

@@ -61,8 +61,9 @@ _DECL = re.compile(r"numaprof-corpus:\s*(run|array)\s+(\S+)((?:\s+\S+=\S+)*)\s*$
 def is_named(name: str) -> bool:
     """Whether an object's name is a source name (a variable, member, symbol or type
     member) rather than a placeholder for memory numaprof could not name (`[stack]`,
-    `stack@0x…`, `anon@0x…`, `heap@0x…`) or an allocation site (`main@app.c:12`)."""
-    return bool(_NAMED.match(name))
+    `stack@0x…`, `anon@0x…`, `heap@0x…`) or an allocation site (`main@app.c:12`).
+    A pointer variable's own stack slot, `p (pointer)`, is named."""
+    return bool(_NAMED.match(name.removesuffix(" (pointer)")))
 
 
 def leaf(name: str) -> str:

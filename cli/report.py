@@ -53,23 +53,41 @@ def command(profiles, fmt, top, object_name, output, target, diff):
     profile = profiles[0] if profiles else Path(DEFAULT_PROFILE)
     cfg = ReportConfig(profile=profile, format=fmt, top=top, object_name=object_name,
                        output=output)
+    if cfg.format == "html":
+        _html(cfg, target)
+        return
     with progress_callback(enabled=cfg.format == "text") as progress:
         analysis = analyze(cfg.profile, top=None, object_name=cfg.object_name,
                            progress=progress)
     if cfg.format == "json":
         text = json_report.dumps(json_report.report(analysis, top=cfg.top))
         _emit(text, cfg.output)
-    elif cfg.format == "html":
-        from numaprof.cli.render import html_report
-        from numaprof.recommender import suggest
-        from numaprof.recommender.targets import resolve_target
-
-        suggestions = suggest(analysis, resolve_target(target, analysis.topology))
-        out = cfg.output or Path("numaprof-report.html")
-        _emit(html_report.render(analysis, suggestions, top=cfg.top or 10), out)
-        print(f"numaprof: HTML report in {clean(str(out))}", file=sys.stderr)
     else:
         text_report.render(analysis, top=cfg.top if cfg.top else 15, out=cfg.output)
+
+
+def _html(cfg: ReportConfig, target: str | None) -> None:
+    """The HTML report, with the suggestions `numaprof suggest` gives for the same profile
+    and target (recommender.advice: the same choices, patches and refusals)."""
+    import dataclasses
+
+    from numaprof.cli.loading import analyze_path as analyze
+    from numaprof.cli.render import html_report
+    from numaprof.recommender.advice import advise
+
+    # the whole analysis: the suggestions depend on every hot object together;
+    # --object only selects what is shown
+    analysis = analyze(cfg.profile)
+    advice = advise(analysis, cfg.profile, target)
+    shown = analysis
+    if cfg.object_name is not None:
+        keep = [o for o in analysis.objects if cfg.object_name in (o.name, o.site)]
+        shown = dataclasses.replace(analysis, objects=keep)
+        names = {o.name for o in keep}
+        advice.suggestions.objects = [o for o in advice.suggestions.objects if o.name in names]
+    out = cfg.output or Path("numaprof-report.html")
+    _emit(html_report.render(shown, advice.suggestions, top=cfg.top or 10), out)
+    print(f"numaprof: HTML report in {clean(str(out))}", file=sys.stderr)
 
 
 def _emit(text: str, output: Path | None) -> None:

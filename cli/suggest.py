@@ -37,8 +37,7 @@ def command(profile, target, fmt, top, object_name, do_apply, dry_run, revert):
     """
     from numaprof.cli.loading import analyze_path as analyze
     from numaprof.cli.render import json_suggest, text_suggest
-    from numaprof.recommender import suggest
-    from numaprof.recommender.targets import resolve_target
+    from numaprof.recommender.advice import advise
 
     if revert:
         from numaprof.recommender.apply import revert_profile
@@ -57,15 +56,8 @@ def command(profile, target, fmt, top, object_name, do_apply, dry_run, revert):
         # every object, whatever --object shows: the thread binding, numactl's reach and
         # the choices depend on all the hot objects together
         analysis = analyze(cfg.profile, progress=progress)
-    topo = resolve_target(cfg.target, analysis.topology)
-    measured_note = None
-    if cfg.target is None:
-        topo, measured_note = measured_topology(analysis, topo)
-    patches: list = []
-    result = suggest(analysis, topo,
-                     fixer=lambda s: patches.extend(_patches(s, analysis, cfg.profile)))
-    if measured_note:
-        result.notes.insert(0, measured_note)
+    advice = advise(analysis, cfg.profile, cfg.target)
+    result, patches = advice.suggestions, advice.patches
     if cfg.object_name is not None:
         result, patches = _only(result, patches, analysis, cfg.object_name)
     if dry_run or do_apply:
@@ -76,49 +68,6 @@ def command(profile, target, fmt, top, object_name, do_apply, dry_run, revert):
                                                                    top=cfg.top)))
     else:
         text_suggest.render(result, analysis, top=cfg.top)
-
-
-def measured_topology(analysis, topo):
-    """The recorded machine with the NUMA factor and per-node local bandwidths that
-    `numaprof topology --measure` cached for it, when the profile was recorded on this
-    host; else ``topo`` unchanged.  Returns the topology and a note saying which factor
-    and bandwidths the predictions use (or None)."""
-    import socket
-
-    import numpy as np
-
-    from numaprof.analyzer.measure import apply_measured, load_cached
-
-    host = analysis.profile.host
-    if topo.n_nodes < 2 or not host or host != socket.gethostname():
-        return topo, None
-    m = load_cached(topo)
-    if m is None:
-        return topo, None
-    measured = apply_measured(topo, m)
-    bw = np.asarray(measured.node_bandwidth, dtype=float)
-    local = ", ".join(f"node {n.id} {b:.1f}" for n, b in zip(measured.nodes, bw, strict=True)
-                      if np.isfinite(b))
-    return measured, (f"NUMA factor measured by `numaprof topology --measure` "
-                      f"({m.created or 'cached'}): max {float(measured.numa_factor().max()):.2f} "
-                      f"(SLIT {float(topo.slit_factor().max()):.2f})"
-                      + (f"; local bandwidth {local} GB/s." if local else "."))
-
-
-def _patches(result, analysis, profile):
-    """Source patches for the suggestions, against the sources hashed at record time,
-    each compiled with the program's recorded flags before it is offered."""
-    import os
-
-    from numaprof.recommender.fixes import attach_patches
-    from numaprof.recommender.patch.compile import BuildInfo
-    from numaprof.recommender.sources import SOURCES_FILE, read_sources_json
-
-    if not (profile / SOURCES_FILE).exists():
-        return []
-    root = os.getcwd()
-    return attach_patches(result, analysis, list(read_sources_json(profile)), root,
-                          build=BuildInfo.from_profile(profile, root))
 
 
 def _only(result, patches, analysis, name: str):

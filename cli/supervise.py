@@ -9,7 +9,7 @@
   signal sent to the process group reaches it directly, and one sent to numaprof record's
   pid is passed on, once.  numaprof record takes each one it gets with sigwaitinfo and
   relays it through the control socket; the collector, which also sees the group's
-  signals, tells the two apart (collector/src/sampler.c, "signals").  A signal the caller
+  signals, tells the two apart (collector/src/signals.c).  A signal the caller
   ignores stays ignored, so the program inherits it ignored as in a plain run.
 * Death of the collector (the out-of-memory killer, kill -9): numaprof record is the
   program's child subreaper (prctl PR_SET_CHILD_SUBREAPER), so the program, orphaned,

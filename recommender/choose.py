@@ -491,16 +491,28 @@ def suggest(analysis: Analysis, target: Topology | None = None, *,
     target = analysis.topology if target is None else target
     target_name = target.name or "recorded machine"
     notes: list[str] = []
-    hot, skipped = [], []
+    hot, skipped, private, needy = [], [], [], []
     for o in sorted(analysis.objects, key=lambda o: -o.share):
         if o.share < min_share:
+            continue
+        if o.thread_private:
+            private.append(o.name)  # on its own thread's stack: first touch keeps it local
+            continue
+        if o.pattern == "unknown" and o.samples_needed > 0:
+            needy.append(f"{o.name} (+{o.samples_needed})")
             continue
         if o.pattern == "unknown" or o.access is None or len(o.access.page) == 0:
             skipped.append(o.name)
             continue
         hot.append(o)
+    if needy:
+        notes.append("not placed until recorded with more samples (see the report's findings "
+                     f"for --freq): {', '.join(needy)}.")
     if skipped:
         notes.append(f"not placed (pattern unknown or no sampled addresses): {', '.join(skipped)}.")
+    if private:
+        notes.append("not placed (thread-private: each instance is on its own thread's stack, local "
+                     f"to that thread whatever the policy): {', '.join(private)}.")
     cold = sum(1 for o in analysis.objects if o.share < min_share)
     if cold:
         notes.append(f"{cold} object(s) below {_pct(min_share)} of the samples not considered.")

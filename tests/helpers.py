@@ -1,8 +1,10 @@
-"""Helpers shared by the test modules: how to run numaprof from the tests."""
+"""Helpers shared by the test modules: how to run numaprof from the tests, and how to
+build the small programs they compile."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -35,3 +37,19 @@ def run_numaprof(*args, cwd=None, env=None, timeout=600, check=False):
     return proc
 
 
+
+
+def build_program(tmp_path: Path, name: str, src: str, compiler: str, flags: list[str],
+                  tools: tuple[str, ...] = ()) -> Path:
+    """Writes ``src`` to ``tmp_path / name`` and compiles it to ``tmp_path / stem``;
+    skips the test when the compiler or one of ``tools`` (objdump...) is not installed."""
+    import pytest
+
+    for tool in (compiler, *tools):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} not installed")
+    source = tmp_path / name
+    source.write_text(src)
+    exe = tmp_path / name.split(".")[0]
+    subprocess.run([compiler, *flags, "-o", str(exe), str(source)], check=True, capture_output=True)
+    return exe

@@ -1,5 +1,6 @@
-"""Builds tests/progs/hw_decode_harness.c against this checkout's collector/src/hw_*.c,
-so the Python tests run the collector's own decoder and classifier (not a copy)."""
+"""Builds tests/progs/hw_decode_harness.c against this checkout's collector/src/hw_*.c and
+perf_sample.c, so the Python tests run the collector's own parser, decoder and classifier
+(not a copy)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def build(out_dir: Path) -> Path:
         pytest.skip("needs gcc")
     exe = out_dir / "hw_decode_harness"
     srcs = [ROOT / "tests" / "progs" / "hw_decode_harness.c",
-            *(SRC / f for f in ("hw_decode.c", "hw_sysfs.c", "hw_attrs.c"))]
+            *(SRC / f for f in ("hw_decode.c", "perf_sample.c", "hw_sysfs.c", "hw_attrs.c"))]
     r = subprocess.run(["gcc", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE",
                         f"-I{ROOT / 'collector' / 'include'}", f"-I{SRC}", *map(str, srcs),
                         "-lpfm", "-o", str(exe)], capture_output=True, text=True)

@@ -708,10 +708,10 @@ def warm_up() -> None:
                  "numaprof.cli.render.text_topology", "numaprof.recommender",
                  "numaprof.recommender.fixes", "numaprof.recommender.targets"):
         importlib.import_module(name)
-    from numaprof.analyzer import symbols
+    from numaprof.analyzer import srcnames
 
     for lang in ("c", "cpp", "fortran"):
-        symbols._parser(lang)
+        srcnames._parser(lang)
 
 
 def run(cases: int, seed: int, base: Path, *, timeout: float = 60.0,

@@ -132,11 +132,14 @@ def _suggestions(s) -> str:
     out = [f"<p>target <b>{_h(s.target_name)}</b>: {s.target.n_nodes} node(s)</p>"]
     out += [f'<p class="note">{_h(n)}</p>' for n in s.notes]
     for o in s.objects:
-        out.append(f"<h3>{_h(o.name)}: {_h(o.policy)}</h3>"
+        verdict = "keep as is (first touch)" if o.policy == "first_touch" else o.policy
+        out.append(f"<h3>{_h(o.name)}: {_h(verdict)}</h3>"
                    f"<p>{_h(o.reason)}</p>")
         out.append(_table(["policy", "predicted local", "max/mean load", "score"],
                           [[a.policy, pct(a.local_fraction), f"{a.imbalance:.2f}",
                             f"{a.score:.3f}"] for a in o.alternatives]))
+        if o.patch:
+            out.append(f'<pre class="patch">{_h(o.patch)}</pre>')
     if s.commands:
         out.append("<h3>to run</h3><pre>" + _h("\n".join(s.commands)) + "</pre>")
     return "".join(out)

@@ -68,7 +68,12 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
         table.add_column(col, justify=just, no_wrap=col not in ("site", "pages by node"),
                          overflow="fold")
     shown, hidden = hot_objects(a, top)
+    # thread-private stack arrays below the shared ones, apart: placement never moves them
+    private = [o for o in shown if o.thread_private]
+    shown = [o for o in shown if not o.thread_private] + private
     for o in shown:
+        if private and o is private[0] and len(shown) > len(private):
+            table.add_section()
         ft = o.first_touch
         if ft.pages == 0:
             toucher = "-"
@@ -77,13 +82,16 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
         else:
             toucher = f"{ft.threads} threads"
         pages = " ".join(f"{i}:{v}" for i, v in enumerate(o.pages_by_node))
-        name = o.name + (f" x{o.count}" if o.count > 1 else "")
+        name = o.name + (f" x{o.count}" if o.count > 1 else "") + (" (private)" if o.thread_private else "")
         pattern = (f"{o.pattern} ({o.pattern_confidence:.2f})" if o.pattern != "unknown"
-                   else "unknown")
+                   else f"needs +{o.samples_needed} samples" if o.samples_needed else "unknown")
         table.add_row(esc(name), esc(o.site), human_bytes(o.size), f"{o.samples} ({pct(o.share)})",
                       pattern, f"{pct(o.reads)}/{pct(o.writes)}", toucher, pages,
                       pct(o.local_fraction))
     con.print(table)
+    if private:
+        con.print("[dim](private): thread-private, one instance (xN) per thread's stack frame; always "
+                  "local to its thread, whatever the placement[/dim]")
     if hidden:
         con.print(f"[dim]+{hidden} object(s) with under {MIN_SHARE:.1%} of the samples each "
                   "(--object NAME or --format json shows them)[/dim]")

@@ -28,6 +28,12 @@ struct nmp_table;
 /* Creates the column files; returns NULL with errno set on failure. */
 struct nmp_table *nmp_table_create(const char *dir, const char *table,
                                    const struct nmp_coldef *cols, int ncols);
+/* As nmp_table_create, but the value of column i is values[slots[i]] in the rows given
+ * to nmp_table_append (a table that writes some of a wider row's columns); slots NULL:
+ * column i is values[i]. */
+struct nmp_table *nmp_table_create_slots(const char *dir, const char *table,
+                                         const struct nmp_coldef *cols, const int *slots,
+                                         int ncols);
 /* Appends one row: values[i] holds column i (integers as uint64_t bits, strings as
  * (uintptr_t)const char *).  Returns 0, or -1 with errno on a write error. */
 int nmp_table_append(struct nmp_table *t, const uint64_t *values);

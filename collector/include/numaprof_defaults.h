@@ -8,7 +8,11 @@
 /* Hz per thread.  Measured on the 2-core VM, where a cpu-clock sample costs the target
  * ~15-25 us (timer VM exits): 1009 Hz keeps sampling near 2 % of CPU on a 2-thread
  * memory-bound OpenMP loop and still gives ~2000 samples/s there (>= 1000/s even for a
- * single thread).  A prime avoids lockstep with 1 kHz periodic activity. */
+ * single thread).  A prime avoids lockstep with 1 kHz periodic activity.  perf's 4000 Hz
+ * was measured too (2026-11-24, a 2-thread Jacobi of 1.8 s filling both cpus): 935 of
+ * 8587 samples lost (the collector, decoding each sample, finds no idle cpu to drain the
+ * rings), none at 1009 Hz; an object short of samples is reported with the rate or the
+ * run length that would give it enough (docs/record.md). */
 #define NMP_DEFAULT_FREQ 1009
 
 /* Heap allocations of at least this many bytes are tracked with their call stack. */

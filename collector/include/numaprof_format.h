@@ -13,6 +13,7 @@
  *   #define NMP_COL_HEADER <integer>
  *   #define NMP_TABLE_<table>(COL) followed by lines  COL(<table>, <column>, <TYPE>, <REQ|OPT>) \
  *   #define NMP_TABLES(T) followed by lines  T(<table>) \
+ *   #define NMP_SAMPLE_RULES(R) followed by lines  R(<ENUM>, <name>, <value>) \
  * TYPE: U8 U16 U32 U64 I16 I32 I64 (little-endian integers) or STR (u64 offsets into the
  * column's .heap of NUL-terminated strings).  REQ: a profile without the column is
  * refused; OPT: a missing column reads as zeros.
@@ -26,7 +27,9 @@
 /* bytes before a column's values: the magic, then the NUL-padded numpy dtype string */
 #define NMP_COL_HEADER 16
 
-/* One row per sample; the software backend writes the columns up to `rule`. */
+/* One row per sample.  The software backend writes the columns up to `rule` and the
+ * registers of the access (`sp` to `base_off`), the hardware backends those up to
+ * `phys_addr` (docs/profile-format.md). */
 #define NMP_TABLE_samples(COL) \
     COL(samples, time, U64, REQ) \
     COL(samples, pid, U32, REQ) \
@@ -39,7 +42,13 @@
     COL(samples, rule, U8, OPT) \
     COL(samples, weight, U32, OPT) \
     COL(samples, data_src, U64, OPT) \
-    COL(samples, phys_addr, U64, OPT)
+    COL(samples, phys_addr, U64, OPT) \
+    COL(samples, sp, U64, OPT) \
+    COL(samples, bp, U64, OPT) \
+    COL(samples, insn_off, I16, OPT) \
+    COL(samples, base_reg, U8, OPT) \
+    COL(samples, index_reg, U8, OPT) \
+    COL(samples, base_off, I32, OPT)
 
 /* One row per page fault (first touch). */
 #define NMP_TABLE_faults(COL) \
@@ -117,5 +126,25 @@
     T(objects) \
     T(stack_frames) \
     T(counters)
+
+/* The rules of samples.rule: how a sample's data address was found, or why it was not
+ * (docs/profile-format.md, docs/backends.md).  R(<ENUM>, <name>, <value>): the C constant
+ * NMP_RULE_<ENUM>, the name collector.json and the analyzer count it under, the value in
+ * the u8 column.  In ascending order of value (collector.json lists them in this order);
+ * a value is never reused for another meaning (profiles keep it). */
+#define NMP_SAMPLE_RULES(R) \
+    R(NO_MEM, no_mem, 0) \
+    R(AT_IP, at_ip, 1) \
+    R(SKID, skid, 2) \
+    R(HW, hw, 3) \
+    R(UNREADABLE, unreadable, 10) \
+    R(UNDECODABLE, undecodable, 11) \
+    R(SEGMENT, segment, 12) \
+    R(KERNEL, kernel, 13) \
+    R(VSIB, vsib, 14) \
+    R(CLOBBERED, clobbered, 15) \
+    R(SPIN, spin, 16) \
+    R(SKID_PATH, skid_path, 17) \
+    R(SKID_LOOP, skid_loop, 18)
 
 #endif

@@ -16,6 +16,9 @@
  *
  * NUMAPROF_SYSROOT prefixes every /sys path (test trees); NUMAPROF_DEBUG=1 prints progress
  * on stderr.
+ *
+ * One file (~800 lines) on purpose: a standalone program that builds without the rest of
+ * the collector (cmake -S collector/measure), so it shares no module with it.
  */
 #include <ctype.h>
 #include <dirent.h>

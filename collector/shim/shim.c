@@ -27,6 +27,10 @@
  *    bootstrap problem; mmap/munmap/libnuma are found with dlsym(RTLD_NEXT).
  * At process exit /proc/self/numa_maps is copied to <NUMAPROF_DIR>/numa_maps.<pid>.
  * Debug messages go to stderr only when NUMAPROF_DEBUG is set.
+ *
+ * One file (~1000 lines) on purpose: everything but the interposed functions is static,
+ * so the library exports nothing else and the path every malloc takes (a threshold test,
+ * then the real allocator) and the record path inline without link-time optimisation.
  */
 #include "nmp_shim_format.h"
 #include "numaprof_defaults.h"

@@ -9,8 +9,6 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -195,14 +193,8 @@ static void load_elf(struct nmp_file *f)
                 if ((type != STT_FUNC && type != STT_GNU_IFUNC) || syms[k].st_size == 0 ||
                     syms[k].st_shndx == SHN_UNDEF)
                     continue;
-                if (f->nsyms == cap) {
-                    size_t nc = cap ? cap * 2 : 256;
-                    struct fsym *ns = realloc(f->syms, nc * sizeof *ns);
-                    if (!ns)
-                        break;
-                    f->syms = ns;
-                    cap = nc;
-                }
+                if (NMP_GROW(f->syms, cap, f->nsyms + 1, 256) != 0)
+                    break;
                 f->syms[f->nsyms].addr = syms[k].st_value;
                 f->syms[f->nsyms].size = syms[k].st_size;
                 f->nsyms++;
@@ -302,14 +294,8 @@ static int add_map(struct nmp_proc *p, uint64_t start, uint64_t end, uint64_t pg
 {
     if (end <= start)
         return 0;
-    if (p->n + 2 > p->cap) {
-        size_t nc = p->cap ? p->cap * 2 : 64;
-        struct nmp_map *nm = realloc(p->maps, nc * sizeof *nm);
-        if (!nm)
-            return -1;
-        p->maps = nm;
-        p->cap = nc;
-    }
+    if (NMP_GROW(p->maps, p->cap, p->n + 2, 64) != 0) /* up to two more: a split */
+        return -1;
     size_t lo = 0, hi = p->n;
     while (lo < hi) { /* the first mapping that ends after start */
         size_t mid = (lo + hi) / 2;
@@ -400,54 +386,35 @@ void nmp_decoder_exec(struct nmp_decoder *d, uint32_t pid)
     p->n = 0;
 }
 
+struct proc_maps_ctx {
+    struct nmp_decoder *d;
+    struct nmp_proc *p;
+};
+
+static int add_proc_map(void *arg, const struct nmp_maps_line *m)
+{
+    struct proc_maps_ctx *x = arg;
+    struct nmp_file *f = is_file_path(m->path) ? get_file(x->d, m->path) : NULL;
+    return add_map(x->p, m->start, m->end, m->pgoff, f);
+}
+
 int nmp_decoder_load_proc_maps(struct nmp_decoder *d, uint32_t pid)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%" PRIu32 "/maps", pid);
-    FILE *fp = fopen(path, "re");
     struct nmp_proc *p = get_proc(d, pid, 1);
-    if (p)
-        p->maps_loaded_ns = nmp_now_ns();
-    if (!fp || !p) {
-        if (fp)
-            fclose(fp);
+    if (!p)
         return -1;
-    }
-    char line[4096 + 128];
-    int n = 0;
-    while (fgets(line, sizeof line, fp)) {
-        unsigned long long s, e, off;
-        char perms[8];
-        int pos = 0;
-        if (sscanf(line, "%llx-%llx %7s %llx %*s %*s%n", &s, &e, perms, &off, &pos) < 4)
-            continue;
-        char *name = line + pos;
-        while (*name == ' ')
-            name++;
-        name[strcspn(name, "\n")] = 0;
-        struct nmp_file *f = is_file_path(name) ? get_file(d, name) : NULL;
-        if (add_map(p, s, e, off, f) == 0)
-            n++;
-    }
-    fclose(fp);
-    return n;
+    p->maps_loaded_ns = nmp_now_ns();
+    struct proc_maps_ctx x = {d, p};
+    return nmp_proc_maps_each(pid, add_proc_map, &x);
 }
 
 /* ---- caches ------------------------------------------------------------------------ */
-
-static uint64_t mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    return x;
-}
 
 static struct ientry *ic_find(struct nmp_decoder *d, uint32_t pid, uint32_t epoch, uint64_t ip,
                               int *found)
 {
     size_t mask = d->icap - 1;
-    size_t i = mix(ip ^ ((uint64_t)epoch << 40) ^ pid) & mask;
+    size_t i = nmp_mix64(ip ^ ((uint64_t)epoch << 40) ^ pid) & mask;
     while (d->ic[i].epoch) {
         if (d->ic[i].ip == ip && d->ic[i].epoch == epoch && d->ic[i].pid == pid) {
             *found = 1;
@@ -491,7 +458,7 @@ static struct fentry *fc_get(struct nmp_decoder *d, struct nmp_file *f, uint64_t
         for (size_t i = 0; i < d->fcap; i++) {
             if (!d->fc[i].f)
                 continue;
-            size_t k = mix(d->fc[i].func_ip ^ (uintptr_t)d->fc[i].f) & (ncap - 1);
+            size_t k = nmp_mix64(d->fc[i].func_ip ^ (uintptr_t)d->fc[i].f) & (ncap - 1);
             while (nf[k].f)
                 k = (k + 1) & (ncap - 1);
             nf[k] = d->fc[i];
@@ -500,7 +467,7 @@ static struct fentry *fc_get(struct nmp_decoder *d, struct nmp_file *f, uint64_t
         d->fc = nf;
         d->fcap = ncap;
     }
-    size_t k = mix(func_ip ^ (uintptr_t)f) & (d->fcap - 1);
+    size_t k = nmp_mix64(func_ip ^ (uintptr_t)f) & (d->fcap - 1);
     while (d->fc[k].f) {
         if (d->fc[k].f == f && d->fc[k].func_ip == func_ip)
             return &d->fc[k];
@@ -589,6 +556,31 @@ static void resolve(struct nmp_decoder *d, struct nmp_proc *p, uint64_t ip, stru
     nmp_decode_code_cs(d->cs, buf, hi - lo, lo, ip, 0, out, NULL);
 }
 
+/* The registers of the access that the analyzer names frames and register-held
+ * objects by (struct nmp_sample): the stack and frame pointers at ip, always; with an
+ * address, where the charged instruction is and which registers it used. */
+static void access_registers(const struct nmp_memop *m, const struct nmp_regs *regs,
+                             struct nmp_sample *s)
+{
+    s->sp = regs->r[7];
+    s->bp = regs->r[6];
+    s->insn_off = 0;
+    s->base_reg = s->index_reg = 0;
+    s->base_off = NMP_BASE_OFF_UNKNOWN;
+    if (!s->addr)
+        return;
+    int64_t back = (int64_t)(s->ip - m->insn);
+    s->insn_off = back > INT16_MIN && back <= INT16_MAX ? (int16_t)back : NMP_INSN_OFF_UNKNOWN;
+    s->base_reg = (uint8_t)(nmp_dwarf_reg(m->base) + 1);
+    s->index_reg = (uint8_t)(nmp_dwarf_reg(m->index) + 1);
+    uint64_t b;
+    if (m->base >= 0 && nmp_memop_reg(m, regs, m->base, &b) == 0) {
+        int64_t off = (int64_t)(s->addr - b);
+        if (off > INT32_MIN && off <= INT32_MAX)
+            s->base_off = (int32_t)off;
+    }
+}
+
 void nmp_decode_sample(struct nmp_decoder *d, const struct nmp_regs *regs, struct nmp_sample *s)
 {
     struct nmp_memop m;
@@ -629,4 +621,6 @@ void nmp_decode_sample(struct nmp_decoder *d, const struct nmp_regs *regs, struc
     s->addr = regs ? nmp_memop_addr(&m, regs) : 0;
     if (!regs && (m.rule == NMP_RULE_AT_IP || m.rule == NMP_RULE_SKID))
         s->rule = NMP_RULE_UNREADABLE;
+    if (regs)
+        access_registers(&m, regs, s);
 }

@@ -132,6 +132,17 @@ static int rebuilt(const struct nmp_rebuild *rb, const struct nmp_regs *r, uint6
     return 0;
 }
 
+int nmp_memop_reg(const struct nmp_memop *m, const struct nmp_regs *r, int reg, uint64_t *out)
+{
+    if (reg < 0 || reg >= NMP_NREGS || (reg != m->base && reg != m->index))
+        return -1;
+    if (m->rb.used && m->rb.reg == reg)
+        return rebuilt(&m->rb, r, out);
+    /* a constant step since the access is undone in disp; the register had it less */
+    *out = r->r[reg] + (uint64_t)(int64_t)(reg == m->base ? m->base_step : m->index_step);
+    return 0;
+}
+
 uint64_t nmp_memop_addr(const struct nmp_memop *m, const struct nmp_regs *r)
 {
     if (!nmp_rule_has_address(m->rule))
@@ -146,6 +157,18 @@ uint64_t nmp_memop_addr(const struct nmp_memop *m, const struct nmp_regs *r)
     if (m->addr32)
         a &= 0xffffffffULL;
     return a;
+}
+
+int nmp_dwarf_reg(int perf_reg)
+{
+    /* perf_event_x86_regs: AX BX CX DX SI DI BP SP IP FLAGS ... R8..R15 at 16..23;
+     * DWARF: rax rdx rcx rbx rsi rdi rbp rsp r8..r15 */
+    static const int8_t low[8] = {0, 3, 2, 1, 4, 5, 6, 7};
+    if (perf_reg >= 0 && perf_reg < 8)
+        return low[perf_reg];
+    if (perf_reg >= 16 && perf_reg < 24)
+        return perf_reg - 8;
+    return -1;
 }
 
 struct nmp_cs {

@@ -1,9 +1,12 @@
-/* Decoding of PERF_RECORD_SAMPLE bodies of the hardware backends into struct nmp_sample,
- * the IBS op register decode and the data-source classification.
+/* Decoding of PERF_RECORD_SAMPLE bodies of the hardware backends into struct nmp_sample
+ * (the body's fields: perf_sample.c), the IBS op register decode and the data-source
+ * classification.
  * Layouts from the Linux sources: include/uapi/linux/perf_event.h, kernel/events/core.c
  * (perf_output_sample), arch/x86/events/amd/ibs.c, arch/x86/include/asm/amd-ibs.h.
  */
 #include "nmp_hw_priv.h"
+
+#include "nmp_perf_sample.h"
 
 #include <string.h>
 
@@ -12,171 +15,6 @@
 #define LN(x) S(LVLNUM, NMP_MEM_LVLNUM_##x)
 #define REM S(REMOTE, 1)
 #define HOPS(x) S(HOPS, (x) + 1) /* PERF_MEM_HOPS_0 is 1 */
-
-/* ---- sample body walker ---- */
-
-struct cursor {
-    const uint8_t *p, *end;
-};
-
-static int take(struct cursor *c, void *dst, size_t n)
-{
-    if ((size_t)(c->end - c->p) < n)
-        return -1;
-    if (dst)
-        memcpy(dst, c->p, n);
-    c->p += n;
-    return 0;
-}
-
-static int take_u64(struct cursor *c, uint64_t *v)
-{
-    return take(c, v, 8);
-}
-
-static int skip_u64s(struct cursor *c, uint64_t n)
-{
-    if (n > (uint64_t)(c->end - c->p) / 8)
-        return -1;
-    c->p += n * 8;
-    return 0;
-}
-
-static int popcount64(uint64_t x)
-{
-    return __builtin_popcountll(x);
-}
-
-/* READ: read_format-dependent (Linux include/uapi/linux/perf_event.h, struct read_format). */
-static int skip_read(struct cursor *c, uint64_t rf)
-{
-    uint64_t per = 1 + !!(rf & PERF_FORMAT_ID) + !!(rf & (1U << 4) /* PERF_FORMAT_LOST */);
-    if (rf & PERF_FORMAT_GROUP) {
-        uint64_t nr;
-        if (take_u64(c, &nr) < 0)
-            return -1;
-        uint64_t extra = !!(rf & PERF_FORMAT_TOTAL_TIME_ENABLED) +
-                         !!(rf & PERF_FORMAT_TOTAL_TIME_RUNNING);
-        if (skip_u64s(c, extra) < 0 || nr > (1u << 20))
-            return -1;
-        return skip_u64s(c, nr * per);
-    }
-    return skip_u64s(c, per + !!(rf & PERF_FORMAT_TOTAL_TIME_ENABLED) +
-                            !!(rf & PERF_FORMAT_TOTAL_TIME_RUNNING));
-}
-
-struct body {
-    uint64_t ip, time, addr, weight, data_src, phys_addr;
-    uint32_t pid, tid, cpu;
-    const uint8_t *raw;
-    uint32_t raw_size;
-    int has_addr, has_weight, has_data_src, has_phys;
-};
-
-/* Field order: Linux include/uapi/linux/perf_event.h (PERF_RECORD_SAMPLE) and
- * perf_output_sample() in Linux kernel/events/core.c. */
-static int walk(const struct perf_event_attr *attr, const void *data, size_t len,
-                struct body *b)
-{
-    struct cursor c = {data, (const uint8_t *)data + len};
-    uint64_t st = attr->sample_type, v;
-    uint32_t u32[2];
-    memset(b, 0, sizeof *b);
-    if ((st & PERF_SAMPLE_IDENTIFIER) && take_u64(&c, NULL) < 0)
-        return -1;
-    if ((st & PERF_SAMPLE_IP) && take_u64(&c, &b->ip) < 0)
-        return -1;
-    if (st & PERF_SAMPLE_TID) {
-        if (take(&c, u32, 8) < 0)
-            return -1;
-        b->pid = u32[0];
-        b->tid = u32[1];
-    }
-    if ((st & PERF_SAMPLE_TIME) && take_u64(&c, &b->time) < 0)
-        return -1;
-    if (st & PERF_SAMPLE_ADDR) {
-        if (take_u64(&c, &b->addr) < 0)
-            return -1;
-        b->has_addr = 1;
-    }
-    if ((st & PERF_SAMPLE_ID) && take_u64(&c, NULL) < 0)
-        return -1;
-    if ((st & PERF_SAMPLE_STREAM_ID) && take_u64(&c, NULL) < 0)
-        return -1;
-    if (st & PERF_SAMPLE_CPU) {
-        if (take(&c, u32, 8) < 0)
-            return -1;
-        b->cpu = u32[0];
-    }
-    if ((st & PERF_SAMPLE_PERIOD) && take_u64(&c, NULL) < 0)
-        return -1;
-    if ((st & PERF_SAMPLE_READ) && skip_read(&c, attr->read_format) < 0)
-        return -1;
-    if (st & PERF_SAMPLE_CALLCHAIN) {
-        if (take_u64(&c, &v) < 0 || skip_u64s(&c, v) < 0)
-            return -1;
-    }
-    if (st & PERF_SAMPLE_RAW) {
-        uint32_t size;
-        if (take(&c, &size, 4) < 0 || (size_t)(c.end - c.p) < size)
-            return -1;
-        b->raw = c.p;
-        b->raw_size = size;
-        c.p += size;
-    }
-    if (st & PERF_SAMPLE_BRANCH_STACK) {
-        if (take_u64(&c, &v) < 0 || v > (1u << 20))
-            return -1;
-        if ((attr->branch_sample_type & PERF_SAMPLE_BRANCH_HW_INDEX) && take_u64(&c, NULL) < 0)
-            return -1;
-        if (skip_u64s(&c, v * 3) < 0) /* struct perf_branch_entry: 3 u64 */
-            return -1;
-        /* PERF_SAMPLE_BRANCH_COUNTERS (1U << 19): one u64 per entry */
-        if ((attr->branch_sample_type & (1ULL << 19)) && skip_u64s(&c, v) < 0)
-            return -1;
-    }
-    if (st & PERF_SAMPLE_REGS_USER) {
-        if (take_u64(&c, &v) < 0) /* abi; no registers follow when it is NONE (0) */
-            return -1;
-        if (v && skip_u64s(&c, (uint64_t)popcount64(attr->sample_regs_user)) < 0)
-            return -1;
-    }
-    if (st & PERF_SAMPLE_STACK_USER) {
-        if (take_u64(&c, &v) < 0) /* size, data[size], then dyn_size if size != 0 */
-            return -1;
-        if (v) {
-            if ((size_t)(c.end - c.p) < v)
-                return -1;
-            c.p += v;
-            if (take_u64(&c, NULL) < 0)
-                return -1;
-        }
-    }
-    if (st & (PERF_SAMPLE_WEIGHT | PERF_SAMPLE_WEIGHT_STRUCT)) {
-        if (take_u64(&c, &b->weight) < 0)
-            return -1;
-        b->has_weight = 1;
-    }
-    if (st & PERF_SAMPLE_DATA_SRC) {
-        if (take_u64(&c, &b->data_src) < 0)
-            return -1;
-        b->has_data_src = 1;
-    }
-    if ((st & PERF_SAMPLE_TRANSACTION) && take_u64(&c, NULL) < 0)
-        return -1;
-    if (st & PERF_SAMPLE_REGS_INTR) {
-        if (take_u64(&c, &v) < 0)
-            return -1;
-        if (v && skip_u64s(&c, (uint64_t)popcount64(attr->sample_regs_intr)) < 0)
-            return -1;
-    }
-    if (st & PERF_SAMPLE_PHYS_ADDR) {
-        if (take_u64(&c, &b->phys_addr) < 0)
-            return -1;
-        b->has_phys = 1;
-    }
-    return 0;
-}
 
 /* ---- IBS op ---- */
 
@@ -432,8 +270,8 @@ static int is_kernel_ip(uint64_t ip)
 int nmp_hw_decode(enum nmp_backend backend, const struct perf_event_attr *attr,
                   const void *body, size_t len, struct nmp_sample *out)
 {
-    struct body b;
-    if (!attr || !body || !out || walk(attr, body, len, &b) < 0)
+    struct nmp_perf_sample b;
+    if (!attr || !body || !out || nmp_perf_sample_parse(attr, body, len, &b) < 0)
         return -1;
     memset(out, 0, sizeof *out);
     out->time = b.time;

@@ -79,23 +79,21 @@ static char **pmu_names(void)
     DIR *d = opendir(nmp_hw_path(p, sizeof p, NMP_PMU_DIR));
     if (!d)
         return NULL;
-    size_t n = 0, cap = 32;
-    char **v = malloc(cap * sizeof *v);
+    size_t n = 0, cap = 0;
+    char **v = NULL;
     struct dirent *e;
-    while (v && (e = readdir(d))) {
+    if (NMP_GROW(v, cap, 1, 32) != 0) {
+        closedir(d);
+        return NULL;
+    }
+    while ((e = readdir(d))) {
         if (e->d_name[0] == '.')
             continue;
-        if (n + 2 > cap) {
-            char **nv = realloc(v, (cap *= 2) * sizeof *v);
-            if (!nv)
-                break;
-            v = nv;
-        }
+        if (NMP_GROW(v, cap, n + 2, 32) != 0) /* and the NULL at the end */
+            break;
         v[n++] = strdup(e->d_name);
     }
     closedir(d);
-    if (!v)
-        return NULL;
     v[n] = NULL;
     qsort(v, n, sizeof *v, cmp_names);
     return v;

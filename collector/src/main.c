@@ -1,11 +1,11 @@
-/* numaprof-collect: argument parsing only; the work is in sampler.c.
+/* numaprof-collect: argument parsing only; the work is in sampler.c and its modules.
  *
  *   numaprof-collect -o DIR [--freq HZ] [--backend auto|soft|pebs|ibs]
  *                    [--shim LIB] [--alloc-threshold BYTES]
  *                    [-p PID --duration SECONDS] [--error-fd FD] [--control-fd FD]
  *                    -- CMD ARGS...
  *   numaprof-collect --list-events [--json]
- *   numaprof-collect --schema     (the profile tables it writes, as JSON)
+ *   numaprof-collect --schema     (the profile tables and sample rules, as JSON)
  *   numaprof-collect --convert-shim -o DIR
  *
  * Exit status: the command's; 128+N if it died of signal N; 127 command not found;
@@ -15,7 +15,7 @@
  * --control-fd is a stream socket to numaprof record: the collector writes "pid N\n" when
  * the command is started; numaprof record writes one byte (the signal number) for each
  * stopping signal it receives, and its end of file means numaprof record is gone
- * (sampler.c, "signals").  Both descriptors are close-on-exec: the command never sees them.
+ * (signals.c).  Both descriptors are close-on-exec: the command never sees them.
  * --convert-shim turns the allocation shim's files of DIR into the objects table, for a
  * profile whose collector was killed before it could (numaprof record does it then).
  */
@@ -41,8 +41,8 @@ static int fail(const char *msg, const char *arg)
     return NMP_EXIT_SELF;
 }
 
-/* The format and every table and column this build writes, for the test that compares
- * them with the Python reader's reading of numaprof_format.h. */
+/* The format, every table and column this build writes and the sample rules, for the
+ * tests that compare them with the Python reader's reading of numaprof_format.h. */
 static int print_schema(FILE *f)
 {
     fprintf(f, "{\"format\": \"%s\", \"version\": %d, \"magic\": \"%s\", \"tables\": {",
@@ -56,6 +56,11 @@ static int print_schema(FILE *f)
                     s->cols[i].type == NMP_STR ? "true" : "false");
         fputc(']', f);
     }
+    fputs("}, \"rules\": {", f);
+    const char *sep = "";
+#define PRINT_RULE_(id, name, value) fprintf(f, "%s\"" #name "\": %d", sep, value), sep = ", ";
+    NMP_SAMPLE_RULES(PRINT_RULE_)
+#undef PRINT_RULE_
     fputs("}}\n", f);
     return ferror(f) ? NMP_EXIT_SELF : 0;
 }

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "nmp_schema.h"
 #include "nmp_table.h"
 
 /* One sample in the common schema of all backends (docs/profile-format.md, samples). */
@@ -19,19 +20,24 @@ struct nmp_sample {
     uint16_t cpu;
     uint8_t access; /* NMP_ACC_* */
     uint8_t size;
-    uint8_t rule; /* NMP_RULE_* */
+    uint8_t rule; /* enum nmp_rule */
+    /* The registers of the access (software backend; zeros elsewhere), which the
+     * analyzer names stack and register-held objects by (docs/analyzer.md): the stack
+     * and frame pointers at ip; ip minus the address of the instruction charged; the
+     * DWARF numbers + 1 of its base and index registers (0: none); addr minus the value
+     * of its base register at the access.  *_UNKNOWN: too far to store. */
+    uint64_t sp, bp;
+    int32_t base_off;
+    int16_t insn_off;
+    uint8_t base_reg, index_reg;
 };
 
+#define NMP_BASE_OFF_UNKNOWN INT32_MIN
+#define NMP_INSN_OFF_UNKNOWN INT16_MIN
+
 enum { NMP_ACC_NONE = 0, NMP_ACC_LOAD = 1, NMP_ACC_STORE = 2, NMP_ACC_RMW = 3 };
-enum {
-    NMP_RULE_NO_MEM = 0, NMP_RULE_AT_IP = 1, NMP_RULE_SKID = 2, NMP_RULE_HW = 3,
-    NMP_RULE_UNREADABLE = 10, NMP_RULE_UNDECODABLE = 11, NMP_RULE_SEGMENT = 12,
-    NMP_RULE_KERNEL = 13, NMP_RULE_VSIB = 14, NMP_RULE_CLOBBERED = 15,
-    NMP_RULE_SPIN = 16, /* busy-wait loop (pause): a waiting thread, not a memory access */
-    NMP_RULE_SKID_PATH = 17, /* skid across conditional branches / joins (docs/profile-format.md) */
-    NMP_RULE_SKID_LOOP = 18, /* skid across a loop's back edge: the previous iteration's access */
-    NMP_RULE_COUNT = 19,
-};
+/* NMP_RULE_*: enum nmp_rule, generated (nmp_schema.h) from the one list of the sample
+ * rules, NMP_SAMPLE_RULES in numaprof_format.h. */
 
 /* mappings.flags: besides the kernel's MAP_SHARED/MAP_PRIVATE bits, a mapping of one of
  * numaprof's own files in the program (the allocation shim's library and record files):
@@ -55,7 +61,7 @@ int nmp_topology_write(const char *dir, char *err);
 struct nmp_table *nmp_counters_open(const char *dir);
 int nmp_counters_snapshot(struct nmp_table *t, uint64_t time_ns, int phase);
 
-/* numamaps.c: copy /proc/<pid>/numa_maps to <dir>/numa_maps.<pid> (atomic rename). */
+/* procfs.c: copy /proc/<pid>/numa_maps to <dir>/numa_maps.<pid> (atomic rename). */
 int nmp_numa_maps_copy(pid_t pid, const char *dir);
 
 /* shimconv.c: turn every <dir>/shim.<pid>.bin into the objects and stack_frames tables,
@@ -65,8 +71,53 @@ struct nmp_shim_totals {
 };
 int nmp_shim_convert(const char *dir, struct nmp_shim_totals *totals, char *err);
 
-/* util */
+/* util.c: small helpers shared by the modules */
 uint64_t nmp_now_ns(void); /* CLOCK_MONOTONIC */
 void nmp_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Formats the one line of a failure into `err` (NMP_ERRLEN bytes; NULL: none wanted). */
+void nmp_set_err(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A growable array: makes room for `need` elements of `size` bytes in the array at
+ * `*arrp` (any object pointer, passed by address) of capacity *cap, doubling from `first`.
+ * 0, or -1 with errno (ENOMEM) and the array as it was.  NMP_GROW names the element
+ * size from the array itself. */
+int nmp_grow(void *arrp, size_t *cap, size_t need, size_t size, size_t first);
+#define NMP_GROW(arr, cap, need, first) nmp_grow(&(arr), &(cap), (need), sizeof *(arr), (first))
+
+/* The hash of the open-addressing tables: MurmurHash3's 64-bit finalizer (fmix64; A.
+ * Appleby, MurmurHash3.cpp), a bijection in which every input bit changes every output
+ * bit with probability ~1/2, so masking off the low bits of a page address or a tid
+ * spreads well. */
+static inline uint64_t nmp_mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+/* A map from a u32 key (a tid) to a nonzero u32 value (an index + 1 into an array):
+ * open addressing, no removal; a put replaces the key's value. */
+struct nmp_u32map {
+    uint32_t *keys, *vals; /* vals 0: empty slot */
+    size_t cap, n;
+};
+int nmp_u32map_put(struct nmp_u32map *m, uint32_t key, uint32_t val); /* 0, or -1 (ENOMEM) */
+uint32_t nmp_u32map_get(const struct nmp_u32map *m, uint32_t key);   /* 0: absent */
+void nmp_u32map_free(struct nmp_u32map *m);
+
+/* One line of /proc/PID/maps (proc(5)). */
+struct nmp_maps_line {
+    uint64_t start, end, pgoff;
+    uint32_t prot;  /* PROT_READ | PROT_WRITE | PROT_EXEC */
+    uint32_t flags; /* MAP_SHARED or MAP_PRIVATE */
+    const char *path; /* "" for an anonymous mapping; valid during the call only */
+};
+/* Calls fn(arg, line) for every mapping of process pid.  Returns how many calls returned
+ * 0, or -1 with errno when the file cannot be read. */
+int nmp_proc_maps_each(uint32_t pid, int (*fn)(void *arg, const struct nmp_maps_line *m),
+                       void *arg);
 
 #endif

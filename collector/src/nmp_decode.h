@@ -79,10 +79,19 @@ struct nmp_memop {
     uint8_t size;       /* bytes, 0 unknown */
     uint8_t rule;       /* NMP_RULE_* */
     struct nmp_rebuild rb; /* rb.used: rb.reg's value at the access, rebuilt */
+    /* constant steps of base and index since the access, undone in disp (skid rules):
+     * the value each had at the access is the sampled one plus this */
+    int32_t base_step, index_step;
 };
 
 /* Effective address of `m` under registers `r` (0 if the rule carries no address). */
 uint64_t nmp_memop_addr(const struct nmp_memop *m, const struct nmp_regs *r);
+/* The value register `reg` (a perf register index: m's base or index) had at the access
+ * `m`, with the skid rule's steps undone or rebuilt: 0, or -1 when it cannot be known. */
+int nmp_memop_reg(const struct nmp_memop *m, const struct nmp_regs *r, int reg, uint64_t *out);
+/* The DWARF register number (System V x86-64 psABI, "DWARF Register Number Mapping") of
+ * a perf register index, -1 for none. */
+int nmp_dwarf_reg(int perf_reg);
 
 struct nmp_decoder;
 

@@ -1,5 +1,6 @@
 /* Hardware sampling backends (PEBS, IBS) and node-level counters: the interface the
- * sampler (main.c / sampler.c) uses.  Owned by the hardware-backends work (hw_*.c).
+ * collector (backend.c, events.c, records.c) uses.  Owned by the hardware-backends work
+ * (hw_*.c).
  */
 #ifndef NMP_HW_H
 #define NMP_HW_H

@@ -12,15 +12,32 @@
     static const unsigned char table##_required[] = {NMP_TABLE_##table(NMP_SCHEMA_REQUIRED_)};
 NMP_TABLES(NMP_SCHEMA_COLS_)
 
+/* a table's columns are chosen by a 64-bit mask (nmp_table_open) */
+#define NMP_SCHEMA_WIDTH_(table) \
+    _Static_assert(NMP_##table##_NCOLS <= 64, #table " has more than 64 columns");
+NMP_TABLES(NMP_SCHEMA_WIDTH_)
+
 #define NMP_SCHEMA_ENTRY_(table) {#table, table##_cols, table##_required, NMP_##table##_NCOLS},
 const struct nmp_table_schema nmp_schema[NMP_NTABLES] = {NMP_TABLES(NMP_SCHEMA_ENTRY_)};
 
-struct nmp_table *nmp_table_open(const char *dir, enum nmp_table_id id, int ncols)
+struct nmp_table *nmp_table_open(const char *dir, enum nmp_table_id id, uint64_t cols)
 {
-    if ((int)id < 0 || id >= NMP_NTABLES || ncols == 0 || ncols > nmp_schema[id].ncols) {
+    if ((int)id < 0 || id >= NMP_NTABLES) {
         errno = EINVAL;
         return NULL;
     }
     const struct nmp_table_schema *s = &nmp_schema[id];
-    return nmp_table_create(dir, s->name, s->cols, ncols < 0 ? s->ncols : ncols);
+    struct nmp_coldef defs[64];
+    int slots[64], n = 0;
+    for (int k = 0; k < s->ncols && k < 64; k++) {
+        if (!(cols & NMP_COLUMN(k)))
+            continue;
+        defs[n] = s->cols[k];
+        slots[n++] = k;
+    }
+    if (n == 0) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return nmp_table_create_slots(dir, s->name, defs, slots, n);
 }

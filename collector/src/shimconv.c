@@ -28,7 +28,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,49 +65,13 @@ struct conv {
 
 #define TOMB (NONE - 1)
 
-static void set_err(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void set_err(char *err, const char *fmt, ...)
-{
-    if (!err)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, NMP_ERRLEN, fmt, ap);
-    va_end(ap);
-}
-
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
-
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t n = *cap ? *cap * 2 : 64;
-    while (n < need)
-        n *= 2;
-    void *q = realloc(*p, n * elem);
-    if (!q)
-        return -1;
-    *p = q;
-    *cap = n;
-    return 0;
-}
-
 /* ---- stacks ---- */
 
 static uint64_t stack_hash(const uint64_t *frames, unsigned n)
 {
     uint64_t h = n;
     for (unsigned i = 0; i < n; i++)
-        h = mix64(h ^ frames[i]);
+        h = nmp_mix64(h ^ frames[i]);
     return h;
 }
 
@@ -148,7 +111,7 @@ static int stack_id(struct conv *c, const uint64_t *frames, unsigned n, uint32_t
             return 0;
         }
     }
-    if (grow((void **)&c->stacks, &c->capstacks, c->nstacks + 1, sizeof *c->stacks) < 0)
+    if (NMP_GROW(c->stacks, c->capstacks, c->nstacks + 1, 64) < 0)
         return -1;
     struct stack *s = &c->stacks[c->nstacks];
     memset(s, 0, sizeof *s);
@@ -166,7 +129,7 @@ static size_t live_find(const struct conv *c, uint64_t addr)
     if (!c->nlive_slots)
         return (size_t)-1;
     size_t mask = c->nlive_slots - 1;
-    for (size_t i = mix64(addr) & mask;; i = (i + 1) & mask) {
+    for (size_t i = nmp_mix64(addr) & mask;; i = (i + 1) & mask) {
         if (c->live_vals[i] == NONE)
             return (size_t)-1;
         if (c->live_vals[i] != TOMB && c->live_keys[i] == addr)
@@ -188,7 +151,7 @@ static int live_rehash(struct conv *c, size_t nslots)
     for (size_t j = 0; j < c->nlive_slots; j++) {
         if (c->live_vals[j] == NONE || c->live_vals[j] == TOMB)
             continue;
-        size_t i = mix64(c->live_keys[j]) & (nslots - 1);
+        size_t i = nmp_mix64(c->live_keys[j]) & (nslots - 1);
         while (vals[i] != NONE)
             i = (i + 1) & (nslots - 1);
         keys[i] = c->live_keys[j];
@@ -231,7 +194,7 @@ static int live_add(struct conv *c, uint32_t idx)
         c->live_vals[i] = idx;
     } else {
         size_t mask = c->nlive_slots - 1;
-        for (i = mix64(o->addr) & mask; c->live_vals[i] != NONE && c->live_vals[i] != TOMB;
+        for (i = nmp_mix64(o->addr) & mask; c->live_vals[i] != NONE && c->live_vals[i] != TOMB;
              i = (i + 1) & mask)
             ;
         if (c->live_vals[i] == NONE)
@@ -243,8 +206,7 @@ static int live_add(struct conv *c, uint32_t idx)
     }
     o->live = 1;
     if (o->kind == NMP_KIND_MMAP || o->kind == NMP_KIND_NUMA) {
-        if (grow((void **)&c->live_mmaps, &c->caplive_mmaps, c->nlive_mmaps + 1,
-                 sizeof *c->live_mmaps) < 0)
+        if (NMP_GROW(c->live_mmaps, c->caplive_mmaps, c->nlive_mmaps + 1, 64) < 0)
             return -1;
         c->live_mmaps[c->nlive_mmaps++] = idx;
     }
@@ -322,7 +284,7 @@ static int convert_file(struct conv *c, const char *path, uint32_t pid,
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        set_err(err, "%s: %s", path, strerror(errno));
+        nmp_set_err(err, "%s: %s", path, strerror(errno));
         return -1;
     }
     struct nmp_shim_header h;
@@ -331,7 +293,7 @@ static int convert_file(struct conv *c, const char *path, uint32_t pid,
         h.version != NMP_SHIM_VERSION || h.record_size != sizeof(struct nmp_shim_record) ||
         h.header_size != NMP_SHIM_HEADER_SIZE ||
         lseek(fd, NMP_SHIM_HEADER_SIZE, SEEK_SET) != NMP_SHIM_HEADER_SIZE) {
-        set_err(err, "%s: not a numaprof shim file of version %d (left in place)", path,
+        nmp_set_err(err, "%s: not a numaprof shim file of version %d (left in place)", path,
                 NMP_SHIM_VERSION);
         close(fd);
         return 1;
@@ -342,7 +304,7 @@ static int convert_file(struct conv *c, const char *path, uint32_t pid,
     struct nmp_shim_record *recs = malloc(CHUNK * sizeof *recs);
     if (!recs) {
         close(fd);
-        set_err(err, "out of memory");
+        nmp_set_err(err, "out of memory");
         return -1;
     }
     size_t have = 0; /* bytes in recs */
@@ -353,7 +315,7 @@ static int convert_file(struct conv *c, const char *path, uint32_t pid,
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            set_err(err, "%s: %s", path, strerror(errno));
+            nmp_set_err(err, "%s: %s", path, strerror(errno));
             rc = -1;
             break;
         }
@@ -369,7 +331,7 @@ static int convert_file(struct conv *c, const char *path, uint32_t pid,
                  (r->kind < NMP_KIND_MALLOC || r->kind > NMP_KIND_NUMA))) {
                 /* the shim stops after a partial write; a file that goes on past one is
                  * misaligned from here: keep what came before */
-                set_err(err, "%s: damaged record %llu; the rest of the file is ignored", path,
+                nmp_set_err(err, "%s: damaged record %llu; the rest of the file is ignored", path,
                         (unsigned long long)(index + k));
                 damaged = 1;
                 break;
@@ -382,7 +344,7 @@ static int convert_file(struct conv *c, const char *path, uint32_t pid,
                  * MAP_FIXED replaced it): mappings still live inside it are gone */
                 if (r->kind == NMP_KIND_MMAP || r->kind == NMP_KIND_NUMA)
                     close_mapped_range(c, r->addr, r->size, r->time);
-                if (grow((void **)&c->objs, &c->capobjs, c->nobjs + 1, sizeof *c->objs) < 0) {
+                if (NMP_GROW(c->objs, c->capobjs, c->nobjs + 1, 64) < 0) {
                     rc = -1;
                     break;
                 }
@@ -424,7 +386,7 @@ static int convert_file(struct conv *c, const char *path, uint32_t pid,
         }
         if (rc < 0) {
             if (!err || !*err)
-                set_err(err, "%s: out of memory", path);
+                nmp_set_err(err, "%s: out of memory", path);
             break;
         }
         if (damaged)
@@ -464,7 +426,7 @@ static int write_tables(const struct conv *c, const char *dir, char *err)
 {
     struct nmp_table *t = nmp_table_open(dir, NMP_TABLE_ID_objects, -1);
     if (!t) {
-        set_err(err, "%s/objects: %s", dir, strerror(errno));
+        nmp_set_err(err, "%s/objects: %s", dir, strerror(errno));
         return -1;
     }
     for (size_t k = 0; k < c->nobjs; k++) {
@@ -477,12 +439,12 @@ static int write_tables(const struct conv *c, const char *dir, char *err)
         nmp_table_append(t, row);
     }
     if (nmp_table_close(t) < 0) {
-        set_err(err, "%s/objects: write failed: %s", dir, strerror(errno ? errno : EIO));
+        nmp_set_err(err, "%s/objects: write failed: %s", dir, strerror(errno ? errno : EIO));
         return -1;
     }
     t = nmp_table_open(dir, NMP_TABLE_ID_stack_frames, -1);
     if (!t) {
-        set_err(err, "%s/stack_frames: %s", dir, strerror(errno));
+        nmp_set_err(err, "%s/stack_frames: %s", dir, strerror(errno));
         return -1;
     }
     for (size_t id = 0; id < c->nstacks; id++)
@@ -493,7 +455,7 @@ static int write_tables(const struct conv *c, const char *dir, char *err)
             nmp_table_append(t, row);
         }
     if (nmp_table_close(t) < 0) {
-        set_err(err, "%s/stack_frames: write failed: %s", dir, strerror(errno ? errno : EIO));
+        nmp_set_err(err, "%s/stack_frames: write failed: %s", dir, strerror(errno ? errno : EIO));
         return -1;
     }
     return 0;
@@ -508,7 +470,7 @@ int nmp_shim_convert(const char *dir, struct nmp_shim_totals *totals, char *err)
     struct dirent **ents = NULL;
     int n = scandir(dir, &ents, is_shim_file, by_pid);
     if (n < 0) {
-        set_err(err, "%s: %s", dir, strerror(errno));
+        nmp_set_err(err, "%s: %s", dir, strerror(errno));
         return -1;
     }
     char *done = calloc((size_t)n + 1, 1);
@@ -520,13 +482,13 @@ int nmp_shim_convert(const char *dir, struct nmp_shim_totals *totals, char *err)
         char ferr[NMP_ERRLEN] = "";
         int r = convert_file(&c, path, pid, &tot, ferr);
         if (r < 0) {
-            set_err(err, "%s", ferr);
+            nmp_set_err(err, "%s", ferr);
             rc = -1;
         } else if (r > 0) {
-            set_err(err, "%s", ferr); /* foreign file: reported, others still converted */
+            nmp_set_err(err, "%s", ferr); /* foreign file: reported, others still converted */
         } else {
             if (ferr[0])
-                set_err(err, "%s", ferr); /* damaged tail: reported, the rest converted */
+                nmp_set_err(err, "%s", ferr); /* damaged tail: reported, the rest converted */
             done[i] = 1;
             tot.processes++;
         }
@@ -534,7 +496,7 @@ int nmp_shim_convert(const char *dir, struct nmp_shim_totals *totals, char *err)
     if (rc == 0) {
         char werr[NMP_ERRLEN] = "";
         if (write_tables(&c, dir, werr) < 0) {
-            set_err(err, "%s", werr);
+            nmp_set_err(err, "%s", werr);
             rc = -1;
         }
     }

@@ -526,6 +526,8 @@ static int skid_to(struct walk *w, struct nmp_memop *out)
         out->rb = rb;
     }
     out->disp += undo[0] + undo[1] * out->scale;
+    out->base_step = (int32_t)undo[0];
+    out->index_step = (int32_t)undo[1];
     return 0;
 }
 

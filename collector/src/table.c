@@ -16,6 +16,7 @@ struct nmp_col {
     FILE *heap; /* string columns only */
     uint64_t heap_off;
     enum nmp_coltype type;
+    int slot;   /* index of the column's value in the rows given to nmp_table_append */
     size_t len; /* bytes in buf */
     unsigned char buf[NMP_COL_BUF];
 };
@@ -80,6 +81,13 @@ static FILE *open_col(const char *dir, const char *table, const char *col)
 struct nmp_table *nmp_table_create(const char *dir, const char *table,
                                    const struct nmp_coldef *cols, int ncols)
 {
+    return nmp_table_create_slots(dir, table, cols, NULL, ncols);
+}
+
+struct nmp_table *nmp_table_create_slots(const char *dir, const char *table,
+                                         const struct nmp_coldef *cols, const int *slots,
+                                         int ncols)
+{
     struct nmp_table *t = calloc(1, sizeof *t + (size_t)ncols * sizeof t->cols[0]);
     if (!t)
         return NULL;
@@ -87,6 +95,7 @@ struct nmp_table *nmp_table_create(const char *dir, const char *table,
     for (int i = 0; i < ncols; i++) {
         struct nmp_col *c = &t->cols[i];
         c->type = cols[i].type;
+        c->slot = slots ? slots[i] : i;
         c->f = open_col(dir, table, cols[i].name);
         if (!c->f)
             goto fail;
@@ -128,7 +137,7 @@ int nmp_table_append(struct nmp_table *t, const uint64_t *values)
 {
     for (int i = 0; i < t->ncols; i++) {
         struct nmp_col *c = &t->cols[i];
-        uint64_t v = values[i];
+        uint64_t v = values[c->slot];
         if (c->type == NMP_STR) {
             const char *s = (const char *)(uintptr_t)v;
             size_t len = s ? strlen(s) : 0;

@@ -9,22 +9,10 @@
 #include <fcntl.h>
 #include <hwloc.h>
 #include <hwloc/autogen/config.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static void set_err(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void set_err(char *err, const char *fmt, ...)
-{
-    if (!err)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, NMP_ERRLEN, fmt, ap);
-    va_end(ap);
-}
 
 /* Writes `len` bytes to <dir>/<name> through a temporary file and rename(2), mode 0600,
  * so a reader never sees a half-written file. */
@@ -33,14 +21,14 @@ static int write_atomic(const char *dir, const char *name, const char *buf, size
 {
     char path[4096], tmp[4200];
     if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path) {
-        set_err(err, "%s/%s: path too long", dir, name);
+        nmp_set_err(err, "%s/%s: path too long", dir, name);
         errno = ENAMETOOLONG;
         return -1;
     }
     snprintf(tmp, sizeof tmp, "%s/.%s.tmp.%ld", dir, name, (long)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) {
-        set_err(err, "%s: %s", tmp, strerror(errno));
+        nmp_set_err(err, "%s: %s", tmp, strerror(errno));
         return -1;
     }
     size_t off = 0;
@@ -50,7 +38,7 @@ static int write_atomic(const char *dir, const char *name, const char *buf, size
             continue;
         if (n <= 0) {
             int saved = n < 0 ? errno : EIO;
-            set_err(err, "%s: %s", tmp, strerror(saved));
+            nmp_set_err(err, "%s: %s", tmp, strerror(saved));
             close(fd);
             unlink(tmp);
             errno = saved;
@@ -60,7 +48,7 @@ static int write_atomic(const char *dir, const char *name, const char *buf, size
     }
     if (close(fd) < 0 || rename(tmp, path) < 0) {
         int saved = errno;
-        set_err(err, "%s: %s", path, strerror(saved));
+        nmp_set_err(err, "%s: %s", path, strerror(saved));
         unlink(tmp);
         errno = saved;
         return -1;
@@ -207,17 +195,17 @@ int nmp_topology_write(const char *dir, char *err)
 {
     hwloc_topology_t topo;
     if (hwloc_topology_init(&topo) < 0) {
-        set_err(err, "hwloc_topology_init: %s", strerror(errno));
+        nmp_set_err(err, "hwloc_topology_init: %s", strerror(errno));
         return -1;
     }
     const char *xmlfile = getenv("HWLOC_XMLFILE");
     if (xmlfile && *xmlfile && hwloc_topology_set_xml(topo, xmlfile) < 0) {
-        set_err(err, "HWLOC_XMLFILE=%s: cannot be read by hwloc: %s", xmlfile, strerror(errno));
+        nmp_set_err(err, "HWLOC_XMLFILE=%s: cannot be read by hwloc: %s", xmlfile, strerror(errno));
         hwloc_topology_destroy(topo);
         return -1;
     }
     if (hwloc_topology_load(topo) < 0) {
-        set_err(err, "hwloc_topology_load: %s", strerror(errno));
+        nmp_set_err(err, "hwloc_topology_load: %s", strerror(errno));
         hwloc_topology_destroy(topo);
         return -1;
     }
@@ -225,7 +213,7 @@ int nmp_topology_write(const char *dir, char *err)
     char *xml = NULL;
     int xmllen = 0;
     if (hwloc_topology_export_xmlbuffer(topo, &xml, &xmllen, 0) < 0) {
-        set_err(err, "hwloc_topology_export_xmlbuffer: %s", strerror(errno));
+        nmp_set_err(err, "hwloc_topology_export_xmlbuffer: %s", strerror(errno));
         goto out;
     }
     /* xmllen counts the terminating NUL */
@@ -236,12 +224,12 @@ int nmp_topology_write(const char *dir, char *err)
     size_t jsonlen = 0;
     FILE *f = open_memstream(&json, &jsonlen);
     if (!f) {
-        set_err(err, "open_memstream: %s", strerror(errno));
+        nmp_set_err(err, "open_memstream: %s", strerror(errno));
         goto out;
     }
     int wrc = write_json(topo, f);
     if (fclose(f) != 0 || wrc < 0) {
-        set_err(err, "topology.json: out of memory");
+        nmp_set_err(err, "topology.json: out of memory");
         free(json);
         errno = ENOMEM;
         goto out;

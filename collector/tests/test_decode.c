@@ -561,7 +561,35 @@ int main(void)
             CHECK_MSG(s.rule == NMP_RULE_SKID && s.addr == r.r[SI] + r.r[DX] * 8 &&
                       s.access == NMP_ACC_LOAD && s.size == 8,
                   "file mapping: rule %d addr 0x%" PRIx64, s.rule, s.addr);
+            /* the registers of the access (docs/profile-format.md): mov (%rsi,%rdx,8) four
+             * bytes before ip; DWARF rsi is 4, rdx 1 (stored + 1); addr - rsi */
+            CHECK_MSG(s.sp == r.r[SP] && s.bp == r.r[BP] && s.insn_off == 4 && s.base_reg == 5 &&
+                      s.index_reg == 2 && s.base_off == (int32_t)(r.r[DX] * 8),
+                  "file mapping: sp %" PRIx64 " insn_off %d base_reg %d index_reg %d base_off %d",
+                  s.sp, s.insn_off, s.base_reg, s.index_reg, s.base_off);
         }
+        /* a base register stepped after the access (mov (%rsi),%rax; add $8,%rsi; add
+         * %rax,%rcx, ip on the last): base_off is from the value rsi had at the access */
+        static const uint8_t stepped[] = {0x48, 0x8b, 0x06, 0x48, 0x83, 0xc6, 0x08, 0x48, 0x01, 0xc1};
+        char path2[4200];
+        snprintf(path2, sizeof path2, "%s.stepped", path);
+        int fd2 = open(path2, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        CHECK_MSG(fd2 >= 0 && write(fd2, stepped, sizeof stepped) == (ssize_t)sizeof stepped,
+                  "write %s", path2);
+        if (fd2 >= 0)
+            close(fd2);
+        CHECK_MSG(nmp_decoder_mmap(d, pid, 0x600000, 4096, 0, path2) == 0, "mmap stepped");
+        struct nmp_regs rs = r;
+        rs.r[SI] = 0x7f0000009008;
+        rs.r[SP] = 0x7ffc00001000;
+        struct nmp_sample t = {.pid = pid, .tid = pid, .ip = 0x600000 + 7};
+        nmp_decode_sample(d, &rs, &t);
+        CHECK_MSG(t.rule == NMP_RULE_SKID && t.addr == 0x7f0000009000 && t.insn_off == 7 &&
+                      t.base_reg == 5 && t.index_reg == 0 && t.base_off == 0 &&
+                      t.sp == 0x7ffc00001000,
+                  "stepped base: rule %d addr 0x%" PRIx64 " insn_off %d base_reg %d base_off %d",
+                  t.rule, t.addr, t.insn_off, t.base_reg, t.base_off);
+        unlink(path2);
         /* exec invalidates the process's mappings and cache */
         nmp_decoder_exec(d, pid);
         s.ip = 0x500000 + 4096 + 4;
@@ -570,7 +598,8 @@ int main(void)
         unlink(path);
         struct nmp_sample k = {.pid = pid, .ip = 0xffffffff81000000ULL};
         nmp_decode_sample(d, &r, &k);
-        CHECK_MSG(k.rule == NMP_RULE_KERNEL, "kernel ip: rule %d", k.rule);
+        CHECK_MSG(k.rule == NMP_RULE_KERNEL && k.base_reg == 0 && k.sp == 0,
+                  "kernel ip: rule %d", k.rule);
     }
 
     /* End to end through this executable's ELF symbol table (/proc/self/maps). */

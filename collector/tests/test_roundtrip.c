@@ -26,12 +26,14 @@
 
 static char long_path[3001];
 
+#define W 32 /* values in a row: at least the widest table's columns */
+
 /* Writes `nrows` rows of table `id` through the collector's own table definitions
  * (nmp_schema.h, generated from numaprof_format.h): no copy of the column lists here. */
-static void write_table(const char *dir, enum nmp_table_id id, const uint64_t (*rows)[16],
+static void write_table(const char *dir, enum nmp_table_id id, const uint64_t (*rows)[W],
                         int nrows)
 {
-    CHECK(nmp_schema[id].ncols <= 16);
+    CHECK(nmp_schema[id].ncols <= W);
     struct nmp_table *t = nmp_table_open(dir, id, -1);
     CHECK(t != NULL);
     if (!t)
@@ -42,21 +44,26 @@ static void write_table(const char *dir, enum nmp_table_id id, const uint64_t (*
     CHECK(nmp_table_close(t) == 0);
 }
 
-#define SAMPLE(t, p, ti, c, i, a, ac, sz, ru, w, ds, pa)                                        \
+#define SAMPLE(t, p, ti, c, i, a, ac, sz, ru, w, ds, pa, sp, bp, io, br, ir, bo)                \
     {[NMP_samples_time] = t, [NMP_samples_pid] = p, [NMP_samples_tid] = ti,                    \
      [NMP_samples_cpu] = c, [NMP_samples_ip] = i, [NMP_samples_addr] = a,                      \
      [NMP_samples_access] = ac, [NMP_samples_size] = sz, [NMP_samples_rule] = ru,              \
-     [NMP_samples_weight] = w, [NMP_samples_data_src] = ds, [NMP_samples_phys_addr] = pa}
+     [NMP_samples_weight] = w, [NMP_samples_data_src] = ds, [NMP_samples_phys_addr] = pa,      \
+     [NMP_samples_sp] = sp, [NMP_samples_bp] = bp,                                             \
+     [NMP_samples_insn_off] = (uint64_t)(int64_t)(io), [NMP_samples_base_reg] = br,            \
+     [NMP_samples_index_reg] = ir, [NMP_samples_base_off] = (uint64_t)(int64_t)(bo)}
 
 static void samples(const char *dir)
 {
-    const uint64_t rows[][16] = {
+    const uint64_t rows[][W] = {
         SAMPLE(1, 2, 3, 4, 0x401000, 0x7ffd0000, NMP_ACC_LOAD, 8, NMP_RULE_AT_IP, 30, 0x68100142,
-               0x1234000),
-        SAMPLE(M8, M4, M4, 0xffff, M8, M8, NMP_ACC_RMW, 0xff, NMP_RULE_CLOBBERED, M4, M8, M8),
+               0x1234000, 0x7ffd0010, 0x7ffd0040, 0, 8, 1, -16),
+        SAMPLE(M8, M4, M4, 0xffff, M8, M8, NMP_ACC_RMW, 0xff, NMP_RULE_CLOBBERED, M4, M8, M8, M8,
+               M8, INT16_MIN, 0xff, 0xff, INT32_MIN),
         SAMPLE(0x0102030405060708, 0x01020304, 0x05060708, 0x0102, 0x1122334455667788,
                0x8877665544332211, NMP_ACC_STORE, 64, NMP_RULE_SKID, 0x01020304,
-               0x0807060504030201, 0xdeadbeefcafef00d),
+               0x0807060504030201, 0xdeadbeefcafef00d, 0x0102030405060708, 0x1020304050607080,
+               INT16_MAX, 16, 0, INT32_MAX),
     };
     write_table(dir, NMP_TABLE_ID_samples, rows, 3);
 }
@@ -68,7 +75,7 @@ static void samples(const char *dir)
 
 static void faults(const char *dir)
 {
-    const uint64_t rows[][16] = {
+    const uint64_t rows[][W] = {
         FAULT(10, 11, 12, 1, 0x401234, 0x7f0000001000, 3, 1, 4096),
         FAULT(M8, M4, M4, 0xffff, M8, M8, 0xff, 2, M4),
     };
@@ -81,7 +88,7 @@ static void faults(const char *dir)
 
 static void page_nodes(const char *dir)
 {
-    const uint64_t rows[][16] = {
+    const uint64_t rows[][W] = {
         PAGE(5, 6, 0x7f0000000000, 0),
         PAGE(6, 6, 0x7f0000001000, -ENOENT),
         PAGE(M8, M4, M8, 32767),
@@ -97,7 +104,7 @@ static void page_nodes(const char *dir)
 
 static void mappings(const char *dir)
 {
-    const uint64_t rows[][16] = {
+    const uint64_t rows[][W] = {
         MAPPING(100, 7, 0x7f1234560000, 0x1c3000, 0x28000, 5, 2,
                 "/usr/lib/x86_64-linux-gnu/libc.so.6"),
         MAPPING(101, 7, 0x7f0000000000, 0x100000, 0, 3, 0x22, ""),
@@ -116,7 +123,7 @@ static void mappings(const char *dir)
 
 static void threads(const char *dir)
 {
-    const uint64_t rows[][16] = {
+    const uint64_t rows[][W] = {
         THREAD(100, 101, 1, 123456789, 0, "worker-1", "0-3,8", "2", 42),
         THREAD(M4, M4, M4, M8, M8, "", "", "0-1023", M8),
     };

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 
+from numaprof.recommender.patch import scope
 from numaprof.recommender.patch.edits import Edit, Patch, PatchInfo, Refusal, make_patch
 from numaprof.recommender.patch.source import (
     Source,
@@ -289,20 +290,15 @@ def _c_check_loop(src: Source, loop, func) -> str | None:
 
 
 def _cxx_declarator(d) -> tuple[str | None, str]:
-    """(name, kind) of a C++ declarator; kind: pointer | array | reference | function | value."""
-    kind = None
-    while d is not None and d.type not in ("identifier", "field_identifier"):
-        if d.type in ("pointer_declarator", "array_declarator", "reference_declarator",
-                      "function_declarator") and kind is None:
-            kind = d.type.replace("_declarator", "")
-        if d.type in ("pointer_declarator", "array_declarator", "init_declarator",
-                      "parenthesized_declarator", "attributed_declarator",
-                      "reference_declarator", "function_declarator"):
-            d = d.child_by_field_name("declarator") or (
-                d.named_children[0] if d.named_children else None)
-        else:
-            return None, ""
-    return (d.text.decode() if d is not None else None), kind or "value"
+    """(name, kind) of a C++ declarator; kind: pointer | array | reference | function | value
+    (the outermost of these around the name)."""
+    chain = list(scope.declarator_chain(d))
+    ident = scope.declarator_identifier(d, ("identifier", "field_identifier"))
+    if ident is None:
+        return None, "value" if d is None else ""
+    kinds = ("pointer_declarator", "array_declarator", "reference_declarator", "function_declarator")
+    kind = next((n.type.removesuffix("_declarator") for n in chain if n.type in kinds), "value")
+    return ident.text.decode(), kind
 
 
 def _cxx_type_class(src: Source, typ) -> str:

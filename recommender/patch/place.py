@@ -363,6 +363,11 @@ def place_after_allocation(path: str, line: int, var: str | None, policy_const: 
                                               recorded_size, sources)
         if found is not None:
             return found
+    wrapped = None
+    if not candidates:
+        wrapped = _wrapper_call(src, row, var)
+        if wrapped is not None:
+            candidates = [wrapped[:3]]
     if not candidates:
         what = ("new[], std::vector construction or malloc/calloc/realloc/aligned_alloc/"
                 "posix_memalign" if src.lang == "cpp" else
@@ -413,6 +418,17 @@ def place_after_allocation(path: str, line: int, var: str | None, policy_const: 
             " ".join(src.text(call.child_by_field_name("type")).split()))
         if any(c.type == "new_declarator" for c in new_length(call).parent.named_children):
             element = None  # new T[n][m]: not evaluated here
+    elif wrapped is not None:
+        # the wrapper's byte count with the call's arguments for its parameters: the
+        # names are the call's, in scope right after it; no constant check (element None)
+        size, size_nodes, element = wrapped[3], wrapped[4], None
+        if size is None:
+            return Refusal(path, line, f"the byte count of `{src.text(call.child_by_field_name('function'))}` "
+                                       f"at {where} cannot be written with the call's arguments",
+                           "numactl",
+                           by_hand_words(place_text(target, str(recorded_size or "<bytes allocated>"),
+                                                    const, weighted), f"after line {line} of "
+                                         f"{os.path.basename(path)}") if recorded_size else "")
     else:
         size_nodes = allocation_size_nodes(src, call)
         size = " * ".join(operand(src, a) for a in size_nodes) if size_nodes and \
@@ -459,6 +475,87 @@ def place_after_allocation(path: str, line: int, var: str | None, policy_const: 
     return make_patch(path, src.data, edits, root,
                       f"place `{target}` with {placement_words(const, weighted)} after its "
                       f"allocation at {where}{touched}", info)
+
+
+def _wrapper_call(src: Source, row: int, var: str | None):
+    """(call, statement, target, size, argument nodes) of the call on `row` whose result is
+    assigned to `var` (any assigned one without `var`) when the callee is an allocation
+    wrapper defined in this file (``g->u = alloc_field(nx, ny);`` with ``alloc_field``
+    returning a malloc's block); size is the wrapper's byte count written with the call's
+    arguments, or None when it cannot be.  None when there is no such call."""
+    defs = {}
+    for f in walk(src.root):
+        if f.type == "function_definition":
+            defs.setdefault(function_name(f), f)
+    found = []
+    for n in walk(src.root):
+        if n.type != "call_expression":
+            continue
+        own = own_statement(n)
+        fn = n.child_by_field_name("function")
+        if own is None or not contains_row(own, row) or fn is None or fn.type != "identifier":
+            continue
+        func = defs.get(src.text(fn))
+        target = allocation_target(src, n)
+        if func is None or target is None or (var is not None and target != var):
+            continue
+        allocs = [a for a in walk(func) if allocator_name(src, a) is not None]
+        if len(allocs) != 1 or not _returns_block(src, func, allocs[0]):
+            continue
+        args = [a for a in n.child_by_field_name("arguments").named_children if a.type != "comment"]
+        found.append((n, block_statement(n), target, _size_through(src, func, allocs[0], args), args))
+    return found[0] if len(found) == 1 else None
+
+
+def _returns_block(src: Source, func, alloc) -> bool:
+    """Whether `func` returns the block `alloc` allocates: ``return malloc(n);`` or the
+    variable it is assigned to."""
+    inside = enclosing(alloc, "return_statement")
+    if inside is not None and enclosing(inside, "function_definition") == func:
+        return True
+    return _wrapper(src, block_statement(alloc), allocation_target(src, alloc)) is not None
+
+
+def _size_through(src: Source, func, alloc, args) -> str | None:
+    """The byte count of `alloc` in wrapper `func` with its parameters replaced by the
+    call's `args` (each parenthesised), or None: side effects, a parameter count that does
+    not match, or a name of the wrapper's own (a local) in the size."""
+    nodes = allocation_size_nodes(src, alloc)
+    decl = func.child_by_field_name("declarator")
+    while decl is not None and decl.type != "function_declarator":
+        decl = decl.child_by_field_name("declarator")
+    params = decl.child_by_field_name("parameters") if decl is not None else None
+    if not nodes or params is None or any(has_side_effects(a) for a in args):
+        return None
+    names = [scope.declarator_identifier(p.child_by_field_name("declarator"))
+             for p in params.named_children if p.type == "parameter_declaration"]
+    names = [src.text(i) if i is not None else None for i in names]
+    if len(names) != len(args):
+        return None
+    by_name = dict(zip(names, args, strict=True))
+    body = func.child_by_field_name("body")
+    local = {declarator_name(d) for d in walk(body) if d.type == "init_declarator"} | {
+        src.text(i) for d in walk(body) if d.type == "declaration"
+        for i in [scope.declarator_identifier(x) for x in d.children_by_field_name("declarator")]
+        if i is not None}
+    parts = []
+    for node in nodes:
+        text, at = [], node.start_byte
+        for i in walk(node):
+            if i.type != "identifier":
+                continue
+            name = src.text(i)
+            if name in local:
+                return None
+            if name in by_name:
+                text.append(src.data[at:i.start_byte].decode())
+                text.append(f"({src.text(by_name[name])})")
+                at = i.end_byte
+        text.append(src.data[at:node.end_byte].decode())
+        t = "".join(text)
+        parts.append(t if len(nodes) == 1 or node.type in ("identifier", "number_literal",
+                                                              "sizeof_expression") else f"({t})")
+    return " * ".join(parts)
 
 
 def _wrapper(src: Source, stmt, target: str | None) -> str | None:

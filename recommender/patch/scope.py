@@ -98,17 +98,28 @@ def macro_at(src: Source, name: str, at: int):
 
 # ------------------------------------------------------------------------ declarators
 
-def declarator_identifier(d):
-    """The identifier a declarator declares (through pointers, arrays, initialisers)."""
-    while d is not None and d.type not in ("identifier", "field_identifier", "type_identifier"):
-        if d.type in ("pointer_declarator", "array_declarator", "init_declarator",
-                      "parenthesized_declarator", "attributed_declarator",
-                      "reference_declarator", "function_declarator"):
-            d = d.child_by_field_name("declarator") or (
-                d.named_children[0] if d.named_children else None)
-        else:
-            return None
-    return d
+_WRAPPERS = ("pointer_declarator", "array_declarator", "init_declarator",
+             "parenthesized_declarator", "attributed_declarator", "reference_declarator",
+             "function_declarator")
+
+
+def declarator_chain(d):
+    """The nodes from declarator ``d`` down to what it declares: every wrapper (pointer,
+    array, initialiser, parentheses, attributes, reference, function), then the innermost
+    node, whatever it is."""
+    while d is not None:
+        yield d
+        if d.type not in _WRAPPERS:
+            return
+        d = d.child_by_field_name("declarator") or (d.named_children[0] if d.named_children else None)
+
+
+def declarator_identifier(d, kinds=("identifier", "field_identifier", "type_identifier")):
+    """The identifier a declarator declares (through pointers, arrays, initialisers), or
+    None when the innermost node is not one of ``kinds``."""
+    chain = list(declarator_chain(d))
+    leaf = chain[-1] if chain else None
+    return leaf if leaf is not None and leaf.type in kinds else None
 
 
 def derivation(decl: Decl) -> str:

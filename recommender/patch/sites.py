@@ -203,7 +203,7 @@ def _cxx_constructed_serially(obj, paths: list[str],
     happens inside the allocating statement (libstdc++'s value-initialisation, in the
     allocating thread), before any loop of the program: no parallel loop can be its
     first touch, so ``parallel_init`` is refused with that reason."""
-    if obj.kind != "heap":
+    if obj.kind != "heap" or getattr(obj, "attribution", "address") != "address":
         return None
     parsed = parse_site(obj.site)
     if parsed is None:
@@ -344,6 +344,10 @@ def patch_for_object(obj, policy: str, source_paths: Iterable[str], *,
                               "to write", "numactl")
     recorded = int(obj.size) if getattr(obj, "size", 0) and getattr(obj, "count", 1) == 1 \
         else None
+    if obj.kind == "heap" and getattr(obj, "attribution", "address") != "address":
+        return Refusal("", 0, f"`{obj.name}` is named by the code that accesses it (its site is "
+                              "the variable's declaration), not by an allocation numaprof saw: "
+                              "place it where it is allocated", "numactl")
     if obj.kind == "heap":
         parsed = parse_site(obj.site)
         if parsed is None:

@@ -11,7 +11,7 @@ import re
 import pytest
 from helpers import EXAMPLES, run_numaprof
 
-from numaprof.analyzer import symbols
+from numaprof.analyzer import srcnames, symbols
 
 SRC = EXAMPLES / "cxx_arrays.cpp"
 
@@ -148,14 +148,14 @@ def snippet(tmp_path):
 ])
 def test_cxx_assigned_name(snippet, text, name):
     path, line_of = snippet
-    assert symbols.assigned_name(str(path), line_of(text)) == name
+    assert srcnames.assigned_name(str(path), line_of(text)) == name
 
 
 @pytest.mark.parametrize("text", ["this_is_no_declaration(n);", "return 0;", "use(new double[n]);",
                                   "keep.reset();"])
 def test_cxx_no_name_without_assignment(snippet, text):
     path, line_of = snippet
-    assert symbols.assigned_name(str(path), line_of(text)) is None
+    assert srcnames.assigned_name(str(path), line_of(text)) is None
 
 
 @pytest.mark.parametrize("text, var, wrapper", [
@@ -167,8 +167,8 @@ def test_cxx_no_name_without_assignment(snippet, text):
 ])
 def test_cxx_wrappers_seen_through_casts(snippet, text, var, wrapper):
     path, line_of = snippet
-    assert symbols.assigned_name(str(path), line_of(text)) == var
-    assert symbols.returns_allocation(str(path), line_of(text), var) is wrapper
+    assert srcnames.assigned_name(str(path), line_of(text)) == var
+    assert srcnames.returns_allocation(str(path), line_of(text), var) is wrapper
 
 
 def test_language_from_the_dwarf_name_for_archived_copies(snippet, tmp_path):
@@ -178,8 +178,8 @@ def test_language_from_the_dwarf_name_for_archived_copies(snippet, tmp_path):
     copy = tmp_path / "608b566527fbee0f"
     copy.write_bytes(path.read_bytes())
     row = line_of("double *a = new double[n];")
-    assert symbols.assigned_name(str(copy), row, lang=symbols.source_language(str(path))) == "a"
-    assert symbols.assigned_name(str(copy), row) is None
+    assert srcnames.assigned_name(str(copy), row, lang=symbols.source_language(str(path))) == "a"
+    assert srcnames.assigned_name(str(copy), row) is None
 
 
 @pytest.mark.parametrize("path, lang", [

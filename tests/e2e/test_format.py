@@ -13,6 +13,7 @@ import pytest
 from helpers import EXAMPLES, run_numaprof
 
 from numaprof import defaults, paths
+from numaprof.analyzer import core
 from numaprof.analyzer import format as fmt
 
 
@@ -26,6 +27,8 @@ def test_the_collector_was_built_from_the_definition_python_reads():
     for table, cols in built["tables"].items():
         assert [(c, (d, req, is_str)) for c, d, req, is_str in cols] == \
             list(fmt.SCHEMA[table].items()), table
+    # the sample rules: the collector's enum and the analyzer's names, from one list
+    assert built["rules"] == {name: value for value, name in core.RULE_NAMES.items()}
 
 
 def test_every_column_a_recording_writes_is_defined_with_its_type(examples_built, tmp_path):
@@ -49,6 +52,8 @@ def test_every_column_a_recording_writes_is_defined_with_its_type(examples_built
             if required:
                 assert (prof / f"{table}.{column}.col").exists(), f"{table}.{column}"
     assert {"samples", "faults", "mappings", "threads", "objects"} <= tables
+    rules = json.loads((prof / "collector.json").read_text())["rules"]
+    assert list(rules) == list(core.RULE_NAMES.values())
     # the defaults the collector was compiled with are the ones Python reads
     sampling = json.loads((prof / "manifest.json").read_text())["sampling"]
     assert sampling["freq"] == defaults.FREQ
@@ -78,3 +83,17 @@ def test_the_parser_reads_every_table_and_column_of_the_header():
     n_cols = HEADER.count("    COL(")
     assert sum(len(c) for c in schema.values()) == n_cols
     assert len(schema) == HEADER.count("    T(")
+
+
+@pytest.mark.parametrize("edit, why", [
+    (("    R(SPIN, spin, 16)", "    R(SPIN, spin, 15)"), "repeats"),
+    (("    R(SPIN, spin, 16)", "    R(SPIN, skid, 16)"), "repeats"),
+    (("    R(SPIN, spin, 16)", "    R(SPIN, spin, 256)"), "outside the u8"),
+    (("    R(SPIN, spin, 16)", "    R(SPIN, spin)"), "unexpected line"),
+    (("#define NMP_SAMPLE_RULES(R)", "#define NMP_RULES(R)"), "no NMP_SAMPLE_RULES"),
+])
+def test_the_rule_list_is_refused_outside_its_grammar(edit, why):
+    old, new = edit
+    assert old in HEADER
+    with pytest.raises(fmt.FormatDefinitionError, match=why):
+        core._rule_names(HEADER.replace(old, new))

@@ -59,3 +59,30 @@ def test_renders_in_headless_chromium(html_report, tmp_path):
     flat = (pixels[..., :3] * 255).astype(np.uint8).reshape(-1, 3)
     assert len(np.unique(flat, axis=0)) > 50
     assert float(flat.mean()) < 250
+
+
+def test_the_html_suggestions_are_the_ones_suggest_gives(recorded, tmp_path):
+    """Same profile, same target: every view renders the one suggestions object.  The
+    HTML once said parallel_init where suggest said bind_block (it skipped the patch
+    fallback) and showed no patches."""
+    import html
+    import json
+
+    from helpers import EXAMPLES
+
+    r = recorded("serial_init")
+    out = tmp_path / "r.html"
+    run_numaprof("report", r.dir, "--format", "html", "--target", "2s", "-o", out,
+                 cwd=EXAMPLES, check=True)
+    sug = json.loads(run_numaprof("suggest", r.dir, "--target", "2s", "--format", "json",
+                                  cwd=EXAMPLES, check=True).stdout)
+    text = out.read_text()
+    section = text[text.index("<h2>Suggestions</h2>"):]
+    shown = dict(re.findall(r"<h3>([^<:]+): ([^<]+)</h3>", section))
+    want = {o["name"]: ("keep as is (first touch)" if o["policy"] == "first_touch"
+                        else o["policy"]) for o in sug["objects"]}
+    assert shown == want
+    patched = [o for o in sug["objects"] if o["patch"]]
+    assert patched, "serial_init's master-initialised arrays get patches"
+    for o in patched:
+        assert html.escape(o["patch"]) in section, o["name"]

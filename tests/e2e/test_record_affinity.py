@@ -24,7 +24,9 @@ def recorded(tmp_path_factory):
     exe = work / "affinity_threads"
     subprocess.run(["gcc", "-O1", "-g", "-Wall", "-Wextra", "-pthread", "-o", str(exe),
                     str(ROOT / "tests" / "progs" / "affinity_threads.c")], check=True)
-    proc = run_numaprof("record", "-o", work / "p.data", "--", exe, "80", cwd=work, check=True)
+    # 250 ms each: still short-lived, and long enough that a loaded machine (CI running
+    # beside other jobs) schedules the watcher within the thread's life
+    proc = run_numaprof("record", "-o", work / "p.data", "--", exe, "250", cwd=work, check=True)
     truth = {m[0]: (int(m[1]), parse_cpulist(m[2]))
              for m in re.findall(r"^thread (\w+) (\d+) (\S+)$", proc.stdout, re.M)}
     assert set(truth) == {"attr", "self", "free"}, proc.stdout

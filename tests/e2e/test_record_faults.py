@@ -256,6 +256,14 @@ def test_a_program_that_closes_or_dup2s_over_every_descriptor(tmp_path, progs, m
 
 # ------------------------------------------------------------------- signals
 
+def _default_stop_signals():
+    """The stopping signals at their defaults, as at a terminal: run from a job a
+    non-interactive shell started with &, the tests would inherit SIGINT and SIGQUIT
+    ignored, which numaprof record rightly keeps ignored."""
+    for sig in (signal.SIGINT, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 class _Counted:
     """numaprof record (or the plain program) running tests/progs/sigcount.c in a session
     of its own, so that signals to its process group reach nothing else."""
@@ -271,9 +279,11 @@ class _Counted:
         if tty:
             self.master, slave = os.openpty()
             kw = {"stdin": slave, "stdout": slave, "stderr": slave,
-                  "preexec_fn": lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0)}
+                  "preexec_fn": lambda: (_default_stop_signals(),
+                                         fcntl.ioctl(0, termios.TIOCSCTTY, 0))}
         else:
-            kw = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+            kw = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE,
+                  "preexec_fn": _default_stop_signals}
         self.proc = subprocess.Popen(argv, start_new_session=True, env=_env(), **kw)
         if tty:
             os.close(slave)

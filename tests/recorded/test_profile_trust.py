@@ -16,6 +16,7 @@ import pytest
 from helpers import ROOT
 
 from numaprof.analyzer import analyze, core, profile_io, symbols, threads
+from numaprof.analyzer.archive import Archive
 from numaprof.analyzer.profile import open_profile, read_table
 from numaprof.analyzer.topology import load_hwloc_xml, load_topology_json, parse_cpuset
 from numaprof.errors import ProfileError
@@ -257,7 +258,7 @@ def test_archive_digest_must_be_a_sha256(prof, digest):
     doc["sources"][next(iter(doc["sources"]))] = digest
     (prof / "archive.json").write_text(json.dumps(doc))
     with pytest.raises(ProfileError, match="archive.json: a digest is .* expected a sha256"):
-        symbols.use_archive(prof)
+        Archive.read(prof)
 
 
 def test_archive_copy_that_is_a_symlink_is_refused(prof, tmp_path):
@@ -267,14 +268,14 @@ def test_archive_copy_that_is_a_symlink_is_refused(prof, tmp_path):
     (prof / "archive" / digest).unlink()
     (prof / "archive" / digest).symlink_to(tmp_path / "secret.c")
     with pytest.raises(ProfileError, match=f"archive/{digest}: "):
-        symbols.use_archive(prof)
+        Archive.read(prof)
 
 
 def test_archive_directory_that_is_a_symlink_is_refused(prof, tmp_path):
     shutil.move(prof / "archive", tmp_path / "archive")
     (prof / "archive").symlink_to(tmp_path / "archive")
     with pytest.raises(ProfileError, match="archive: a symbolic link, not a directory"):
-        symbols.use_archive(prof)
+        Archive.read(prof)
 
 
 def test_archive_names_objects_from_inside_the_profile(prof):
@@ -289,7 +290,6 @@ def test_mapping_naming_a_fifo_or_device_gives_no_symbols(tmp_path):
     names a FIFO must not block the report, a device is not read."""
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    symbols._ARCHIVE.clear()
     got = []
     t = threading.Thread(target=lambda: got.append(symbols.elf_info(str(fifo))), daemon=True)
     t.start()
@@ -397,10 +397,10 @@ def test_static_symbol_outside_the_address_space_is_skipped(monkeypatch):
         def common_blocks(self):
             return {}
 
-    monkeypatch.setattr(symbols, "elf_info", lambda path: Elf())
+    monkeypatch.setattr(symbols, "elf_info", lambda path, archive: Elf())
     table = {"pid": np.array([7], dtype=np.uint32), "start": np.array([0x1000], dtype=np.uint64),
              "len": np.array([0x1000], dtype=np.uint64), "pgoff": np.array([0x2000], dtype=np.uint64),
              "path": np.array(["/bin/x"], dtype=object)}
     objs = []
-    iv = core._static_intervals(symbols.Mappings(table), objs)
+    iv = core._static_intervals(symbols.Mappings(table), objs, Archive())
     assert [o.name for o in objs] == ["ok"] and int(iv.start[0]) == 0x2000

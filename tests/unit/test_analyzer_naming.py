@@ -8,7 +8,7 @@ import subprocess
 import profgen  # noqa: E402
 import pytest
 
-from numaprof.analyzer import analyze, symbols  # noqa: E402
+from numaprof.analyzer import analyze, srcnames, symbols  # noqa: E402
 
 C_SRC = """\
 #include <stdlib.h>
@@ -180,14 +180,14 @@ def test_assigned_name_forms(tmp_path):
         "  double **m = NULL, *q = calloc(1, 2);\n"
         "}\n"
     )
-    assert symbols.assigned_name(str(src), 2) == "x"
-    assert symbols.assigned_name(str(src), 3) == "p->grid[3]"
-    assert symbols.assigned_name(str(src), 4) is None
-    assert symbols.assigned_name(str(src), 5) == "q"
+    assert srcnames.assigned_name(str(src), 2) == "x"
+    assert srcnames.assigned_name(str(src), 3) == "p->grid[3]"
+    assert srcnames.assigned_name(str(src), 4) is None
+    assert srcnames.assigned_name(str(src), 5) == "q"
     f = tmp_path / "m.f90"
     f.write_text("subroutine s(n)\n  allocate(a(n), b(n,n))\nend subroutine\n")
-    assert symbols.assigned_name(str(f), 2) == "a"
-    assert symbols.assigned_name(str(f), 2, column=18) == "b"
+    assert srcnames.assigned_name(str(f), 2) == "a"
+    assert srcnames.assigned_name(str(f), 2, column=18) == "b"
 
 
 F_COMMON = """\
@@ -348,12 +348,12 @@ def test_returns_allocation_and_out_argument(tmp_path):
         "void c(size_t n) { double *q = malloc(n); keep = q; }\n"
         "void d(size_t n) { posix_memalign((void **)&s->field, 64, n); }\n"
     )
-    assert symbols.returns_allocation(str(src), 1, None)
-    assert symbols.assigned_name(str(src), 2) == "q"
-    assert symbols.returns_allocation(str(src), 2, "q")
-    assert not symbols.returns_allocation(str(src), 3, "q")
-    assert symbols.assigned_name(str(src), 4) == "s->field"
-    assert not symbols.returns_allocation(str(src), 4, "s->field")
+    assert srcnames.returns_allocation(str(src), 1, None)
+    assert srcnames.assigned_name(str(src), 2) == "q"
+    assert srcnames.returns_allocation(str(src), 2, "q")
+    assert not srcnames.returns_allocation(str(src), 3, "q")
+    assert srcnames.assigned_name(str(src), 4) == "s->field"
+    assert not srcnames.returns_allocation(str(src), 4, "s->field")
 
 
 F_ONE_STATEMENT = """\
@@ -698,3 +698,22 @@ def test_c_macros_that_assign_the_allocation(tmp_path):
     assert got == sorted([(f"main@mac.c:{lines.index(text) + 1}", name) for text, name in (
         ("    ALLOC(g.energy, n);", "g.energy"), ("    ZEROS(g.xs, n + 1);", "g.xs"),
         ("    ALLOC(t, n + 2);", "t"))]), got
+
+
+def test_each_analysis_reads_its_own_archive(tmp_path):
+    """The archive is passed, not parked in a module global: two profiles' copies of the
+    same source never stand in for each other."""
+    from numaprof.analyzer.archive import Archive
+
+    one, two = tmp_path / "1", tmp_path / "2"
+    for d, var in ((one, "x"), (two, "y")):
+        d.mkdir()
+        (d / "copy").write_text(f"double *{var} = malloc(8);\n")
+    a1 = Archive(sources={"/src/app.c": str(one / "copy")})
+    a2 = Archive(sources={"/src/app.c": str(two / "copy")})
+    got = []
+    for a in (a1, a2, a1):
+        src = srcnames.find_source("/src/app.c", [], a)
+        got.append(srcnames.assigned_name(str(src), 1, lang="c", archive=a))
+    assert got == ["x", "y", "x"]
+    assert srcnames.find_source("/src/app.c", []) is None  # no archive: the disk, absent

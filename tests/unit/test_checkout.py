@@ -57,8 +57,9 @@ def test_the_collector_the_cli_runs_is_built_from_this_tree_and_up_to_date():
         for target in targets:
             objdir = ROOT / "build" / "cmake" / "collector" / "CMakeFiles" / f"{target}.dir"
             for dfile in objdir.rglob("*.o.d"):
+                # (the dependency file of a source removed since is stale: skipped)
                 deps += [Path(w) for w in dfile.read_text().replace("\\\n", " ").split()
-                         if w.startswith(str(ROOT / "collector"))]
+                         if w.startswith(str(ROOT / "collector")) and Path(w).exists()]
         assert len(deps) > len(list((ROOT / "collector" / srcdir).glob("*.c"))), (
             f"no dependency files for {binary}: was it built by make build?")
         newest = max(deps, key=lambda p: p.stat().st_mtime)

@@ -157,7 +157,7 @@ def test_random_bytes_never_crash_or_loop():
         size = rnd.choice([0x1000, 0x4000, 0x20000])
         img.add(HEAP, size)
         img.put(HEAP, bytes(rnd.getrandbits(8) for _ in range(256)))
-        for k in range(rnd.randrange(0, 40)):  # plausible headers here and there
+        for _k in range(rnd.randrange(0, 40)):  # plausible headers here and there
             off = rnd.randrange(0, size - 16) & ~15
             img.words(off + HEAP, rnd.choice([0, 0x20, 0x290]), rnd.choice([0x21, 0x291, 0x1001, 0x10, 0x3]))
         w = walk(img, [(HEAP, HEAP + size, "[heap]"), (HEAP + 0x100000, HEAP + 0x100000 + size, "")])

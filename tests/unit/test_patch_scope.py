@@ -254,6 +254,56 @@ def test_wrapper_named_after_the_callers_variable_gives_the_call_by_hand(tmp_pat
     assert r.by_hand.startswith("numaprof_place(grid, 4096, NUMAPROF_CYCLIC);")
 
 
+WRAPPED = """\
+#include <stdlib.h>
+typedef struct { int nx, ny; double *u, *rhs; } grid_t;
+static double *alloc_field(int nx, int ny)
+{
+    double *p = malloc(sizeof(double) * (size_t)nx * ny);
+    if (!p)
+        exit(1);
+    return p;
+}
+static double *scratch(size_t n) { return calloc(n, sizeof(double)); }
+static double *odd(size_t n) { size_t bytes = n * 8; return malloc(bytes); }
+static void grid_init(grid_t *g, int nx, int ny)
+{
+    g->u = alloc_field(nx + 2, ny);
+    g->rhs = alloc_field(nx, ny);
+    double *tmp = scratch(g->nx * 4);
+    double *w = odd(64);
+    free(tmp);
+    free(w);
+}
+"""
+
+
+def test_call_of_a_wrapper_is_placed_with_its_size_in_the_callers_names(tmp_path):
+    """`g->u = alloc_field(nx + 2, ny);` (the array is named after the caller's variable):
+    the placement goes after the call with the wrapper's byte count written in the call's
+    arguments, and gcc evaluates it to what the wrapper allocates."""
+    src = write(tmp_path, "wrapped.c", WRAPPED)
+    p = place_after_allocation(src, line_of(WRAPPED, "    g->u = alloc_field(nx + 2, ny);"),
+                               "g->u", "bind_block")
+    assert isinstance(p, Patch), p
+    assert added(p)[-1].strip() == ("numaprof_place(g->u, sizeof(double) * (size_t)(nx + 2) * (ny), "
+                                    "NUMAPROF_BIND_BLOCK);")
+    assert compiles(p, tmp_path).returncode == 0
+    c = place_after_allocation(src, line_of(WRAPPED, "    double *tmp = scratch(g->nx * 4);"),
+                               "tmp", "cyclic")
+    assert isinstance(c, Patch), c
+    assert added(c)[-1].strip() == "numaprof_place(tmp, (g->nx * 4) * sizeof(double), NUMAPROF_CYCLIC);"
+    assert compiles(c, tmp_path).returncode == 0
+
+
+def test_wrapper_whose_size_is_its_own_local_is_refused_with_the_line_by_hand(tmp_path):
+    src = write(tmp_path, "wrapped.c", WRAPPED)
+    r = refusal(place_after_allocation(src, line_of(WRAPPED, "    double *w = odd(64);"), "w",
+                                       "cyclic", recorded_size=512),
+                "cannot be written with the call's arguments")
+    assert r.by_hand.startswith("numaprof_place(w, 512, NUMAPROF_CYCLIC);")
+
+
 # ------------------------------------------------------------------ C++ members
 
 HEADER = """\

@@ -48,6 +48,12 @@ EXPECTED: dict[str, dict[str, tuple[str, list]]] = {
         "weight": ("<u4", [30, M4, 0x01020304]),
         "data_src": ("<u8", [0x68100142, M8, 0x0807060504030201]),
         "phys_addr": ("<u8", [0x1234000, M8, 0xDEADBEEFCAFEF00D]),
+        "sp": ("<u8", [0x7FFD0010, M8, 0x0102030405060708]),
+        "bp": ("<u8", [0x7FFD0040, M8, 0x1020304050607080]),
+        "insn_off": ("<i2", [0, -(2**15), 2**15 - 1]),
+        "base_reg": ("|u1", [8, M1, 16]),
+        "index_reg": ("|u1", [1, M1, 0]),
+        "base_off": ("<i4", [-16, -(2**31), 2**31 - 1]),
     },
     "faults": {
         "time": ("<u8", [10, M8]),

@@ -1,15 +1,20 @@
-/* Final page placement per mapping (docs/record.md, "Page location"): a copy of
+/* Snapshots of the program from /proc: its mappings when attaching (the MMAP2 records of
+ * mappings made before the events were opened never come), and its numa_maps.
+ *
+ * Final page placement per mapping (docs/record.md, "Page location"): a copy of
  * /proc/<pid>/numa_maps as <dir>/numa_maps.<pid>, written through a temporary file and
  * rename(2) so a reader never sees a partial copy (the shim writes the same file at the
  * target's exit; whichever is last wins, both are complete).  /proc is read below
  * NUMAPROF_SYSROOT for tests.
  */
-#include "nmp_collect.h"
+#include "nmp_collector.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 int nmp_numa_maps_copy(pid_t pid, const char *dir)
@@ -70,4 +75,55 @@ int nmp_numa_maps_copy(pid_t pid, const char *dir)
     }
     nmp_debug("numa_maps: copied %s to %s", src, dst);
     return 0;
+}
+
+/* Is the process still running (not a zombie whose memory is gone)?  Its EXIT record may
+ * not be drained yet, and an exited process's numa_maps is empty: copying it would
+ * replace the shim's final copy written at exit. */
+static int proc_running(uint32_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%" PRIu32 "/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')'); /* comm may contain spaces and parentheses */
+    return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X' && p[2] != 'x';
+}
+
+void nmp_numa_maps_copy_all(struct nmp_collector *c)
+{
+    for (size_t i = 0; i < c->tasks.nprocs; i++) {
+        const struct nmp_process *p = &c->tasks.procs[i];
+        if (!p->alive || !proc_running(p->pid))
+            continue;
+        if (nmp_numa_maps_copy((pid_t)p->pid, c->cfg->dir) != 0)
+            nmp_debug("numa_maps of %" PRIu32 ": %s", p->pid, strerror(errno));
+    }
+}
+
+struct from_proc {
+    struct nmp_collector *c;
+    uint32_t pid;
+    uint64_t now;
+};
+
+static int add_proc_mapping(void *arg, const struct nmp_maps_line *m)
+{
+    struct from_proc *x = arg;
+    nmp_mapping_add(x->c, x->now, x->pid, m->start, m->end - m->start, m->pgoff, m->prot,
+                    m->flags, m->path);
+    return 0;
+}
+
+void nmp_mappings_from_proc(struct nmp_collector *c, uint32_t pid)
+{
+    struct from_proc x = {c, pid, nmp_now_ns()};
+    if (nmp_proc_maps_each(pid, add_proc_mapping, &x) < 0)
+        nmp_warn(c, "cannot read /proc/%" PRIu32 "/maps: %s", pid, strerror(errno));
 }

@@ -1,0 +1,437 @@
+"""Data types from DWARF: sizes, pointees, members (docs/analyzer.md, stack and register
+objects).
+
+A variable's type tells how many bytes it occupies in its frame (a local array), what a
+pointer held in a register points to (a variable-length or Fortran automatic array, a
+pointer parameter), and which member of a structure an access at some offset falls in,
+which names an access by type and member (``struct grid.energy``, ``Mesh::m_pos``) the
+way perf's data-type profiling does (``perf annotate --data-type``; the method of
+tools/perf/util/annotate-data.c: the type of the register an instruction accesses memory
+through, and the member at the instruction's offset in it).
+
+One :class:`Types` per ELF file, cached with its DWARF (analyzer/frames.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from elftools.common.exceptions import DWARFError
+from elftools.construct.core import ConstructError
+from elftools.dwarf.dwarf_expr import DWARFExprParser
+
+from numaprof.analyzer import symbols
+
+FORTRAN_LANGS = {0x07, 0x08, 0x0E, 0x22, 0x23, 0x2A}  # DW_LANG_Fortran77 .. Fortran2008
+_QUALIFIERS = {"DW_TAG_typedef", "DW_TAG_const_type", "DW_TAG_volatile_type",
+               "DW_TAG_restrict_type", "DW_TAG_atomic_type", "DW_TAG_immutable_type"}
+_RECORDS = {"DW_TAG_structure_type": "struct", "DW_TAG_class_type": "class",
+            "DW_TAG_union_type": "union"}
+_POINTERS = {"DW_TAG_pointer_type", "DW_TAG_reference_type", "DW_TAG_rvalue_reference_type"}
+_DEPTH = 16  # qualifier chains and nested members followed at most
+
+
+@dataclass(frozen=True)
+class Member:
+    name: str
+    offset: int  # bytes from the start of the record
+    size: int  # 0 unknown
+    type: int  # DIE offset of the member's type
+
+
+@dataclass(frozen=True)
+class TypeInfo:
+    """One type with its qualifiers and typedefs stripped."""
+    kind: str  # base | pointer | array | record | other
+    name: str  # as a user writes it: `double`, `struct grid`, `Mesh`, `fields`
+    size: int  # bytes; 0 unknown (a variable-length array, an incomplete type)
+    offset: int  # DIE offset: the type's identity inside its file
+    target: int | None = None  # pointer: the pointee's type DIE; array: the element's
+    count: int = 0  # array: elements, 0 unknown
+    members: tuple[Member, ...] = ()  # record
+    fortran: bool = False
+    artificial: bool = False  # made by the compiler (GCC's OpenMP data record)
+    file: str = ""  # record: where it is declared (DW_AT_decl_file, DW_AT_decl_line)
+    line: int = 0
+
+    @property
+    def pointer(self) -> bool:
+        return self.kind == "pointer"
+
+
+class Types:
+    """Type DIEs of one DWARF, resolved on demand and cached by DIE offset."""
+
+    def __init__(self):
+        self._by_offset: dict[int, TypeInfo | None] = {}
+        self._dies: dict[int, object] = {}
+        self._files: dict[int, list[str]] = {}  # CU offset -> its file table
+
+    def _file(self, d) -> str:
+        fi = d.attributes.get("DW_AT_decl_file")
+        if fi is None:
+            return ""
+        files = self._files.get(d.cu.cu_offset)
+        if files is None:
+            files = self._files[d.cu.cu_offset] = symbols._cu_files(d.cu.dwarfinfo, d.cu)
+        return files[fi.value] if 0 <= fi.value < len(files) else ""
+
+    def of(self, die) -> TypeInfo | None:
+        """The type of a variable, member or type DIE (its DW_AT_type), stripped."""
+        if die is None or "DW_AT_type" not in die.attributes:
+            return None
+        try:
+            return self.resolve(die.get_DIE_from_attribute("DW_AT_type"))
+        except (KeyError, ValueError, AttributeError, IndexError):
+            return None
+
+    def by_offset(self, offset: int | None) -> TypeInfo | None:
+        """A type resolved before (pointee and element types are named by offset)."""
+        if offset is None:
+            return None
+        got = self._by_offset.get(offset)
+        if got is None and offset in self._dies:
+            got = self.resolve(self._dies[offset])
+        return got
+
+    def resolve(self, die) -> TypeInfo | None:
+        """The type DIE ``die`` with qualifiers and typedefs stripped."""
+        first = die.offset
+        if first in self._by_offset:
+            return self._by_offset[first]
+        self._by_offset[first] = None  # a cycle through this DIE resolves to unknown
+        d = die
+        for _ in range(_DEPTH):
+            if d.tag not in _QUALIFIERS or "DW_AT_type" not in d.attributes:
+                break
+            d = d.get_DIE_from_attribute("DW_AT_type")
+        t = self._build(d) if d.tag not in _QUALIFIERS else None
+        self._by_offset[first] = t
+        if t is not None:
+            self._by_offset.setdefault(d.offset, t)
+        return t
+
+    def _build(self, d) -> TypeInfo | None:
+        a = d.attributes
+        fortran = _fortran(d)
+        size = int(a["DW_AT_byte_size"].value) if "DW_AT_byte_size" in a and \
+            isinstance(a["DW_AT_byte_size"].value, int) else 0
+        if d.tag == "DW_TAG_base_type":
+            return TypeInfo("base", _name(d), size, d.offset, fortran=fortran)
+        if d.tag in ("DW_TAG_enumeration_type",):
+            return TypeInfo("base", _name(d), size, d.offset, fortran=fortran)
+        if d.tag in _POINTERS:
+            tgt = self._target(d)
+            return TypeInfo("pointer", "", size or 8, d.offset, target=tgt, fortran=fortran)
+        if d.tag == "DW_TAG_array_type":
+            tgt = self._target(d)
+            elem = self.by_offset(tgt)
+            count = _element_count(d, fortran)
+            esize = elem.size if elem is not None else 0
+            total = size or (count * esize if count and esize else 0)
+            return TypeInfo("array", "", total, d.offset, target=tgt, count=count, fortran=fortran)
+        if d.tag in _RECORDS:
+            members = []
+            for ch in d.iter_children():
+                # a base class is a member without a name (its members are the record's)
+                if ch.tag not in ("DW_TAG_member", "DW_TAG_inheritance") or \
+                        "DW_AT_data_member_location" not in ch.attributes:
+                    continue
+                loc = ch.attributes["DW_AT_data_member_location"].value
+                if not isinstance(loc, int):
+                    continue
+                mt = self.of(ch)
+                tdie = ch.get_DIE_from_attribute("DW_AT_type") if "DW_AT_type" in ch.attributes else None
+                if tdie is not None:
+                    self._dies.setdefault(tdie.offset, tdie)
+                name = _attr(ch, "DW_AT_name") if ch.tag == "DW_TAG_member" else ""
+                members.append(Member(name, loc, mt.size if mt else 0,
+                                      tdie.offset if tdie is not None else -1))
+            kw = _RECORDS[d.tag]
+            name = _qualified(d) or "(anonymous)"
+            if not fortran and _c_language(d) and kw in ("struct", "union"):
+                name = f"{kw} {name}"
+            line = a["DW_AT_decl_line"].value if "DW_AT_decl_line" in a else 0
+            return TypeInfo("record", name, size, d.offset, members=tuple(members), fortran=fortran,
+                            artificial="DW_AT_artificial" in a, line=int(line), file=self._file(d))
+        return TypeInfo("other", _name(d), size, d.offset, fortran=fortran)
+
+    def _target(self, d) -> int | None:
+        if "DW_AT_type" not in d.attributes:
+            return None
+        t = d.get_DIE_from_attribute("DW_AT_type")
+        self._dies.setdefault(t.offset, t)
+        r = self.resolve(t)
+        return r.offset if r is not None else t.offset
+
+    def element(self, t: TypeInfo | None) -> TypeInfo | None:
+        """What a pointer points to, or an array's element; through nested arrays to the
+        scalar or record element (a Fortran pointer to an array points to its elements)."""
+        cur = self.by_offset(t.target) if t is not None and t.kind in ("pointer", "array") else None
+        for _ in range(_DEPTH):
+            if cur is None or cur.kind != "array":
+                break
+            cur = self.by_offset(cur.target)
+        return cur
+
+    def pointee(self, t: TypeInfo | None) -> TypeInfo | None:
+        """What a pointer points to (an array type for a Fortran array pointer)."""
+        return self.by_offset(t.target) if t is not None and t.kind == "pointer" else None
+
+    def member_path(self, t: TypeInfo | None, offset: int) -> tuple[list[str], TypeInfo | None]:
+        """The member names leading to byte ``offset`` of record type ``t`` (nested records,
+        base classes and arrays of records followed), and the type of the innermost
+        member.  The names stop at a member of a library type: for `Mesh::m_pos`, a
+        std::vector, the path is m_pos and the type its data pointer's (_M_start)."""
+        path: list[str] = []
+        user = None
+        cur = t
+        for _ in range(_DEPTH):
+            if cur is None:
+                break
+            if cur.kind == "array":
+                elem = self.by_offset(cur.target)
+                if elem is None or elem.size <= 0:
+                    break
+                offset %= elem.size
+                cur = elem
+                continue
+            if cur.kind != "record":
+                break
+            # the widest member holding the offset: an empty base class (std::allocator)
+            # shares its offset with the data after it
+            cover = [m for m in cur.members if m.offset <= offset < m.offset + max(m.size, 1)]
+            m = max(cover, key=lambda m: m.size) if cover else None
+            if m is None:
+                break
+            inner = self.by_offset(m.type)
+            if m.name:  # else a base class: its members are the record's own
+                path.append(m.name)
+                if inner is not None and inner.kind == "record" and symbols.is_system_source(inner.file):
+                    # a library type (std::vector): the user's name ends at this member,
+                    # the type goes on to its data pointer
+                    user = user if user is not None else len(path)
+            offset -= m.offset
+            cur = inner
+        return path[: user if user is not None else len(path)], cur
+
+
+def member_name(record: TypeInfo, path: list[str]) -> str:
+    """``struct grid.energy``, ``Mesh::m_pos``, ``fields%w``: a record type and the member
+    path inside it, in the source language's notation.  A member of a record the
+    compiler made (GCC's OpenMP data record, whose members are the shared variables of a
+    parallel region) is the variable's name alone."""
+    if record.artificial or not record.name or record.name.endswith("(anonymous)"):
+        return ".".join(path)
+    if record.fortran:
+        return "%".join([record.name, *path])
+    if record.name.startswith(("struct ", "union ")):
+        return ".".join([record.name, *path])
+    return "::".join([record.name, path[0]]) + "".join(f".{p}" for p in path[1:])
+
+
+def _fortran(d) -> bool:
+    lang = d.cu.get_top_DIE().attributes.get("DW_AT_language")
+    return lang is not None and lang.value in FORTRAN_LANGS
+
+
+def _c_language(d) -> bool:
+    lang = d.cu.get_top_DIE().attributes.get("DW_AT_language")
+    # DW_LANG_C89, C, C99, C11, C17 (C++ names a struct without the keyword)
+    return lang is not None and lang.value in (0x01, 0x02, 0x0C, 0x1D, 0x2C)
+
+
+def _attr(d, name: str) -> str:
+    a = d.attributes.get(name)
+    if a is None:
+        return ""
+    v = a.value
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+
+
+def _name(d) -> str:
+    return _attr(d, "DW_AT_name")
+
+
+def _qualified(d) -> str:
+    parts = [_name(d)]
+    if not parts[0]:
+        return ""
+    p = d.get_parent()
+    while p is not None and p.tag in ("DW_TAG_namespace", *_RECORDS, "DW_TAG_module"):
+        if p.tag == "DW_TAG_module" and _fortran(d):
+            break  # a Fortran derived type is named without its module
+        parts.append(_name(p) or "(anonymous namespace)")
+        p = p.get_parent()
+    return "::".join(reversed(parts))
+
+
+def _element_count(d, fortran: bool) -> int:
+    """Elements of an array type DIE when every dimension's extent is a constant (or an
+    expression of constants), else 0."""
+    total = 1
+    dims = 0
+    for sr in d.iter_children():
+        if sr.tag != "DW_TAG_subrange_type":
+            continue
+        dims += 1
+        a = sr.attributes
+        count = _constant(sr, a.get("DW_AT_count"))
+        if count is None:
+            upper = _constant(sr, a.get("DW_AT_upper_bound"))
+            lower = _constant(sr, a.get("DW_AT_lower_bound"))
+            if lower is None:
+                lower = 1 if fortran and "DW_AT_lower_bound" not in a else (0 if "DW_AT_lower_bound" not in a else None)
+            if upper is None or lower is None:
+                return 0
+            count = upper - lower + 1
+        if count <= 0:
+            return 0
+        total *= count
+    return total if dims else 0
+
+
+def _constant(die, attr) -> int | None:
+    """The value of a bound attribute when it is computable without the program's
+    registers or memory: a constant, a DWARF expression of literals, or a reference to a
+    DIE with a constant value."""
+    if attr is None:
+        return None
+    v = attr.value
+    form = attr.form
+    if form.startswith("DW_FORM_ref"):
+        try:
+            ref = die.get_DIE_from_attribute(attr.name)
+        except (KeyError, ValueError, AttributeError):
+            return None
+        cv = ref.attributes.get("DW_AT_const_value")
+        return int(cv.value) if cv is not None and isinstance(cv.value, int) else None
+    if isinstance(v, int):
+        # pyelftools reads data forms unsigned; an 8-byte bound above 2^63 is negative
+        # (gcc writes the upper bound of an empty array as -1)
+        return v - (1 << 64) if form == "DW_FORM_data8" and v >= 1 << 63 else int(v)
+    if isinstance(v, list) and form == "DW_FORM_exprloc":
+        return literal_value(parse_expr(die.cu.structs, v))
+    return None
+
+
+def parse_expr(structs, expr) -> list:
+    """A DWARF expression's operations (pyelftools' parser), [] when it does not parse."""
+    try:
+        return DWARFExprParser(structs).parse_expr(expr)
+    except (KeyError, ValueError, IndexError, AttributeError, ConstructError, DWARFError):
+        return []
+
+
+def literal_value(ops: list) -> int | None:
+    """The value of an expression made of one literal or constant (DW_OP_lit*,
+    DW_OP_const*), with an optional DW_OP_stack_value; None otherwise."""
+    if ops and ops[-1].op_name == "DW_OP_stack_value":
+        ops = ops[:-1]
+    if len(ops) != 1:
+        return None
+    name = ops[0].op_name
+    if name.startswith("DW_OP_lit") and name[9:].isdigit():
+        return int(name[9:])
+    if name.startswith("DW_OP_const") and ops[0].args and isinstance(ops[0].args[0], int):
+        return int(ops[0].args[0])
+    return None
+
+
+# ------------------------------------------------------------------ instruction tracking
+#
+# Where the pointer an instruction accesses memory through came from, when no variable's
+# location names its register there: the instructions before it in the function are
+# walked back to the one that set the register -- a copy of another register, address
+# arithmetic on one (lea, add, sub), or a load from memory through another register
+# (`mov 0x8(%rdi),%rax`: a member of the structure rdi points to, or an element of a
+# pointer array, or a pointer spilled to the stack: a variable's slot, or the register
+# stored there before) -- and so on, a few steps, until a
+# variable's location (or a stack slot) gives a type.  The same idea as perf's
+# instruction tracking (tools/perf/util/annotate-data.c), walked backwards along the
+# code's layout instead of forwards over basic blocks.
+
+_DWARF_OF = {}  # capstone x86 register -> DWARF number (rax 0 .. r15 15), every width
+CALLER_SAVED = {0, 1, 2, 4, 5, 8, 9, 10, 11}  # rax rdx rcx rsi rdi r8-r11 (System V)
+WALK = 256  # instructions walked back for one register
+STEPS = 8  # registers followed (copies, address arithmetic, loads) for one access
+
+
+def _dwarf_table() -> dict[int, int]:
+    if not _DWARF_OF:
+        from capstone import x86
+
+        names = [("RAX", "EAX", "AX", "AL", "AH"), ("RDX", "EDX", "DX", "DL", "DH"),
+                 ("RCX", "ECX", "CX", "CL", "CH"), ("RBX", "EBX", "BX", "BL", "BH"),
+                 ("RSI", "ESI", "SI", "SIL"), ("RDI", "EDI", "DI", "DIL"), ("RBP", "EBP", "BP", "BPL"),
+                 ("RSP", "ESP", "SP", "SPL")]
+        for num, group in enumerate(names):
+            for n in group:
+                _DWARF_OF[getattr(x86, f"X86_REG_{n}")] = num
+        for k in range(8, 16):
+            for suffix in ("", "D", "W", "B"):
+                _DWARF_OF[getattr(x86, f"X86_REG_R{k}{suffix}")] = k
+    return _DWARF_OF
+
+
+@dataclass(frozen=True)
+class Insn:
+    """One instruction, as much of it as the tracking needs (DWARF register numbers)."""
+    addr: int
+    next: int  # address of the following instruction
+    writes: frozenset[int]
+    op: str  # copy | lea | step | load | store | call | other
+    dst: int = -1
+    src: int = -1  # copy: the source register; store: the register stored
+    base: int = -1  # lea, load, store: the memory operand's base register
+    index: int = -1
+    disp: int = 0
+    size: int = 0  # bytes loaded / copied / stored
+
+
+def decode(code: bytes, addr: int) -> list[Insn]:
+    """The instructions of a function's code (Capstone), in address order."""
+    import capstone
+    from capstone import x86
+
+    table = _dwarf_table()
+    md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+    md.detail = True
+    out = []
+    for i in md.disasm(code, addr):
+        try:
+            _, wr = i.regs_access()
+        except capstone.CsError:
+            wr = []
+        writes = frozenset(table[r] for r in wr if r in table)
+        ops = i.operands
+        op, dst, src, base, index, disp, size = "other", -1, -1, -1, -1, 0, 0
+        if i.group(capstone.CS_GRP_CALL):
+            op = "call"
+        elif len(ops) == 2 and ops[0].type == x86.X86_OP_REG and ops[0].reg in table:
+            dst, size = table[ops[0].reg], ops[0].size
+            s = ops[1]
+            if s.type == x86.X86_OP_MEM and s.mem.segment == 0 and s.mem.base in table:
+                base = table[s.mem.base]
+                index = table.get(s.mem.index, -1)
+                disp = s.mem.disp
+                if i.id == x86.X86_INS_LEA:
+                    op = "lea"
+                elif i.id == x86.X86_INS_MOV and size == 8:
+                    op = "load"
+            elif s.type == x86.X86_OP_REG and s.reg in table and size == 8:
+                if i.id == x86.X86_INS_MOV:
+                    op, src = "copy", table[s.reg]
+                elif i.id == x86.X86_INS_ADD:
+                    op, src = "step", table[s.reg]  # either register may be the pointer
+                elif i.id == x86.X86_INS_SUB:
+                    op = "step"
+            elif s.type == x86.X86_OP_IMM and i.id in (x86.X86_INS_ADD, x86.X86_INS_SUB) and size == 8:
+                op = "step"
+        elif (len(ops) == 2 and i.id == x86.X86_INS_MOV and ops[0].type == x86.X86_OP_MEM
+              and ops[1].type == x86.X86_OP_REG and ops[1].reg in table and ops[1].size == 8
+              and ops[0].mem.segment == 0 and ops[0].mem.base in table):
+            op, src, size = "store", table[ops[1].reg], 8  # a spill: mov %reg, disp(%base)
+            base, index, disp = table[ops[0].mem.base], table.get(ops[0].mem.index, -1), ops[0].mem.disp
+        out.append(Insn(i.address, i.address + i.size, writes, op, dst, src, base, index, disp, size))
+    return out

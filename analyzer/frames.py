@@ -1,0 +1,653 @@
+"""Stack frames from DWARF (docs/analyzer.md, stack objects): the canonical frame address
+(CFA) at a code address from the call-frame information (.eh_frame, else .debug_frame),
+and what a function keeps where at one of its instructions -- the variables stored in its
+frame (their offsets from the frame base, DW_AT_frame_base, or from the stack or frame
+pointer) and the pointers held in registers (location lists: a variable-length or
+Fortran automatic array, a pointer parameter).
+
+Lexical blocks and inlined subroutines are walked: a local of a block or of an inlined
+function lives in the frame of the function it was compiled into, and is named after
+the function that declares it.  Everything is read once per ELF file
+(:func:`frame_index`, kept with the file's parsed DWARF) and per code address.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+from elftools.common.exceptions import DWARFError, ELFError
+from elftools.construct.core import ConstructError
+from elftools.dwarf.callframe import FDE
+from elftools.dwarf.locationlists import (
+    BaseAddressEntry,
+    LocationEntry,
+    LocationExpr,
+    LocationParser,
+)
+
+from numaprof.analyzer import datatype, symbols
+
+DW_SP, DW_BP = 7, 6  # DWARF register numbers of rsp and rbp (System V x86-64 psABI)
+BASIS_FB = -1  # a slot's offset is from the function's frame base
+BASIS_EXPR = -3  # a slot's start is a DWARF expression of the stack pointer, frame pointer,
+# frame base or CFA (Slot.expr): a C variable-length array, `((rsp + 7) >> 3) << 3`
+_ERRORS = (KeyError, ValueError, IndexError, AttributeError, TypeError, NotImplementedError, ELFError,
+           DWARFError, ConstructError)
+
+
+@dataclass(frozen=True)
+class Variable:
+    """A local variable or parameter as its source declares it."""
+    name: str
+    function: str  # the function that declares it (an inlined function: its own name)
+    file: str
+    line: int
+    type: datatype.TypeInfo | None = field(compare=False)
+    parameter: bool = field(default=False, compare=False)
+
+    @property
+    def key(self) -> tuple:
+        """One logical object per declaration, whichever frames (threads, inlined copies)
+        hold an instance of it."""
+        return (self.function, self.name, self.file, self.line)
+
+    @property
+    def site(self) -> str:
+        return f"{symbols.readable(self.function)}@{os.path.basename(self.file)}:{self.line}"
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A variable stored in the frame at one pc: bytes [basis + offset, + size); size 0:
+    an array of a size the DWARF does not give (a variable-length array), up to the CFA."""
+    basis: int  # BASIS_FB, DW_SP, DW_BP, or BASIS_EXPR (the start is expr's value)
+    offset: int
+    size: int
+    var: Variable
+    in_scope: bool  # the pc is inside the variable's block
+    expr: tuple = ()
+
+
+@dataclass(frozen=True)
+class Held:
+    """A pointer variable whose value is register ``reg`` plus ``add`` at one pc."""
+    reg: int
+    add: int
+    var: Variable
+
+
+@dataclass(frozen=True)
+class PcFrame:
+    """The frame of the function holding a charged instruction."""
+    function: str
+    func_key: int  # DIE offset of the function (its frames are one kind of frame)
+    cfa: tuple[int, int] | None  # (DW_SP or DW_BP, offset) at the sampled pc; None unknown
+    frame_base: tuple[int, int] | None  # frame base = CFA + k: (BASIS_FB, k); register + k: (reg, k)
+    slots: tuple[Slot, ...]  # variables stored there at the pc, in scope first; then the
+    # frame-base slots of those stored elsewhere at the pc (a register), their homes
+    held: tuple[Held, ...]
+
+
+@dataclass
+class _Loc:
+    lo: int | None  # None: everywhere in the function
+    hi: int | None
+    kind: str  # "mem": stored at basis + off; "val": its value is reg + off
+    basis: int
+    off: int
+    expr: tuple = ()  # basis BASIS_EXPR: the address expression's operations
+
+
+@dataclass
+class _Var:
+    var: Variable
+    scope: list[tuple[int, int]] | None  # None: the whole function
+    locs: list[_Loc]
+
+
+@dataclass
+class _Func:
+    name: str
+    key: int
+    frame_base: tuple[int, int] | None
+    vars: list[_Var]
+    ranges: list[tuple[int, int]]
+    code: tuple[list, list[int]] | None = None  # decoded instructions and their addresses
+
+
+@dataclass(frozen=True)
+class Origin:
+    """What a pointer in a register at some instruction is: a variable's value, a member
+    loaded from a record, an element of a pointer array, a pointer spilled to the frame."""
+    name: str  # `tw`, `struct grid.energy`, `Mesh::m_pos`, `u[]` (the pointers u points to)
+    key: tuple  # the logical object's identity
+    site: str
+    type: datatype.TypeInfo | None  # the pointer's type
+    how: str  # register: a variable's location names the register; type: tracked
+
+
+class FrameIndex:
+    """The frames of one ELF file's functions (see the module docstring)."""
+
+    def __init__(self, info: symbols.ElfInfo):
+        self.info = info
+        self.usable = info.elf.get_section_by_name(".debug_info") is not None
+        self.types = datatype.Types()
+        self._fdes: tuple[np.ndarray, np.ndarray, list] | None = None
+        self._rows: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._cu_funcs: dict[int, tuple[np.ndarray, np.ndarray, list, list]] = {}
+        self._funcs: dict[int, _Func | None] = {}
+        self._files: dict[int, list[str]] = {}
+        self._at: dict[tuple[int, int], PcFrame | None] = {}
+
+    # -- call-frame information -------------------------------------------------------
+    def cfa_rule(self, vaddr: int) -> tuple[int, int] | None:
+        """(DW_SP or DW_BP, offset): the CFA at link-time code address ``vaddr`` is that
+        register plus offset; None when no FDE covers it or the rule is another register
+        or an expression (a realigned stack: the CFA is read from memory)."""
+        if self._fdes is None:
+            self._fdes = self._read_fdes()
+        starts, ends, fdes = self._fdes
+        i = int(np.searchsorted(starts, np.uint64(vaddr), side="right")) - 1
+        if i < 0 or vaddr >= int(ends[i]):
+            return None
+        rows = self._rows.get(i)
+        if rows is None:
+            rows = self._rows[i] = _cfa_rows(fdes[i])
+        pcs, regs, offs = rows
+        j = int(np.searchsorted(pcs, np.uint64(vaddr), side="right")) - 1
+        if j < 0 or regs[j] not in (DW_SP, DW_BP):
+            return None
+        return int(regs[j]), int(offs[j])
+
+    def _read_fdes(self):
+        fdes = []
+        try:
+            dw = self.info.dwarf()
+            entries = dw.EH_CFI_entries() if dw.has_EH_CFI() else dw.CFI_entries() if dw.has_CFI() else []
+            fdes = [e for e in entries if isinstance(e, FDE) and e["address_range"] > 0]
+        except _ERRORS:
+            fdes = []
+        fdes.sort(key=lambda e: e["initial_location"])
+        starts = np.array([e["initial_location"] for e in fdes], dtype=np.uint64)
+        ends = np.array([e["initial_location"] + e["address_range"] for e in fdes], dtype=np.uint64)
+        return starts, ends, fdes
+
+    # -- functions and their variables ------------------------------------------------
+    def frame_at(self, ip: int, charged: int) -> PcFrame | None:
+        """The frame at link-time addresses ``ip`` (where the registers were sampled: the
+        CFA) and ``charged`` (the instruction that accessed memory: what is where)."""
+        key = (ip, charged)
+        if key in self._at:
+            return self._at[key]
+        out = None
+        if self.usable:
+            try:
+                out = self._frame_at(ip, charged)
+            except _ERRORS:
+                out = None  # damaged DWARF: no frame
+        self._at[key] = out
+        return out
+
+    def _frame_at(self, ip: int, charged: int) -> PcFrame | None:
+        f = self._function_at(charged)
+        if f is None or (ip != charged and self._function_at(ip) is not f):
+            return None  # the walk from the access to ip left the function
+        cfa = self.cfa_rule(ip)
+        slots: list[Slot] = []
+        held: list[Held] = []
+        later: list[Slot] = []
+        for v in f.vars:
+            loc = next((c for c in v.locs if c.lo is None or c.lo <= charged < c.hi), None)
+            t = v.var.type
+            if loc is None or loc.kind != "mem":
+                # where the variable lives in the frame at other instructions: its home
+                # slot, which the code spills to or reloads from here
+                home = next((c for c in v.locs if c.kind == "mem" and c.basis == BASIS_FB), None)
+                if home is not None and t is not None and t.size > 0:
+                    later.append(Slot(home.basis, home.off, t.size, v.var, False))
+            if loc is None:
+                continue
+            if loc.kind == "mem":
+                if t is not None and (t.size > 0 or t.kind == "array"):
+                    in_scope = v.scope is None or any(a <= charged < b for a, b in v.scope)
+                    slots.append(Slot(loc.basis, loc.off, t.size, v.var, in_scope, loc.expr))
+            elif t is not None and t.pointer:
+                held.append(Held(loc.basis, loc.off, v.var))
+        # in scope first; an array without a known size (to the CFA) after the others
+        slots.sort(key=lambda s: (not s.in_scope, s.size == 0))
+        return PcFrame(f.name, f.key, cfa, f.frame_base, tuple(slots + later), tuple(held))
+
+    def _function_at(self, vaddr: int) -> _Func | None:
+        dw = self.info.dwarf()
+        # the functions of the CUs seen so far first: no .debug_aranges parse per address
+        for lo, hi, depth, dies in self._cu_funcs.values():
+            hit = np.flatnonzero((lo <= vaddr) & (vaddr < hi))
+            if len(hit):
+                return self._function(dw, dies[max(hit.tolist(), key=lambda i: depth[i])])
+        cu = symbols._cu_at(dw, vaddr)
+        if cu is None or cu.cu_offset in self._cu_funcs:
+            return None
+        got = self._cu_funcs.get(cu.cu_offset)
+        if got is None:
+            got = self._cu_funcs[cu.cu_offset] = _functions(dw, cu)
+        lo, hi, depth, dies = got
+        hit = np.flatnonzero((lo <= vaddr) & (vaddr < hi))
+        if not len(hit):
+            return None
+        return self._function(dw, dies[max(hit.tolist(), key=lambda i: depth[i])])
+
+    def _function(self, dw, die) -> _Func:
+        if die.offset not in self._funcs:
+            self._funcs[die.offset] = self._read_function(dw, die.cu, die)
+        return self._funcs[die.offset]
+
+    def _read_function(self, dw, cu, die) -> _Func:
+        files = self._files.get(cu.cu_offset)
+        if files is None:
+            files = self._files[cu.cu_offset] = symbols._cu_files(dw, cu)
+        parser = LocationParser(dw.location_lists())
+        version = cu.header["version"]
+        top = cu.get_top_DIE()
+        cu_base = top.attributes["DW_AT_low_pc"].value if "DW_AT_low_pc" in top.attributes else 0
+        name = symbols._die_name(die)
+        fb = _frame_base(cu, die)
+        ranges = symbols._die_ranges(dw, die)
+        # where a variable without a declaration (a compiler-made one) is said to be: the
+        # function's first line (an outlined OpenMP region has no declaration either)
+        where = self.info.line_at(min(lo for lo, _ in ranges)) if ranges else None
+        where = (where[0], where[1]) if where else ("?", 0)
+        out: list[_Var] = []
+        todo = [(die, None, name)]
+        while todo:
+            scope_die, scope, owner = todo.pop()
+            for ch in scope_die.iter_children():
+                if ch.tag in ("DW_TAG_variable", "DW_TAG_formal_parameter"):
+                    v = self._variable(ch, owner, files, parser, version, cu_base, scope, where)
+                    if v is not None:
+                        out.append(v)
+                elif ch.tag == "DW_TAG_lexical_block":
+                    todo.append((ch, symbols._die_ranges(dw, ch) or scope, owner))
+                elif ch.tag == "DW_TAG_inlined_subroutine":
+                    todo.append((ch, symbols._die_ranges(dw, ch) or scope, symbols._die_name(ch)))
+        return _Func(name, die.offset, fb, out, ranges)
+
+    def _variable(self, die, owner, files, parser, version, cu_base, scope, where) -> _Var | None:
+        attr = die.attributes.get("DW_AT_location")
+        if attr is None:
+            return None
+        origin = die
+        for _ in range(4):
+            if "DW_AT_abstract_origin" not in origin.attributes:
+                break
+            origin = origin.get_DIE_from_attribute("DW_AT_abstract_origin")
+        name = datatype._name(origin)
+        if "DW_AT_artificial" in origin.attributes and name != "this":
+            # a compiler-made parameter (GCC's OpenMP data pointer): never an object's
+            # name, but its type tells what the registers loaded from it hold
+            if die.tag != "DW_TAG_formal_parameter":
+                return None
+            name = ""
+        elif not name:
+            return None
+        fi = origin.attributes.get("DW_AT_decl_file")
+        line = origin.attributes.get("DW_AT_decl_line")
+        if fi is not None and 0 <= fi.value < len(files) and line is not None:
+            file, line = files[fi.value], int(line.value)
+        else:
+            file, line = where
+        var = Variable(name, owner, file, line, self.types.of(origin), die.tag == "DW_TAG_formal_parameter")
+        locs = []
+        parsed = parser.parse_from_attribute(attr, version, die)
+        entries = [(None, None, parsed.loc_expr)] if isinstance(parsed, LocationExpr) else []
+        if not isinstance(parsed, LocationExpr):
+            base = cu_base
+            for e in parsed:
+                if isinstance(e, BaseAddressEntry):
+                    base = e.base_address
+                elif isinstance(e, LocationEntry) and e.begin_offset >= 0:
+                    lo = e.begin_offset if e.is_absolute else base + e.begin_offset
+                    hi = e.end_offset if e.is_absolute else base + e.end_offset
+                    entries.append((lo, hi, e.loc_expr))
+        for lo, hi, expr in entries:
+            c = _classify(datatype.parse_expr(die.cu.structs, expr))
+            if c is not None:
+                locs.append(_Loc(lo, hi, *c))
+        return _Var(var, scope, locs) if locs else None
+
+    # -- where a pointer came from --------------------------------------------------
+    def origin(self, pc: int, reg: int) -> Origin | None:
+        """What register ``reg`` (DWARF number) holds at link-time address ``pc``, from
+        the variables' locations there or the instructions that set it (the module
+        docstring of analyzer/datatype.py); None when that cannot be told."""
+        key = (pc, reg, "origin")
+        if key not in self._at:
+            try:
+                self._at[key] = self._origin(pc, reg, datatype.STEPS) if self.usable else None
+            except _ERRORS:
+                self._at[key] = None
+        return self._at[key]
+
+    def frame_register(self, pc: int, reg: int) -> bool:
+        """Whether ``reg`` addresses the frame at pc: the stack pointer, or rbp where the
+        CFA is kept relative to it (a frame pointer; at -O2 rbp is often a general
+        register holding any pointer)."""
+        if reg == DW_SP:
+            return True
+        if reg != DW_BP:
+            return False
+        rule = self.cfa_rule(pc)
+        return rule is not None and rule[0] == DW_BP
+
+    def _origin(self, pc: int, reg: int, steps: int) -> Origin | None:
+        if reg < 0 or self.frame_register(pc, reg):
+            return None
+        v = self._held_at(pc, reg)
+        if v is not None:
+            held = Origin(v.name, ("var", *v.key), v.site, v.type, "register" if v.name else "type")
+            if v.parameter:
+                return held  # what the caller passed: the root here
+            # a local pointer set from another array's element or a structure's member
+            # (`double *c = u[i][j]`, `u = lv->u`): that array is the object, not the view
+            deeper = self._walk(pc, reg, steps)
+            return deeper if deeper is not None and deeper.how == "type" and deeper.name else held
+        return self._walk(pc, reg, steps)
+
+    def _walk(self, pc: int, reg: int, steps: int) -> Origin | None:
+        """_origin() from the instructions before pc that set reg."""
+        f = self._function_at(pc)
+        if f is None:
+            return None
+        insns, addrs = self._code(f)
+        start = bisect.bisect_left(addrs, pc) - 1
+        for k in range(start, max(start - datatype.WALK, -1), -1):
+            ins = insns[k]
+            if reg not in ins.writes:
+                if ins.op == "call" and reg in datatype.CALLER_SAVED:
+                    return None
+                continue
+            if ins.op == "step" and ins.dst == reg:
+                if ins.src < 0 or steps <= 0:
+                    continue  # the same pointer, moved along (an iterator)
+                # reg += src: reg the pointer, or src the pointer and reg an offset
+                o = self._walk(ins.addr, reg, steps - 1)
+                return o if o is not None else self._origin(ins.addr, ins.src, steps - 1)
+            if steps <= 0:
+                return None
+            if ins.op == "copy":
+                return self._origin(ins.addr, ins.src, steps - 1)
+            if ins.op == "lea" and ins.dst == reg and ins.base >= 0 and ins.base != reg:
+                return self._origin(ins.addr, ins.base, steps - 1)
+            if ins.op == "lea" and ins.dst == reg and ins.base == reg:
+                continue
+            if ins.op == "load" and ins.dst == reg:
+                return self._loaded(ins, steps - 1)
+            return None
+        if start >= 0 and start < datatype.WALK and addrs[0] == min(lo for lo, _ in f.ranges):
+            # back at the function's entry without a write: a parameter's register
+            v = self._held_at(addrs[0], reg)
+            if v is not None and v.name:
+                return Origin(v.name, ("var", *v.key), v.site, v.type, "register")
+        return None
+
+    def _loaded(self, ins: datatype.Insn, steps: int) -> Origin | None:
+        """What a pointer loaded by ``ins`` from memory is."""
+        if self.frame_register(ins.addr, ins.base):
+            if ins.index >= 0:
+                return None
+            v = self._slot_at(ins.addr, ins.base, ins.disp)
+            held = None
+            if v is not None and v.type is not None and v.type.pointer and v.name:
+                held = Origin(v.name, ("var", *v.key), v.site, v.type, "register")
+                if v.parameter:
+                    return held
+            # what was stored there before: a register the compiler spilled, or the
+            # value of a local pointer into another array (as in _origin)
+            store = self._spill(ins)
+            deeper = self._origin(store.addr, store.src, steps) if store is not None else None
+            if held is None or (deeper is not None and deeper.how == "type" and deeper.name):
+                return deeper
+            return held
+        o = self._origin(ins.addr, ins.base, steps)
+        if o is None or o.type is None:
+            return None
+        pointee = self.types.pointee(o.type)
+        if pointee is not None and pointee.kind == "array":
+            pointee = self.types.element(o.type)
+        if pointee is None:
+            return None
+        if pointee.kind == "record":
+            off = ins.disp % pointee.size if ins.index >= 0 and pointee.size else ins.disp
+            path, mtype = self.types.member_path(pointee, off)
+            if not path or mtype is None or not mtype.pointer:
+                return None
+            return Origin(datatype.member_name(pointee, path), ("type", pointee.name, *path),
+                          _type_site(pointee, o.site), mtype, "type")
+        if pointee.pointer and o.name:
+            return Origin(o.name + "[]", (*o.key, "[]"), o.site, pointee, "type")
+        return None
+
+    def _spill(self, load: datatype.Insn) -> datatype.Insn | None:
+        """The store of a register to the frame slot ``load`` reads (the same offset from
+        the CFA), the nearest before it in the function."""
+        slot = self._cfa_offset(load.addr, load.base, load.disp)
+        f = self._function_at(load.addr)
+        if slot is None or f is None:
+            return None
+        insns, addrs = self._code(f)
+        start = bisect.bisect_left(addrs, load.addr) - 1
+        for k in range(start, max(start - datatype.WALK, -1), -1):
+            st = insns[k]
+            if st.op == "store" and st.index < 0 and self.frame_register(st.addr, st.base) and \
+                    self._cfa_offset(st.addr, st.base, st.disp) == slot:
+                return st
+        return None
+
+    def _cfa_offset(self, pc: int, reg: int, disp: int) -> int | None:
+        """``reg`` + ``disp`` (reg the stack or frame pointer) as an offset from the CFA."""
+        rule = self.cfa_rule(pc)
+        return disp - rule[1] if rule is not None and rule[0] == reg else None
+
+    def _held_at(self, pc: int, reg: int) -> Variable | None:
+        fr = self.frame_at(pc, pc)
+        if fr is None:
+            return None
+        return next((h.var for h in fr.held if h.reg == reg and h.add == 0), None)
+
+    def _slot_at(self, pc: int, reg: int, disp: int) -> Variable | None:
+        """The variable stored at ``reg`` + ``disp`` (the stack or frame pointer) at pc."""
+        fr = self.frame_at(pc, pc)
+        if fr is None:
+            return None
+        fb = None  # the frame base as (register, k): FB = register + k at pc
+        if fr.frame_base is not None and fr.frame_base[0] != BASIS_FB:
+            fb = fr.frame_base
+        elif fr.frame_base is not None and fr.cfa is not None:
+            fb = (fr.cfa[0], fr.cfa[1] + fr.frame_base[1])
+        for sl in fr.slots:
+            if sl.basis == BASIS_FB:
+                if fb is None or fb[0] != reg:
+                    continue
+                off = disp - fb[1]
+            elif sl.basis == reg:
+                off = disp
+            else:
+                continue
+            if sl.offset <= off < sl.offset + sl.size:
+                return sl.var
+        return None
+
+    def _code(self, f: _Func) -> tuple[list, list[int]]:
+        if f.code is None:
+            insns: list = []
+            for lo, hi in sorted(f.ranges):
+                code = self.info._code(lo, hi - lo)
+                if code:
+                    insns.extend(datatype.decode(code, lo))
+            f.code = (insns, [i.addr for i in insns])
+        return f.code
+
+
+def _type_site(t: datatype.TypeInfo, fallback: str) -> str:
+    """Where a record type is declared: `struct grid@lookup.c:12`."""
+    if not t.line or not t.file or t.artificial:
+        return fallback
+    return f"{symbols.readable(t.name)}@{os.path.basename(t.file)}:{t.line}"
+
+
+def frame_index(info: symbols.ElfInfo) -> FrameIndex:
+    """The frames of an ELF file, built on first use and kept with it."""
+    if info.frames is None:
+        info.frames = FrameIndex(info)
+    return info.frames
+
+
+def _cfa_rows(fde) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(pc, CFA register, offset) rows of an FDE's decoded table (register -1: an
+    expression)."""
+    pcs, regs, offs = [], [], []
+    try:
+        for row in fde.get_decoded().table:
+            rule = row.get("cfa")
+            if rule is None:
+                continue
+            pcs.append(row["pc"])
+            regs.append(rule.reg if rule.expr is None and rule.reg is not None else -1)
+            offs.append(rule.offset or 0)
+    except _ERRORS:
+        pass
+    return (np.array(pcs, dtype=np.uint64), np.array(regs, dtype=np.int64), np.array(offs, dtype=np.int64))
+
+
+def _functions(dw, cu):
+    """Every subprogram of a CU with code, at any nesting depth, as arrays (low, high),
+    nesting depths and DIEs, one row per range.  Unlike symbols._code_scopes it walks into
+    subprograms without code too: GCC nests an OpenMP region's outlined function
+    (`sweep._omp_fn.0`) in the abstract DIE of the procedure it was outlined from, and a
+    Fortran contained procedure in its host."""
+    lo, hi, depth, dies = [], [], [], []
+    todo = [(cu.get_top_DIE(), 0)]
+    while todo:
+        die, d = todo.pop()
+        for ch in die.iter_children():
+            if ch.tag == "DW_TAG_subprogram":
+                for a, b in symbols._die_ranges(dw, ch):
+                    lo.append(a)
+                    hi.append(b)
+                    depth.append(d + 1)
+                    dies.append(ch)
+                if ch.has_children:
+                    todo.append((ch, d + 1))
+            elif ch.has_children and ch.tag in ("DW_TAG_namespace", "DW_TAG_class_type",
+                                                "DW_TAG_structure_type", "DW_TAG_module",
+                                                "DW_TAG_lexical_block"):
+                todo.append((ch, d))
+    return np.array(lo, dtype=np.uint64), np.array(hi, dtype=np.uint64), depth, dies
+
+
+def _frame_base(cu, die) -> tuple[int, int] | None:
+    """The frame base of a function: (BASIS_FB, 0) for the CFA (DW_OP_call_frame_cfa, as
+    GCC writes it), (register, k) for a register plus k (clang: rbp or rsp)."""
+    a = die.attributes.get("DW_AT_frame_base")
+    if a is None or a.form != "DW_FORM_exprloc":
+        return None
+    ops = datatype.parse_expr(cu.structs, a.value)
+    if len(ops) == 1 and ops[0].op_name == "DW_OP_call_frame_cfa":
+        return (BASIS_FB, 0)
+    c = _register(ops)
+    return (c[0], c[1]) if c is not None and c[0] in (DW_SP, DW_BP) else None
+
+
+def _register(ops) -> tuple[int, int] | None:
+    """(register, k) of DW_OP_regN (k 0) or DW_OP_bregN k."""
+    if len(ops) != 1:
+        return None
+    name = ops[0].op_name
+    if name.startswith("DW_OP_reg") and name[9:].isdigit():
+        return int(name[9:]), 0
+    if name.startswith("DW_OP_breg") and name[10:].isdigit():
+        return int(name[10:]), int(ops[0].args[0])
+    return None
+
+
+def _classify(ops) -> tuple | None:
+    """("mem", basis, k): the variable is stored at basis + k (DW_OP_fbreg k: the frame
+    base; DW_OP_bregN k with N rsp or rbp); ("mem", BASIS_EXPR, 0, ops): at the address
+    an expression of those computes (evaluate()); ("val", N, k): its value is register
+    N + k (DW_OP_regN; DW_OP_bregN k, DW_OP_stack_value); None for anything else
+    (constants, pieces, values computed from memory or other registers)."""
+    if not ops:
+        return None
+    name = ops[0].op_name
+    if len(ops) == 1 and name == "DW_OP_fbreg":
+        return "mem", BASIS_FB, int(ops[0].args[0])
+    if len(ops) == 1 and name.startswith("DW_OP_breg"):
+        r = _register(ops)
+        return ("mem", r[0], r[1]) if r is not None and r[0] in (DW_SP, DW_BP) else None
+    if len(ops) == 1 and name.startswith("DW_OP_reg"):
+        r = _register(ops)
+        return ("val", r[0], 0) if r is not None and r[0] < 16 else None
+    if len(ops) == 2 and ops[1].op_name == "DW_OP_stack_value" and name.startswith("DW_OP_breg"):
+        r = _register(ops[:1])
+        return ("val", r[0], r[1]) if r is not None and r[0] < 16 else None
+    if all(o.op_name in _EVALUABLE or o.op_name.startswith("DW_OP_lit") for o in ops) and \
+            evaluate(tuple(ops), *([np.zeros(1, dtype=np.int64)] * 4))[1].all():
+        return "mem", BASIS_EXPR, 0, tuple(ops)
+    return None
+
+
+_EVALUABLE = {"DW_OP_breg6", "DW_OP_breg7", "DW_OP_fbreg", "DW_OP_call_frame_cfa", "DW_OP_const1u",
+              "DW_OP_const1s", "DW_OP_const2u", "DW_OP_const2s", "DW_OP_const4u", "DW_OP_const4s",
+              "DW_OP_const8u", "DW_OP_const8s", "DW_OP_constu", "DW_OP_consts", "DW_OP_plus",
+              "DW_OP_minus", "DW_OP_plus_uconst", "DW_OP_and", "DW_OP_or", "DW_OP_shr", "DW_OP_shl",
+              "DW_OP_shra", "DW_OP_neg", "DW_OP_not", "DW_OP_mul", "DW_OP_dup", "DW_OP_swap",
+              "DW_OP_drop"}
+
+
+def evaluate(ops: tuple, sp: np.ndarray, bp: np.ndarray, fb: np.ndarray, cfa: np.ndarray):
+    """The value of a DWARF location expression (the address of a variable) for each
+    sample, from its stack pointer, frame pointer, frame base and CFA: (values, True), or
+    (zeros, False) for an expression of anything else (memory, other registers)."""
+    stack: list[np.ndarray] = []
+    regs = {"DW_OP_breg6": bp, "DW_OP_breg7": sp}
+    fail = (np.zeros(len(sp), dtype=np.int64), np.zeros(len(sp), dtype=bool))
+    for o in ops:
+        name, args = o.op_name, o.args
+        if name in regs:
+            stack.append(regs[name] + int(args[0]))
+        elif name == "DW_OP_fbreg":
+            stack.append(fb + int(args[0]))
+        elif name == "DW_OP_call_frame_cfa":
+            stack.append(cfa.copy())
+        elif name.startswith("DW_OP_lit") and name[9:].isdigit():
+            stack.append(np.full(len(sp), int(name[9:]), dtype=np.int64))
+        elif name.startswith("DW_OP_const") and args and isinstance(args[0], int):
+            stack.append(np.full(len(sp), int(args[0]), dtype=np.int64))
+        elif name == "DW_OP_plus_uconst" and stack:
+            stack[-1] = stack[-1] + int(args[0])
+        elif name in ("DW_OP_neg", "DW_OP_not") and stack:
+            stack[-1] = -stack[-1] if name == "DW_OP_neg" else ~stack[-1]
+        elif name == "DW_OP_dup" and stack:
+            stack.append(stack[-1])
+        elif name == "DW_OP_drop" and stack:
+            stack.pop()
+        elif name in _BINARY and len(stack) >= 2:
+            b, a = stack.pop(), stack.pop()
+            stack.append(_BINARY[name](a, b))
+        elif name == "DW_OP_swap" and len(stack) >= 2:
+            stack[-1], stack[-2] = stack[-2], stack[-1]
+        else:
+            return fail
+    return (stack[-1], np.ones(len(sp), dtype=bool)) if len(stack) == 1 else fail
+
+
+_BINARY = {
+    "DW_OP_plus": np.add, "DW_OP_minus": np.subtract, "DW_OP_and": np.bitwise_and,
+    "DW_OP_or": np.bitwise_or, "DW_OP_mul": np.multiply,
+    "DW_OP_shl": lambda a, b: np.left_shift(a, b & 63),
+    "DW_OP_shr": lambda a, b: (a.astype(np.uint64) >> (b & 63).astype(np.uint64)).astype(np.int64),
+    "DW_OP_shra": lambda a, b: np.right_shift(a, b & 63),
+}

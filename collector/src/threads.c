@@ -1,0 +1,99 @@
+/* The threads and processes of the program as its records show them (FORK, EXIT, COMM;
+ * tids are reused, so a thread is an entry per lifetime), and the threads table written
+ * from them with the affinities the watcher read (docs/profile-format.md, threads). */
+#include "nmp_collector.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct nmp_thread *nmp_thread_find(struct nmp_tasks *t, uint32_t tid)
+{
+    uint32_t v = nmp_u32map_get(&t->tid_index, tid);
+    return v ? &t->threads[v - 1] : NULL;
+}
+
+struct nmp_thread *nmp_thread_add(struct nmp_tasks *t, uint32_t pid, uint32_t tid,
+                                  uint32_t ppid, uint64_t start)
+{
+    if (NMP_GROW(t->threads, t->thcap, t->nthreads + 1, 64) != 0)
+        return NULL;
+    struct nmp_thread *th = &t->threads[t->nthreads++];
+    *th = (struct nmp_thread){.pid = pid, .tid = tid, .ppid = ppid, .start = start, .alive = 1};
+    /* the newest entry is the one found for its tid */
+    nmp_u32map_put(&t->tid_index, tid, (uint32_t)t->nthreads);
+    return th;
+}
+
+struct nmp_thread *nmp_thread_of(struct nmp_tasks *t, uint32_t pid, uint32_t tid, uint64_t time)
+{
+    struct nmp_thread *th = nmp_thread_find(t, tid);
+    if (!th || (!th->alive && th->end && time > th->end))
+        th = nmp_thread_add(t, pid, tid, 0, time);
+    return th;
+}
+
+void nmp_thread_read_comm(struct nmp_tasks *t, uint32_t pid, uint32_t tid)
+{
+    struct nmp_thread *th = nmp_thread_find(t, tid);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%" PRIu32 "/task/%" PRIu32 "/comm", pid, tid);
+    FILE *f = th ? fopen(path, "re") : NULL;
+    if (!f)
+        return;
+    if (fgets(th->comm, sizeof th->comm, f))
+        th->comm[strcspn(th->comm, "\n")] = 0;
+    fclose(f);
+}
+
+struct nmp_process *nmp_process_find(struct nmp_tasks *t, uint32_t pid)
+{
+    for (size_t i = 0; i < t->nprocs; i++)
+        if (t->procs[i].pid == pid)
+            return &t->procs[i];
+    return NULL;
+}
+
+void nmp_process_add(struct nmp_collector *c, uint32_t pid)
+{
+    struct nmp_tasks *t = &c->tasks;
+    nmp_aff_watch_pid(c->aff, pid);
+    struct nmp_process *p = nmp_process_find(t, pid);
+    if (p) {
+        p->alive = 1;
+        return;
+    }
+    if (NMP_GROW(t->procs, t->pcap, t->nprocs + 1, 16) == 0)
+        t->procs[t->nprocs++] = (struct nmp_process){pid, 1};
+}
+
+int nmp_threads_write(struct nmp_collector *c)
+{
+    struct nmp_table *tab = nmp_table_open(c->cfg->dir, NMP_TABLE_ID_threads, -1);
+    if (!tab)
+        return -1;
+    nmp_aff_finish(c->aff);
+    for (size_t i = 0; i < c->tasks.nthreads; i++) {
+        struct nmp_thread *th = &c->tasks.threads[i];
+        const char *first, *last;
+        nmp_aff_lookup(c->aff, th->pid, th->tid, th->start, th->end, &first, &last);
+        first = first ? first : "";
+        last = last ? last : first;
+        uint64_t v[NMP_threads_NCOLS] = {
+            [NMP_threads_pid] = th->pid, [NMP_threads_tid] = th->tid,
+            [NMP_threads_ppid] = th->ppid, [NMP_threads_start_time] = th->start,
+            [NMP_threads_end_time] = th->end, [NMP_threads_comm] = (uintptr_t)th->comm,
+            [NMP_threads_affinity_first] = (uintptr_t)first,
+            [NMP_threads_affinity_last] = (uintptr_t)last, [NMP_threads_samples] = th->samples};
+        nmp_table_append(tab, v);
+    }
+    return nmp_table_close(tab);
+}
+
+void nmp_tasks_free(struct nmp_tasks *t)
+{
+    free(t->threads);
+    nmp_u32map_free(&t->tid_index);
+    free(t->procs);
+}

@@ -1,0 +1,218 @@
+"""Attribution by code (analyzer/frames.py FrameIndex.origin, analyzer/varattr.py): an
+address that only a whole mapping holds (`[heap]`: small allocations the shim does not
+track) is named by what the instruction accesses -- a pointer variable, a structure's
+member, a C++ class's std::vector member -- in real binaries built with gcc / g++ at -O2
+and -O3.  The charged instruction of each sample is taken from objdump's disassembly of
+the function (the first floating-point load through a general register), its base
+register from the instruction text."""
+
+import re
+import subprocess
+
+import numpy as np
+import profgen  # noqa: E402
+import pytest
+from helpers import build_program
+
+from numaprof.analyzer import analyze, symbols, varattr  # noqa: E402
+
+C_GRID = r"""
+#include <stdio.h>
+#include <stdlib.h>
+
+struct grid {
+    long n;
+    double *energy;
+    double *xs;
+};
+
+__attribute__((noinline)) double total(const struct grid *g)
+{
+    double s = 0.0;
+    for (long i = 0; i < g->n; i++)
+        s += g->energy[i] * 2.0;
+    return s;
+}
+
+__attribute__((noinline)) double strided(const double *tw, int n, int stride)
+{
+    double s = 0.0;
+    for (int k = 0; k < n; k++)
+        s += tw[k * stride];
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    struct grid g = {1000 + argc, 0, 0};
+    g.energy = malloc((size_t)g.n * sizeof *g.energy);
+    g.xs = malloc((size_t)g.n * sizeof *g.xs);
+    for (long i = 0; i < g.n; i++)
+        g.energy[i] = g.xs[i] = (double)i;
+    printf("%f %f\n", total(&g), strided(g.xs, 100, argc + 1));
+    return 0;
+}
+"""
+
+CXX_MESH = r"""
+#include <cstdio>
+#include <vector>
+
+class Mesh {
+public:
+    explicit Mesh(int n) : m_pos(n, 1.0), m_mass(n, 2.0) {}
+    double moment() const;
+private:
+    std::vector<double> m_pos;
+    std::vector<double> m_mass;
+};
+
+__attribute__((noinline)) double Mesh::moment() const
+{
+    double s = 0.0;
+    for (std::size_t i = 0; i < m_pos.size(); i++)
+        s += m_pos[i] * m_mass[i];
+    return s;
+}
+
+int main(int argc, char **)
+{
+    Mesh m(1000 + argc);
+    std::printf("%f\n", m.moment());
+    return 0;
+}
+"""
+
+BASE = 0x555555554000
+HEAP = 0x555556000000
+DWARF = {r: n for n, regs in enumerate([("rax", "eax"), ("rdx", "edx"), ("rcx", "ecx"), ("rbx", "ebx"),
+                                        ("rsi", "esi"), ("rdi", "edi"), ("rbp", "ebp"), ("rsp", "esp")])
+         for r in regs} | {f"r{k}": k for k in range(8, 16)}
+_LOAD = re.compile(r"^\s*([0-9a-f]+):\s+(?:v?movsd|v?movupd|v?addsd|v?mulsd|v?movapd|v?addpd|v?mulpd)\s+"
+                   r"(?:-?0x[0-9a-f]+)?\(%(\w+)(?:,%(\w+),(\d))?\)")
+
+
+def _loads(exe, function):
+    """(address, base register, index register or None) of the floating-point loads of
+    ``function`` through a general register, in code order."""
+    out = subprocess.run(["objdump", "-d", "-C", "--no-show-raw-insn", str(exe)], capture_output=True,
+                         text=True, check=True).stdout
+    body = out.split(f"<{function}>:\n", 1)[1].split("\n\n", 1)[0]
+    found = []
+    for line in body.splitlines():
+        m = _LOAD.match(line)
+        if m and m.group(2) not in ("rip", "rsp", "rbp"):
+            found.append((int(m.group(1), 16), m.group(2), m.group(3)))
+    assert found, f"no load through a register in {function}:\n{body}"
+    return found
+
+
+def _profile(path, exe, accesses):
+    """A soft-backend profile of ``exe`` loaded at BASE, a `[heap]` mapping, and one
+    sample per (charged address, base register, index, address)."""
+    info = symbols.elf_info(str(exe))
+    w = profgen.ProfileWriter(path)
+    w.manifest(cwd=str(path.parent))
+    w.topology([[0, 1]])
+    maps = [(BASE + (v & ~0xFFF), ((v + m + 0xFFF) & ~0xFFF) - (v & ~0xFFF), o & ~0xFFF, str(exe), 5)
+            for o, v, _, m in info.loads] + [(HEAP, 1 << 20, 0, "[heap]", 3)]
+    n = len(maps)
+    w.table("mappings", time=[0] * n, pid=[7] * n, start=[m[0] for m in maps], len=[m[1] for m in maps],
+            pgoff=[m[2] for m in maps], prot=[m[4] for m in maps], flags=[2] * n, path=[m[3] for m in maps])
+    k = len(accesses)
+    w.table("threads", pid=[7, 7], tid=[7, 8], comm=["prog", "prog"])
+    w.table("samples", time=list(range(1000, 1000 + 10 * k, 10)), pid=[7] * k,
+            tid=[7 + (i % 2) for i in range(k)], cpu=[i % 2 for i in range(k)],
+            ip=[BASE + a[0] for a in accesses], addr=[a[3] for a in accesses], access=[1] * k, size=[8] * k,
+            rule=[1] * k, sp=[0x7FFD00000000] * k, bp=[0x7FFD00000100] * k, insn_off=[0] * k,
+            base_reg=[DWARF[a[1]] + 1 for a in accesses],
+            index_reg=[DWARF[a[2]] + 1 if a[2] else 0 for a in accesses],
+            base_off=[a[3] - a[4] for a in accesses])
+    return path
+
+
+def _samples(load, base_value, n=60, stride=8):
+    pc, base, index = load
+    if index:  # base + index * 8: the base register holds the array's start
+        return [(pc, base, index, base_value + stride * i, base_value) for i in range(n)]
+    # a pointer stepped through the array: it holds each element's address
+    return [(pc, base, None, base_value + stride * i, base_value + stride * i) for i in range(n)]
+
+
+@pytest.mark.parametrize("opt", ["-O2", "-O3"])
+def test_structure_member_and_pointer_parameter(tmp_path, opt):
+    """`g->energy[i]` through a register loaded from `8(%rdi)` (g a `struct grid *`): the
+    type and member, `struct grid.energy`; `tw[k * stride]` through `tw`'s register, or
+    a copy of it: the parameter `tw`."""
+    exe = build_program(tmp_path, "grid.c", C_GRID, "gcc", ["-g", opt], ("objdump",))
+    energy = _samples(_loads(exe, "total")[0], HEAP + 0x1000)
+    tw = _samples(_loads(exe, "strided")[0], HEAP + 0x40000, stride=24)
+    a = analyze(_profile(tmp_path / "p", exe, energy + tw))
+    by_name = {o.name: o for o in a.objects}
+    assert "struct grid.energy" in by_name and "tw" in by_name, [(o.name, o.samples) for o in a.objects]
+    e, t = by_name["struct grid.energy"], by_name["tw"]
+    assert (e.kind, e.attribution, e.samples) == ("heap", "type", len(energy))
+    assert e.site.startswith("struct grid@grid.c:")
+    assert (t.kind, t.attribution, t.samples) == ("heap", "register", len(tw))
+    assert t.site.startswith("strided@grid.c:")
+    assert e.address <= HEAP + 0x1000 and t.address <= HEAP + 0x40000
+    assert not any(o.name == "[heap]" and o.samples for o in a.objects)
+    assert a.profile.outside_objects == 0
+
+
+@pytest.mark.parametrize("opt", ["-O2", "-O3"])
+def test_cxx_vector_members(tmp_path, opt):
+    """`m_pos[i] * m_mass[i]` in `Mesh::moment`: the data pointers are loaded from
+    `this`; the accesses are named by the class and member, `Mesh::m_pos` and
+    `Mesh::m_mass`, not by std::vector's own members."""
+    exe = build_program(tmp_path, "mesh.cpp", CXX_MESH, "g++", ["-g", opt], ("objdump",))
+    loads = _loads(exe, "Mesh::moment() const")
+    assert len(loads) >= 2
+    pos = _samples(loads[0], HEAP + 0x2000)
+    mass = _samples(loads[1], HEAP + 0x8000)
+    a = analyze(_profile(tmp_path / "p", exe, pos + mass))
+    names = {o.name: o for o in a.objects if o.samples}
+    assert set(names) == {"Mesh::m_pos", "Mesh::m_mass"}, [(o.name, o.samples) for o in a.objects]
+    assert names["Mesh::m_pos"].samples == len(pos) and names["Mesh::m_mass"].samples == len(mass)
+    assert {o.attribution for o in names.values()} == {"type"}
+    assert all(o.site.startswith("Mesh@mesh.cpp:") for o in names.values())
+
+
+def _var_samples(region, stack_addr=False):
+    n = len(region)
+    z = np.zeros(n, dtype=np.int64)
+    addr = np.arange(n, dtype=np.uint64) * 64 + (0x7ff000000000 if stack_addr else 0x1000000)
+    return varattr.Samples(pid=z + 1, tid=z + 1, time=z, ip=z, addr=addr, size=z + 8, sp=z + 1,
+                           bp=z, insn_off=z, base_reg=z, base_off=z, region=np.asarray(region))
+
+
+def _var_found(names_and_samples):
+    f = varattr._Found()
+    for name, smp in names_and_samples:
+        k = f.object(("t", name), name, "main@m.c:1", varattr.TYPE)
+        f.add(np.asarray(smp, dtype=np.int64), k, np.asarray(smp) * 64 + 0x1000000, 0, -1)
+    return f
+
+
+def test_one_grid_reached_through_two_pointers_is_one_object():
+    """multigrid's rows read through the parallel region's `u` and through `lv->u`
+    (named by type, `struct level.u[][]`): one array, named `u[][]`; the pointer array
+    `u[]` and another record's member of the same name stay apart."""
+    s = _var_samples([3] * 10)
+    f = _var_found([("struct level.u[][]", [0, 1]), ("u[][]", [2, 3, 4]), ("u[]", [5]),
+                ("f[][]", [6, 7])])
+    varattr._merge_aliases(f, s, np.zeros(10, dtype=bool))
+    a = varattr._instances(f, s, np.zeros(10, dtype=bool), 10)
+    names = [o.name for o in a.objects]
+    assert sorted(names) == ["f[][]", "u[]", "u[][]"]
+    per = dict(zip(names, np.bincount(a.inst_obj[a.instance], minlength=len(names)), strict=True))
+    assert per["u[][]"] == 5 and per["u[]"] == 1 and per["f[][]"] == 2
+
+    # two records' members named x, or memory in different regions: not merged
+    f = _var_found([("struct a.x", [0, 1]), ("struct b.x", [2, 3])])
+    varattr._merge_aliases(f, s, np.zeros(10, dtype=bool))
+    assert [o.name for o in f.objects] == ["struct a.x", "struct b.x"]
+    s2 = _var_samples([3, 3, 4, 4])
+    f = _var_found([("u[][]", [0, 1]), ("struct level.u[][]", [2, 3])])
+    varattr._merge_aliases(f, s2, np.zeros(4, dtype=bool))
+    assert len(f.objects) == 2
