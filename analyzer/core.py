@@ -24,6 +24,7 @@ from numaprof.analyzer import features as feat
 from numaprof.analyzer import format as fmt
 from numaprof.analyzer import threads as thr
 from numaprof.analyzer.archive import Archive
+from numaprof.analyzer.attach import KIND_ATTACH
 from numaprof.analyzer.model import (
     Analysis,
     FirstTouch,
@@ -37,6 +38,7 @@ from numaprof.analyzer.topology import single_node
 from numaprof.errors import ProfileError
 
 NO_STACK = 0xFFFFFFFF
+ATTACH_SITE = "in the heap at attach"
 STACK_SIZES = {8 << 20, (8 << 20) + 4096}  # glibc default thread stack (+ guard page)
 PROT_WRITE = 2
 MAP_NUMAPROF = 0x80000000  # mappings.flags: one of numaprof's own files (docs/profile-format.md)
@@ -421,6 +423,8 @@ def _heap_intervals(ot: dict, objs: list[_Obj]) -> att.Intervals:
     ft = np.asarray(ot["free_time"]).astype(np.uint64)
     t1 = np.where(ft > 0, ft, att.NEVER)
     stack = np.asarray(ot["stack"]).astype(np.int64)
+    kind = np.asarray(ot["kind"])
+    holder = ot["holder"]
     obj = np.empty(n, dtype=np.int64)
     groups: dict[tuple, int] = {}
     for i, (p, st, a, sz) in enumerate(zip(pid.tolist(), stack.tolist(), start.tolist(), size.tolist(), strict=True)):
@@ -430,7 +434,12 @@ def _heap_intervals(ot: dict, objs: list[_Obj]) -> att.Intervals:
         g = groups.get(key)
         if g is None:
             g = groups[key] = len(objs)
-            objs.append(_Obj("heap", key, p, a, sz, count=0, stack=st, alloc_rows=[]))
+            o = _Obj("heap", key, p, a, sz, count=0, stack=st, alloc_rows=[])
+            if kind[i] == KIND_ATTACH:
+                # found in the heap when numaprof attached: named by the variable that
+                # pointed to it then (analyzer/attach.py), if any
+                o.name, o.site = str(holder[i]), ATTACH_SITE
+            objs.append(o)
         o = objs[g]
         o.count += 1
         o.size = max(o.size, sz)
@@ -614,7 +623,7 @@ def _name(o: _Obj, resolver: symbols.CodeResolver, prof: Profile) -> None:
         return
     fallback = f"heap@{o.address:#x}"
     if o.stack == NO_STACK:
-        o.name, o.site = fallback, "?"
+        o.name, o.site = fallback, o.site or "?"
         return
     frames = _stack_frames(prof)
     ips = frames.get(o.stack, [])

@@ -363,6 +363,52 @@ class _Prefetch:
         return self.cache
 
 
+class _HeapSnapshot:
+    """Attach mode: the running program's heap split into its allocations
+    (analyzer/attach.py), read by a thread while the collector starts sampling."""
+
+    def __init__(self, cfg: RecordConfig):
+        self.result = None
+        self._thread = threading.Thread(target=self._run, args=(cfg.pid, cfg.alloc_threshold),
+                                        name="numaprof-heap", daemon=True)
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, (*STOP_SIGNALS, signal.SIGCHLD))
+        try:
+            self._thread.start()
+        except RuntimeError:
+            self._thread = None
+            self._run(cfg.pid, cfg.alloc_threshold)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+    def _run(self, pid: int, threshold: int) -> None:
+        from numaprof.analyzer.attach import snapshot
+
+        self.result = snapshot(pid, threshold)
+
+    def join(self):
+        if self._thread is not None:
+            self._thread.join()
+        return self.result
+
+
+def _add_heap_objects(cfg: RecordConfig, manifest: dict, snap) -> None:
+    """Adds the allocations found in the attached program's heap to the objects table,
+    and says in the manifest what was found; a heap that could not be split is one
+    warning line, also kept in the manifest (the report shows it)."""
+    from numaprof.analyzer.attach import write_objects
+
+    if snap is None:
+        return
+    manifest["attach"] = {**(manifest.get("attach") or {}), "heap": snap.info}
+    if snap.warning:
+        print(f"numaprof: warning: {snap.warning}", file=sys.stderr)
+        manifest["warnings"] = [*(manifest.get("warnings") or []), snap.warning]
+    try:
+        write_objects(cfg.output, cfg.pid, snap.objects)
+    except OSError as e:
+        raise NumaprofError(f"cannot write the profile {cfg.output}: {e.strerror}") from e
+
+
 def _hash_sources(cfg: RecordConfig, cache=None) -> None:
     """Stores the hashes of the user's source files (sources.json) for `suggest --apply`.
 
@@ -471,6 +517,7 @@ def run_record(cfg: RecordConfig, argv: list[str]) -> int:
     except NumaprofError as e:
         raise NumaprofError(f"{e}{_discard(cfg.output, old)}", COLLECTOR_FAILED) from e
     prefetch = _Prefetch(cfg)
+    heap = _HeapSnapshot(cfg) if cfg.pid else None
 
     def collector_died(signum: int, pid: int) -> None:
         print(f"numaprof: numaprof-collect was killed by {signal_name(signum)} (out of "
@@ -501,6 +548,8 @@ def run_record(cfg: RecordConfig, argv: list[str]) -> int:
         if manifest["collector"].get("write_error"):
             raise NumaprofError(f"cannot write the profile {cfg.output}: "
                                 f"{manifest['collector']['write_error']}")
+        if heap is not None:
+            _add_heap_objects(cfg, manifest, heap.join())
         _hash_sources(cfg, cache)
         _write_json_atomic(manifest_path, manifest)
     except NumaprofError as e:

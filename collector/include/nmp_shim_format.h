@@ -57,6 +57,7 @@ enum nmp_shim_rectype {
 enum nmp_shim_kind {
     NMP_KIND_MALLOC = 1, NMP_KIND_CALLOC = 2, NMP_KIND_REALLOC = 3, NMP_KIND_ALIGNED = 4,
     NMP_KIND_MMAP = 5, NMP_KIND_NUMA = 6,
+    NMP_KIND_ATTACH = 7, /* not the shim's: a chunk numaprof record -p found in the heap */
 };
 
 struct nmp_shim_record {

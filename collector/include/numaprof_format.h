@@ -90,7 +90,7 @@
     COL(threads, affinity_last, STR, OPT) \
     COL(threads, samples, U64, OPT)
 
-/* Tracked heap allocations (from the allocation shim's records). */
+/* Tracked heap allocations (from the allocation shim's records; attaching, from the heap). */
 #define NMP_TABLE_objects(COL) \
     COL(objects, time, U64, REQ) \
     COL(objects, free_time, U64, OPT) \
@@ -100,7 +100,8 @@
     COL(objects, size, U64, REQ) \
     COL(objects, kind, U8, OPT) \
     COL(objects, stack, U32, OPT) \
-    COL(objects, prev, U64, OPT)
+    COL(objects, prev, U64, OPT) \
+    COL(objects, holder, STR, OPT)
 
 /* The call stacks of the allocations, one row per frame. */
 #define NMP_TABLE_stack_frames(COL) \

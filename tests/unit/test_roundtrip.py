@@ -112,6 +112,7 @@ EXPECTED: dict[str, dict[str, tuple[str, list]]] = {
         "kind": ("|u1", [1, 3, 5]),
         "stack": ("<u4", [0, 1, M4]),
         "prev": ("<u8", [0, 0xFFFFFFFFFFFFF000, 0]),
+        "holder": ("str", ["", "", ""]),  # only attach mode names what points to an object
     },
     "stack_frames": {
         "stack": ("<u4", [0] * 3 + [1] * 16),

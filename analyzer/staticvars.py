@@ -1,0 +1,217 @@
+"""Static variables from DWARF: which member or element of a global lies at an offset.
+
+When a static variable points to an object, the name a user wrote is the variable's —
+or, inside a struct or an array of pointers, the member or the element: ``grid.energy``,
+``rows[3]``.  The variable is found by its address (``DW_AT_location`` ``DW_OP_addr``),
+its type walked through typedefs and qualifiers to the member or element holding the
+offset.  Standard-library classes (``std::vector``, ``std::unique_ptr``) and Fortran
+descriptors stand for the variable itself: their internals are not what a user wrote.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from numaprof.analyzer import symbols
+
+MAX_DIES = 4_000_000  # DIEs visited per file to list its variables
+_QUALIFIERS = ("DW_TAG_typedef", "DW_TAG_const_type", "DW_TAG_volatile_type",
+               "DW_TAG_restrict_type", "DW_TAG_atomic_type")
+_CLASSES = ("DW_TAG_structure_type", "DW_TAG_class_type", "DW_TAG_union_type")
+_LEAVES = ("DW_TAG_pointer_type", "DW_TAG_reference_type", "DW_TAG_rvalue_reference_type",
+           "DW_TAG_base_type", "DW_TAG_enumeration_type", "DW_TAG_ptr_to_member_type")
+DW_OP_ADDR, DW_OP_PLUS_UCONST = 0x03, 0x23
+
+_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def display_name(name: str) -> str:
+    """The name a user wrote for a static symbol: gfortran's module variable
+    ``__mod_MOD_var`` is ``var``."""
+    if name.startswith("__") and "_MOD_" in name:
+        _, var = name[2:].split("_MOD_", 1)
+        if var:
+            return var
+    return name
+
+
+def member_path(info: symbols.ElfInfo, address: int, offset: int) -> str | None:
+    """The member / element path (``.energy``, ``[3]``, ``.rows[2].data``; ``""`` for the
+    variable itself) of the word at ``offset`` in the static variable at link-time
+    ``address``; None without DWARF for it or when the offset holds no pointer."""
+    var = _variables(info).get(address)
+    if var is None:
+        return None
+    try:
+        return _path(var, offset, 0)
+    except symbols.DAMAGED:
+        return None
+
+
+def _variables(info: symbols.ElfInfo) -> dict:
+    """{link-time address: type DIE} of the file's static variables (read once)."""
+    cached = _cache.get(info)
+    if cached is not None:
+        return cached
+    out: dict = {}
+    try:
+        if info.elf.has_dwarf_info():
+            seen = 0
+            for cu in info.dwarf().iter_CUs():
+                for die in cu.iter_DIEs():
+                    seen += 1
+                    if seen > MAX_DIES:
+                        break
+                    if die.tag != "DW_TAG_variable":
+                        continue
+                    loc = die.attributes.get("DW_AT_location")
+                    v = loc.value if loc is not None else None
+                    if not (isinstance(v, list) and len(v) == 9 and v[0] == DW_OP_ADDR):
+                        continue
+                    typ = _type_of(die)
+                    if typ is not None:
+                        out.setdefault(int.from_bytes(bytes(v[1:9]), "little"), typ)
+                if seen > MAX_DIES:
+                    break
+    except symbols.DAMAGED:
+        pass
+    _cache[info] = out
+    return out
+
+
+def _type_of(die):
+    """The type DIE of a variable (through DW_AT_specification to its declaration)."""
+    d = die
+    for _ in range(4):
+        if "DW_AT_type" in d.attributes:
+            return d.get_DIE_from_attribute("DW_AT_type")
+        if "DW_AT_specification" not in d.attributes:
+            return None
+        d = d.get_DIE_from_attribute("DW_AT_specification")
+    return None
+
+
+def _strip(t):
+    for _ in range(16):
+        if t is None or t.tag not in _QUALIFIERS:
+            return t
+        t = t.get_DIE_from_attribute("DW_AT_type") if "DW_AT_type" in t.attributes else None
+    return None
+
+
+def _size(t) -> int | None:
+    t = _strip(t)
+    if t is None:
+        return None
+    if "DW_AT_byte_size" in t.attributes:
+        return int(t.attributes["DW_AT_byte_size"].value)
+    if t.tag in ("DW_TAG_pointer_type", "DW_TAG_reference_type", "DW_TAG_rvalue_reference_type"):
+        return 8
+    if t.tag == "DW_TAG_array_type":
+        esize = _size(t.get_DIE_from_attribute("DW_AT_type")) if "DW_AT_type" in t.attributes else None
+        dims = _dims(t)
+        if esize is None or dims is None:
+            return None
+        n = esize
+        for d in dims:
+            n *= d
+        return n
+    return None
+
+
+def _dims(t) -> list[int] | None:
+    dims = []
+    for ch in t.iter_children():
+        if ch.tag != "DW_TAG_subrange_type":
+            continue
+        a = ch.attributes
+        if "DW_AT_count" in a and isinstance(a["DW_AT_count"].value, int):
+            dims.append(int(a["DW_AT_count"].value))
+        elif "DW_AT_upper_bound" in a and isinstance(a["DW_AT_upper_bound"].value, int):
+            lower = a["DW_AT_lower_bound"].value if "DW_AT_lower_bound" in a else 0
+            if not isinstance(lower, int):
+                return None
+            dims.append(int(a["DW_AT_upper_bound"].value) - lower + 1)
+        else:
+            return None
+    return dims or None
+
+
+def _member_offset(m) -> int | None:
+    a = m.attributes.get("DW_AT_data_member_location")
+    if a is None:
+        return 0 if m.get_parent() is not None and m.get_parent().tag == "DW_TAG_union_type" else None
+    v = a.value
+    if isinstance(v, int):
+        return v
+    if isinstance(v, list) and v and v[0] == DW_OP_PLUS_UCONST:
+        n, shift = 0, 0
+        for b in v[1:]:  # ULEB128
+            n |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                break
+        return n
+    return None
+
+
+def _name(die) -> str:
+    a = die.attributes.get("DW_AT_name")
+    if a is None:
+        return ""
+    return a.value.decode("utf-8", "replace") if isinstance(a.value, bytes) else str(a.value)
+
+
+def _is_library_class(t) -> bool:
+    p = t.get_parent()
+    while p is not None and p.tag == "DW_TAG_namespace":
+        if _name(p) in ("std", "__gnu_cxx", "__cxx11"):
+            return True
+        p = p.get_parent()
+    return False
+
+
+def _path(t, offset: int, depth: int) -> str | None:
+    t = _strip(t)
+    if t is None or depth > 16:
+        return None
+    if t.tag in _LEAVES:
+        return "" if offset == 0 else None
+    if t.tag in _CLASSES:
+        if _is_library_class(t):
+            return "" if offset == 0 else None
+        for m in t.iter_children():
+            if m.tag not in ("DW_TAG_member", "DW_TAG_inheritance") or "DW_AT_type" not in m.attributes:
+                continue
+            loc = _member_offset(m)
+            mt = m.get_DIE_from_attribute("DW_AT_type")
+            msize = _size(mt)
+            if loc is None or msize is None or not loc <= offset < loc + msize:
+                continue
+            sub = _path(mt, offset - loc, depth + 1)
+            if sub is None:
+                continue
+            name = _name(m) if m.tag == "DW_TAG_member" else ""
+            return (f".{name}" if name else "") + sub
+        return None
+    if t.tag == "DW_TAG_array_type":
+        if "DW_AT_data_location" in t.attributes:  # a Fortran descriptor: the array itself
+            return "" if offset == 0 else None
+        et = t.get_DIE_from_attribute("DW_AT_type") if "DW_AT_type" in t.attributes else None
+        esize = _size(et)
+        dims = _dims(t)
+        if not esize or dims is None:
+            return None
+        idx, rest = divmod(offset, esize)
+        indices = []
+        for count in reversed(dims[1:]):
+            idx, i = divmod(idx, count)
+            indices.append(i)
+        indices.append(idx)
+        if idx >= dims[0]:
+            return None
+        sub = _path(et, rest, depth + 1)
+        if sub is None:
+            return None
+        return "".join(f"[{i}]" for i in reversed(indices)) + sub
+    return None
