@@ -31,7 +31,7 @@ Table = dict[str, np.ndarray]
 # 32-bit integers; the other tables stay far below what a run produces.  Where the
 # manifest counts a table's rows (the collector's counts), that count is the limit.
 ROW_LIMITS = {"samples": 2**31 - 1, "faults": 2**31 - 1, "page_nodes": 2**31 - 1,
-              "objects": 2**26, "stack_frames": 2**26, "mappings": 2**22, "threads": 2**22,
+              "objects": 2**26, "object_pages": 2**28, "stack_frames": 2**26, "mappings": 2**22, "threads": 2**22,
               "counters": 2**20}
 ROW_LIMIT = 2**31 - 1  # a table this numaprof does not know
 COUNTED = {"samples": "samples", "faults": "faults", "page_nodes": "page_queries"}
