@@ -112,6 +112,8 @@ def _fix_report(suggestions) -> list[str]:
         if fix.status == "offered":
             lines.append(f"{o.name}: {fix.kind} `{fix.statement}` at {fix.where}; checked: "
                          + "; ".join(fix.checks))
+        elif fix.status == "already placed" and not fix.statement:
+            lines.append(f"{o.name}: already placed: " + "; ".join(fix.checks))
         elif fix.status == "already placed":
             lines.append(f"{o.name}: already placed by `{fix.statement}` at {fix.where}"
                          + (f"; to change: {fix.by_hand}" if fix.by_hand else ""))
