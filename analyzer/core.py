@@ -292,7 +292,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         results.append(_object_result(
             objs[oi], oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow, a_access, a_weight, a_iv, ivs,
             N, page, with_address, ft, ft_rows, inferred, obj_kernel.get(oi), topo, node_index, threads, resolver,
-            n_program_threads, t_origin, pn_index, iv_members(oi)))
+            n_program_threads, t_origin, pn_index, iv_members(oi), prof.table("objects")["time"]))
     step("done", 1.0)
 
     m = prof.manifest
@@ -763,7 +763,7 @@ def _first_touch_of(oi, ft: _FirstTouch | None, topo, n_program_threads, resolve
 
 def _object_result(o: _Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow, a_access, a_weight, a_iv, ivs,
                    N, page, with_address, ft, ft_rows, inferred, kernel, topo, node_index, threads, resolver,
-                   n_program_threads, t_origin, pn_index, members) -> ObjectResult:
+                   n_program_threads, t_origin, pn_index, members, alloc_times) -> ObjectResult:
     n = len(idx)
     iv = a_iv[idx]
     off = (a_addr[idx] - ivs.start[iv]).astype(np.int64)
@@ -837,6 +837,8 @@ def _object_result(o: _Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_pro
         unplaced_samples=int(n - known.sum()),
         inferred_samples=int(inferred[idx].sum()),
         pages_source=pages_source,
+        alloc_time=(int(np.min(np.asarray(alloc_times)[o.alloc_rows]))
+                    if o.alloc_rows else 0),
         pages_policy=kernel.policy if kernel is not None else "",
         pages_policy_mixed=kernel.mixed if kernel is not None else False,
         attribution=o.attribution,

@@ -139,6 +139,9 @@ class ObjectResult:
     # weighted_interleave, "" unknown; pages_policy_mixed: not the same one throughout
     pages_policy: str = ""
     pages_policy_mixed: bool = False
+    # when the first allocation of a heap object was made (the profile's clock, ns; 0 for
+    # other kinds): the allocation order `report --diff` pairs objects of one site by
+    alloc_time: int = 0
     # how the samples were tied to the object: address (an allocation, a symbol, a
     # mapping), frame (a local in the sampled frame), register (a pointer variable in the
     # access's base register), type (a type and member); docs/report-json.md
