@@ -871,6 +871,52 @@ class _PageNodeIndex:
         return (self.cum[b] - self.cum[a]).sum(axis=0)
 
 
+@dataclass
+class ObjectPages:
+    """A heap object's pages by node as the kernel reported them, sampled or not."""
+
+    name: str
+    site: str
+    kind: str
+    address: int
+    size: int
+    alloc_time: int
+    pages_by_node: list[int]
+    pages_source: str  # numa_maps | move_pages_at_exit | move_pages_at_free
+    pages_policy: str
+    pages_policy_mixed: bool
+
+
+def kernel_object_pages(path_or_profile) -> list[ObjectPages]:
+    """Every heap object of a profile whose pages the kernel located (numa_maps, or the
+    shim's move_pages at release or exit), with or without samples: what a recording
+    that has few data addresses (a TCG guest) still says for certain about placement."""
+    prof = path_or_profile if isinstance(path_or_profile, Profile) else open_profile(path_or_profile)
+    symbols.use_archive(prof.path)
+    topo = prof.topology() if prof.has_topology() else single_node([0])
+    page = int(topo.page_size or 4096)
+    node_index = {n.id: i for i, n in enumerate(topo.nodes)}
+    N = max(topo.n_nodes, 1)
+    objs: list[_Obj] = []
+    _heap_intervals(prof.table("objects"), objs)
+    ot = prof.table("objects")
+    numa_maps = _parse_numa_maps(prof.numa_maps(), prof.path)
+    index = _ObjectPagesIndex(prof.table("object_pages"))
+    resolver = symbols.CodeResolver(symbols.Mappings(prof.table("mappings")))
+    out = []
+    for o in objs:
+        nm = _numa_maps_pages(o, numa_maps, ot, page, node_index, N)
+        kp = _KernelPages(nm[0], "numa_maps", nm[1], nm[2]) if nm is not None else \
+            _kernel_pages(o, index, ot, node_index, N)
+        if kp is None:
+            continue
+        _name(o, resolver, prof)
+        out.append(ObjectPages(o.name, o.site, o.kind, int(o.address), int(o.size),
+                               int(np.min(np.asarray(ot["time"])[o.alloc_rows])),
+                               [int(x) for x in kp.counts], kp.source, kp.policy, kp.mixed))
+    return out
+
+
 # ---------------------------------------------------------------------------- object_pages
 
 POLICY_MODES = {0: "default", 1: "preferred", 2: "bind", 3: "interleave", 4: "local",
