@@ -107,10 +107,11 @@
  * one row per node holding some of the pages queried, node -1 for pages not present (never
  * touched, or swapped out).  Objects of more than a few thousand pages are sampled at an
  * even stride: `sampled` of the object's `pages` were asked.  `policy` is the memory
- * policy in effect (get_mempolicy(2) MPOL_F_ADDR on up to 8 pages spread over the object:
- * the first mode other than the default; 0 default, 1 preferred, 2 bind, 3 interleave,
- * 4 local, ...; 255 unknown), `mixed` 1 when those pages do not all have the same policy
- * and nodes (numaprof_place's bind_block). */
+ * policy in effect (get_mempolicy(2) MPOL_F_ADDR on up to 4 pages spread over the object:
+ * the first mode other than the default, else the thread's; 0 default, 1 preferred,
+ * 2 bind, 3 interleave, 4 local, ...; 255 unknown, and always on a machine of one memory
+ * node, where no policy places anything), `mixed` 1 when those pages do not all have the
+ * same policy and nodes (numaprof_place's bind_block). */
 #define NMP_TABLE_object_pages(COL) \
     COL(object_pages, time, U64, REQ) \
     COL(object_pages, pid, U32, REQ) \

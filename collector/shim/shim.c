@@ -576,13 +576,20 @@ static void flush_all_totals(void)
  * Without this an allocation freed before exit has no numa_maps line and its placement
  * could only be guessed from who first touched it, which is wrong whenever a memory
  * policy applies (mbind, numactl --interleave, numaprof_place).  The cost is bounded: at
- * most NMP_PAGES_SAMPLE pages per allocation (an even stride through larger ones), asked
- * in chunks on the stack, plus a few get_mempolicy(2) calls for the policy in effect.
+ * most NMP_PAGES_SAMPLE pages per allocation (one at a hashed offset in each of that many
+ * equal strides through larger ones: an even stride would alias with a policy's period,
+ * every page of an interleave on one node), asked in chunks on the stack, plus a few
+ * get_mempolicy(2) calls for the policy in effect.  move_pages costs ~0.1 us a page, so a
+ * program that frees thousands of tracked blocks gets the first NMP_PAGES_EVERY_FREE of
+ * them asked, then one in NMP_PAGES_THEN.  With one memory node there is no placement to
+ * find and nothing is asked, unless NUMAPROF_SHIM_PAGES=1 (for tests).
  */
 #define NMP_PAGES_SAMPLE 1024
+#define NMP_PAGES_EVERY_FREE 4096u
+#define NMP_PAGES_THEN 64u
 #define NMP_PAGES_CHUNK 128
 #define NMP_PAGES_NODES 64         /* distinct nodes counted per allocation */
-#define NMP_PAGES_POLICY_PROBES 8  /* pages whose policy is asked */
+#define NMP_PAGES_POLICY_PROBES 4  /* pages whose policy is asked */
 #define NMP_PAGES_EXIT_BUDGET (1u << 20) /* pages asked at exit, all allocations together */
 #define NMP_MASK_WORDS 16          /* 1024 nodes */
 
@@ -591,8 +598,36 @@ struct node_count {
     uint32_t count;
 };
 
-/* The policy mode in effect at `addr` with its node mask; -1 if it cannot be asked.  A
- * range without a policy of its own follows the thread's (numactl sets it at start). */
+/* Memory nodes this process may use (get_mempolicy MPOL_F_MEMS_ALLOWED, read once in the
+ * constructor); with one, no policy can place anything and none is asked. */
+static int g_mem_nodes;
+static int g_pages_on;          /* ask at all: two memory nodes, or NUMAPROF_SHIM_PAGES=1 */
+static uint32_t g_pages_frees;  /* releases seen by record_pages (atomic) */
+
+/* A well-mixed 32 bits of k (the sample offset inside a stride). */
+static uint32_t nmp_hash(uint64_t k)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    return (uint32_t)k;
+}
+
+static int count_mem_nodes(void)
+{
+    unsigned long mask[NMP_MASK_WORDS];
+    memset(mask, 0, sizeof mask);
+    if (syscall(SYS_get_mempolicy, NULL, mask, (unsigned long)NMP_MASK_WORDS * 64, 0UL,
+                4UL /* MPOL_F_MEMS_ALLOWED */) != 0)
+        return 0;
+    int n = 0;
+    for (int i = 0; i < NMP_MASK_WORDS; i++)
+        n += __builtin_popcountl(mask[i]);
+    return n;
+}
+
+/* The policy mode of the range holding `addr` (MPOL_F_ADDR) and its node mask; -1 if it
+ * cannot be asked. */
 static int policy_at(uintptr_t addr, unsigned long *mask)
 {
     int mode = -1;
@@ -600,10 +635,40 @@ static int policy_at(uintptr_t addr, unsigned long *mask)
     if (syscall(SYS_get_mempolicy, &mode, mask, (unsigned long)NMP_MASK_WORDS * 64, addr,
                 2UL /* MPOL_F_ADDR */) != 0)
         return -1;
-    if ((mode & 0xff) == 0 &&
-        syscall(SYS_get_mempolicy, &mode, mask, (unsigned long)NMP_MASK_WORDS * 64, 0UL, 0UL) != 0)
-        return -1;
     return mode & 0xff; /* without the MPOL_F_* mode flags */
+}
+
+/* The policy that places [first, first + npages pages): the first mode other than the
+ * default among a few pages spread over the range (the first may hold only malloc's
+ * header), else the thread's own (numactl sets it for the whole process); *mixed when
+ * those pages differ in mode or nodes.  NMP_PAGES_POLICY_UNKNOWN on one memory node. */
+static unsigned placing_policy(uintptr_t first, uint64_t npages, int *mixed)
+{
+    const uintptr_t pg = 4096;
+    unsigned long mask0[NMP_MASK_WORDS], mask[NMP_MASK_WORDS];
+    int mode = -1;
+    *mixed = 0;
+    if (g_mem_nodes < 2)
+        return NMP_PAGES_POLICY_UNKNOWN;
+    for (unsigned i = 0; i < NMP_PAGES_POLICY_PROBES && i < npages; i++) {
+        uint64_t at = npages > 1 ? i * (npages - 1) / (NMP_PAGES_POLICY_PROBES - 1) : 0;
+        int m = policy_at(first + (uintptr_t)at * pg, i ? mask : mask0);
+        if (m < 0)
+            return NMP_PAGES_POLICY_UNKNOWN;
+        if (i == 0)
+            mode = m;
+        else if (m != mode || memcmp(mask, mask0, sizeof mask) != 0) {
+            *mixed = 1;
+            if (mode == 0) {
+                mode = m;
+                memcpy(mask0, mask, sizeof mask);
+            }
+        }
+    }
+    if (mode == 0 && syscall(SYS_get_mempolicy, &mode, mask, (unsigned long)NMP_MASK_WORDS * 64,
+                             0UL, 0UL) != 0)
+        return NMP_PAGES_POLICY_UNKNOWN;
+    return (unsigned)(mode & 0xff);
 }
 
 /* Asks where the pages of [p, p + bytes) are and writes NMP_SHIM_PAGES records (before
@@ -614,8 +679,13 @@ static __attribute__((noinline, cold)) uint64_t record_pages(void *p, size_t byt
     const uintptr_t pg = 4096;
     uintptr_t first = (uintptr_t)p & ~(pg - 1);
     uintptr_t end = ((uintptr_t)p + bytes + pg - 1) & ~(pg - 1);
-    if (!bytes || end <= first)
+    if (!bytes || end <= first || !g_pages_on)
         return 0;
+    if (source == NMP_PAGES_AT_FREE) {
+        uint32_t k = __atomic_fetch_add(&g_pages_frees, 1, __ATOMIC_RELAXED);
+        if (k >= NMP_PAGES_EVERY_FREE && k % NMP_PAGES_THEN)
+            return 0;
+    }
     int saved = errno;
     uint64_t npages = (end - first) / pg;
     uint64_t asked = npages < NMP_PAGES_SAMPLE ? npages : NMP_PAGES_SAMPLE;
@@ -626,8 +696,12 @@ static __attribute__((noinline, cold)) uint64_t record_pages(void *p, size_t byt
     uint64_t done = 0;
     while (done < asked) {
         unsigned n = asked - done < NMP_PAGES_CHUNK ? (unsigned)(asked - done) : NMP_PAGES_CHUNK;
-        for (unsigned i = 0; i < n; i++)
-            addrs[i] = (void *)(first + (uintptr_t)((done + i) * npages / asked) * pg);
+        for (unsigned i = 0; i < n; i++) {
+            /* stride k covers pages [k * npages / asked, (k + 1) * npages / asked) */
+            uint64_t k = done + i, lo = k * npages / asked, hi = (k + 1) * npages / asked;
+            uint64_t at = lo + (hi > lo + 1 ? (uint64_t)nmp_hash(k) % (hi - lo) : 0);
+            addrs[i] = (void *)(first + (uintptr_t)at * pg);
+        }
         if (syscall(SYS_move_pages, 0, (unsigned long)n, addrs, NULL, status, 0) != 0) {
             errno = saved;
             return 0; /* no NUMA support in this kernel, or not allowed: nothing known */
@@ -646,27 +720,8 @@ static __attribute__((noinline, cold)) uint64_t record_pages(void *p, size_t byt
         }
         done += n;
     }
-    /* the policy that places the pages: the first one other than the default among a
-     * few pages spread over the range (the first may hold only malloc's header) */
-    unsigned long mask0[NMP_MASK_WORDS], mask[NMP_MASK_WORDS];
-    int mode = -1, mixed = 0;
-    for (unsigned i = 0; i < NMP_PAGES_POLICY_PROBES && i < npages; i++) {
-        uint64_t at = npages > 1 ? i * (npages - 1) / (NMP_PAGES_POLICY_PROBES - 1) : 0;
-        int m = policy_at(first + (uintptr_t)at * pg, i ? mask : mask0);
-        if (m < 0)
-            break;
-        if (i == 0)
-            mode = m;
-        else if (m != mode || memcmp(mask, mask0, sizeof mask) != 0) {
-            mixed = 1;
-            if (mode == 0) {
-                mode = m;
-                memcpy(mask0, mask, sizeof mask);
-            }
-        }
-    }
-    unsigned flags = (mode < 0 ? NMP_PAGES_POLICY_UNKNOWN : (unsigned)mode) |
-                     (mixed ? NMP_PAGES_F_MIXED : 0u);
+    int mixed;
+    unsigned flags = placing_policy(first, npages, &mixed) | (mixed ? NMP_PAGES_F_MIXED : 0u);
     struct nmp_shim_record r;
     uint64_t t = now_ns();
     for (int k = 0; k < nnodes || k == 0; k += NMP_SHIM_MAX_FRAMES) {
@@ -966,6 +1021,9 @@ __attribute__((constructor(101))) static void shim_init(void)
     struct stack_entry warm;
     unwind_into(&warm);
     g_key_ok = pthread_key_create(&g_key, thread_exit) == 0;
+    g_mem_nodes = count_mem_nodes();
+    const char *force = getenv("NUMAPROF_SHIM_PAGES");
+    g_pages_on = g_mem_nodes >= 2 || (force && strcmp(force, "1") == 0);
     pthread_atfork(NULL, NULL, atfork_child);
     if (open_file() == 0) {
         __atomic_store_n(&g_active, 1, __ATOMIC_RELEASE);
