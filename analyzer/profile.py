@@ -213,6 +213,14 @@ def _check_values(d: Path, name: str, t: Table) -> None:
         if bad.any():
             refuse("page_size", bad, "is not a page size (0, or a power of two from 4 KiB "
                    "to 1 GiB)")
+    if name == "object_pages" and len(t["pages"]):
+        pages, asked = (np.asarray(t[c], dtype=np.uint64) for c in ("pages", "sampled"))
+        count = np.asarray(t["count"], dtype=np.uint64)
+        limit = np.uint64(ADDRESS_SPACE >> 12)
+        bad = (pages > limit) | (asked > pages) | (count > asked)
+        if bad.any():
+            refuse("count", bad, "pages: more than were asked, or asked of more pages than "
+                   "the object holds, or beyond the address space")
     for table, start, length in (("objects", "addr", "size"), ("mappings", "start", "len")):
         if name == table and len(t[length]):
             size = np.asarray(t[length], dtype=np.uint64)
@@ -223,6 +231,7 @@ def _check_values(d: Path, name: str, t: Table) -> None:
 
 
 TIME_COLUMNS = {"samples": ("time",), "faults": ("time",), "page_nodes": ("time",),
+                "object_pages": ("time",),
                 "mappings": ("time",), "objects": ("time", "free_time"),
                 "threads": ("start_time", "end_time"), "counters": ("time",)}
 ADDRESS_SPACE = 1 << 57  # user address space of x86-64 with 5-level paging (128 PiB)

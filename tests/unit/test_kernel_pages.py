@@ -5,6 +5,7 @@ import json
 
 import profgen
 from click.testing import CliRunner
+from helpers import run_numaprof
 from profgen import Array
 
 from numaprof.analyzer import analyze
@@ -116,3 +117,12 @@ def test_report_says_where_each_count_came_from(tmp_path):
     res = CliRunner().invoke(cli, ["report", str(run.path)], env={"COLUMNS": "250"})
     assert res.exit_code == 0, res.output
     assert "0:512 1:512 (free) [preferred, mixed]" in res.output
+
+
+def test_impossible_counts_are_refused_with_the_file_named(tmp_path):
+    run = _run(tmp_path, free_time=FREED)
+    _object_pages(run, {0: 2000}, sampled=1024)  # more pages on a node than were asked
+    res = run_numaprof("report", run.path)
+    assert res.returncode == 2
+    [line] = res.stderr.strip().splitlines()
+    assert line.startswith("numaprof: ") and "object_pages.count.col: row 0" in line
