@@ -33,7 +33,8 @@ from numaprof.cli.render import clean, progress_callback
                    "and print per object the predicted against the measured placement.")
 @click.option("--build", "build", default=None, metavar="CMD",
               help="--verify: the shell command that rebuilds the program in the copy "
-                   "(CFLAGS etc. get `numaprof config --cflags`).")
+                   "(CFLAGS etc. get `numaprof config --cflags`); default: the compile "
+                   "lines the binary recorded.")
 @click.option("--verify-timeout", type=float, default=1800.0, show_default=True, metavar="S",
               help="--verify: kill the lab guest after S seconds.")
 def command(profile, target, fmt, top, object_name, do_apply, dry_run, revert, verify, build,
@@ -86,11 +87,7 @@ def command(profile, target, fmt, top, object_name, do_apply, dry_run, revert, v
 def _verify(analysis, advice, cfg, build, timeout) -> None:
     from numaprof.cli import verify
     from numaprof.cli.render import json_report
-    from numaprof.errors import UsageError
 
-    if not build:
-        raise UsageError("--verify needs --build CMD: the command that rebuilds the program "
-                         "(e.g. --build 'make')")
     checks = verify.verify(analysis, advice, cfg.profile, build, timeout=timeout,
                            log=lambda line: click.echo(f"numaprof: verify: {clean(line)}",
                                                        err=True))

@@ -127,6 +127,46 @@ def _copy_tree(root: Path, dest: Path, skip: set[str]) -> None:
     shutil.copytree(root, dest, symlinks=True, ignore=ignore)
 
 
+_DRIVERS = {("gcc", "c"): "gcc", ("gcc", "c++"): "g++", ("gcc", "fortran"): "gfortran",
+            ("clang", "c"): "clang", ("clang", "c++"): "clang++"}
+
+
+def recorded_build(profile: Path, root: str, exe: str) -> str | None:
+    """A build command from the compile lines the binary recorded (DW_AT_producer): each
+    of its translation units under `root` compiled with its own compiler and flags, then
+    linked with the OpenMP / pthread flags they used and -lm.  None when the binary has
+    no such units, or one the compilers above did not build.  Macros (-D) are not
+    recorded: a program that needs them needs --build."""
+    from numaprof.recommender.patch.compile import BuildInfo
+
+    exe_real = os.path.realpath(exe)
+    units = [u for u in BuildInfo.from_profile(profile, root).units
+             if os.path.realpath(u.binary) == exe_real
+             and os.path.realpath(u.source).startswith(root + os.sep)]
+    if not units:
+        return None
+    steps, objs, link_flags, drivers = [], [], [], set()
+    for k, u in enumerate(units):
+        driver = _DRIVERS.get((u.producer.family, u.language or u.producer.language))
+        if driver is None:
+            return None
+        drivers.add(driver)
+        obj = f".numaprof-verify-{k}.o"
+        src = os.path.relpath(os.path.realpath(u.source), root)
+        # gcc leaves -D and -I out of DW_AT_producer: the directories of the unit's own
+        # headers stand in for its -I
+        incs = [f"-I{os.path.relpath(d, root)}" for d in u.include_dirs
+                if os.path.realpath(d).startswith(root + os.sep) or os.path.realpath(d) == root]
+        flags = [*u.producer.flags, *dict.fromkeys(incs)]
+        steps.append(shlex.join([driver, *flags, "-c", src, "-o", obj]) + " $CFLAGS")
+        objs.append(obj)
+        link_flags += [f for f in flags if f in ("-fopenmp", "-pthread") and f not in link_flags]
+    linker = next(d for d in ("gfortran", "g++", "clang++", "gcc", "clang") if d in drivers)
+    out = os.path.relpath(exe_real, root)
+    steps.append(shlex.join([linker, *objs, *link_flags, "-lm", "-o", out]))
+    return " && ".join(steps)
+
+
 def _patch_words(sug) -> str:
     fix = sug.fix
     if fix is None:
@@ -136,11 +176,12 @@ def _patch_words(sug) -> str:
     return fix.status
 
 
-def verify(analysis, advice, profile: Path, build: str, *, root: str | None = None,
+def verify(analysis, advice, profile: Path, build: str | None, *, root: str | None = None,
            timeout: float = 1800.0, kernel: Path | None = None,
            log=None) -> list[ObjectCheck]:
     """Apply, rebuild, run in the lab and compare (see the module's docstring).  `build`
-    is a shell command run in the copy's root; `log(line)` reports progress."""
+    is a shell command run in the copy's root, None for the recorded compile lines
+    (recorded_build); `log(line)` reports progress."""
     from numaprof.analyzer import analyze
     from numaprof.analyzer.core import kernel_object_pages
     from numaprof.cli.diff_match import match
@@ -172,7 +213,7 @@ def verify(analysis, advice, profile: Path, build: str, *, root: str | None = No
         tree = scratch / "tree"
         _copy_tree(Path(root), tree, {os.path.realpath(profile)})
         log(f"copied {root} to {tree}")
-        hashes = read_sources_json(profile)
+        hashes = read_sources_json(profile) if advice.patches else {}
         moved = {}
         for path, digest in hashes.items():
             real = os.path.realpath(path)
@@ -193,6 +234,13 @@ def verify(analysis, advice, profile: Path, build: str, *, root: str | None = No
         env = dict(os.environ, NUMAPROF_CFLAGS=cflags)
         for var in ("CFLAGS", "CXXFLAGS", "FFLAGS", "FCFLAGS"):
             env[var] = (env.get(var, "") + " " + cflags).strip()
+        if not build:
+            exe_path = command[0] if os.path.isabs(command[0]) else os.path.join(cwd, command[0])
+            build = recorded_build(profile, root, exe_path)
+            if build is None:
+                raise NumaprofError("--verify: the program's compile lines were not recorded "
+                                    "(no DWARF from gcc or clang for it): give --build CMD",
+                                    exit_code=2)
         log(f"building: {build}")
         built = subprocess.run(build, shell=True, cwd=tree, env=env, capture_output=True,
                                text=True)

@@ -4,6 +4,8 @@ tests/lab/test_lab_verify.py."""
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from types import SimpleNamespace
 
 import profgen
@@ -56,10 +58,14 @@ def test_verdict_rests_on_the_page_map_and_flags_a_disagreement():
     assert gone.verdict == "not found in the lab recording"
 
 
-def test_verify_needs_a_build_command(tmp_path):
+def test_verify_without_build_or_compile_lines_says_so(tmp_path):
+    """A program whose compile lines were not recorded (no DWARF) needs --build; the
+    scratch copy is removed all the same."""
     run = profgen.synth_run(tmp_path / "p", [Array("a", 4 << 20, ["serial_init", "regular"])])
+    before = set(Path(tempfile.gettempdir()).glob("numaprof-verify-*"))
     res = run_numaprof("suggest", run.path, "--verify", "--target", "2s", cwd=tmp_path)
     assert res.returncode == 2, res.stderr
-    assert res.stderr.strip().splitlines() == [
-        "numaprof: --verify needs --build CMD: the command that rebuilds the program "
-        "(e.g. --build 'make')"]
+    assert res.stderr.strip().splitlines()[-1] == (
+        "numaprof: --verify: the program's compile lines were not recorded (no DWARF from "
+        "gcc or clang for it): give --build CMD")
+    assert set(Path(tempfile.gettempdir()).glob("numaprof-verify-*")) <= before
