@@ -16,8 +16,11 @@ def pairs(before: Analysis, after: Analysis):
     out = []
     for p in match(before, after):
         b, a = p.before, p.after
-        name = b.name if a is None or b is None or a.name == b.name else f"{b.name} -> {a.name}"
-        out.append((name if b is not None else a.name, b, a, p.how))
+        if b is None or a is None or a.name == b.name:
+            name = (b or a).name
+        else:
+            name = f"{b.name} -> {a.name}"
+        out.append((name, b, a, p.how))
     return out
 
 

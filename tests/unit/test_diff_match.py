@@ -111,3 +111,6 @@ def test_unpaired_objects_stay_on_their_side(tmp_path):
     got = [(p.before and p.before.name, p.after and p.after.name, p.how)
            for p in match(before, after)]
     assert got == [("x", None, ""), (None, "y", "")]
+    doc = to_json(before, after)
+    assert [(o["name"], o["paired_by"], o["before"] is None, o["after"] is None)
+            for o in doc["objects"]] == [("x", None, False, True), ("y", None, True, False)]
