@@ -26,6 +26,7 @@ from numaprof.analyzer import threads as thr
 from numaprof.analyzer.archive import Archive
 from numaprof.analyzer.attach import KIND_ATTACH
 from numaprof.analyzer.model import (
+    PLACING_POLICIES,
     Analysis,
     FirstTouch,
     ObjectAccess,
@@ -205,17 +206,30 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
             found = att.lookup_nodes(pkeys, pnodes, att.page_keys(a_pid[part], a_addr[part], page_shift))
             a_prow[part] = _rows_of_nodes(found.astype(np.int64), node_index)
     numa_maps = _parse_numa_maps(prof.numa_maps(), prof.path)
-    obj_nm = {}  # object id → pages per node row from numa_maps
+    # the kernel's answer per heap object: numa_maps (its own VMAs at exit), else the
+    # shim's move_pages query at its release or at exit
+    obj_kernel: dict[int, _KernelPages] = {}
+    op_index = _ObjectPagesIndex(prof.table("object_pages"))
     for oi, o in enumerate(objs):
         if o.kind == "heap":
-            pb = _numa_maps_pages(o, numa_maps, prof.table("objects"), page, node_index, N)
-            if pb is not None:
-                obj_nm[oi] = pb
-    if N > 1 and obj_nm:
-        # pages never located by move_pages: use the node numa_maps gives when it is one
+            nm = _numa_maps_pages(o, numa_maps, prof.table("objects"), page, node_index, N)
+            if nm is not None:
+                obj_kernel[oi] = _KernelPages(nm[0], "numa_maps", nm[1], nm[2])
+            else:
+                kp = _kernel_pages(o, op_index, prof.table("objects"), node_index, N)
+                if kp is not None:
+                    obj_kernel[oi] = kp
+    # objects whose pages a memory policy places: where their pages are is not where they
+    # were first touched, so no sample of theirs takes its node from the first touch
+    policy_placed = np.zeros(len(objs) + 1, dtype=bool)
+    for oi, kp in obj_kernel.items():
+        policy_placed[oi] = kp.policy in PLACING_POLICIES
+    if N > 1 and obj_kernel:
+        # pages never located by the collector: use the node the kernel gave for the
+        # object when it is one
         single = np.full(len(objs) + 1, -1, dtype=np.int64)
-        for oi, pb in obj_nm.items():
-            nz = np.flatnonzero(pb)
+        for oi, kp in obj_kernel.items():
+            nz = np.flatnonzero(kp.counts)
             if len(nz) == 1:
                 single[oi] = nz[0]
         fill = (a_prow < 0) & (a_obj >= 0)
@@ -232,7 +246,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     if N > 1 and ft is not None:
         # pages never located: under Linux's default policy a page lives on the node of
         # the cpu that first touched it; such samples are counted as inferred
-        miss = np.flatnonzero((a_prow < 0) & (a_iv >= 0))
+        miss = np.flatnonzero((a_prow < 0) & (a_iv >= 0) & ~policy_placed[a_obj])
         if len(miss):
             fk = ft.iv.astype(np.int64) * (1 << 36) + ft.page
             fo = np.argsort(fk, kind="stable")
@@ -282,8 +296,8 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         idx = order[bounds[oi + 1] : bounds[oi + 2]]
         results.append(_object_result(
             objs[oi], oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow, a_access, a_weight, a_iv, ivs,
-            N, page, with_address, ft, ft_rows, inferred, obj_nm.get(oi), topo, node_index, threads, resolver,
-            n_program_threads, t_origin, pn_index, iv_members(oi)))
+            N, page, with_address, ft, ft_rows, inferred, obj_kernel.get(oi), topo, node_index, threads, resolver,
+            n_program_threads, t_origin, pn_index, iv_members(oi), prof.table("objects")["time"]))
     step("done", 1.0)
 
     m = prof.manifest
@@ -784,8 +798,8 @@ def _first_touch_of(oi, ft: _FirstTouch | None, topo, n_program_threads, resolve
 
 
 def _object_result(o: _Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow, a_access, a_weight, a_iv, ivs,
-                   N, page, with_address, ft, ft_rows, inferred, nm_pages, topo, node_index, threads, resolver,
-                   n_program_threads, t_origin, pn_index, members) -> ObjectResult:
+                   N, page, with_address, ft, ft_rows, inferred, kernel, topo, node_index, threads, resolver,
+                   n_program_threads, t_origin, pn_index, members, alloc_times) -> ObjectResult:
     n = len(idx)
     iv = a_iv[idx]
     off = (a_addr[idx] - ivs.start[iv]).astype(np.int64)
@@ -806,10 +820,11 @@ def _object_result(o: _Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_pro
     traffic = np.bincount(trow[known].astype(np.int64) * N + prow[known], weights=None if w is None else w[known],
                           minlength=N * N).reshape(N, N)
     local, load, imb = _traffic_stats(traffic)
-    # pages per node: numa_maps for the object's own mapping, else the located pages,
-    # else the nodes of the first touches
-    if nm_pages is not None:
-        pages_by_node, pages_source = [int(x) for x in nm_pages], "numa_maps"
+    # pages per node: the kernel's answer for the whole object (numa_maps, or move_pages
+    # at its release or at exit), else the located pages, else the nodes of the first
+    # touches (right only under the default policy)
+    if kernel is not None:
+        pages_by_node, pages_source = [int(x) for x in kernel.counts], kernel.source
     else:
         pages_by_node, pages_source = [int(x) for x in pn_index.pages(members, ivs, page)], "move_pages"
     page_key = iv.astype(np.int64) * (1 << 36) + pg
@@ -817,7 +832,7 @@ def _object_result(o: _Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_pro
     pattern, conf = patterns.classify(features)
     needed = classifier.samples_needed(features) if pattern == "unknown" else 0
     first_touch = _first_touch_of(oi, ft, topo, n_program_threads, resolver)
-    if nm_pages is None and first_touch.pages and (
+    if kernel is None and first_touch.pages and (
             sum(pages_by_node) == 0 or (N == 1 and first_touch.pages > sum(pages_by_node))):
         lo, hi = np.searchsorted(ft.obj, oi), np.searchsorted(ft.obj, oi, side="right")
         rows = ft_rows[lo:hi]
@@ -860,6 +875,10 @@ def _object_result(o: _Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_pro
         unplaced_samples=int(n - known.sum()),
         inferred_samples=int(inferred[idx].sum()),
         pages_source=pages_source,
+        alloc_time=(int(np.min(np.asarray(alloc_times)[o.alloc_rows]))
+                    if o.alloc_rows else 0),
+        pages_policy=kernel.policy if kernel is not None else "",
+        pages_policy_mixed=kernel.mixed if kernel is not None else False,
         attribution=o.attribution,
         thread_private=o.thread_private,
     )
@@ -890,6 +909,145 @@ class _PageNodeIndex:
         return (self.cum[b] - self.cum[a]).sum(axis=0)
 
 
+@dataclass
+class ObjectPages:
+    """A heap object's pages by node as the kernel reported them, sampled or not."""
+
+    name: str
+    site: str
+    kind: str
+    address: int
+    size: int
+    alloc_time: int
+    pages_by_node: list[int]
+    pages_source: str  # numa_maps | move_pages_at_exit | move_pages_at_free
+    pages_policy: str
+    pages_policy_mixed: bool
+
+
+def kernel_object_pages(path_or_profile) -> list[ObjectPages]:
+    """Every heap object of a profile whose pages the kernel located (numa_maps, or the
+    shim's move_pages at release or exit), with or without samples: what a recording
+    that has few data addresses (a TCG guest) still says for certain about placement."""
+    prof = path_or_profile if isinstance(path_or_profile, Profile) else open_profile(path_or_profile)
+    symbols.use_archive(prof.path)
+    topo = prof.topology() if prof.has_topology() else single_node([0])
+    page = int(topo.page_size or 4096)
+    node_index = {n.id: i for i, n in enumerate(topo.nodes)}
+    N = max(topo.n_nodes, 1)
+    objs: list[_Obj] = []
+    _heap_intervals(prof.table("objects"), objs)
+    ot = prof.table("objects")
+    numa_maps = _parse_numa_maps(prof.numa_maps(), prof.path)
+    index = _ObjectPagesIndex(prof.table("object_pages"))
+    resolver = symbols.CodeResolver(symbols.Mappings(prof.table("mappings")))
+    out = []
+    for o in objs:
+        nm = _numa_maps_pages(o, numa_maps, ot, page, node_index, N)
+        kp = _KernelPages(nm[0], "numa_maps", nm[1], nm[2]) if nm is not None else \
+            _kernel_pages(o, index, ot, node_index, N)
+        if kp is None:
+            continue
+        _name(o, resolver, prof)
+        out.append(ObjectPages(o.name, o.site, o.kind, int(o.address), int(o.size),
+                               int(np.min(np.asarray(ot["time"])[o.alloc_rows])),
+                               [int(x) for x in kp.counts], kp.source, kp.policy, kp.mixed))
+    return out
+
+
+# ---------------------------------------------------------------------------- object_pages
+
+POLICY_MODES = {0: "default", 1: "preferred", 2: "bind", 3: "interleave", 4: "local",
+                5: "preferred_many", 6: "weighted_interleave"}
+_AT_FREE, _AT_EXIT = 1, 2
+
+
+@dataclass
+class _KernelPages:
+    """An object's pages per node as the kernel answered the shim's move_pages query."""
+
+    counts: np.ndarray  # (N,) pages per node row, scaled to the whole object when sampled
+    source: str  # move_pages_at_free | move_pages_at_exit
+    policy: str  # POLICY_MODES name, "" unknown
+    mixed: bool
+
+
+class _ObjectPagesIndex:
+    """The object_pages table grouped into queries: {(pid, addr): [(time, source, rows)]}."""
+
+    def __init__(self, op: dict):
+        self.op = op
+        self.by_key: dict[tuple[int, int], list] = {}
+        n = len(op.get("addr", ()))
+        if not n:
+            return
+        pid, addr, time = (np.asarray(op[c]).astype(np.uint64) for c in ("pid", "addr", "time"))
+        order = np.lexsort((time, addr, pid))
+        k = np.stack([pid[order], addr[order], time[order]], axis=1)
+        starts = np.flatnonzero(np.r_[True, np.any(k[1:] != k[:-1], axis=1)])
+        ends = np.r_[starts[1:], n]
+        for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+            r = order[a:b]
+            key = (int(k[a, 0]), int(k[a, 1]))
+            self.by_key.setdefault(key, []).append((int(k[a, 2]), int(op["source"][r[0]]), r))
+
+    def query(self, pid: int, addr: int, t0: int, t1: int | None):
+        """The query of the allocation alive over [t0, t1] (t1 None: alive at exit): the
+        latest made at its release, or the one made at exit."""
+        best = None
+        for time, source, rows in self.by_key.get((pid, addr), ()):
+            if time < t0:
+                continue
+            if t1 is None and source == _AT_EXIT:
+                return time, source, rows
+            if t1 is not None and source == _AT_FREE and time <= t1:
+                best = (time, source, rows)
+        return best
+
+
+def _kernel_pages(o: _Obj, index: _ObjectPagesIndex, ot, node_index, N) -> _KernelPages | None:
+    """Pages per node of a heap object from the shim's move_pages queries.
+
+    The allocations alive at exit are summed when they were asked at exit; otherwise
+    those alive when the last released one was made (one generation of a site that
+    allocates again and again).  Counts of a sampled query are scaled to the object."""
+    if not index.by_key or not o.alloc_rows:
+        return None
+    found = []  # (t0, t1 or None, query)
+    for r in o.alloc_rows:
+        t0, ft = int(ot["time"][r]), int(ot["free_time"][r])
+        q = index.query(int(ot["pid"][r]), int(ot["addr"][r]), t0, ft or None)
+        if q is not None:
+            found.append((t0, ft or None, q))
+    if not found:
+        return None
+    alive = [f for f in found if f[1] is None]
+    if alive:
+        use, source = alive, "move_pages_at_exit"
+    else:
+        last_t0 = max(found, key=lambda f: f[2][0])[0]
+        use = [f for f in found if f[0] <= last_t0 < f[1] or f[0] == last_t0]
+        source = "move_pages_at_free"
+    op = index.op
+    total = np.zeros(N, dtype=np.float64)
+    modes, mixed = [], False
+    for _t0, _t1, (_time, _src, rows) in use:
+        asked = int(op["sampled"][rows[0]])
+        pages = int(op["pages"][rows[0]])
+        scale = pages / asked if asked and pages > asked else 1.0
+        for r in rows:
+            row = node_index.get(int(op["node"][r]))
+            if row is not None:
+                total[row] += int(op["count"][r]) * scale
+        mode = int(op["policy"][rows[0]])
+        modes.append(POLICY_MODES.get(mode, ""))
+        mixed |= bool(op["mixed"][rows[0]])
+    placing = [m for m in modes if m not in ("", "default")]
+    policy = placing[0] if placing else ("default" if "default" in modes else "")
+    mixed |= len(set(modes)) > 1
+    return _KernelPages(np.rint(total).astype(np.int64), source, policy, mixed)
+
+
 # ---------------------------------------------------------------------------- numa_maps
 
 def _digits(text: str) -> bool:
@@ -900,7 +1058,7 @@ NUMA_MAPS_PAGES = 1 << 45  # pages of one mapping on one node: 128 PiB of 4 KiB 
 
 
 def _parse_numa_maps(texts: dict[int, str], where=".") -> dict[int, tuple[np.ndarray, list]]:
-    """{pid: (sorted VMA starts, [(start, {node: pages}, page_bytes)])}.
+    """{pid: (sorted VMA starts, [(start, {node: pages}, page_bytes, policy)])}.
 
     Lines that do not start with a hex address are skipped; a line whose page counts or
     page size are not the kernel's numbers (a page size that is not a power of two up to
@@ -936,19 +1094,22 @@ def _parse_numa_maps(texts: dict[int, str], where=".") -> dict[int, tuple[np.nda
                     kps = kb * 1024
             if start >= 1 << 64:
                 continue
-            rows.append((start, nodes, kps))
+            rows.append((start, nodes, kps, _numa_maps_policy(parts)))
         rows.sort(key=lambda r: r[0])
         out[pid] = (np.array([r[0] for r in rows], dtype=np.uint64), rows)
     return out
 
 
-def _numa_maps_pages(o: _Obj, nm, ot, page, node_index, N) -> np.ndarray | None:
+def _numa_maps_pages(o: _Obj, nm, ot, page, node_index, N) -> tuple[np.ndarray, str, bool] | None:
     """Pages per node of a heap object from numa_maps, when each of its allocations that
-    was alive at exit has a VMA of its own (large allocations are mmap'd by malloc)."""
+    was alive at exit has VMAs of its own (large allocations are mmap'd by malloc; mbind
+    splits one VMA into several, one per policy), with the policy they report and whether
+    it differs between them."""
     if not nm or not o.alloc_rows:
         return None
     total = np.zeros(N, dtype=np.int64)
     matched = False
+    policies: list[str] = []
     for r in o.alloc_rows:
         if int(ot["free_time"][r]):
             continue
@@ -960,18 +1121,47 @@ def _numa_maps_pages(o: _Obj, nm, ot, page, node_index, N) -> np.ndarray | None:
         i = int(np.searchsorted(starts, np.uint64(a), side="right")) - 1
         if i < 0:
             return None
-        vstart, nodes, kps = rows[i]
-        nxt = rows[i + 1][0] if i + 1 < len(rows) else None
-        # the VMA must begin within a page before the allocation and hold no more pages
-        # than the allocation (plus its header page): then the counts are this object's
-        if a - vstart >= 2 * page or (nxt is not None and nxt < a + size):
+        # the first VMA must begin within a page before the allocation; those that begin
+        # inside it are pieces of it (split by mbind or mprotect)
+        j = int(np.searchsorted(starts, np.uint64(a + size), side="left"))
+        if a - rows[i][0] >= 2 * page:
             return None
-        pages = sum(nodes.values()) * kps // page
+        pieces = rows[i:j]
+        pages = sum(sum(nodes.values()) * kps // page for _, nodes, kps, _ in pieces)
+        # no more pages than the allocation (plus its header page): the counts are its own
         if pages > -(-size // page) + 2:
             return None
-        for nid, cnt in nodes.items():
-            row = node_index.get(nid)
-            if row is not None:
-                total[row] += cnt * kps // page
+        for _, nodes, kps, policy in pieces:
+            for nid, cnt in nodes.items():
+                row = node_index.get(nid)
+                if row is not None:
+                    total[row] += cnt * kps // page
+            policies.append(policy)
         matched = True
-    return total if matched else None
+    if not matched:
+        return None
+    modes = [mode for mode, _ in policies]
+    placing = [m for m in modes if m not in ("", "default")]
+    mode = placing[0] if placing else ("default" if "default" in modes else "")
+    return total, mode, len(set(policies)) > 1
+
+
+# numa_maps policy words (the kernel's mpol_to_str) -> POLICY_MODES names
+_NUMA_MAPS_POLICIES = {"default": "default", "prefer": "preferred", "bind": "bind",
+                       "interleave": "interleave", "local": "local",
+                       "weighted": "weighted_interleave"}
+
+
+def _numa_maps_policy(parts: list[str]) -> tuple[str, str]:
+    """The policy of a numa_maps line ("prefer:1", "interleave=static:0-3", "prefer (many)
+    :0-1", "weighted interleave:0-1"): its POLICY_MODES name ("" unknown) and its text
+    with the nodes (two VMAs of one mode may prefer different nodes)."""
+    if len(parts) < 2:
+        return "", ""
+    word = re.split(r"[:=]", parts[1], maxsplit=1)[0]
+    if len(parts) > 2 and parts[1] in ("prefer", "weighted"):  # a two-word name
+        text = parts[1] + " " + parts[2]
+        if word == "prefer" and parts[2].startswith("(many)"):
+            return "preferred_many", text
+        return _NUMA_MAPS_POLICIES.get(word, ""), text
+    return _NUMA_MAPS_POLICIES.get(word, ""), parts[1]

@@ -88,6 +88,21 @@ class Phase:
     samples: int
 
 
+# Where an object's pages by node came from, in words (report text, JSON "pages_source").
+PAGES_SOURCES = {
+    "numa_maps": "numa_maps at exit",
+    "move_pages_at_exit": "move_pages at exit",
+    "move_pages_at_free": "move_pages at free",
+    "move_pages": "move_pages of sampled pages",
+    "first_touch": "inferred from first touch",
+    "none": "not located",
+}
+
+# A memory policy the kernel reports on pages that places them (not the default, nor
+# "local", which is the default's placement).
+PLACING_POLICIES = ("preferred", "bind", "interleave", "preferred_many", "weighted_interleave")
+
+
 @dataclass
 class ObjectResult:
     name: str
@@ -115,7 +130,18 @@ class ObjectResult:
     access: ObjectAccess | None = None
     unplaced_samples: int = 0  # samples whose page node is unknown (left out of traffic)
     inferred_samples: int = 0  # samples whose page node was taken from the page's first touch
-    pages_source: str = ""  # where pages_by_node comes from: numa_maps | move_pages | first_touch | none
+    # where pages_by_node comes from (PAGES_SOURCES): numa_maps | move_pages_at_exit |
+    # move_pages_at_free | move_pages (the sampled pages, while running) | first_touch
+    # (inferred from the toucher's node) | none
+    pages_source: str = ""
+    # the memory policy the kernel reported on the object's pages (get_mempolicy at free or
+    # exit): default | preferred | bind | interleave | local | preferred_many |
+    # weighted_interleave, "" unknown; pages_policy_mixed: not the same one throughout
+    pages_policy: str = ""
+    pages_policy_mixed: bool = False
+    # when the first allocation of a heap object was made (the profile's clock, ns; 0 for
+    # other kinds): the allocation order `report --diff` pairs objects of one site by
+    alloc_time: int = 0
     samples_needed: int = 0  # pattern unknown for want of samples: how many more it needs
     # how the samples were tied to the object: address (an allocation, a symbol, a
     # mapping), frame (a local in the sampled frame), register (a pointer variable in the

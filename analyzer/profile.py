@@ -31,7 +31,7 @@ Table = dict[str, np.ndarray]
 # 32-bit integers; the other tables stay far below what a run produces.  Where the
 # manifest counts a table's rows (the collector's counts), that count is the limit.
 ROW_LIMITS = {"samples": 2**31 - 1, "faults": 2**31 - 1, "page_nodes": 2**31 - 1,
-              "objects": 2**26, "stack_frames": 2**26, "mappings": 2**22, "threads": 2**22,
+              "objects": 2**26, "object_pages": 2**28, "stack_frames": 2**26, "mappings": 2**22, "threads": 2**22,
               "counters": 2**20}
 ROW_LIMIT = 2**31 - 1  # a table this numaprof does not know
 COUNTED = {"samples": "samples", "faults": "faults", "page_nodes": "page_queries"}
@@ -213,6 +213,14 @@ def _check_values(d: Path, name: str, t: Table) -> None:
         if bad.any():
             refuse("page_size", bad, "is not a page size (0, or a power of two from 4 KiB "
                    "to 1 GiB)")
+    if name == "object_pages" and len(t["pages"]):
+        pages, asked = (np.asarray(t[c], dtype=np.uint64) for c in ("pages", "sampled"))
+        count = np.asarray(t["count"], dtype=np.uint64)
+        limit = np.uint64(ADDRESS_SPACE >> 12)
+        bad = (pages > limit) | (asked > pages) | (count > asked)
+        if bad.any():
+            refuse("count", bad, "pages: more than were asked, or asked of more pages than "
+                   "the object holds, or beyond the address space")
     for table, start, length in (("objects", "addr", "size"), ("mappings", "start", "len")):
         if name == table and len(t[length]):
             size = np.asarray(t[length], dtype=np.uint64)
@@ -223,6 +231,7 @@ def _check_values(d: Path, name: str, t: Table) -> None:
 
 
 TIME_COLUMNS = {"samples": ("time",), "faults": ("time",), "page_nodes": ("time",),
+                "object_pages": ("time",),
                 "mappings": ("time",), "objects": ("time", "free_time"),
                 "threads": ("start_time", "end_time"), "counters": ("time",)}
 ADDRESS_SPACE = 1 << 57  # user address space of x86-64 with 5-level paging (128 PiB)

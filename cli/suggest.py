@@ -27,7 +27,18 @@ from numaprof.cli.render import clean, progress_callback
               help="Apply the source patches (all or none; originals kept for --revert).")
 @click.option("--dry-run", is_flag=True, help="Show the patches as one diff; change nothing.")
 @click.option("--revert", is_flag=True, help="Restore the files the last --apply changed.")
-def command(profile, target, fmt, top, object_name, do_apply, dry_run, revert):
+@click.option("--verify", is_flag=True,
+              help="Apply the patches to a scratch copy of this tree, rebuild it with --build, "
+                   "run it in the NUMA lab with the target's nodes and the suggested binding, "
+                   "and print per object the predicted against the measured placement.")
+@click.option("--build", "build", default=None, metavar="CMD",
+              help="--verify: the shell command that rebuilds the program in the copy "
+                   "(CFLAGS etc. get `numaprof config --cflags`); default: the compile "
+                   "lines the binary recorded.")
+@click.option("--verify-timeout", type=float, default=1800.0, show_default=True, metavar="S",
+              help="--verify: kill the lab guest after S seconds.")
+def command(profile, target, fmt, top, object_name, do_apply, dry_run, revert, verify, build,
+            verify_timeout):
     """Suggest a placement policy for each hot array of PROFILE (default ./numaprof.data).
 
     Every candidate policy is simulated on the measured accesses (which thread touched
@@ -63,11 +74,32 @@ def command(profile, target, fmt, top, object_name, do_apply, dry_run, revert):
     if dry_run or do_apply:
         _apply(cfg.profile, patches, result, dry_run=dry_run)
         return
+    if verify:
+        _verify(analysis, advice, cfg, build, verify_timeout)
+        return
     if cfg.format == "json":
         sys.stdout.write(json_suggest.dumps(json_suggest.suggestion(result, analysis,
                                                                    top=cfg.top)))
     else:
         text_suggest.render(result, analysis, top=cfg.top)
+
+
+def _verify(analysis, advice, cfg, build, timeout) -> None:
+    from numaprof.cli import verify
+    from numaprof.cli.render import json_report
+
+    checks = verify.verify(analysis, advice, cfg.profile, build, timeout=timeout,
+                           log=lambda line: click.echo(f"numaprof: verify: {clean(line)}",
+                                                       err=True))
+    if cfg.format == "json":
+        sys.stdout.write(json_report.dumps(verify.to_json(checks)))
+        return
+    for line in verify.render(checks):
+        click.echo(clean(line))
+    bad = [c.name for c in checks if c.verdict != "as predicted"]
+    if bad:
+        click.echo(clean(f"numaprof: verify: {len(bad)} object(s) not as predicted: "
+                         + ", ".join(bad)), err=True)
 
 
 def _only(result, patches, analysis, name: str):
@@ -112,6 +144,8 @@ def _fix_report(suggestions) -> list[str]:
         if fix.status == "offered":
             lines.append(f"{o.name}: {fix.kind} `{fix.statement}` at {fix.where}; checked: "
                          + "; ".join(fix.checks))
+        elif fix.status == "already placed" and not fix.statement:
+            lines.append(f"{o.name}: already placed: " + "; ".join(fix.checks))
         elif fix.status == "already placed":
             lines.append(f"{o.name}: already placed by `{fix.statement}` at {fix.where}"
                          + (f"; to change: {fix.by_hand}" if fix.by_hand else ""))

@@ -655,8 +655,10 @@ def applied_words(objects) -> str:
     if by_hand:
         return " (with the code changes above made by hand: no patch could be made)" if all(
             s.fix is not None for s in by_hand) else " (with the code changes applied)"
-    if placed:
+    if placed and all(s.fix.statement for s in placed):
         return " (with the placements already in the source)"
+    if placed:
+        return " (with the placements already in effect)"
     return ""
 
 

@@ -7,14 +7,15 @@ program's own flags (recommender/patch/compile.py): a patch that does not compil
 cleanly is not offered.  When no patch can be made safely (a first-touch loop that is
 not provably parallel, an allocation the parser cannot place after), the reason is added
 and `parallel_init` falls back to `bind_block` placement.  A placement the source
-already has is reported as "already placed", never written twice.
+already has, or one the kernel reports already in effect on the object's pages (its
+memory policy at release or exit), is reported as "already placed", never written twice.
 """
 
 from __future__ import annotations
 
 import os
 
-from numaprof.analyzer.model import Analysis
+from numaprof.analyzer.model import PAGES_SOURCES, PLACING_POLICIES, Analysis
 from numaprof.errors import ProfileError
 from numaprof.recommender.choose import code_change_note, weighted_note
 from numaprof.recommender.model import Fix, Suggestions
@@ -126,6 +127,13 @@ def attach_patches(s: Suggestions, analysis: Analysis, source_paths, root: str,
                 sug.reason += (f" A parallel first-touch loop cannot be added safely "
                                f"({result.reason}).")
                 result = fallback
+        if not isinstance(result, AlreadyPlaced) and _in_effect(sug.policy, obj):
+            _already_in_effect(sug, obj)
+            continue
+        if getattr(obj, "pages_policy", "") in PLACING_POLICIES:
+            sug.reason += (f" Its pages have a {_policy_words(obj)} memory policy now "
+                           f"({PAGES_SOURCES.get(obj.pages_source, obj.pages_source)}); "
+                           f"the placement replaces it.")
         if isinstance(result, Patch):
             sug.patch = result.diff
             sug.fix = _fix_of(sug.name, result, check)
@@ -178,6 +186,42 @@ def _checked(obj, policy, paths, root, hashes, weighted, build):
         return Refusal(result.path, 0, f"the patch was not offered: {check.detail}",
                        "numactl", by_hand), check
     return result, check
+
+
+# Placements numaprof_place makes by preferring a node per range of pages: one node for
+# the whole object (bind_all) or one per block or page (the others); a kernel interleave
+# (numactl --interleave, mbind) is the same placement as cyclic.
+_SPREAD = ("bind_block", "cyclic", "cyclic_block", "skew_mapp", "prime_mapp", "random",
+           "random_block")
+
+
+def _in_effect(policy: str, obj) -> bool:
+    """Whether the memory policy the kernel reported on the object's pages is already the
+    placement `policy` makes."""
+    mode = getattr(obj, "pages_policy", "")
+    mixed = getattr(obj, "pages_policy_mixed", False)
+    if mode not in PLACING_POLICIES:
+        return False
+    if policy == "bind_all":
+        return mode in ("preferred", "bind") and not mixed
+    if policy == "weighted_interleave":
+        return mode == "weighted_interleave" or (mode == "preferred" and mixed)
+    if policy == "cyclic" and mode == "interleave":
+        return True
+    return policy in _SPREAD and mode == "preferred" and mixed
+
+
+def _policy_words(obj) -> str:
+    return obj.pages_policy + (" (not the same node throughout)" if obj.pages_policy_mixed else "")
+
+
+def _already_in_effect(sug, obj) -> None:
+    where = PAGES_SOURCES.get(obj.pages_source, obj.pages_source)
+    seen = (f"the kernel reports a {_policy_words(obj)} memory policy on its pages "
+            f"({where}), the placement {sug.policy} makes")
+    sug.reason += (f" Already placed: {seen}; no patch is written (the placement is made "
+                   f"outside the recorded sources, or by numactl).")
+    sug.fix = Fix(object=sug.name, status="already placed", checks=[seen])
 
 
 def _already_placed(sug, found: AlreadyPlaced) -> None:

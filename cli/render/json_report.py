@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 
-from numaprof.analyzer.model import Analysis, ObjectResult, Topology
+from numaprof.analyzer.model import PAGES_SOURCES, Analysis, ObjectResult, Topology
 
 SCHEMA = "numaprof.report/1"
 
@@ -60,6 +60,10 @@ def obj(o: ObjectResult) -> dict:
             "serial": bool(ft.serial),
         },
         "pages_by_node": [int(v) for v in o.pages_by_node],
+        "pages_source": o.pages_source,
+        "pages_source_text": PAGES_SOURCES.get(o.pages_source, o.pages_source),
+        "pages_policy": o.pages_policy or None,
+        "pages_policy_mixed": bool(o.pages_policy_mixed),
         "traffic": _matrix(o.traffic),
         "local_fraction": _r(o.local_fraction),
         "load_per_node": [_r(v) for v in o.load_per_node],

@@ -1,4 +1,5 @@
-"""Before/after comparison of two analyses (`report --diff BEFORE AFTER`), objects paired by name."""
+"""Before/after comparison of two analyses (`report --diff BEFORE AFTER`); objects are
+paired by name, site and allocation order across the change (cli/diff_match.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,18 @@ from numaprof.cli.render.text_common import Table, console, pct
 
 
 def pairs(before: Analysis, after: Analysis):
-    b = {o.name: o for o in before.objects}
-    a = {o.name: o for o in after.objects}
-    names = [o.name for o in before.objects] + [n for n in a if n not in b]
-    return [(n, b.get(n), a.get(n)) for n in names]
+    """(name, before object, after object, how they were paired) for every object."""
+    from numaprof.cli.diff_match import match
+
+    out = []
+    for p in match(before, after):
+        b, a = p.before, p.after
+        if b is None or a is None or a.name == b.name:
+            name = (b or a).name
+        else:
+            name = f"{b.name} -> {a.name}"
+        out.append((name, b, a, p.how))
+    return out
 
 
 def to_json(before: Analysis, after: Analysis) -> dict:
@@ -29,8 +38,10 @@ def to_json(before: Analysis, after: Analysis) -> dict:
                    "imbalance": round(before.imbalance, 3)},
         "after": {"path": after.profile.path, "local_fraction": round(after.local_fraction, 4),
                   "imbalance": round(after.imbalance, 3)},
-        "objects": [{"name": n, "before": side(b), "after": side(a)}
-                    for n, b, a in pairs(before, after)],
+        "objects": [{"name": n, "before_name": b.name if b else None,
+                     "after_name": a.name if a else None, "paired_by": how or None,
+                     "before": side(b), "after": side(a)}
+                    for n, b, a, how in pairs(before, after)],
     }
 
 
@@ -47,7 +58,7 @@ def render(before: Analysis, after: Analysis) -> None:
     def pages(o):
         return " ".join(f"{i}:{v}" for i, v in enumerate(o.pages_by_node)) if o else "-"
 
-    for name, b, a in pairs(before, after):
+    for name, b, a, _how in pairs(before, after):
         table.add_row(
             esc(name),
             pct(b.local_fraction) if b else "-",

@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape as esc
 
-from numaprof.analyzer.model import Analysis
+from numaprof.analyzer.model import PLACING_POLICIES, Analysis
 from numaprof.cli.render.text_common import Table, console, heatmap, human_bytes, pct
 
 SOFT_NOTE = ("software backend: register sampling is biased toward long-latency (cache-missing) "
@@ -22,6 +22,9 @@ def _console(out: Path | None) -> Console:
 #: objects with a smaller share of the samples are left out of the hot-objects table
 #: (one sample of a library's data is noise, not a hot object) unless nothing else is there
 MIN_SHARE = 0.005
+# where an object's pages by node came from (ObjectResult.pages_source), in the table
+PAGES_SHORT = {"numa_maps": "numa_maps", "move_pages_at_free": "free", "move_pages_at_exit": "exit",
+               "move_pages": "sampled", "first_touch": "inferred"}
 
 
 def hot_objects(a: Analysis, top: int) -> tuple[list, int]:
@@ -82,13 +85,24 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
         else:
             toucher = f"{ft.threads} threads"
         pages = " ".join(f"{i}:{v}" for i, v in enumerate(o.pages_by_node))
+        if o.pages_source in PAGES_SHORT:
+            pages += f" ({PAGES_SHORT[o.pages_source]})"
+        if o.pages_policy in PLACING_POLICIES:
+            pages += f" [{o.pages_policy}{', mixed' if o.pages_policy_mixed else ''}]"
         name = o.name + (f" x{o.count}" if o.count > 1 else "") + (" (private)" if o.thread_private else "")
         pattern = (f"{o.pattern} ({o.pattern_confidence:.2f})" if o.pattern != "unknown"
                    else f"needs +{o.samples_needed} samples" if o.samples_needed else "unknown")
         table.add_row(esc(name), esc(o.site), human_bytes(o.size), f"{o.samples} ({pct(o.share)})",
-                      pattern, f"{pct(o.reads)}/{pct(o.writes)}", toucher, pages,
+                      pattern, f"{pct(o.reads)}/{pct(o.writes)}", toucher, esc(pages),
                       pct(o.local_fraction))
     con.print(table)
+    if any(o.pages_source in PAGES_SHORT for o in shown):
+        con.print("[dim]" + esc("pages by node, from the kernel: (numa_maps) at exit, (free) / "
+                                "(exit) move_pages when the program released the object / at "
+                                "exit, (sampled) move_pages of the sampled pages only; (inferred) "
+                                "from the node of the cpu that first touched each page, which a "
+                                "memory policy would make wrong; [policy] the kernel's memory "
+                                "policy on the pages") + "[/dim]")
     if private:
         con.print("[dim](private): thread-private, one instance (xN) per thread's stack frame; always "
                   "local to its thread, whatever the placement[/dim]")

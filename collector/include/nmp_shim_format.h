@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #define NMP_SHIM_MAGIC "NMPSHIM1"
-#define NMP_SHIM_VERSION 2
+#define NMP_SHIM_VERSION 3
 #define NMP_SHIM_MAX_FRAMES 16
 #define NMP_SHIM_HEADER_SIZE 4096 /* records start here, page-aligned for mmap */
 
@@ -47,7 +47,22 @@ enum nmp_shim_rectype {
                             exiting thread, addr = records that could not be written
                             (disk full) */
     NMP_SHIM_START = 4,  /* a process image started recording; addr = threshold */
+    NMP_SHIM_PAGES = 5,  /* where a tracked allocation's pages are (move_pages query),
+                            written just before its FREE, or at process exit: addr, size =
+                            bytes, prev = pages asked, kind = NMP_PAGES_AT_*, flags =
+                            policy mode | NMP_PAGES_F_MIXED, frames[0..nframes) =
+                            NMP_PAGES_ENTRY(node, count); an allocation on more than
+                            NMP_SHIM_MAX_FRAMES nodes takes several records (same time) */
 };
+
+/* NMP_SHIM_PAGES: when the pages were asked for (object_pages.source) */
+enum { NMP_PAGES_AT_FREE = 1, NMP_PAGES_AT_EXIT = 2 };
+#define NMP_PAGES_F_MIXED 0x100u  /* the pages asked do not share one policy */
+#define NMP_PAGES_POLICY_UNKNOWN 0xffu
+/* node + 1 in the top 16 bits (0: not present), the count of pages below */
+#define NMP_PAGES_ENTRY(node, count) (((uint64_t)((node) + 1) << 48) | (uint64_t)(count))
+#define NMP_PAGES_NODE(e) ((int)((e) >> 48) - 1)
+#define NMP_PAGES_COUNT(e) ((e) & ((1ULL << 48) - 1))
 
 /* ALLOC of kind realloc: the old block was itself tracked (at or above the threshold), so
  * `prev` names a live object that this realloc ended. */

@@ -103,6 +103,28 @@
     COL(objects, prev, U64, OPT) \
     COL(objects, holder, STR, OPT)
 
+/* Where the kernel put the pages of a tracked allocation, asked with move_pages(2) by the
+ * allocation shim when the program releases it (source 1) or at process exit (source 2):
+ * one row per node holding some of the pages queried, node -1 for pages not present (never
+ * touched, or swapped out).  Objects of more than a few thousand pages are sampled at an
+ * even stride: `sampled` of the object's `pages` were asked.  `policy` is the memory
+ * policy in effect (get_mempolicy(2) MPOL_F_ADDR on up to 4 pages spread over the object:
+ * the first mode other than the default, else the thread's; 0 default, 1 preferred,
+ * 2 bind, 3 interleave, 4 local, ...; 255 unknown, and always on a machine of one memory
+ * node, where no policy places anything), `mixed` 1 when those pages do not all have the
+ * same policy and nodes (numaprof_place's bind_block). */
+#define NMP_TABLE_object_pages(COL) \
+    COL(object_pages, time, U64, REQ) \
+    COL(object_pages, pid, U32, REQ) \
+    COL(object_pages, addr, U64, REQ) \
+    COL(object_pages, source, U8, REQ) \
+    COL(object_pages, pages, U64, REQ) \
+    COL(object_pages, sampled, U64, REQ) \
+    COL(object_pages, node, I16, REQ) \
+    COL(object_pages, count, U64, REQ) \
+    COL(object_pages, policy, U8, OPT) \
+    COL(object_pages, mixed, U8, OPT)
+
 /* The call stacks of the allocations, one row per frame. */
 #define NMP_TABLE_stack_frames(COL) \
     COL(stack_frames, stack, U32, REQ) \
@@ -124,6 +146,7 @@
     T(mappings) \
     T(threads) \
     T(objects) \
+    T(object_pages) \
     T(stack_frames) \
     T(counters)
 

@@ -11,6 +11,9 @@
  *  - a new mapping closes the live mappings that start inside it (MAP_FIXED replaced
  *    them, or they were unmapped in pieces below the threshold);
  *  - START (a new image after execve) closes everything still live.
+ * PAGES records (where an allocation's pages were when it was released, or at exit)
+ * become rows of object_pages as they are, one per node; the analyzer pairs them with
+ * the allocations by process, address and time.
  * Slots whose type is 0 were never completed and are skipped.
  * Unmatched FREEs (blocks allocated before the shim was active, in the parent before a
  * fork, or just below the threshold) are ignored.  Identical call stacks share one id.
@@ -61,7 +64,32 @@ struct conv {
     size_t nlive_slots, nlive_used, nlive_keys; /* used counts tombstones, keys not */
     uint32_t *live_mmaps; /* live objects of mmap / numa kind (munmap ranges) */
     size_t nlive_mmaps, caplive_mmaps;
+    uint64_t (*pages)[NMP_object_pages_NCOLS]; /* object_pages rows */
+    size_t npages, cappages;
 };
+
+/* The object_pages rows of one PAGES record. */
+static int add_pages(struct conv *c, const struct nmp_shim_record *r, uint32_t pid)
+{
+    for (unsigned i = 0; i < r->nframes; i++) {
+        if (NMP_GROW(c->pages, c->cappages, c->npages + 1, 256) < 0)
+            return -1;
+        uint64_t *row = c->pages[c->npages++];
+        memset(row, 0, sizeof c->pages[0]);
+        row[NMP_object_pages_time] = r->time;
+        row[NMP_object_pages_pid] = pid;
+        row[NMP_object_pages_addr] = r->addr;
+        row[NMP_object_pages_source] = r->kind;
+        /* pages spanned, without overflow at the top of the range */
+        row[NMP_object_pages_pages] = r->size / 4096 + (r->size % 4096 + (r->addr & 4095) + 4095) / 4096;
+        row[NMP_object_pages_sampled] = r->prev;
+        row[NMP_object_pages_node] = (uint64_t)(int64_t)NMP_PAGES_NODE(r->frames[i]);
+        row[NMP_object_pages_count] = NMP_PAGES_COUNT(r->frames[i]);
+        row[NMP_object_pages_policy] = r->flags & 0xffu;
+        row[NMP_object_pages_mixed] = (r->flags & NMP_PAGES_F_MIXED) != 0;
+    }
+    return 0;
+}
 
 #define TOMB (NONE - 1)
 
@@ -325,7 +353,7 @@ static int convert_file(struct conv *c, const char *path, uint32_t pid,
             const struct nmp_shim_record *r = &recs[k];
             if (r->type == 0)
                 continue; /* a slot never completed, or past the last one */
-            if (r->type < NMP_SHIM_ALLOC || r->type > NMP_SHIM_START ||
+            if (r->type < NMP_SHIM_ALLOC || r->type > NMP_SHIM_PAGES ||
                 r->nframes > NMP_SHIM_MAX_FRAMES ||
                 (r->type == NMP_SHIM_ALLOC &&
                  (r->kind < NMP_KIND_MALLOC || r->kind > NMP_KIND_NUMA))) {
@@ -379,6 +407,10 @@ static int convert_file(struct conv *c, const char *path, uint32_t pid,
                 break;
             case NMP_SHIM_START:
                 close_all(c, first_obj, r->time);
+                break;
+            case NMP_SHIM_PAGES:
+                if (add_pages(c, r, pid) < 0)
+                    rc = -1;
                 break;
             default:
                 break; /* unknown record types of this version are skipped */
@@ -440,6 +472,17 @@ static int write_tables(const struct conv *c, const char *dir, char *err)
     }
     if (nmp_table_close(t) < 0) {
         nmp_set_err(err, "%s/objects: write failed: %s", dir, strerror(errno ? errno : EIO));
+        return -1;
+    }
+    t = nmp_table_open(dir, NMP_TABLE_ID_object_pages, -1);
+    if (!t) {
+        nmp_set_err(err, "%s/object_pages: %s", dir, strerror(errno));
+        return -1;
+    }
+    for (size_t k = 0; k < c->npages; k++)
+        nmp_table_append(t, c->pages[k]);
+    if (nmp_table_close(t) < 0) {
+        nmp_set_err(err, "%s/object_pages: write failed: %s", dir, strerror(errno ? errno : EIO));
         return -1;
     }
     t = nmp_table_open(dir, NMP_TABLE_ID_stack_frames, -1);
@@ -509,8 +552,8 @@ int nmp_shim_convert(const char *dir, struct nmp_shim_totals *totals, char *err)
     }
     free(ents);
     free(done);
-    nmp_debug("shim: %llu processes, %zu objects, %zu stacks, %llu small allocations",
-              (unsigned long long)tot.processes, c.nobjs, c.nstacks,
+    nmp_debug("shim: %llu processes, %zu objects, %zu page counts, %zu stacks, %llu small allocations",
+              (unsigned long long)tot.processes, c.nobjs, c.npages, c.nstacks,
               (unsigned long long)tot.small_allocs);
     free(c.objs);
     free(c.stacks);
@@ -518,6 +561,7 @@ int nmp_shim_convert(const char *dir, struct nmp_shim_totals *totals, char *err)
     free(c.live_keys);
     free(c.live_vals);
     free(c.live_mmaps);
+    free(c.pages);
     if (totals)
         *totals = tot;
     return rc;

@@ -166,7 +166,7 @@ static void objects(const char *dir)
     memcpy(h.magic, NMP_SHIM_MAGIC, 8);
     memcpy(page, &h, sizeof h);
     fwrite(page, sizeof page, 1, f);
-    struct nmp_shim_record r[5];
+    struct nmp_shim_record r[6];
     memset(r, 0, sizeof r);
     r[0].type = NMP_SHIM_START;
     r[0].time = 1;
@@ -203,7 +203,18 @@ static void objects(const char *dir)
     r[4].addr = 0x7f0000000000;
     r[4].size = 65536;
     r[4].kind = NMP_KIND_MMAP;
-    fwrite(r, sizeof r[0], 5, f);
+    /* where the pages of the mmap were at exit: the widest node and count, not present */
+    r[5].type = NMP_SHIM_PAGES;
+    r[5].time = M8;
+    r[5].addr = 0xfffffffffffff001;
+    r[5].size = M8;
+    r[5].prev = M8;
+    r[5].kind = NMP_PAGES_AT_EXIT;
+    r[5].flags = 0xff | NMP_PAGES_F_MIXED;
+    r[5].nframes = 2;
+    r[5].frames[0] = NMP_PAGES_ENTRY(32766, (1ULL << 48) - 1);
+    r[5].frames[1] = NMP_PAGES_ENTRY(-1, 0);
+    fwrite(r, sizeof r[0], 6, f);
     CHECK(fclose(f) == 0);
     struct nmp_shim_totals tot;
     char err[NMP_ERRLEN];
@@ -239,6 +250,7 @@ static void check_sizes(const char *dir)
         [NMP_TABLE_ID_samples] = 3, [NMP_TABLE_ID_faults] = 2, [NMP_TABLE_ID_page_nodes] = 4,
         [NMP_TABLE_ID_mappings] = 5, [NMP_TABLE_ID_threads] = 2, [NMP_TABLE_ID_counters] = 4,
         [NMP_TABLE_ID_objects] = 3, [NMP_TABLE_ID_stack_frames] = 3 + NMP_SHIM_MAX_FRAMES,
+        [NMP_TABLE_ID_object_pages] = 2,
     };
     for (int t = 0; t < NMP_NTABLES; t++) {
         CHECK(rows[t] > 0); /* a table of the format that this test does not write */

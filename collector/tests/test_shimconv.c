@@ -377,8 +377,70 @@ static void test_many(void)
     free_objects(&o);
 }
 
+/* PAGES records become object_pages rows, one per node entry, with the allocation's
+ * address, the pages it spans, the pages asked and the policy; also across two records
+ * of one allocation on more nodes than one record holds. */
+static void test_pages(void)
+{
+    fresh_dir("shimconv_pages");
+    FILE *f = shim_open(21);
+    rec(f, NMP_SHIM_START, 21, 65536, 0, 0, 0, 0, 0, 0);
+    ALLOC(f, 21, 0x10010, 2 << 20, NMP_KIND_MALLOC, 0x400000);
+    struct nmp_shim_record r;
+    memset(&r, 0, sizeof r);
+    r.type = NMP_SHIM_PAGES;
+    r.tid = 21;
+    r.time = clock_ns += 10;
+    r.addr = 0x10010;
+    r.size = 2 << 20;
+    r.prev = 513;
+    r.kind = NMP_PAGES_AT_FREE;
+    r.flags = 1 | NMP_PAGES_F_MIXED; /* preferred, not the same node throughout */
+    r.nframes = NMP_SHIM_MAX_FRAMES;
+    for (int k = 0; k < NMP_SHIM_MAX_FRAMES; k++)
+        r.frames[k] = NMP_PAGES_ENTRY(k, 30);
+    fwrite(&r, sizeof r, 1, f);
+    r.nframes = 2;
+    r.frames[0] = NMP_PAGES_ENTRY(16, 20);
+    r.frames[1] = NMP_PAGES_ENTRY(-1, 13); /* not present */
+    fwrite(&r, sizeof r, 1, f);
+    FREE(f, 0x10010);
+    fclose(f);
+    struct nmp_shim_totals tot;
+    char err[NMP_ERRLEN];
+    CHECK(nmp_shim_convert(dir, &tot, err) == 0);
+    CHECK(err[0] == 0);
+    struct col addr = read_col("object_pages", "addr", "<u8", 8);
+    struct col src = read_col("object_pages", "source", "|u1", 1);
+    struct col pages = read_col("object_pages", "pages", "<u8", 8);
+    struct col sampled = read_col("object_pages", "sampled", "<u8", 8);
+    struct col node = read_col("object_pages", "node", "<i2", 2);
+    struct col count = read_col("object_pages", "count", "<u8", 8);
+    struct col pol = read_col("object_pages", "policy", "|u1", 1);
+    struct col mixed = read_col("object_pages", "mixed", "|u1", 1);
+    CHECK(node.n == NMP_SHIM_MAX_FRAMES + 2);
+    uint64_t total = 0;
+    for (size_t k = 0; k < node.n; k++) {
+        CHECK(at(&addr, k, 8) == 0x10010 && at(&src, k, 1) == NMP_PAGES_AT_FREE);
+        /* 0x10010 .. +2 MiB touches 513 pages */
+        CHECK(at(&pages, k, 8) == 513 && at(&sampled, k, 8) == 513);
+        CHECK(at(&pol, k, 1) == 1 && at(&mixed, k, 1) == 1);
+        total += at(&count, k, 8);
+    }
+    CHECK(total == 513);
+    CHECK(at(&node, 16, 2) == 16 && at(&count, 16, 8) == 20);
+    CHECK((int16_t)at(&node, 17, 2) == -1 && at(&count, 17, 8) == 13);
+    struct objects o;
+    read_objects(&o);
+    CHECK(o.n == 1 && at(&o.free_time, 0, 8) > at(&o.time, 0, 8));
+    free_objects(&o);
+    free(addr.data), free(src.data), free(pages.data), free(sampled.data);
+    free(node.data), free(count.data), free(pol.data), free(mixed.data);
+}
+
 int main(void)
 {
+    test_pages();
     test_pairing();
     test_empty_dir();
     test_damaged();

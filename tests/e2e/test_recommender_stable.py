@@ -36,11 +36,11 @@ def test_what_if_table_starts_with_the_choice_and_ties_are_named(make, target):
             (o.policy, o.ties, [a.policy for a in o.alternatives])
 
 
-def _sug(name, status=None, by_hand=""):
+def _sug(name, status=None, by_hand="", statement=""):
     p = Prediction("bind_block", 1.0, 1.0, 1.0, change="patch")
     s = ObjectSuggestion(name, "bind_block", "", p, [p], change="patch")
     if status is not None:
-        s.fix = Fix(object=name, status=status, by_hand=by_hand)
+        s.fix = Fix(object=name, status=status, by_hand=by_hand, statement=statement)
     return s
 
 
@@ -49,8 +49,10 @@ def test_lines_to_run_say_patches_only_when_there_are_patches():
     assert "made by hand" in applied_words([_sug("a", "offered"), _sug("b", "refused")])
     words = applied_words([_sug("a", "refused")])
     assert "patches applied" not in words and "made by hand" in words
-    assert applied_words([_sug("a", "already placed")]) == \
+    assert applied_words([_sug("a", "already placed", statement="numaprof_place(a, ...)")]) == \
         " (with the placements already in the source)"
+    # found in effect by the kernel, not in the source
+    assert applied_words([_sug("a", "already placed")]) == " (with the placements already in effect)"
     # another policy than the one in the source: a change to make by hand
     assert "patches" not in applied_words([_sug("a", "already placed", by_hand="change X")])
     assert applied_words([_sug("a")]) == " (with the code changes applied)"  # not attempted

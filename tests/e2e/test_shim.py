@@ -54,7 +54,8 @@ SHIM_RECORD = np.dtype([
     ("prev", "<u8"), ("kind", "u1"), ("nframes", "u1"), ("flags", "<u2"), ("pad32", "<u4"),
     ("frames", "<u8", (16,)),
 ])
-ALLOC, FREE, TOTALS, START = 1, 2, 3, 4
+ALLOC, FREE, TOTALS, START, PAGES = 1, 2, 3, 4, 5
+AT_FREE, AT_EXIT = 1, 2
 
 
 def _run(cmd, **kw):
@@ -137,7 +138,9 @@ def plain(torture):
 
 @pytest.fixture(scope="session")
 def shimmed(torture, shim_lib, tmp_path_factory):
-    return Run(torture, shim_lib, tmp_path_factory.mktemp("shimmed") / "prof")
+    # where the pages are is asked on one memory node too (it is not, by default)
+    return Run(torture, shim_lib, tmp_path_factory.mktemp("shimmed") / "prof",
+               extra_env={"NUMAPROF_SHIM_PAGES": "1"})
 
 
 @pytest.fixture(scope="session")
@@ -148,7 +151,7 @@ def raw_records(shimmed):
         data = f.read_bytes()
         assert data[:8] == b"NMPSHIM1", f
         version, recsize, header_size = np.frombuffer(data[8:20], "<u4")
-        assert (version, recsize, header_size) == (2, SHIM_RECORD.itemsize, 4096)
+        assert (version, recsize, header_size) == (3, SHIM_RECORD.itemsize, 4096)
         next_slot = int(np.frombuffer(data[24:32], "<u8")[0])
         assert (len(data) - header_size) % recsize == 0, "slots are whole"
         recs = np.frombuffer(data[header_size:], SHIM_RECORD)
@@ -199,9 +202,65 @@ def test_one_file_per_process_and_image(shimmed, raw_records):
     assert starts == {main: 1, child: 2}  # the fork child's image and the exec'd one
     for r in raw_records.values():
         assert r[0]["type"] == START
-        assert set(np.unique(r["type"])) <= {ALLOC, FREE, TOTALS, START}
+        assert set(np.unique(r["type"])) <= {ALLOC, FREE, TOTALS, START, PAGES}
         allocs = (r["type"] == ALLOC) & (r["size"] != SIZE_ALTSTACK)
         assert np.all(r["nframes"][allocs] > 0)
+
+
+def _pages_asked(rec) -> tuple[int, dict[int, int]]:
+    """(pages asked, {node: count}) of one PAGES record (node -1: not present)."""
+    entries = [int(e) for e in rec["frames"][: rec["nframes"]]]
+    return int(rec["prev"]), {(e >> 48) - 1: e & ((1 << 48) - 1) for e in entries}
+
+
+def test_pages_are_asked_at_release_and_at_exit(shimmed, raw_records, converted):
+    """Every release of a tracked block is preceded by the kernel's answer on where its
+    pages were (the torture test frees fewer than the 4096 that are always asked), and
+    every block live at exit gets one then; the counts add up to the pages asked (all of
+    them, up to 1024 spread over the block)."""
+    main = shimmed.roles["main"]
+    r = raw_records[main]
+    pages = np.flatnonzero(r["type"] == PAGES)
+    assert len(pages) > 0
+    asked_at = {}
+    for i in pages:
+        asked, nodes = _pages_asked(r[i])
+        span = (int(r["addr"][i]) + int(r["size"][i]) + 4095) // 4096 - int(r["addr"][i]) // 4096
+        assert asked == min(span, 1024)
+        assert sum(nodes.values()) == asked
+        assert all(n >= -1 for n in nodes)
+        asked_at.setdefault((int(r["addr"][i]), int(r["kind"][i])), []).append(i)
+    last_alloc = {}
+    missing = []
+    for i, rec in enumerate(r):
+        if rec["type"] == ALLOC:
+            last_alloc[int(rec["addr"])] = i
+        elif rec["type"] == FREE and rec["kind"] == 1 and int(rec["addr"]) in last_alloc:
+            # free() of a tracked block: asked after its allocation, before this record
+            a = int(rec["addr"])
+            if not any(last_alloc[a] < j < i for j in asked_at.get((a, AT_FREE), [])):
+                missing.append(a)
+    assert not missing, [hex(a) for a in missing]
+    _, objs, _ = converted
+    live = objs["free_time"] == 0
+    assert live.sum() > 0
+    for pid, recs in raw_records.items():
+        exit_asked = {int(x["addr"]) for x in recs if x["type"] == PAGES and x["kind"] == AT_EXIT}
+        assert {int(a) for a in objs["addr"][live & (objs["pid"] == pid)]} <= exit_asked, pid
+    op = read_table(shimmed.dir, "object_pages")
+    assert int((np.asarray(op["source"]) == AT_EXIT).sum()) >= live.sum()
+
+
+def test_pages_are_not_asked_on_one_memory_node(torture, shim_lib, tmp_path):
+    """With one memory node there is no placement to find: no move_pages per release."""
+    nodes = list(Path("/sys/devices/system/node").glob("node[0-9]*"))
+    if len(nodes) != 1:
+        pytest.skip(f"{len(nodes)} memory nodes here")
+    run = Run(torture, shim_lib, tmp_path / "prof")
+    recs = np.concatenate([np.frombuffer(f.read_bytes()[4096:], SHIM_RECORD)
+                           for f in run.dir.glob("shim.*.bin")])
+    assert (recs["type"] == ALLOC).sum() > 0
+    assert (recs["type"] == PAGES).sum() == 0
 
 
 def test_threads_running_at_exit_are_counted(shimmed, raw_records):

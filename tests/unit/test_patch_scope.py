@@ -500,3 +500,43 @@ def test_patch_for_object_reports_an_existing_placement_in_any_recorded_file(tmp
                           first_touch=SimpleNamespace(sites=["touch@lib.c:4"]))
     got = patch_for_object(obj, "cyclic", [str(main), str(lib)])
     assert isinstance(got, AlreadyPlaced) and got.path == str(main) and got.line == 5
+
+
+# ------------------------------------------------------------------ placement in effect
+
+def _heap_suggestion(tmp_path, pages_policy, mixed):
+    from numaprof.recommender.fixes import attach_patches
+    from numaprof.recommender.model import ObjectSuggestion, Prediction, Suggestions
+
+    text = ("#include <stdlib.h>\nint main(void) {\n    double *v = malloc(65536 * sizeof *v);\n"
+            "    for (int i = 0; i < 65536; i++) v[i] = i;\n    free(v);\n    return 0;\n}\n")
+    src = write(tmp_path, "heap.c", text)
+    obj = SimpleNamespace(name="v", kind="heap", size=65536 * 8, count=1, site="main@heap.c:3",
+                          first_touch=SimpleNamespace(sites=["main@heap.c:4"]),
+                          pages_policy=pages_policy, pages_policy_mixed=mixed,
+                          pages_source="move_pages_at_free")
+    pred = Prediction("bind_block", 0.9, 1.0, 1.0, change="patch")
+    sug = ObjectSuggestion(obj.name, "bind_block", "Serially initialised.", pred, [pred],
+                           change="patch")
+    result = Suggestions(target=None, target_name="2s", objects=[sug], notes=[])
+    analysis = SimpleNamespace(objects=[obj], profile=SimpleNamespace(path=None, command=[]))
+    return attach_patches(result, analysis, [str(src)], str(tmp_path)), sug
+
+
+def test_placement_the_kernel_reports_in_effect_is_already_placed(tmp_path):
+    """Re-recorded after --apply, the pages of v are preferred per block (what
+    numaprof_place's bind_block does): suggest must not propose the same call again, even
+    when the call is not in the recorded source (a library, a build that placed it)."""
+    patches, sug = _heap_suggestion(tmp_path, "preferred", True)
+    assert patches == [] and sug.patch in ("", None)
+    assert sug.fix.status == "already placed" and not sug.fix.statement
+    assert "kernel reports a preferred" in sug.fix.checks[0]
+    assert "move_pages at free" in sug.fix.checks[0]
+
+
+def test_a_different_policy_in_effect_is_replaced_and_said(tmp_path):
+    """numactl --interleave is not bind_block: the patch is offered and says it replaces
+    the interleave the pages have now."""
+    patches, sug = _heap_suggestion(tmp_path, "interleave", False)
+    assert len(patches) == 1 and sug.fix.status == "offered"
+    assert "interleave memory policy now" in sug.reason and "replaces it" in sug.reason

@@ -114,6 +114,19 @@ EXPECTED: dict[str, dict[str, tuple[str, list]]] = {
         "prev": ("<u8", [0, 0xFFFFFFFFFFFFF000, 0]),
         "holder": ("str", ["", "", ""]),  # only attach mode names what points to an object
     },
+    # through nmp_shim_convert: one PAGES record of two node entries
+    "object_pages": {
+        "time": ("<u8", [M8, M8]),
+        "pid": ("<u4", [M4, M4]),
+        "addr": ("<u8", [0xFFFFFFFFFFFFF001] * 2),
+        "source": ("|u1", [2, 2]),
+        "pages": ("<u8", [(1 + M8 + 4095) // 4096] * 2),  # the span from offset 1
+        "sampled": ("<u8", [M8, M8]),
+        "node": ("<i2", [32766, -1]),
+        "count": ("<u8", [(1 << 48) - 1, 0]),
+        "policy": ("|u1", [255, 255]),
+        "mixed": ("|u1", [1, 1]),
+    },
     "stack_frames": {
         "stack": ("<u4", [0] * 3 + [1] * 16),
         "depth": ("<u2", [0, 1, 2] + list(range(16))),

@@ -1,0 +1,71 @@
+"""`suggest --verify`'s parts that need no lab (cli/verify.py): the command it runs in the
+guest, the pages each node should get, and the verdict; the lab run itself is in
+tests/lab/test_lab_verify.py."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import profgen
+from helpers import run_numaprof
+from profgen import Array
+
+from numaprof.cli.verify import ObjectCheck, compare, guest_command, predicted_pages, render
+from numaprof.recommender import emit
+
+COMMAND = ["./serial_init", "8", "300"]
+
+
+def test_guest_command_takes_the_binding_and_numactl_of_the_line_to_run():
+    line = emit.command_line(COMMAND, env=emit.binding_env("spread"),
+                             prefix=emit.interleave_args([0, 1]), comment="predicted: 50% -> 90%")
+    env, prefix = guest_command(SimpleNamespace(commands=[line]), COMMAND)
+    assert env == {"OMP_PROC_BIND": "spread", "OMP_PLACES": "cores"}
+    assert prefix == ["numactl", "--interleave=0,1"]
+    assert guest_command(SimpleNamespace(commands=[]), COMMAND) == ({}, [])
+
+
+def _topo(n):
+    return SimpleNamespace(nodes=[SimpleNamespace(id=i) for i in range(n)])
+
+
+def test_predicted_pages_follow_the_policy():
+    sug = SimpleNamespace(policy="bind_block", weighted_nodes=[], weights=[])
+    assert predicted_pages(sug, None, 256, _topo(2), [0, 1]) == [128, 128]
+    assert predicted_pages(sug, None, 256, _topo(2), [1, 1]) == [0, 256]
+    sug.policy = "cyclic"
+    assert predicted_pages(sug, None, 256, _topo(4), []) == [64, 64, 64, 64]
+    sug.policy = "first_touch"
+    assert predicted_pages(sug, SimpleNamespace(pages_by_node=[7, 3]), 10, _topo(2), []) == [7, 3]
+
+
+def test_verdict_rests_on_the_page_map_and_flags_a_disagreement():
+    ok = compare(ObjectCheck("c", "bind_block", "place_after_allocation, compile clean", 0.95,
+                             [1024, 1024], lab_pages=[1030, 1018], lab_pages_source="numa_maps"))
+    assert ok.verdict == "as predicted" and not ok.why
+    assert "the predicted local fraction" in render([ok])[0]
+    # the issue's case: the patch placed one page; the array stayed on node 0
+    bad = compare(ObjectCheck("idx", "bind_block", "place_after_allocation, compile clean", 0.91,
+                              [996, 997], lab_pages=[1992, 1], lab_pages_source="numa_maps"))
+    assert bad.verdict == "disagrees" and "50% of the pages" in bad.why[0]
+    assert "DISAGREES" in render([bad])[0]
+    slow = compare(ObjectCheck("a", "cyclic", "numactl", 0.9, [10, 10], lab_pages=[10, 10],
+                               lab_local=0.5, lab_samples=400))
+    assert slow.verdict == "disagrees" and "local 50% measured" in slow.why[0]
+    gone = compare(ObjectCheck("b", "cyclic", "numactl", 0.9, [10, 10]))
+    assert gone.verdict == "not found in the lab recording"
+
+
+def test_verify_without_build_or_compile_lines_says_so(tmp_path):
+    """A program whose compile lines were not recorded (no DWARF) needs --build; the
+    scratch copy is removed all the same."""
+    run = profgen.synth_run(tmp_path / "p", [Array("a", 4 << 20, ["serial_init", "regular"])])
+    before = set(Path(tempfile.gettempdir()).glob("numaprof-verify-*"))
+    res = run_numaprof("suggest", run.path, "--verify", "--target", "2s", cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.strip().splitlines()[-1] == (
+        "numaprof: --verify: the program's compile lines were not recorded (no DWARF from "
+        "gcc or clang for it): give --build CMD")
+    assert set(Path(tempfile.gettempdir()).glob("numaprof-verify-*")) <= before
