@@ -22,6 +22,7 @@ from numaprof.analyzer import attribution as att
 from numaprof.analyzer import classifier, counters, patterns, srcnames, symbols, varattr
 from numaprof.analyzer import features as feat
 from numaprof.analyzer import format as fmt
+from numaprof.analyzer import sharing as sharing_
 from numaprof.analyzer import threads as thr
 from numaprof.analyzer.archive import Archive
 from numaprof.analyzer.attach import KIND_ATTACH
@@ -291,6 +292,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     t_origin = int(a_time.min()) if len(a_time) else 0
     n_program_threads = sum(1 for t in threads if t.samples)
     results = []
+    shared = []
     for k, oi in enumerate(hot):
         step("objects", 0.5 + 0.45 * k / max(len(hot), 1))
         idx = order[bounds[oi + 1] : bounds[oi + 2]]
@@ -298,6 +300,13 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
             objs[oi], oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow, a_access, a_weight, a_iv, ivs,
             N, page, with_address, ft, ft_rows, inferred, obj_kernel.get(oi), topo, node_index, threads, resolver,
             n_program_threads, t_origin, pn_index, iv_members(oi), prof.table("objects")["time"]))
+        if len(idx) > 1:
+            pid = int(a_pid[idx[0]])
+            found = sharing_.object_sharing(
+                results[-1].name, a_addr[idx], a_tidx[idx], a_time[idx], a_access[idx] >= 2,
+                a_ip[idx], lambda ip, pid=pid: _site_of(resolver, pid, ip))
+            if found is not None:
+                shared.append(found)
     step("done", 1.0)
 
     m = prof.manifest
@@ -345,7 +354,12 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
                         "the profile covers only part of it")
     return Analysis(profile=info, topology=topo, objects=results, threads=threads, traffic=traffic,
                     local_fraction=g_local, load_per_node=g_load, imbalance=g_imb, findings=findings,
-                    node_counters=node_counts)
+                    node_counters=node_counts, sharing=shared)
+
+
+def _site_of(resolver, pid: int, ip: int) -> str | None:
+    sl = resolver.resolve(pid, ip & 0xFFFFFFFFFFFFFFFF)
+    return sl.site if sl is not None and sl.line > 0 else None
 
 
 MIN_SHARE_FOR_MORE = 0.005  # objects below this share of the samples are not worth a note

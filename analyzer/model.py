@@ -220,3 +220,5 @@ class Analysis:
     imbalance: float
     findings: list[str] = field(default_factory=list)  # thread placement findings, plain sentences
     node_counters: list[NodeCounters] = field(default_factory=list)
+    # cache lines accessed by several threads with writes (analyzer/sharing.py)
+    sharing: list = field(default_factory=list)

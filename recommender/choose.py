@@ -477,6 +477,9 @@ def _aggregate(preds: list[Prediction], n: int, factor: np.ndarray,
             "latency": float((tm * factor).sum() / total), "max_share": float(load.max() / total)}
 
 
+SHARED_SMALL = 64 << 10  # bytes: a shared object this small is a sharing problem, not placement
+
+
 def suggest(analysis: Analysis, target: Topology | None = None, *,
             min_share: float = 0.02, fixer=None) -> Suggestions:
     """A placement per hot object of ``analysis`` for ``target`` (default: the recorded machine).
@@ -491,9 +494,18 @@ def suggest(analysis: Analysis, target: Topology | None = None, *,
     target = analysis.topology if target is None else target
     target_name = target.name or "recorded machine"
     notes: list[str] = []
-    hot, skipped, private, needy = [], [], [], []
+    hot, skipped, private, needy, contended = [], [], [], [], []
+    sharing = {f.object: f for f in getattr(analysis, "sharing", [])}
+    for f in sharing.values():
+        notes.append(f"{f.object}: {f.kind} sharing between threads ({f.lines} cache line(s), "
+                     f"{f.threads} threads, {f.samples} samples in {f.windows} windows of 10 ms"
+                     f"{', at ' + ', '.join(f.sources) if f.sources else ''}): {f.fix}.")
     for o in sorted(analysis.objects, key=lambda o: -o.share):
         if o.share < min_share:
+            continue
+        if o.name in sharing and o.size <= SHARED_SMALL:
+            # a few lines written by every thread: where its pages live cannot help
+            contended.append(o.name)
             continue
         if o.thread_private:
             private.append(o.name)  # on its own thread's stack: first touch keeps it local
@@ -505,6 +517,9 @@ def suggest(analysis: Analysis, target: Topology | None = None, *,
             skipped.append(o.name)
             continue
         hot.append(o)
+    if contended:
+        notes.append("not placed (small and written by several threads: a sharing problem, "
+                     f"above, that no placement fixes): {', '.join(contended)}.")
     if needy:
         notes.append("not placed until recorded with more samples (see the report's findings "
                      f"for --freq): {', '.join(needy)}.")

@@ -119,6 +119,12 @@ def report(a: Analysis, top: int | None = None) -> dict:
              "numastat": dict(c.numastat)}
             for c in a.node_counters
         ],
+        "sharing": [
+            {"object": f.object, "kind": f.kind, "lines": f.lines, "threads": f.threads,
+             "samples": f.samples, "writes": f.writes, "windows": f.windows,
+             "share": _r(f.share), "sources": list(f.sources), "fix": f.fix}
+            for f in a.sharing
+        ],
         "findings": list(a.findings),
     }
 

@@ -126,6 +126,10 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
                         ",".join(map(str, th.nodes)), ",".join(map(str, th.cpus[:16])),
                         str(th.migrations), "yes" if th.bound else ("no" if th.affinity else "?"))
     con.print(threads)
+    if a.sharing:
+        con.print(_sharing(a))
+        for f in a.sharing:
+            con.print(f"- {f.object}: {f.fix}", markup=False)
     if a.node_counters:
         con.print(_node_counters(a))
     for f in a.findings:
@@ -134,6 +138,21 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
         from numaprof.cli.render import write_atomic
 
         write_atomic(out, con.file.getvalue())
+
+
+def _sharing(a: Analysis) -> Table:
+    """Cache lines of an object written by one thread and accessed by another."""
+    t = Table(title="sharing between threads (cache lines accessed by several threads, one "
+                    "writing, within 10 ms)", title_justify="left")
+    for col, just in (("object", "left"), ("sharing", "left"), ("lines", "right"),
+                      ("threads", "right"), ("samples", "right"), ("writes", "right"),
+                      ("windows", "right"), ("where", "left")):
+        t.add_column(col, justify=just)
+    for f in a.sharing:
+        t.add_row(esc(f.object), f"{f.kind} sharing", str(f.lines), str(f.threads),
+                  f"{f.samples} ({pct(f.share)})", str(f.writes), str(f.windows),
+                  esc(", ".join(f.sources)))
+    return t
 
 
 def _node_counters(a: Analysis) -> Table:

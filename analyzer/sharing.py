@@ -1,0 +1,111 @@
+"""Cache lines written by one thread and accessed by another: true and false sharing,
+found from the samples (docs/analyzer.md, "Sharing").
+
+What perf c2c finds from HITM loads (Linux tools/perf/Documentation/perf-c2c.txt) and
+NumaPerf (Zhou et al., ICS 2021, §3) predicts from every access, numaprof looks for in
+its samples, for every backend: within a time window, a cache line of an object that two
+threads accessed, and that was written within 100 ms of it (a store is sampled far less
+often than the load before it: one need not fall in the same window).  When both touched the same bytes it is
+true sharing (a shared counter or accumulator); when they touched different bytes of the
+line, false sharing (neighbouring per-thread slots).  Either makes every write
+invalidate the other thread's copy of the line — across sockets when the threads run on
+different nodes.
+
+Sampling sees a fraction of the accesses: two samples of two threads in one line within
+one window are strong evidence of heavy sharing (both accesses had to be frequent to be
+sampled), while the absence of such samples does not prove there is none.  A finding
+states what was seen (samples, lines, windows) so that a reader can judge it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+LINE_SHIFT = 6  # 64-byte cache lines
+WORD_SHIFT = 3  # "the same bytes": the same aligned 8-byte word
+WINDOW_NS = 10_000_000  # accesses of two threads within 10 ms count as concurrent
+MIN_WINDOWS = 2  # windows with a contended line before a finding is made
+WRITE_WINDOWS = 10  # a write sampled this many windows (100 ms) away still counts
+MIN_SHARE = 0.05  # of the object's samples on contended lines
+
+
+@dataclass
+class SharingFinding:
+    """One object's lines accessed by several threads with writes."""
+    object: str
+    kind: str  # true | false
+    lines: int  # contended cache lines
+    threads: int  # threads that accessed them
+    samples: int  # samples on them
+    writes: int  # of which writes (stores and read-modify-writes)
+    windows: int  # time windows in which a line was accessed by several threads, one writing
+    share: float  # of the object's samples
+    sources: list[str] = field(default_factory=list)  # where the accesses are, most first
+
+    @property
+    def fix(self) -> str:
+        """What to change, in words (the patch is the programmer's: see docs/analyzer.md)."""
+        if self.kind == "true":
+            return ("the threads update the same bytes: accumulate in a variable of each "
+                    "thread (or an OpenMP reduction clause) and combine once at the end")
+        return ("each thread writes its own bytes of a shared line: give each thread's slot a "
+                "cache line of its own (pad it to 64 bytes, e.g. a struct with "
+                "`__attribute__((aligned(64)))` / `alignas(64)`), or accumulate in a local")
+
+
+def object_sharing(name: str, addr: np.ndarray, tid: np.ndarray, time: np.ndarray,
+                   write: np.ndarray, ip: np.ndarray, where=None) -> SharingFinding | None:
+    """The sharing finding of one object from its samples (addresses, thread index, time,
+    whether each is a write, ip), or None when too little was seen.  ``where(ip)`` names
+    an instruction's source line."""
+    n = len(addr)
+    if n < 2:
+        return None
+    addr = np.asarray(addr, dtype=np.uint64)
+    tid = np.asarray(tid, dtype=np.int64)
+    write = np.asarray(write, dtype=bool)
+    line = np.unique((addr >> np.uint64(LINE_SHIFT)), return_inverse=True)[1].reshape(-1)
+    win = (np.asarray(time, dtype=np.int64) - int(np.min(time))) // WINDOW_NS
+    # per (line, window): the threads that accessed it
+    uniq, lw = np.unique(np.stack([line, win]), axis=1, return_inverse=True)
+    lw = lw.reshape(-1)
+    pairs = np.unique(np.stack([lw, tid]), axis=1)
+    multi = np.bincount(pairs[0], minlength=uniq.shape[1]) >= 2
+    # ... and written within WRITE_WINDOWS of it (the software backend samples few of the
+    # stores of a `slot[t] += x`: the write need not fall in the very same window)
+    key = uniq[0] * (1 << 40) + uniq[1]
+    wkey = np.unique(line[write] * (1 << 40) + win[write])
+    written = np.zeros(len(key), dtype=bool)
+    if len(wkey):
+        j = np.searchsorted(wkey, key)
+        for k in (j - 1, np.minimum(j, len(wkey) - 1)):
+            near = wkey[np.clip(k, 0, len(wkey) - 1)]
+            written |= (near // (1 << 40) == key // (1 << 40)) & (np.abs(near - key) <= WRITE_WINDOWS)
+    hot = (multi & written)[lw]
+    if not hot.any():
+        return None
+    windows = len(np.unique(win[hot]))
+    if windows < MIN_WINDOWS or hot.sum() < MIN_SHARE * n:
+        return None
+    # on those lines, the same word touched by two threads in one window: true sharing
+    word = np.unique(addr >> np.uint64(WORD_SHIFT), return_inverse=True)[1].reshape(-1)
+    ww = np.unique(np.stack([word[hot], win[hot]]), axis=1, return_inverse=True)[1].reshape(-1)
+    wpairs = np.unique(np.stack([ww, tid[hot]]), axis=1)
+    same_bytes = (np.bincount(wpairs[0], minlength=ww.max() + 1) >= 2)[ww]
+    kind = "true" if same_bytes.sum() * 2 >= hot.sum() else "false"
+    line = (addr >> np.uint64(LINE_SHIFT)).astype(np.int64)
+    sources: list[str] = []
+    if where is not None:
+        ips, counts = np.unique(np.asarray(ip)[hot], return_counts=True)
+        seen = {}
+        for k in np.argsort(-counts, kind="stable"):
+            s = where(int(ips[k]))
+            if s:
+                seen[s] = seen.get(s, 0) + int(counts[k])
+        sources = [s for s, _ in sorted(seen.items(), key=lambda kv: -kv[1])][:3]
+    return SharingFinding(
+        object=name, kind=kind, lines=len(np.unique(line[hot])),
+        threads=len(np.unique(tid[hot])), samples=int(hot.sum()), writes=int(write[hot].sum()),
+        windows=windows, share=float(hot.sum()) / n, sources=sources)
