@@ -27,6 +27,32 @@ PAGES_SHORT = {"numa_maps": "numa_maps", "move_pages_at_free": "free", "move_pag
                "move_pages": "sampled", "first_touch": "inferred"}
 
 
+NAME_WIDTH = 32  # characters of a name in the objects table (the whole name: JSON, HTML)
+SITE_WIDTH = 30
+
+
+def shorten(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters, the middle left out (``…``): a C++ name
+    keeps its start and its leaf (``std::vector<dou…>::m_pos``)."""
+    if len(text) <= width:
+        return text
+    cut = max(text.rfind("::"), text.rfind("->"), text.rfind("."), text.rfind("%"))
+    tail = len(text) - cut if 0 < cut and len(text) - cut <= width - 6 else (width - 1) * 2 // 3
+    return text[:width - 1 - tail] + "…" + text[len(text) - tail:]
+
+
+def short_site(site: str, width: int = SITE_WIDTH) -> str:
+    """A site with its function shortened (its parameters first) and its ``@file:line``
+    kept whole."""
+    func, at, where = site.rpartition("@")
+    if not at or len(site) <= width:
+        return shorten(site, width)
+    paren = func.find("(")
+    if paren > 0 and func.endswith(")"):
+        func = func[:paren] + "(…)"  # the parameters go first: the name tells the function
+    return shorten(func, max(8, width - len(where) - 1)) + "@" + where
+
+
 def hot_objects(a: Analysis, top: int) -> tuple[list, int]:
     """The objects the table shows (at most ``top``, those with at least MIN_SHARE of the
     samples, or all of them when none has) and how many were left out for their share."""
@@ -68,7 +94,7 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
     for col, just in (("name", "left"), ("site", "left"), ("size", "right"),
                       ("samples", "right"), ("pattern", "left"), ("R/W", "right"),
                       ("first touch", "left"), ("pages by node", "left"), ("local", "right")):
-        table.add_column(col, justify=just, no_wrap=col not in ("site", "pages by node"),
+        table.add_column(col, justify=just, no_wrap=col != "pages by node",
                          overflow="fold")
     shown, hidden = hot_objects(a, top)
     # thread-private stack arrays below the shared ones, apart: placement never moves them
@@ -89,10 +115,11 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
             pages += f" ({PAGES_SHORT[o.pages_source]})"
         if o.pages_policy in PLACING_POLICIES:
             pages += f" [{o.pages_policy}{', mixed' if o.pages_policy_mixed else ''}]"
-        name = o.name + (f" x{o.count}" if o.count > 1 else "") + (" (private)" if o.thread_private else "")
+        name = shorten(o.name, NAME_WIDTH) + (f" x{o.count}" if o.count > 1 else "") + (
+            " (private)" if o.thread_private else "")
         pattern = (f"{o.pattern} ({o.pattern_confidence:.2f})" if o.pattern != "unknown"
                    else f"needs +{o.samples_needed} samples" if o.samples_needed else "unknown")
-        table.add_row(esc(name), esc(o.site), human_bytes(o.size), f"{o.samples} ({pct(o.share)})",
+        table.add_row(esc(name), esc(short_site(o.site)), human_bytes(o.size), f"{o.samples} ({pct(o.share)})",
                       pattern, f"{pct(o.reads)}/{pct(o.writes)}", toucher, esc(pages),
                       pct(o.local_fraction))
     con.print(table)
