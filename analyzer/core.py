@@ -369,10 +369,13 @@ MAX_FREQ = 20000  # Hz: a rate above this costs more than a longer run
 def _more_samples(results, freq: int, duration: float) -> str | None:
     """The finding for objects whose pattern needs more samples: which ones, and the
     sampling rate (or the run's length) that would give the neediest of them enough."""
-    needy = [o for o in results if o.samples_needed > 0 and o.share >= MIN_SHARE_FOR_MORE]
+    needy = [o for o in results if o.samples_needed > 0 and o.share >= MIN_SHARE_FOR_MORE
+             and o.kind != "mapping"]  # a library's data, not an array of the program
     if not needy:
         return None
-    factor = max((o.samples + o.samples_needed) / o.samples for o in needy)
+    # the counts are Poisson: aim three standard deviations above what is needed, so that
+    # the advice is enough nearly every time, not half of it
+    factor = max(_with_margin(o.samples + o.samples_needed) / o.samples for o in needy)
     names = ", ".join(f"{o.name}: {o.samples_needed} more" for o in needy[:5])
     if len(needy) > 5:
         names += f" and {len(needy) - 5} more"
@@ -381,6 +384,10 @@ def _more_samples(results, freq: int, duration: float) -> str | None:
     longer = f"a run {factor:.1f}x longer" if duration > 0 else "a longer run"
     return (f"{len(needy)} object(s) need more samples for a pattern ({names}): {how} or "
             f"{longer} (recorded at {freq} Hz)")
+
+
+def _with_margin(n: float) -> float:
+    return n + 3.0 * math.sqrt(n)
 
 
 def _node_counters(prof: Profile, topo, host: str) -> list:
