@@ -183,7 +183,7 @@ def verify(analysis, advice, profile: Path, build: str | None, *, root: str | No
     is a shell command run in the copy's root, None for the recorded compile lines
     (recorded_build); `log(line)` reports progress."""
     from numaprof.analyzer import analyze
-    from numaprof.analyzer.core import kernel_object_pages
+    from numaprof.analyzer.pages import kernel_object_pages
     from numaprof.cli.diff_match import match
     from numaprof.cli.lab import lab_config
     from numaprof.lab.runner import find_tools, run

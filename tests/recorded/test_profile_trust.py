@@ -15,7 +15,7 @@ import profgen
 import pytest
 from helpers import ROOT
 
-from numaprof.analyzer import analyze, core, profile_io, symbols, threads
+from numaprof.analyzer import analyze, firsttouch, objects, profile_io, symbols, threads
 from numaprof.analyzer.archive import Archive
 from numaprof.analyzer.profile import open_profile, read_table
 from numaprof.analyzer.topology import load_hwloc_xml, load_topology_json, parse_cpuset
@@ -368,9 +368,9 @@ def test_huge_sparse_array_is_suggested_for_without_allocating_its_pages(tmp_pat
 def test_core_fault_expansion_is_bounded(monkeypatch):
     ft = {"addr": np.array([0x7f0000000000], dtype=np.uint64),
           "page_size": np.array([1 << 30], dtype=np.uint32)}
-    monkeypatch.setattr(core, "FAULT_PAGES_LIMIT", 1000)
+    monkeypatch.setattr(firsttouch, "FAULT_PAGES_LIMIT", 1000)
     with pytest.raises(ProfileError, match="placed 262144 base pages, more than the 1000"):
-        core._fault_pages(ft, 12)
+        firsttouch.fault_pages(ft, 12)
 
 
 def test_return_address_zero_in_a_stack(prof):
@@ -402,5 +402,5 @@ def test_static_symbol_outside_the_address_space_is_skipped(monkeypatch):
              "len": np.array([0x1000], dtype=np.uint64), "pgoff": np.array([0x2000], dtype=np.uint64),
              "path": np.array(["/bin/x"], dtype=object)}
     objs = []
-    iv = core._static_intervals(symbols.Mappings(table), objs, Archive())
+    iv = objects.static_intervals(symbols.Mappings(table), objs, Archive())
     assert [o.name for o in objs] == ["ok"] and int(iv.start[0]) == 0x2000

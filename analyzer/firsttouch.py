@@ -1,0 +1,119 @@
+"""First touches: which thread and cpu first touched each page of each object, from the
+page-fault records (docs/analyzer.md, "Per object")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from numaprof.analyzer import attribution as att
+from numaprof.analyzer.model import (
+    FirstTouch,
+)
+from numaprof.errors import ProfileError
+
+SERIAL_MASTER = 0.9
+FAULT_PAGES_LIMIT = 1 << 27  # base pages the huge-page faults may expand to (512 GiB of 4 KiB)
+
+
+@dataclass
+class Touches:
+    iv: np.ndarray  # interval of each first-touched page
+    page: np.ndarray  # page index inside the interval
+    tid: np.ndarray
+    cpu: np.ndarray
+    ip: np.ndarray
+    pid: np.ndarray
+    obj: np.ndarray  # object id
+
+
+def first_touches(ft: dict, ivs, heap_iv, static_iv, map_iv, page_shift,
+                   where="faults") -> Touches | None:
+    if len(ft["time"]) == 0 or len(ivs) == 0:
+        return None
+    row, addr = fault_pages(ft, page_shift, where)
+    n = len(row)
+    time = np.asarray(ft["time"], dtype=np.uint64)[row]
+    pid = np.asarray(ft["pid"])[row]
+    where = np.full(n, -1, dtype=np.int64)
+    offset = 0
+    for part in (heap_iv, static_iv, map_iv):
+        todo = np.flatnonzero(where < 0)
+        if len(part) and len(todo):
+            loc = att.locate(pid[todo], addr[todo], time[todo], part)
+            where[todo] = np.where(loc >= 0, loc + offset, -1)
+        offset += len(part)
+    ok = np.flatnonzero(where >= 0)
+    if len(ok) == 0:
+        return None
+    iv = where[ok]
+    pg = ((addr[ok] >> np.uint64(page_shift)) - (ivs.start[iv] >> np.uint64(page_shift))).astype(np.int64)
+    order = np.lexsort((time[ok], pg, iv))
+    iv, pg, ok = iv[order], pg[order], ok[order]
+    first = np.ones(len(ok), dtype=bool)
+    first[1:] = (iv[1:] != iv[:-1]) | (pg[1:] != pg[:-1])
+    iv, pg, ok = iv[first], pg[first], ok[first]
+    # grouped by object so that each object's first touches are one slice
+    by_obj = np.argsort(ivs.obj[iv], kind="stable")
+    iv, pg, ok = iv[by_obj], pg[by_obj], ok[by_obj]
+    obj = ivs.obj[iv]
+    r = row[ok]
+    return Touches(iv, pg, np.asarray(ft["tid"])[r].astype(np.int64), np.asarray(ft["cpu"])[r].astype(np.int64),
+                       np.asarray(ft["ip"])[r].astype(np.uint64), pid[ok].astype(np.int64), obj)
+
+
+def fault_pages(ft: dict, page_shift: int, where="faults") -> tuple[np.ndarray, np.ndarray]:
+    """(fault row, page address) per base page a fault placed: one page per fault, and
+    every base page of a huge page for a fault that mapped one (`page_size` 2 MiB: one
+    first touch placed 512 pages)."""
+    addr = np.asarray(ft["addr"], dtype=np.uint64)
+    rows = np.arange(len(addr))
+    size = ft.get("page_size")
+    if size is None or len(size) == 0:
+        return rows, addr
+    size = np.asarray(size, dtype=np.uint64)  # checked by Profile.table: 0 or 4 KiB..1 GiB
+    per = np.where(size > np.uint64(1 << page_shift), size >> np.uint64(page_shift), 1).astype(np.int64)
+    if (per == 1).all():
+        return rows, addr
+    if int(per.sum()) > FAULT_PAGES_LIMIT:
+        raise ProfileError(f"{where}: the faults placed {int(per.sum())} base pages, more "
+                           f"than the {FAULT_PAGES_LIMIT} the analyzer handles")
+    start = np.where(per > 1, addr & ~(np.maximum(size, np.uint64(1)) - np.uint64(1)), addr)
+    rep = np.repeat(rows, per)
+    within = (np.arange(len(rep)) - np.repeat(np.cumsum(per) - per, per)).astype(np.uint64)
+    return rep, start[rep] + (within << np.uint64(page_shift))
+
+
+def first_touch_of(oi, ft: Touches | None, topo, n_program_threads, resolver) -> FirstTouch:
+    if ft is None:
+        return FirstTouch(0, [], 0.0, None, [], 0, False)
+    sel = slice(int(np.searchsorted(ft.obj, oi)), int(np.searchsorted(ft.obj, oi, side="right")))
+    pages = sel.stop - sel.start
+    if pages == 0:
+        return FirstTouch(0, [], 0.0, None, [], 0, False)
+    tids, tcounts = np.unique(ft.tid[sel], return_counts=True)
+    top = int(np.argmax(tcounts))
+    master = float(tcounts[top] / pages)
+    cpu_node = topo.node_of_cpu()
+    lut = np.full(max([int(ft.cpu[sel].max()) + 1, *(c + 1 for c in cpu_node)]), -1, dtype=np.int64)
+    for c, nd in cpu_node.items():
+        lut[c] = nd
+    nodes, ncounts = np.unique(lut[ft.cpu[sel]], return_counts=True)
+    node_list = [int(n) for n in nodes[np.argsort(-ncounts, kind="stable")] if n >= 0]
+    sites: dict[str, int] = {}
+    ips, icounts = np.unique(np.stack([ft.pid[sel], ft.ip[sel].astype(np.int64)]), axis=1, return_counts=True)
+    for (p, ip), c in zip(ips.T.tolist(), icounts.tolist(), strict=True):
+        sl = resolver.resolve(int(p), int(ip) & 0xFFFFFFFFFFFFFFFF)
+        key = sl.site if sl is not None else f"{int(ip) & 0xFFFFFFFFFFFFFFFF:#x}"
+        sites[key] = sites.get(key, 0) + c
+    site_list = [k for k, _ in sorted(sites.items(), key=lambda kv: -kv[1])][:5]
+    return FirstTouch(
+        threads=len(tids),
+        nodes=node_list,
+        master_fraction=master,
+        master_tid=int(tids[top]),
+        sites=site_list,
+        pages=pages,
+        serial=master >= SERIAL_MASTER and n_program_threads >= 2,
+    )

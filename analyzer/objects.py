@@ -1,0 +1,260 @@
+"""The program's objects and their names: heap allocations (the allocation shim's records,
+or the heap read when attaching), static symbols from the ELF files, and the mappings
+left over (stacks, anonymous memory, libraries), each as address intervals over time
+that samples and faults are attributed to (docs/analyzer.md, "Attribution", "Names")."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from numaprof.analyzer import attribution as att
+from numaprof.analyzer import srcnames, symbols
+from numaprof.analyzer.archive import Archive
+from numaprof.analyzer.attach import KIND_ATTACH
+from numaprof.analyzer.profile import Profile
+
+NO_STACK = 0xFFFFFFFF
+ATTACH_SITE = "in the heap at attach"
+STACK_SIZES = {8 << 20, (8 << 20) + 4096}  # glibc default thread stack (+ guard page)
+PROT_WRITE = 2
+MAP_NUMAPROF = 0x80000000  # mappings.flags: one of numaprof's own files (docs/profile-format.md)
+
+
+@dataclass
+class Obj:
+    kind: str  # heap | static | stack | mapping
+    key: tuple
+    pid: int
+    address: int
+    size: int
+    count: int = 1
+    stack: int = NO_STACK
+    name: str = ""
+    site: str = ""
+    path: str = ""
+    alloc_rows: list | None = None  # objects-table rows (heap)
+    attribution: str = "address"  # address | frame | register | type (analyzer/varattr.py)
+    thread_private: bool = False
+
+
+def heap_intervals(ot: dict, objs: list[Obj]) -> att.Intervals:
+    n = len(ot["addr"])
+    if n == 0:
+        return att.Intervals.empty()
+    pid = np.asarray(ot["pid"]).astype(np.int64)
+    start = np.asarray(ot["addr"]).astype(np.uint64)
+    size = np.asarray(ot["size"]).astype(np.uint64)
+    t0 = np.asarray(ot["time"]).astype(np.uint64)
+    ft = np.asarray(ot["free_time"]).astype(np.uint64)
+    t1 = np.where(ft > 0, ft, att.NEVER)
+    stack = np.asarray(ot["stack"]).astype(np.int64)
+    kind = np.asarray(ot["kind"])
+    holder = ot["holder"]
+    obj = np.empty(n, dtype=np.int64)
+    groups: dict[tuple, int] = {}
+    for i, (p, st, a, sz) in enumerate(zip(pid.tolist(), stack.tolist(), start.tolist(), size.tolist(), strict=True)):
+        # allocations from the same call stack are one object ("site"); without a stack
+        # each allocation stands alone
+        key = ("heap", p, st) if st != NO_STACK else ("heap", p, -1, a, i)
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = len(objs)
+            o = Obj("heap", key, p, a, sz, count=0, stack=st, alloc_rows=[])
+            if kind[i] == KIND_ATTACH:
+                # found in the heap when numaprof attached: named by the variable that
+                # pointed to it then (analyzer/attach.py), if any
+                o.name, o.site = str(holder[i]), ATTACH_SITE
+            objs.append(o)
+        o = objs[g]
+        o.count += 1
+        o.size = max(o.size, sz)
+        o.alloc_rows.append(i)
+        obj[i] = g
+    return att.Intervals(pid, start, start + size, t0, t1, obj)
+
+
+def static_intervals(mappings: symbols.Mappings, objs: list[Obj], archive: Archive) -> att.Intervals:
+    rows = []
+    groups: dict[tuple, int] = {}
+    seen: set[tuple[int, str]] = set()
+    for pid, (start, _, pgoff, path) in mappings.files():
+        if (pid, path) in seen:
+            continue
+        info = symbols.elf_info(path, archive)
+        if info is None or not info.objects:
+            continue
+        bias = info.load_bias(start, pgoff)
+        if bias is None:
+            continue
+        seen.add((pid, path))
+        base = os.path.basename(path)
+        commons = info.common_blocks() if any(o.section.startswith(".bss") for o in info.objects) else {}
+        for sym in _split_commons(info.objects, commons):
+            if not 0 <= sym.address + bias <= (1 << 64) - sym.size:
+                continue  # a mapping or symbol no process could have (damaged or crafted)
+            key = ("static", path, sym.name, sym.address)
+            g = groups.get(key)
+            if g is None:
+                g = groups[key] = len(objs)
+                name, site = _static_name(sym, base)
+                objs.append(Obj("static", key, pid, sym.address + bias, sym.size, name=name, site=site,
+                                 path=path))
+            rows.append((pid, sym.address + bias, sym.size, g))
+    if not rows:
+        return att.Intervals.empty()
+    r = np.array(rows, dtype=np.uint64)
+    n = len(rows)
+    return att.Intervals(r[:, 0].astype(np.int64), r[:, 1], r[:, 1] + r[:, 2], np.zeros(n, dtype=np.uint64),
+                         np.full(n, att.NEVER, dtype=np.uint64), r[:, 3].astype(np.int64))
+
+
+def _split_commons(objects: list[symbols.StaticSymbol], commons: dict) -> list[symbols.StaticSymbol]:
+    """Replace each Fortran COMMON block symbol by its member arrays (from DWARF); a
+    member extends to the next one, the last to the end of the block."""
+    if not commons:
+        return objects
+    out = []
+    for sym in objects:
+        members = commons.get(sym.name)
+        if not members or not all(sym.address <= a < sym.address + sym.size for _, a in members):
+            out.append(sym)
+            continue
+        ends = [a for _, a in members[1:]] + [sym.address + sym.size]
+        block = sym.name.rstrip("_")
+        for (name, addr), end in zip(members, ends, strict=True):
+            if end > addr:
+                out.append(symbols.StaticSymbol(name, addr, end - addr, f"/{block}/ {sym.section}", sym.writable))
+    return out
+
+
+def _static_name(sym: symbols.StaticSymbol, base: str) -> tuple[str, str]:
+    """(name, site) of a static array; gfortran's module variables ``__mod_MOD_var`` are
+    named ``var``, their module goes to the site."""
+    name, site = sym.name, f"{sym.section}@{base}"
+    if name.startswith("__") and "_MOD_" in name:
+        module, var = name[2:].split("_MOD_", 1)
+        if module and var:
+            return var, f"module {module} {site}"
+    return name, site
+
+
+def own_samples(mt: dict, pid, addr, ip, time) -> np.ndarray | None:
+    """Which samples are numaprof's own: their address or instruction is in a mapping the
+    collector flagged as numaprof's (the shim library, the shim's record files)."""
+    flags = np.asarray(mt["flags"])
+    rows = np.flatnonzero(flags & MAP_NUMAPROF)
+    if not len(rows) or not len(addr):
+        return None
+    start = np.asarray(mt["start"])[rows].astype(np.uint64)
+    n = len(rows)
+    iv = att.Intervals(np.asarray(mt["pid"])[rows].astype(np.int64), start,
+                       start + np.asarray(mt["len"])[rows].astype(np.uint64),
+                       np.asarray(mt["time"])[rows].astype(np.uint64),
+                       np.full(n, att.NEVER, dtype=np.uint64), np.arange(n, dtype=np.int64))
+    return (att.locate(pid, addr, time, iv) >= 0) | (att.locate(pid, ip, time, iv) >= 0)
+
+
+def mapping_intervals(mt: dict, objs: list[Obj]) -> att.Intervals:
+    n = len(mt["start"])
+    if n == 0:
+        return att.Intervals.empty()
+    prot = np.asarray(mt["prot"])
+    known_prot = bool(prot.any())
+    rows = []
+    groups: dict[tuple, int] = {}
+    own = np.asarray(mt["flags"]) & MAP_NUMAPROF
+    for i in range(n):
+        if own[i]:
+            continue  # numaprof's own file (see own_samples)
+        path = str(mt["path"][i])
+        if path.startswith("//anon") or path == "/dev/zero (deleted)":
+            path = ""  # perf's name for anonymous memory
+        start, length = int(mt["start"][i]), int(mt["len"][i])
+        pid = int(mt["pid"][i])
+        if path.startswith("/") and known_prot and not int(prot[i]) & PROT_WRITE:
+            continue  # code and read-only file data: not an object
+        if path.startswith("[stack") or (not path and length in STACK_SIZES):
+            kind, name = "stack", path or f"stack@{start:#x}"
+        elif path.startswith("/"):
+            kind, name = "mapping", f"{os.path.basename(path)}@{start:#x}"
+        else:
+            kind, name = "mapping", path or f"anon@{start:#x}"
+        key = ("map", pid, start, length, path)
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = len(objs)
+            objs.append(Obj(kind, key, pid, start, length, name=name, site=path or "anonymous mapping",
+                             path=path))
+        rows.append((pid, start, length, int(mt["time"][i]), g))
+    if not rows:
+        return att.Intervals.empty()
+    r = np.array(rows, dtype=np.uint64)
+    return att.Intervals(r[:, 0].astype(np.int64), r[:, 1], r[:, 1] + r[:, 2], r[:, 3],
+                         np.full(len(rows), att.NEVER, dtype=np.uint64), r[:, 4].astype(np.int64))
+
+
+def name_object(o: Obj, resolver: symbols.CodeResolver, prof: Profile) -> None:
+    if o.name or o.kind != "heap":
+        return
+    fallback = f"heap@{o.address:#x}"
+    if o.stack == NO_STACK:
+        o.name, o.site = fallback, o.site or "?"
+        return
+    frames = _stack_frames(prof)
+    ips = frames.get(o.stack, [])
+    roots = [str(prof.manifest.get("cwd") or ""), str(prof.path.parent)]
+    site = resolver.allocation_site(o.pid, ips)  # the user's frame (symbols.py)
+    if site is None:
+        o.name, o.site = fallback, "?"
+        return
+    o.site = site.site
+    var = None
+    if site.line > 0:
+        var, named_at = _assigned(site, roots, resolver.archive)
+        # an allocation wrapper (it returns the block): its caller's variable names the
+        # array, up to a few wrappers deep (xmalloc inside new_grid inside main)
+        callers = itertools.islice(resolver.user_frames(o.pid, ips), 1, 4)  # resolved only if needed
+        cur, at = var, named_at
+        while at is not None and srcnames.returns_allocation(
+                str(at[0]), at[1].line, cur, symbols.source_language(at[1].file), resolver.archive):
+            caller = next(callers, None)
+            if caller is None:
+                break
+            cur, at = _assigned(caller, roots, resolver.archive)  # `return xmalloc(n)` passes it on again
+            if cur is not None:
+                var, named_at, o.site = cur, at, caller.site
+        if var is not None:
+            # a member of the object a member function works on: `Mesh::m_pos`
+            var = srcnames.member_name(str(named_at[0]), named_at[1], var,
+                                       symbols.source_language(named_at[1].file), resolver.archive)
+    o.name = var or o.site
+
+
+def _assigned(site, roots: list[str], archive: Archive):
+    """(name, (source path, site)) of the variable the allocation at ``site`` is assigned
+    to; (None, (path, site)) when the line assigns nothing; (None, None) without source.
+    ``site.call`` tells which array of a Fortran ``allocate`` statement the call made."""
+    src = srcnames.find_source(site.file, [r for r in roots if r], archive)
+    if src is None:
+        return None, None
+    return (srcnames.assigned_name(str(src), site.line, site.column, symbols.source_language(site.file),
+                                   call=site.call, archive=archive), (src, site))
+
+
+def _stack_frames(prof: Profile) -> dict[int, list[int]]:
+    cached = getattr(prof, "_nmp_frames", None)
+    if cached is not None:
+        return cached
+    sf = prof.table("stack_frames")
+    out: dict[int, list[int]] = {}
+    if len(sf["stack"]):
+        order = np.lexsort((np.asarray(sf["depth"]), np.asarray(sf["stack"])))
+        for st, ip in zip(np.asarray(sf["stack"])[order].tolist(), np.asarray(sf["ip"])[order].tolist(),
+                          strict=True):
+            out.setdefault(st, []).append(ip)
+    prof._nmp_frames = out
+    return out
