@@ -11,6 +11,7 @@ import numpy as np
 
 from numaprof.analyzer import attribution as att
 from numaprof.analyzer import symbols
+from numaprof.analyzer.archive import Archive
 from numaprof.analyzer.objects import Obj, heap_intervals, name_object
 from numaprof.analyzer.profile import Profile, open_profile
 from numaprof.analyzer.topology import single_node
@@ -72,7 +73,7 @@ def kernel_object_pages(path_or_profile) -> list[ObjectPages]:
     shim's move_pages at release or exit), with or without samples: what a recording
     that has few data addresses (a TCG guest) still says for certain about placement."""
     prof = path_or_profile if isinstance(path_or_profile, Profile) else open_profile(path_or_profile)
-    symbols.use_archive(prof.path)
+    archive = Archive.read(prof.path)
     topo = prof.topology() if prof.has_topology() else single_node([0])
     page = int(topo.page_size or 4096)
     node_index = {n.id: i for i, n in enumerate(topo.nodes)}
@@ -82,7 +83,7 @@ def kernel_object_pages(path_or_profile) -> list[ObjectPages]:
     ot = prof.table("objects")
     numa_maps = parse_numa_maps(prof.numa_maps(), prof.path)
     index = ObjectPagesIndex(prof.table("object_pages"))
-    resolver = symbols.CodeResolver(symbols.Mappings(prof.table("mappings")))
+    resolver = symbols.CodeResolver(symbols.Mappings(prof.table("mappings")), archive)
     out = []
     for o in objs:
         nm = numa_maps_pages(o, numa_maps, ot, page, node_index, N)
