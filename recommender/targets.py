@@ -59,6 +59,38 @@ def _uniform(n: int, remote: float) -> tuple[tuple[float, ...], ...]:
     return tuple(tuple(10.0 if i == j else remote for j in range(n)) for i in range(n))
 
 
+def _clustered(sockets: int, per_socket: int, within) -> tuple[tuple[float, ...], ...]:
+    """SLIT of ``sockets`` sockets split into ``per_socket`` nodes each (Intel sub-NUMA
+    clustering, AMD NPS): 10 local, ``within(i, j)`` between the clusters i != j of one
+    socket, 21 (Intel) or the value ``within(-1, -1)`` gives between sockets."""
+    n = sockets * per_socket
+    rows = []
+    for a in range(n):
+        row = []
+        for b in range(n):
+            if a == b:
+                row.append(10.0)
+            elif a // per_socket == b // per_socket:
+                row.append(float(within(a % per_socket, b % per_socket)))
+            else:
+                row.append(float(within(-1, -1)))
+        rows.append(tuple(row))
+    return tuple(rows)
+
+
+def _nps4(i: int, j: int) -> int:
+    # AMD EPYC, NPS4: the four quadrants of a socket; a neighbouring quadrant 11, the
+    # diagonal one 12; the other socket 32, as such machines' SLIT reports them
+    if i < 0:
+        return 32
+    return 12 if (i ^ j) == 3 else 11
+
+
+def _snc(i: int, j: int) -> int:
+    # Intel sub-NUMA clustering: another cluster of the socket 12, another socket 21
+    return 21 if i < 0 else 12
+
+
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in (
@@ -76,6 +108,13 @@ PRESETS: dict[str, Preset] = {
         Preset("itanium2", "4-node Itanium 2 (Bull FSS), NUMA factor 2-2.5 (Pousa Ribeiro et al. 2009)",
                ((10.0, 20.0, 25.0, 25.0), (20.0, 10.0, 25.0, 25.0),
                 (25.0, 25.0, 10.0, 20.0), (25.0, 25.0, 20.0, 10.0)), 4, 16 * GiB),
+        # Large current servers: nodes are parts of a socket (8 and 16 nodes)
+        Preset("2s-snc4", "two-socket Xeon, sub-NUMA clustering SNC-4: 8 nodes, SLIT 10/12/21",
+               _clustered(2, 4, _snc), 14, 64 * GiB),
+        Preset("2s-nps4", "two-socket EPYC, NPS4: 8 nodes, SLIT 10/11/12/32",
+               _clustered(2, 4, _nps4), 16, 96 * GiB),
+        Preset("4s-snc4", "four-socket Xeon, SNC-4: 16 nodes, SLIT 10/12/21",
+               _clustered(4, 4, _snc), 14, 64 * GiB),
     )
 }
 
@@ -100,7 +139,7 @@ def resolve_target(spec: str | None, recorded: Topology, *, threads: int | None 
     """The topology to evaluate a profile for.
 
     ``None`` → the recorded topology; a preset name (``2s``, ``4s``, ``8n-opteron``,
-    ``itanium2``) → that machine; a path to an hwloc XML file → its topology.  Anything
+    ``itanium2``, ``2s-snc4``, ``2s-nps4``, ``4s-snc4``) → that machine; a path to an hwloc XML file → its topology.  Anything
     else raises UsageError naming the presets.
     """
     if spec is None or spec == "":
