@@ -10,6 +10,9 @@
 The fault tests wrap the `os` functions that change files (open for writing, write,
 fsync, rename, mkdir, unlink, ...) rather than numaprof's own helpers, so that they count
 every write whatever the implementation, and fail the k-th one for every k.
+
+One file (~900 lines) on purpose: each case builds the same small tree, profile and
+apply record (the fixtures at the top), and the cases read as one threat list.
 """
 
 from __future__ import annotations
