@@ -145,13 +145,22 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
     con.print(heatmap(a.traffic, f"traffic (samples), local {pct(a.local_fraction)}, "
                       f"node load imbalance {a.imbalance:.2f}"))
     con.print()
-    threads = Table(title="threads", title_justify="left")
+    if len(a.threads) > THREADS_SHOWN:
+        con.print(_threads_by_node(a))
+    threads = Table(title="threads" if len(a.threads) <= THREADS_SHOWN else
+                    f"threads: the {THREADS_SHOWN} with most samples", title_justify="left")
     for col in ("tid", "comm", "samples", "nodes", "cpus", "migrations", "bound"):
         threads.add_column(col)
-    for th in a.threads:
+    busiest = sorted(a.threads, key=lambda th: -th.samples)[:THREADS_SHOWN]
+    for th in (a.threads if len(a.threads) <= THREADS_SHOWN else busiest):
         threads.add_row(str(th.tid), esc(th.comm), str(th.samples),
                         ",".join(map(str, th.nodes)), ",".join(map(str, th.cpus[:16])),
                         str(th.migrations), "yes" if th.bound else ("no" if th.affinity else "?"))
+    if len(a.threads) > THREADS_SHOWN:
+        left = len(a.threads) - len(busiest)
+        threads.add_row("…", f"{left} more", str(sum(th.samples for th in a.threads) -
+                                                  sum(th.samples for th in busiest)),
+                        "", "", "", "", style="dim")
     con.print(threads)
     if a.sharing:
         con.print(_sharing(a))
@@ -165,6 +174,27 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
         from numaprof.cli.render import write_atomic
 
         write_atomic(out, con.file.getvalue())
+
+
+THREADS_SHOWN = 16  # threads listed one per row; beyond, a summary per node and the busiest
+
+
+def _threads_by_node(a: Analysis) -> Table:
+    """Many threads (a 128-thread run): per node where they ran, how many, their samples,
+    the cpus they used, how many moved between nodes and how many are bound."""
+    t = Table(title=f"threads by node ({len(a.threads)} threads)", title_justify="left")
+    for col, just in (("node", "left"), ("threads", "right"), ("samples", "right"),
+                      ("cpus used", "right"), ("migrated", "right"), ("bound", "right")):
+        t.add_column(col, justify=just)
+    groups: dict[int, list] = {}
+    for th in a.threads:
+        groups.setdefault(th.node, []).append(th)
+    for node in sorted(groups):
+        ths = groups[node]
+        t.add_row(str(node) if node >= 0 else "?", str(len(ths)), str(sum(th.samples for th in ths)),
+                  str(len({c for th in ths for c in th.cpus})),
+                  str(sum(1 for th in ths if th.migrations)), str(sum(1 for th in ths if th.bound)))
+    return t
 
 
 def _sharing(a: Analysis) -> Table:
