@@ -193,6 +193,13 @@ def render(a: Analysis, suggestions=None, top: int = 10) -> str:
              + [str(c.numastat.get(k, "-")) for k in ("numa_hit", "numa_miss", "numa_foreign",
                                                       "other_node")]
              for c in a.node_counters]))
+    if a.sharing:
+        parts.append("<h2>Sharing between threads</h2>" + _table(
+            ["object", "sharing", "cache lines", "threads", "samples", "writes", "windows of 10 ms",
+             "where", "fix"],
+            [[_h(f.object), f"{f.kind} sharing", str(f.lines), str(f.threads),
+              f"{f.samples} ({pct(f.share)})", str(f.writes), str(f.windows),
+              _h(", ".join(f.sources)), _h(f.fix)] for f in a.sharing]))
     if suggestions is not None:
         parts.append(f"<h2>Suggestions</h2>{_suggestions(suggestions)}")
     if a.findings:

@@ -55,6 +55,10 @@ def test_shared_lines_are_found_with_their_line(exe, tmp_path, mode, obj, kind):
     sugg = run_numaprof("suggest", prof, "--target", "2s", check=True).stdout
     assert f"{obj}: {kind} sharing between threads" in sugg
     assert "a sharing problem" in sugg  # not given a placement
+    html = tmp_path / f"{mode}.html"
+    run_numaprof("report", prof, "--format", "html", "-o", html, check=True)
+    page = html.read_text()
+    assert "<h2>Sharing between threads</h2>" in page and f"{kind} sharing" in page
 
 
 def test_padded_slots_share_nothing(exe, tmp_path):
