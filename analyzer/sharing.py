@@ -43,6 +43,7 @@ class SharingFinding:
     windows: int  # time windows in which a line was accessed by several threads, one writing
     share: float  # of the object's samples
     sources: list[str] = field(default_factory=list)  # where the accesses are, most first
+    thread_index: list[int] = field(default_factory=list)  # the threads (Analysis.threads)
 
     @property
     def fix(self) -> str:
@@ -108,4 +109,5 @@ def object_sharing(name: str, addr: np.ndarray, tid: np.ndarray, time: np.ndarra
     return SharingFinding(
         object=name, kind=kind, lines=len(np.unique(line[hot])),
         threads=len(np.unique(tid[hot])), samples=int(hot.sum()), writes=int(write[hot].sum()),
-        windows=windows, share=float(hot.sum()) / n, sources=sources)
+        windows=windows, share=float(hot.sum()) / n, sources=sources,
+        thread_index=[int(x) for x in np.unique(tid[hot])])

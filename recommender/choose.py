@@ -480,6 +480,27 @@ def _aggregate(preds: list[Prediction], n: int, factor: np.ndarray,
 SHARED_SMALL = 64 << 10  # bytes: a shared object this small is a sharing problem, not placement
 
 
+def _sharing_on_target(plan, findings, target_name: str) -> list[str]:
+    """Where the threads of each sharing finding run on the target with the binding the
+    predictions assume: on several nodes, every write to a shared line invalidates the
+    copy in another node's caches, at that pair's NUMA factor."""
+    out = []
+    factor = plan.target.numa_factor()
+    for f in findings:
+        pos = sorted({int(plan.thread_node[t]) for t in f.thread_index if t < len(plan.thread_node)})
+        ids = [plan.target.nodes[p].id for p in pos]
+        if len(pos) >= 2:
+            worst = max(float(factor[a, b]) for a in pos for b in pos)
+            out.append(f"{f.object} on {target_name}: its {len(f.thread_index)} threads run on nodes "
+                       f"{', '.join(map(str, ids))} with this binding, so each of its writes "
+                       f"invalidates the line in another node's caches (NUMA factor up to "
+                       f"{worst:.2f}); {f.writes} writes sampled in {f.windows} windows.")
+        elif pos:
+            out.append(f"{f.object} on {target_name}: its threads share node {ids[0]} with this "
+                       "binding: the line moves between caches of one node only.")
+    return out
+
+
 def suggest(analysis: Analysis, target: Topology | None = None, *,
             min_share: float = 0.02, fixer=None) -> Suggestions:
     """A placement per hot object of ``analysis`` for ``target`` (default: the recorded machine).
@@ -535,6 +556,7 @@ def suggest(analysis: Analysis, target: Topology | None = None, *,
     if not hot:
         return result
     plan = _Plan(analysis, target, hot)
+    notes.extend(_sharing_on_target(plan, sharing.values(), target_name))
     result.thread_nodes = [int(x) for x in plan.thread_node[: len(analysis.threads)]]
     result.binding = plan.binding
     result.pressure = plan.pressure

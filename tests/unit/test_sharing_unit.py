@@ -38,3 +38,21 @@ def test_no_finding_without_writes_or_without_concurrency():
     # different lines per thread
     assert _find([0x10000 + 64 * (i % 2) for i in range(n)], [i % 2 for i in range(n)],
                  [i * MS for i in range(n)], [True] * n) is None
+
+
+def test_suggest_says_where_the_sharing_threads_run_on_the_target():
+    """With the threads spread over a two-socket target, a shared line's writes cross the
+    interconnect; the note names the nodes and the factor."""
+    import synth_analysis as sa
+
+    from numaprof.recommender import suggest
+    from numaprof.recommender.targets import preset_topology
+
+    a = sa.analysis([sa.obj("u", "regular", sa.access_regular(sa.BIG, 2), serial=True,
+                            n_threads=2)], sa.threads(2))
+    a.sharing = [sharing.SharingFinding("resid", "false", 1, 2, 500, 80, 40, 0.8, ["f@a.c:3"],
+                                        thread_index=[0, 1])]
+    notes = suggest(a, preset_topology("2s")).notes
+    assert any(n.startswith("resid: false sharing") for n in notes), notes
+    on = [n for n in notes if n.startswith("resid on 2s:")]
+    assert on and "nodes 0, 1" in on[0] and "2.10" in on[0], notes
