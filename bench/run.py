@@ -1,10 +1,13 @@
 """Benchmarks (not pass/fail tests): recording overhead as a ratio measured
 side by side with interleaved repetitions, and profile bytes per sample.
 
-    .venv/bin/python bench/run.py [--reps 5] [--only alloc] [--parts] [--baseline DIR]
+    .venv/bin/python bench/run.py [--reps 5] [--only alloc] [--parts] [--baseline DIR] [--no-perf]
 
-Each repetition runs the workload plain, then under `numaprof record` (default settings),
-so both see the same machine load.  Reported per workload: the wall times (median and
+Workloads: a memory-bound OpenMP kernel, the allocation-heavy bench/alloc_heavy, a short
+(< 0.5 s) program and `true` (the fixed cost, reported as recorded minus plain).  Each
+repetition runs the workload plain, then under `numaprof record` (default settings), then
+under `perf record` with the same events at the same rate (cpu-clock, user registers,
+data addresses: the software backend's mechanism), so all see the same machine load.  Reported per workload: the wall times (median and
 range), the overhead as the median of the per-repetition ratios recorded/plain (and the
 ratio of the best times), the collector's own cpu time (collector.json) and the time the
 record command spends after the program has ended (conversion of the shim's data,
@@ -20,12 +23,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from datetime import date
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,7 +51,24 @@ def build() -> dict[str, list[str]]:
     return {
         "memory-bound (numa_aware 64 MiB x 1200)": [str(ROOT / "examples" / "numa_aware"), "64", "1200"],
         "allocation-heavy (alloc_heavy)": [str(alloc), "60000000"],
+        "short (serial_init 16 MiB x 40, < 0.5 s)": [str(ROOT / "examples" / "serial_init"), "16", "40"],
+        "fixed cost (true)": [shutil.which("true") or "/bin/true"],
     }
+
+
+# the same mechanism as numaprof's software backend: a cpu-clock timer sample with the user
+# registers and the data address (perf record's -d), at numaprof's rate
+PERF_REGS = "ax,bx,cx,dx,si,di,bp,sp,ip,r8,r9,r10,r11,r12,r13,r14,r15"
+
+
+def perf_argv(out: Path, freq: int) -> list[str] | None:
+    perf = shutil.which("perf")
+    if perf is None:
+        return None
+    argv = [perf, "record", "-q", "-e", "cpu-clock", "-F", str(freq), f"--user-regs={PERF_REGS}",
+            "-d", "-o", str(out), "--"]
+    r = subprocess.run([*argv, "true"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return argv if r.returncode == 0 else None
 
 
 def timed(argv: list[str], env: dict) -> tuple[float, int]:
@@ -75,7 +97,13 @@ def main() -> None:
                     help="also time the collector without the CLI and the shim alone")
     ap.add_argument("--baseline", type=Path, default=None,
                     help="libexec directory of another build, recorded with as 'baseline'")
+    ap.add_argument("--no-perf", action="store_true", help="do not time perf record beside")
     args = ap.parse_args()
+    from numaprof import defaults
+
+    print(f"{date.today()} {platform.node()}, {os.cpu_count()} cpus, load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; numaprof at its default "
+          f"{defaults.FREQ} Hz, perf record with the same events and rate")
     env = {**os.environ, "OMP_NUM_THREADS": "2", "PYTHONPATH": str(ROOT)}
     shim = LIBEXEC / "libnumaprof_shim.so"
     for label, argv in build().items():
@@ -90,6 +118,9 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "p"
             part = Path(tmp) / "part"
+            perf = None if args.no_perf else perf_argv(Path(tmp) / "perf.data", defaults.FREQ)
+            if perf is not None:
+                runs["perf"] = []
             for _ in range(args.reps):  # interleaved: plain, recorded, plain, recorded, ...
                 runs["plain"].append(timed(argv, env)[0])
                 for d in (out, out.with_name(out.name + ".old")):  # not timed
@@ -99,6 +130,8 @@ def main() -> None:
                 col = json.loads((out / "collector.json").read_text())
                 collector_cpu.append(col["collector_cpu_ns"] / 1e9)
                 after.append((end - col["end_ns"]) / 1e9)
+                if perf is not None:
+                    runs["perf"].append(timed([*perf, *argv], env)[0])
                 if args.baseline:
                     shutil.rmtree(part, ignore_errors=True)
                     runs["baseline"].append(timed(
@@ -119,7 +152,10 @@ def main() -> None:
         print(f"{label}, {args.reps} interleaved repetitions:")
         for name, ts in runs.items():
             line = f"  {name:10s} wall {spread(ts)} s"
-            if name != "plain":
+            if name != "plain" and label.startswith("fixed cost"):
+                extra = [t - p for t, p in zip(ts, plain, strict=True)]
+                line += f"; minus plain: median {spread(extra)} s"
+            elif name != "plain":
                 ratios = [t / p for t, p in zip(ts, plain, strict=True)]
                 line += (f"; ratio to plain: median {spread(ratios)}, best/best "
                          f"{min(ts) / min(plain):.3f}")
