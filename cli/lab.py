@@ -37,8 +37,9 @@ def lab_config(nodes, cpus_per_node, mem_per_node, distances, preset, timeout, k
 @click.option("--distance", "distances", multiple=True, metavar="I,J=D",
               help="SLIT distance from node I to node J (also J to I unless given too); "
                    "repeatable.  Unset pairs: the preset's, else 20.")
-@click.option("--preset", type=click.Choice(["2s", "4s", "8n-opteron", "itanium2"]),
-              default=None, help="Node count and distance matrix of a known machine.")
+@click.option("--preset", default=None, metavar="NAME",
+              help="Node count and distance matrix of a known machine: one of suggest "
+                   "--target's presets (2s, 4s, 8n-opteron, itanium2, 2s-snc4, 2s-nps4, 4s-snc4).")
 @click.option("--timeout", type=float, default=None, metavar="S",
               help="Kill the guest after S seconds (boot included) and exit 124.")
 @click.option("--kernel", type=click.Path(path_type=Path), default=None,

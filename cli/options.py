@@ -16,7 +16,7 @@ target_option = click.option(
     "--target",
     default=None,
     metavar="PRESET|XML",
-    help="Evaluate for another machine: 2s, 4s, 8n-opteron, itanium2, or an hwloc XML file.",
+    help="Evaluate for another machine: a preset (2s, 4s, 8n-opteron, itanium2, 2s-snc4, 2s-nps4, 4s-snc4) or an hwloc XML file.",
 )
 top_option = click.option("--top", type=click.IntRange(min=1), default=None,
                           help="Show only the N hottest objects.")

@@ -49,8 +49,8 @@ def command(profile, target, do_measure, size_mib, reps, fmt):
 
     Without options: this machine, read with hwloc, with the measured NUMA factor when
     `--measure` has been run here before (cached per machine).  --profile: the machine a
-    profile was recorded on.  --target: a preset (2s, 4s, 8n-opteron, itanium2) or an hwloc
-    XML file.  --measure: measure latency and bandwidth per node pair now (the method of
+    profile was recorded on.  --target: a preset (2s, 4s, 8n-opteron, itanium2, 2s-snc4, 2s-nps4, 4s-snc4)
+    or an hwloc XML file.  --measure: measure latency and bandwidth per node pair now (the method of
     Pousa Ribeiro et al. 2010, §3.1 and Table 4); timings in a VM or the NUMA lab are not NUMA evidence.
     """
     from numaprof.cli.render import text_topology

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 
 from numaprof.errors import UsageError
 
-# Table 4 of 000 (NUMA factors of an 8-node Opteron): one copy, shared with --target.
-from numaprof.recommender.targets import OPTERON_TABLE4
+from numaprof.recommender.targets import PRESETS as TARGET_PRESETS
 
 LOCAL_DISTANCE = 10
 # Linux's REMOTE_DISTANCE: what the kernel assumes between two nodes when firmware gives no
@@ -47,23 +46,12 @@ def slit_from_factors(factors) -> tuple[tuple[int, ...], ...]:
     return tuple(out)
 
 
-def _uniform(n: int, remote: int) -> tuple[tuple[int, ...], ...]:
-    return tuple(tuple(LOCAL_DISTANCE if i == j else remote for j in range(n)) for i in range(n))
-
-
-# The presets of suggest --target.  itanium2: Pousa Ribeiro et al. 2009 (MAi) give only "NUMA factor from 2 to
-# 2.5" for 4 nodes on a switch; the pairs (0,1) and (2,3) are taken as the near ones (20),
-# the others as far (25).
+# The lab boots the machines `suggest --target` evaluates for: one definition of each
+# preset (recommender/targets.py), its distances rounded to the SLIT integers a guest's
+# firmware table can carry.
 PRESETS: dict[str, tuple[tuple[int, ...], ...]] = {
-    "2s": _uniform(2, 21),
-    "4s": _uniform(4, 21),
-    "8n-opteron": slit_from_factors(OPTERON_TABLE4),
-    "itanium2": (
-        (10, 20, 25, 25),
-        (20, 10, 25, 25),
-        (25, 25, 10, 20),
-        (25, 25, 20, 10),
-    ),
+    name: slit_from_factors(tuple(tuple(d / LOCAL_DISTANCE for d in row) for row in p.distances))
+    for name, p in TARGET_PRESETS.items()
 }
 
 

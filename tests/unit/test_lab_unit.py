@@ -12,7 +12,8 @@ import pytest
 from numaprof.cli.lab import lab_config
 from numaprof.errors import NumaprofError, UsageError
 from numaprof.lab import runner
-from numaprof.lab.topology import OPTERON_TABLE4, PRESETS, build_topology, parse_size
+from numaprof.lab.topology import PRESETS, build_topology, parse_size
+from numaprof.recommender.targets import OPTERON_TABLE4
 
 
 def _valid_slit(m):
@@ -74,7 +75,7 @@ def test_sizes():
 
 
 def test_presets_are_valid_slit_matrices():
-    sizes = {"2s": 2, "4s": 4, "8n-opteron": 8, "itanium2": 4}
+    sizes = {"2s": 2, "4s": 4, "8n-opteron": 8, "itanium2": 4, "2s-snc4": 8, "2s-nps4": 8, "4s-snc4": 16}
     for name, m in PRESETS.items():
         assert len(m) == sizes[name] and all(len(r) == len(m) for r in m)
         assert _valid_slit(m), name
@@ -262,3 +263,17 @@ def test_presets_agree_with_suggest_targets():
         for i, row in enumerate(target.distances):
             for j, d in enumerate(row):
                 assert m[i][j] == (10 if i == j else max(11, int(d + 0.5 + 1e-9))), (name, i, j)
+
+
+def test_every_preset_is_named_in_the_help_texts():
+    """The CLI lists the presets by name without importing them (start-up cost); this keeps
+    those lists complete."""
+    from click.testing import CliRunner
+
+    from numaprof.cli.main import group as cli
+    from numaprof.recommender.targets import PRESETS as TARGETS
+
+    for argv in (["lab", "-h"], ["suggest", "-h"], ["report", "-h"], ["topology", "-h"]):
+        out = " ".join(CliRunner().invoke(cli, argv).output.split())
+        for name in TARGETS:
+            assert name in out, (argv, name)
