@@ -12,7 +12,6 @@ import re
 from dataclasses import dataclass
 
 from numaprof.errors import UsageError
-
 from numaprof.recommender.targets import PRESETS as TARGET_PRESETS
 
 LOCAL_DISTANCE = 10
