@@ -121,23 +121,46 @@ def _locate_one(addr, time, iv: Intervals, prep) -> np.ndarray:
             s_idx = multi[grp]
             ci = int(mc[grp[0]])
             cand = order[c_first[ci] : c_first[ci] + c_size[ci]]
-            cand = cand[np.argsort(iv.t0[cand], kind="stable")]
-            t0s = iv.t0[cand]
             a, t = addr[s_idx], time[s_idx]
-            j = np.searchsorted(t0s, t, side="right") - 1
+            if len(cand) <= _MAX_WALK:
+                out[s_idx] = _walk(cand, a, t, iv)
+                continue
+            # a large cluster (an address range reused by many allocations over time):
+            # by slices of the address range, each with the intervals overlapping it, so
+            # that the walk back in time passes only allocations near the sample
+            lo, hi = int(iv.start[cand].min()), int(iv.end[cand].max())
+            width = max(1, -(-(hi - lo) // -(-len(cand) // (_MAX_WALK // 2))))
+            sl = (a.astype(np.int64) - lo) // width
             res = np.full(len(s_idx), -1, dtype=np.int64)
-            todo = np.flatnonzero(j >= 0)
-            for _ in range(min(_MAX_WALK, len(cand))):
-                if len(todo) == 0:
-                    break
-                kk = cand[j[todo]]
-                hit = (a[todo] >= iv.start[kk]) & (a[todo] < iv.end[kk]) & (t[todo] < iv.t1[kk])
-                res[todo[hit]] = kk[hit]
-                todo = todo[~hit]
-                j[todo] -= 1
-                todo = todo[j[todo] >= 0]
+            cs, ce = iv.start[cand].astype(np.int64), iv.end[cand].astype(np.int64)
+            for b in np.unique(sl).tolist():
+                mine = np.flatnonzero(sl == b)
+                b_lo, b_hi = lo + b * width, lo + (b + 1) * width
+                sub = cand[(cs < b_hi) & (ce > b_lo)]
+                res[mine] = _walk(sub, a[mine], t[mine], iv)
             out[s_idx] = res
     return out
+
+
+def _walk(cand: np.ndarray, a: np.ndarray, t: np.ndarray, iv: Intervals) -> np.ndarray:
+    """For each (address, time): of the intervals ``cand``, the latest allocated before
+    that time that holds the address and is still alive then; −1 if none within
+    _MAX_WALK allocations back."""
+    cand = cand[np.argsort(iv.t0[cand], kind="stable")]
+    t0s = iv.t0[cand]
+    j = np.searchsorted(t0s, t, side="right") - 1
+    res = np.full(len(a), -1, dtype=np.int64)
+    todo = np.flatnonzero(j >= 0)
+    for _ in range(min(_MAX_WALK, len(cand))):
+        if len(todo) == 0:
+            break
+        kk = cand[j[todo]]
+        hit = (a[todo] >= iv.start[kk]) & (a[todo] < iv.end[kk]) & (t[todo] < iv.t1[kk])
+        res[todo[hit]] = kk[hit]
+        todo = todo[~hit]
+        j[todo] -= 1
+        todo = todo[j[todo] >= 0]
+    return res
 
 
 def latest_page_nodes(pn: dict[str, np.ndarray], page_shift: int = 12) -> tuple[np.ndarray, np.ndarray]:

@@ -266,6 +266,9 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     hot = [int(i) for i in np.argsort(-o_counts, kind="stable") if o_counts[i] > 0]
     for oi in hot:
         name_object(objs[oi], resolver, prof)
+    if _merge_into_sites(objs, hot, a_obj):
+        o_counts = np.bincount(a_obj[a_obj >= 0], minlength=n_obj)
+        hot = [int(i) for i in np.argsort(-o_counts, kind="stable") if o_counts[i] > 0]
     if object_name is not None:
         hot = [oi for oi in hot if object_name in (objs[oi].name, objs[oi].site)]
     if top is not None:
@@ -481,18 +484,67 @@ def _variable_objects(regs, a_pid, a_tidx, tids, a_time, a_ip, a_addr, a_obj, a_
                          np.full(n, att.NEVER, dtype=np.uint64), first + va.inst_obj)
 
 
+def _merge_into_sites(objs: list[Obj], hot: list[int], a_obj: np.ndarray) -> bool:
+    """Samples named by code (a register's or a type's variable, analyzer/varattr.py) that
+    fell between the sampled blocks of an array of small allocations go to that array:
+    `u[][]` read in a loop is `lv->u[][]` allocated row by row, when exactly one such
+    array has that name's leaf and depth.  Returns whether any moved."""
+    sites: dict[tuple, list[int]] = {}
+    for oi in hot:
+        o = objs[oi]
+        key = varattr.alias_key(o.name) if o.kind == "heap" and o.sample_period else None
+        if key is not None:
+            sites.setdefault(key, []).append(oi)
+    moved = False
+    for oi in hot:
+        o = objs[oi]
+        if o.attribution not in (varattr.REGISTER, varattr.TYPE) or o.thread_private:
+            continue
+        target = sites.get(varattr.alias_key(o.name) or ("", -1), [])
+        if len(target) == 1:
+            a_obj[a_obj == oi] = target[0]
+            moved = True
+    return moved
+
+
+def _logical_offsets(addr: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, int]:
+    """Offsets of ``addr`` in the logical array made of the address ranges [start, end)
+    (merged where they overlap, at any time) laid end to end in address order, and that
+    array's length: how an array built from many small blocks is seen as one."""
+    order = np.argsort(start, kind="stable")
+    st, en = start[order].astype(np.int64), end[order].astype(np.int64)
+    # merge: a range starts a new run where it begins past every earlier range's end
+    run_end = np.maximum.accumulate(en)
+    new = np.ones(len(st), dtype=bool)
+    new[1:] = st[1:] > run_end[:-1]
+    r_start = st[new]
+    r_end = np.maximum.reduceat(en, np.flatnonzero(new)) if len(st) else en
+    before = np.concatenate([[0], np.cumsum(r_end - r_start)])
+    a = addr.astype(np.int64)
+    k = np.clip(np.searchsorted(r_start, a, side="right") - 1, 0, max(len(r_start) - 1, 0))
+    off = before[k] + np.clip(a - r_start[k], 0, None) if len(r_start) else np.zeros(len(a), dtype=np.int64)
+    return off.astype(np.int64), int(before[-1])
+
+
 def _object_result(o: Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow, a_access, a_weight, a_iv, ivs,
                    N, page, with_address, ft, ft_rows, inferred, kernel, topo, node_index, threads, resolver,
                    n_program_threads, t_origin, pn_index, members, alloc_times) -> ObjectResult:
     n = len(idx)
     iv = a_iv[idx]
-    off = (a_addr[idx] - ivs.start[iv]).astype(np.int64)
-    span = (ivs.end[iv] - ivs.start[iv]).astype(np.float64)
-    pos = np.minimum(off / np.maximum(span, 1), np.nextafter(1.0, 0))
-    # page numbers as the kernel sees them (an allocation rarely starts on a page
-    # boundary): what first touch, move_pages and the recommender's policies act on
     shift = np.uint64(page.bit_length() - 1)
-    pg = ((a_addr[idx] >> shift) - (ivs.start[iv] >> shift)).astype(np.int64)
+    if o.sample_period:
+        # an array of many small blocks: one logical array, its blocks in address order
+        off, total = _logical_offsets(a_addr[idx], ivs.start[members], ivs.end[members])
+        pos = np.minimum(off / max(total, 1), np.nextafter(1.0, 0))
+        pg = off >> int(shift)
+        iv = np.zeros(n, dtype=np.int64)
+    else:
+        off = (a_addr[idx] - ivs.start[iv]).astype(np.int64)
+        span = (ivs.end[iv] - ivs.start[iv]).astype(np.float64)
+        pos = np.minimum(off / np.maximum(span, 1), np.nextafter(1.0, 0))
+        # page numbers as the kernel sees them (an allocation rarely starts on a page
+        # boundary): what first touch, move_pages and the recommender's policies act on
+        pg = ((a_addr[idx] >> shift) - (ivs.start[iv] >> shift)).astype(np.int64)
     acc = a_access[idx]
     known_acc = np.count_nonzero(acc)
     reads = float(np.count_nonzero(acc == 1) / known_acc) if known_acc else 0.0
@@ -524,8 +576,12 @@ def _object_result(o: Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow
         pages_source = "first_touch"
     if sum(pages_by_node) == 0:
         pages_source = "none"
-    spans = ((ivs.end[members] - np.uint64(1)) >> shift) - (ivs.start[members] >> shift) + np.uint64(1)
-    n_pages = max(1, int(spans.max()) if len(members) else -(-int(o.size) // page))
+    if o.sample_period:
+        n_pages = max(1, -(-int(_logical_offsets(np.zeros(0, dtype=np.uint64), ivs.start[members],
+                                                  ivs.end[members])[1]) // page))
+    else:
+        spans = ((ivs.end[members] - np.uint64(1)) >> shift) - (ivs.start[members] >> shift) + np.uint64(1)
+        n_pages = max(1, int(spans.max()) if len(members) else -(-int(o.size) // page))
     access = ObjectAccess(page=pg.astype(np.int64), thread=a_tidx[idx].astype(np.int32),
                           # unweighted samples share one read-only 1.0 instead of n copies
                           weight=w if w is not None else np.broadcast_to(np.float64(1.0), (n,)),

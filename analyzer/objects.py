@@ -39,6 +39,9 @@ class Obj:
     alloc_rows: list | None = None  # objects-table rows (heap)
     attribution: str = "address"  # address | frame | register | type (analyzer/varattr.py)
     thread_private: bool = False
+    # > 0: some of its allocations are known only from a sample of the small ones (one in
+    # about this many bytes); size and count are then estimates
+    sample_period: int = 0
 
 
 def heap_intervals(ot: dict, objs: list[Obj]) -> att.Intervals:
@@ -74,7 +77,110 @@ def heap_intervals(ot: dict, objs: list[Obj]) -> att.Intervals:
         o.size = max(o.size, sz)
         o.alloc_rows.append(i)
         obj[i] = g
-    return att.Intervals(pid, start, start + size, t0, t1, obj)
+    period = np.asarray(ot["sample_period"]).astype(np.int64)
+    sampled = period > 0
+    exact = att.Intervals(pid, start, start + size, t0, t1, obj)
+    if not sampled.any():
+        return exact
+    _estimate_sampled_sites(objs, obj, sampled, period, size.astype(np.int64), t0, t1)
+    return att.Intervals.concat([exact, _site_fills(exact, sampled, period)])
+
+
+def _estimate_sampled_sites(objs, obj, sampled, period, size, t0, t1) -> None:
+    """Size and allocation count of the sites known from sampled small allocations.
+
+    A small allocation of s bytes is recorded with probability about s / period (the
+    shim's countdown over the bytes a thread allocates), so each recorded one stands for
+    period / s allocations, period bytes in all (the estimate heap profilers make,
+    e.g. tcmalloc's sampled heap profile).  Size: the most bytes the site had live at
+    once; count: the allocations it made.
+    """
+    weight = np.where(sampled, np.maximum(period, size), size)  # bytes each row stands for
+    count = np.where(sampled, np.maximum(period / np.maximum(size, 1), 1.0), 1.0)
+    for g in np.unique(obj[sampled]).tolist():
+        rows = np.flatnonzero(obj == g)
+        o = objs[g]
+        o.sample_period = int(period[rows].max())
+        o.attribution = "allocation_sample"
+        o.count = int(round(float(count[rows].sum())))
+        # live bytes over time: + at each allocation, - at each release
+        times = np.concatenate([t0[rows], t1[rows]])
+        delta = np.concatenate([weight[rows], -weight[rows]])
+        order = np.lexsort((delta, times))  # a release before an allocation at one time
+        o.size = int(np.cumsum(delta[order]).max())
+
+
+#: Sampled blocks of one site further apart than this many sampling periods are not
+#: taken to hold the site's blocks between them.
+FILL_GAP_PERIODS = 4
+#: Blocks looked at past a sampled one for its neighbour alive at the same time.
+FILL_SCAN = 256
+
+
+def _site_fills(iv: att.Intervals, sampled: np.ndarray, period: np.ndarray) -> att.Intervals:
+    """The heap between sampled small blocks, as their sites'.
+
+    An array built from many small allocations (a row per malloc) was allocated by one
+    call stack in a loop, and the allocator laid its blocks out one after another; only
+    some were sampled.  For each sampled block, the next recorded block in address order
+    alive at the same time (its neighbour), if no more than FILL_GAP_PERIODS sampling
+    periods away, bounds a gap of unsampled blocks:
+      - both blocks of one site: the gap is the site's;
+      - of two sites, one of them a lone block between two blocks of the other (the row
+        pointers `g[i] = malloc(...)` allocated between the rows of a grid): the gap is
+        the other's;
+      - otherwise it is split halfway, each half to the site of the block beside it.
+    A gap is the site's from the first of its two blocks' allocations (the blocks between
+    were allocated after it, before the second) until the first of their releases.  An
+    unsampled block of another site in a gap is counted as the gap's site's: the price of
+    not recording every small allocation.
+    """
+    rows = []
+    for p in np.unique(iv.pid[sampled]).tolist():
+        m = np.flatnonzero(iv.pid == p)
+        order = m[np.argsort(iv.start[m], kind="stable")]
+        st, en = iv.start[order].astype(np.int64), iv.end[order].astype(np.int64)
+        a0, a1, ob = iv.t0[order], iv.t1[order], iv.obj[order]
+        sm, per = sampled[order], period[order]
+        n = len(order)
+        nxt = np.full(n, -1, dtype=np.int64)
+        for i in np.flatnonzero(sm).tolist():
+            limit = en[i] + FILL_GAP_PERIODS * per[i]
+            j = i + 1
+            while j < n and j - i <= FILL_SCAN and st[j] < limit:
+                if a0[j] < a1[i] and a0[i] < a1[j] and st[j] >= en[i]:  # alive at the same time
+                    nxt[i] = j
+                    break
+                j += 1
+        prv = np.full(n, -1, dtype=np.int64)
+        for i in np.flatnonzero(nxt >= 0)[::-1].tolist():
+            prv[nxt[i]] = i
+        # the site of each block's neighbour after it and before it (-1: none)
+        after = np.where(nxt >= 0, ob[np.maximum(nxt, 0)], -1)
+        before = np.where(prv >= 0, ob[np.maximum(prv, 0)], -1)
+        for i in np.flatnonzero(nxt >= 0).tolist():
+            j = int(nxt[i])
+            lo, hi = en[i], st[j]
+            t0, t1 = min(a0[i], a0[j]), min(a1[i], a1[j])
+            if hi <= lo:
+                continue
+            if ob[i] == ob[j]:
+                if sm[j]:
+                    rows.append((p, lo, hi, t0, t1, ob[i]))
+            elif after[j] == ob[i]:
+                rows.append((p, lo, hi, t0, t1, ob[i]))  # j is a lone block inside i's site
+            elif before[i] == ob[j]:
+                rows.append((p, lo, hi, t0, t1, ob[j]))  # i is a lone block inside j's site
+            else:
+                mid = lo + (hi - lo) // 2
+                rows.append((p, lo, mid, t0, t1, ob[i]))
+                if sm[j]:
+                    rows.append((p, mid, hi, t0, t1, ob[j]))
+    if not rows:
+        return att.Intervals.empty()
+    a = np.array(rows, dtype=np.uint64)
+    return att.Intervals(a[:, 0].astype(np.int64), a[:, 1], a[:, 2], a[:, 3], a[:, 4],
+                         a[:, 5].astype(np.int64))
 
 
 def static_intervals(mappings: symbols.Mappings, objs: list[Obj], archive: Archive) -> att.Intervals:
@@ -217,20 +323,26 @@ def name_object(o: Obj, resolver: symbols.CodeResolver, prof: Profile) -> None:
         var, named_at = _assigned(site, roots, resolver.archive)
         # an allocation wrapper (it returns the block): its caller's variable names the
         # array, up to a few wrappers deep (xmalloc inside new_grid inside main)
+        # (a wrapper that builds a grid row by row, `g[i][j] = calloc(...)` returning g,
+        # names the rows after its caller's variable: `lv->u[][]`)
         callers = itertools.islice(resolver.user_frames(o.pid, ips), 1, 4)  # resolved only if needed
-        cur, at = var, named_at
-        while at is not None and srcnames.returns_allocation(
-                str(at[0]), at[1].line, cur, symbols.source_language(at[1].file), resolver.archive):
+        cur, at, rows, suffix = var, named_at, "", ""
+        while at is not None:
+            part = srcnames.returned_part(str(at[0]), at[1].line, cur, symbols.source_language(at[1].file),
+                                          resolver.archive)
+            if part is None:
+                break
+            rows = part + rows
             caller = next(callers, None)
             if caller is None:
                 break
             cur, at = _assigned(caller, roots, resolver.archive)  # `return xmalloc(n)` passes it on again
             if cur is not None:
-                var, named_at, o.site = cur, at, caller.site
+                var, named_at, o.site, suffix = cur, at, caller.site, rows
         if var is not None:
             # a member of the object a member function works on: `Mesh::m_pos`
             var = srcnames.member_name(str(named_at[0]), named_at[1], var,
-                                       symbols.source_language(named_at[1].file), resolver.archive)
+                                       symbols.source_language(named_at[1].file), resolver.archive) + suffix
     o.name = var or o.site
 
 

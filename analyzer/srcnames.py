@@ -372,6 +372,23 @@ def returns_allocation(path: str, line: int, name: str | None, lang: str | None 
     return False
 
 
+_SUBSCRIPTED = re.compile(r"^(\w+)((?:\[[^\[\]]*\])+)$")
+
+
+def returned_part(path: str, line: int, name: str | None, lang: str | None = None,
+                  archive: Archive = EMPTY) -> str | None:
+    """What of the array built by the function holding ``path:line`` its caller gets:
+    "" when the allocation there is what it returns (``returns_allocation``), the
+    subscripts when it fills the rows of what it returns (``g[i][j] = calloc(...)`` in a
+    function returning ``g``: "[][]"), None when it is not a wrapper."""
+    if returns_allocation(path, line, name, lang, archive):
+        return ""
+    m = _SUBSCRIPTED.match(name or "")
+    if m and returns_allocation(path, line, m.group(1), lang, archive):
+        return "[]" * m.group(2).count("[")
+    return None
+
+
 def _find(node, type_: str, out: list) -> None:
     if node.type == type_:
         out.append(node)

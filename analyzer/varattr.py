@@ -362,7 +362,7 @@ def _observed(found: _Found, s: Samples, todo: np.ndarray, pcf, g, basis, addr, 
 _PATH = re.compile(r"^(?:(?:struct|union|class)\s+)?(?:[\w:<>, ]*?(?:\.|->|::|%))?(\w+)((?:\[\])*)$")
 
 
-def _alias_key(name: str) -> tuple[str, int] | None:
+def alias_key(name: str) -> tuple[str, int] | None:
     """(leaf name, subscripts) of a name made by code attribution: ``u[][]`` and
     ``struct level.u[][]`` -> ``("u", 2)``; None for other names."""
     m = _PATH.match(name)
@@ -394,7 +394,7 @@ def _merge_aliases(found: _Found, s: Samples, in_stack: np.ndarray) -> None:
     counts = np.bincount(obj, minlength=len(found.objects))
     groups: dict[tuple, list[tuple[int, set]]] = {}
     for k, o in enumerate(found.objects):
-        key = _alias_key(o.name) if o.attribution != FRAME else None
+        key = alias_key(o.name) if o.attribution != FRAME else None
         mine = obj == k
         if key is None or not mine.any() or stack[mine].any():
             continue

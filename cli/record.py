@@ -261,10 +261,20 @@ def _manifest(cfg: RecordConfig, argv: list[str]) -> dict:
         "exit_status": None,
         "backend": None,
         "backend_reason": {},
-        "sampling": {"freq": cfg.freq, "alloc_threshold": cfg.alloc_threshold},
+        "sampling": {"freq": cfg.freq, "alloc_threshold": cfg.alloc_threshold,
+                     "small_sample": _small_sample()},
         "counts": {},
         "attach": {"pid": cfg.pid, "duration": cfg.duration} if cfg.pid else None,
     }
+
+
+def _small_sample() -> int | None:
+    """The allocation shim's small-allocation sampling period (bytes; 0 off), as it will
+    read it from the environment; None if the value there is not one it accepts."""
+    text = os.environ.get("NUMAPROF_SMALL_SAMPLE", "")
+    if not text:
+        return defaults.SMALL_SAMPLE
+    return int(text) if text.isdigit() and int(text) <= 0x7FFFFFFF else None
 
 
 def _collector_argv(cfg: RecordConfig) -> list[str]:
@@ -605,6 +615,11 @@ def _after_collector_death(cfg: RecordConfig, manifest: dict, run, cache) -> int
 @click.option("--alloc-threshold", type=click.IntRange(min=1), default=defaults.ALLOC_THRESHOLD,
               show_default=True,
               help="Track heap allocations of at least this many bytes with their call stack.")
+@click.option("--small-sample", type=click.IntRange(min=0, max=0x7FFFFFFF), default=None,
+              metavar="BYTES",
+              help="Record about one smaller allocation in every BYTES a thread allocates "
+              f"below the threshold, with its call stack (default {defaults.SMALL_SAMPLE}, "
+              "or $NUMAPROF_SMALL_SAMPLE; 0: none).")
 @click.option("-p", "--pid", type=click.IntRange(min=1), default=None,
               help="Attach to a running process instead of starting one.")
 @click.option("--duration", type=click.FloatRange(min=0.1), default=None,
@@ -613,7 +628,8 @@ def _after_collector_death(cfg: RecordConfig, manifest: dict, run, cache) -> int
               help="Keep the program name but not its arguments in the profile (passwords, "
               "paths; see docs/record.md for what a profile holds).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def command(output, backend, freq, alloc_threshold, pid, duration, redact_args, command):
+def command(output, backend, freq, alloc_threshold, small_sample, pid, duration, redact_args,
+            command):
     """Run COMMAND with memory-access sampling and write a profile.
 
     Samples every thread and child process of COMMAND (software register sampling where
@@ -628,6 +644,10 @@ def command(output, backend, freq, alloc_threshold, pid, duration, redact_args, 
         command = command[1:]
     if not command and not pid:
         raise click.UsageError("give a command to run (numaprof record ./app) or -p PID")
+    if small_sample is not None:
+        # read by the allocation shim in the program (the collector passes the
+        # environment on)
+        os.environ["NUMAPROF_SMALL_SAMPLE"] = str(small_sample)
     cfg = RecordConfig(
         command=tuple(command),
         output=Path(expand_output(str(output))) if output else Path(DEFAULT_PROFILE),

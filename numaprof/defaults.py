@@ -25,3 +25,5 @@ _VALUES = _read()
 FREQ: int = _VALUES["FREQ"]
 #: Heap allocations of at least this many bytes are tracked with their call stack.
 ALLOC_THRESHOLD: int = _VALUES["ALLOC_THRESHOLD"]
+#: About one in this many bytes allocated below the threshold is recorded with its stack.
+SMALL_SAMPLE: int = _VALUES["SMALL_SAMPLE"]

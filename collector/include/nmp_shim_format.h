@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #define NMP_SHIM_MAGIC "NMPSHIM1"
-#define NMP_SHIM_VERSION 3
+#define NMP_SHIM_VERSION 4
 #define NMP_SHIM_MAX_FRAMES 16
 #define NMP_SHIM_HEADER_SIZE 4096 /* records start here, page-aligned for mmap */
 
@@ -67,6 +67,9 @@ enum { NMP_PAGES_AT_FREE = 1, NMP_PAGES_AT_EXIT = 2 };
 /* ALLOC of kind realloc: the old block was itself tracked (at or above the threshold), so
  * `prev` names a live object that this realloc ended. */
 #define NMP_SHIM_F_PREV_TRACKED 1u
+/* ALLOC below the threshold, recorded because it was sampled (one in about `period`
+ * bytes a thread allocates below the threshold); its release is recorded too. */
+#define NMP_SHIM_F_SAMPLED 2u
 
 /* objects.kind codes (docs/profile-format.md) */
 enum nmp_shim_kind {
@@ -85,7 +88,7 @@ struct nmp_shim_record {
     uint8_t kind;    /* nmp_shim_kind */
     uint8_t nframes; /* frames[0] = return address into the caller of the allocator */
     uint16_t flags;  /* NMP_SHIM_F_* */
-    uint32_t pad32;
+    uint32_t period; /* ALLOC with NMP_SHIM_F_SAMPLED: the sampling period, bytes */
     uint64_t frames[NMP_SHIM_MAX_FRAMES];
 };
 

@@ -18,4 +18,12 @@
 /* Heap allocations of at least this many bytes are tracked with their call stack. */
 #define NMP_DEFAULT_ALLOC_THRESHOLD 65536
 
+/* Smaller allocations are sampled: on average one in every this many bytes a thread
+ * allocates below the threshold is recorded with its call stack (and its release), so
+ * that an array built from many small blocks (a row per malloc) is found by its
+ * allocation site.  A site allocating B bytes gets about B / this samples: 64 on a
+ * 16 MiB grid of 1 KiB rows; a program making 10^8 small allocations of 64 bytes pays
+ * ~25 000 stack walks (docs/record.md).  0 turns the sampling off. */
+#define NMP_DEFAULT_SMALL_SAMPLE 262144
+
 #endif

@@ -90,7 +90,8 @@
     COL(threads, affinity_last, STR, OPT) \
     COL(threads, samples, U64, OPT)
 
-/* Tracked heap allocations (from the allocation shim's records; attaching, from the heap). */
+/* Tracked heap allocations (from the allocation shim's records; attaching, from the heap),
+ * and a sample of the smaller ones (sample_period > 0). */
 #define NMP_TABLE_objects(COL) \
     COL(objects, time, U64, REQ) \
     COL(objects, free_time, U64, OPT) \
@@ -101,7 +102,8 @@
     COL(objects, kind, U8, OPT) \
     COL(objects, stack, U32, OPT) \
     COL(objects, prev, U64, OPT) \
-    COL(objects, holder, STR, OPT)
+    COL(objects, holder, STR, OPT) \
+    COL(objects, sample_period, U32, OPT)
 
 /* Where the kernel put the pages of a tracked allocation, asked with move_pages(2) by the
  * allocation shim when the program releases it (source 1) or at process exit (source 2):

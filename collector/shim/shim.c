@@ -5,8 +5,11 @@
  * aligned_alloc, memalign, valloc, pvalloc, mmap/mmap64/mremap and numa_alloc_* is
  * recorded with its call stack in <NUMAPROF_DIR>/shim.<pid>.bin (nmp_shim_format.h), and
  * so is the release of such a block (free, realloc, munmap, mremap, numa_free).  Smaller
- * allocations only bump per-thread counters (no stack walk), written as one TOTALS record
- * when the thread ends, or at process exit for the threads still running then.  Without
+ * allocations bump per-thread counters, written as one TOTALS record when the thread
+ * ends, or at process exit for the threads still running then; and about one in every
+ * NUMAPROF_SMALL_SAMPLE bytes a thread allocates below the threshold (default 256 KiB)
+ * is recorded with its call stack and, when it is freed, its release: a sample of the
+ * small blocks, from which the analyzer finds arrays built from many of them.  Without
  * NUMAPROF_DIR the shim only forwards calls.
  *
  * Properties the target relies on:
@@ -126,6 +129,21 @@ struct slot {
 static struct slot g_slots[NMP_SLOTS] __attribute__((aligned(64)));
 static struct slot g_overflow; /* threads beyond NMP_SLOTS: updated atomically */
 static NMP_TLS struct slot *t_slot;
+
+/* Sampling of the allocations below the threshold.  Each thread counts down the bytes
+ * it allocates; the allocation that reaches zero is recorded, and the next countdown is
+ * drawn uniformly from [1, 2 * period] (mean period, never in step with a program that
+ * allocates in a fixed cycle of sizes).  The sampled blocks still live are kept in a
+ * small set-associative table (one cache line a set), so that free() can tell one from
+ * the blocks that were not sampled with one load; a block the table has no room for is
+ * not sampled. */
+#define NMP_SAMPLED_SETS 4096
+#define NMP_SAMPLED_WAYS 8
+static uint64_t g_small_period = NMP_DEFAULT_SMALL_SAMPLE;
+static uintptr_t (*g_sampled)[NMP_SAMPLED_WAYS]; /* mapped in the constructor */
+static uint32_t g_sampled_live;                   /* entries in use (atomic) */
+static NMP_TLS int64_t t_small_left;              /* bytes to the next sample */
+static NMP_TLS uint64_t t_rng;                    /* 0: this thread has not drawn yet */
 
 /* ---- async-signal-safe helpers ---- */
 
@@ -446,7 +464,7 @@ static void call_stack(struct nmp_shim_record *r, uintptr_t sp)
 }
 
 static __attribute__((noinline)) void record_alloc(void *p, size_t size, int kind,
-                                                   void *prev, int prev_tracked)
+                                                   void *prev, unsigned flags)
 {
     int saved = errno;
     t_guard = 1;
@@ -457,7 +475,9 @@ static __attribute__((noinline)) void record_alloc(void *p, size_t size, int kin
     r.size = size;
     r.kind = (uint8_t)kind;
     r.prev = (uint64_t)(uintptr_t)prev;
-    r.flags = prev_tracked ? NMP_SHIM_F_PREV_TRACKED : 0;
+    r.flags = (uint16_t)flags;
+    if (flags & NMP_SHIM_F_SAMPLED)
+        r.period = (uint32_t)g_small_period;
     call_stack(&r, (uintptr_t)&r);
     r.time = now_ns();
     emit(&r);
@@ -514,7 +534,22 @@ static __attribute__((noinline)) struct slot *claim_slot(void)
     return t_slot = &g_overflow;
 }
 
-static inline void count_small(size_t n)
+/* The next countdown; 0 (no sample) when the thread draws for the first time. */
+static __attribute__((noinline)) int small_draw(void)
+{
+    int first = t_rng == 0;
+    if (first)
+        t_rng = (now_ns() ^ ((uint64_t)tid() << 32)) | 1;
+    /* xorshift64 */
+    t_rng ^= t_rng << 13;
+    t_rng ^= t_rng >> 7;
+    t_rng ^= t_rng << 17;
+    t_small_left = (int64_t)(1 + t_rng % (2 * g_small_period));
+    return !first;
+}
+
+/* Counts an allocation below the threshold; 1 if it is to be sampled. */
+static inline int count_small(size_t n)
 {
     struct slot *s = t_slot;
     if (__builtin_expect(!s, 0))
@@ -522,11 +557,62 @@ static inline void count_small(size_t n)
     if (__builtin_expect(s == &g_overflow, 0)) {
         __atomic_add_fetch(&s->allocs, 1, __ATOMIC_RELAXED);
         __atomic_add_fetch(&s->bytes, n, __ATOMIC_RELAXED);
-        return;
+    } else {
+        /* owner-only plain updates; the relaxed stores keep the exit path's reads whole */
+        __atomic_store_n(&s->allocs, s->allocs + 1, __ATOMIC_RELAXED);
+        __atomic_store_n(&s->bytes, s->bytes + n, __ATOMIC_RELAXED);
     }
-    /* owner-only plain updates; the relaxed stores keep the exit path's reads whole */
-    __atomic_store_n(&s->allocs, s->allocs + 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->bytes, s->bytes + n, __ATOMIC_RELAXED);
+    if (__builtin_expect((t_small_left -= (int64_t)n) > 0, 1) || !g_sampled)
+        return 0;
+    return small_draw();
+}
+
+static inline uintptr_t (*sampled_set(const void *p))[NMP_SAMPLED_WAYS]
+{
+    uint64_t h = ((uint64_t)(uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ull;
+    return &g_sampled[h >> (64 - 12)]; /* 4096 = 2^12 sets */
+}
+
+_Static_assert(NMP_SAMPLED_SETS == 1 << 12, "sampled_set takes the top 12 bits");
+
+static int sampled_add(const void *p)
+{
+    uintptr_t *set = *sampled_set(p);
+    for (int w = 0; w < NMP_SAMPLED_WAYS; w++) {
+        uintptr_t expect = 0;
+        if (__atomic_load_n(&set[w], __ATOMIC_RELAXED) == 0 &&
+            __atomic_compare_exchange_n(&set[w], &expect, (uintptr_t)p, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_RELAXED)) {
+            __atomic_add_fetch(&g_sampled_live, 1, __ATOMIC_RELAXED);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Was `p` a sampled block?  Takes it out of the table. */
+static inline int sampled_take(const void *p)
+{
+    if (!__atomic_load_n(&g_sampled_live, __ATOMIC_RELAXED))
+        return 0;
+    uintptr_t *set = *sampled_set(p);
+    for (int w = 0; w < NMP_SAMPLED_WAYS; w++) {
+        uintptr_t expect = (uintptr_t)p;
+        if (__atomic_load_n(&set[w], __ATOMIC_RELAXED) == (uintptr_t)p &&
+            __atomic_compare_exchange_n(&set[w], &expect, 0, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_RELAXED)) {
+            __atomic_sub_fetch(&g_sampled_live, 1, __ATOMIC_RELAXED);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A sampled allocation below the threshold (not sampled after all if the table is full). */
+static __attribute__((noinline)) void record_small(void *p, size_t size, int kind)
+{
+    if (p && sampled_add(p))
+        record_alloc(p, size, kind, NULL, NMP_SHIM_F_SAMPLED);
 }
 
 static void thread_exit(void *unused)
@@ -760,6 +846,20 @@ __attribute__((constructor(101))) static void shim_init(void)
         if (*end == 0)
             g_threshold = v;
     }
+    const char *ss = getenv("NUMAPROF_SMALL_SAMPLE");
+    if (ss && *ss) {
+        char *end;
+        unsigned long long v = strtoull(ss, &end, 10);
+        if (*end == 0 && v <= UINT32_MAX / 2)
+            g_small_period = v;
+    }
+    if (g_small_period) {
+        /* pages of the table the program never reaches cost nothing */
+        void *m = sys_mmap(NULL, sizeof(uintptr_t[NMP_SAMPLED_SETS][NMP_SAMPLED_WAYS]),
+                           PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m != MAP_FAILED)
+            g_sampled = m;
+    }
     real_mmap = (void *(*)(void *, size_t, int, int, int, off_t))dlsym(RTLD_NEXT, "mmap");
     real_munmap = (int (*)(void *, size_t))dlsym(RTLD_NEXT, "munmap");
     real_mremap = (void *(*)(void *, size_t, size_t, int, ...))dlsym(RTLD_NEXT, "mremap");
@@ -810,9 +910,10 @@ NMP_EXPORT void *malloc(size_t n)
     void *p = __libc_malloc(n);
     if (!TRACKING())
         return p;
-    if (n < g_threshold)
-        count_small(n);
-    else if (p)
+    if (n < g_threshold) {
+        if (count_small(n))
+            record_small(p, n, NMP_KIND_MALLOC);
+    } else if (p)
         record_alloc(p, n, NMP_KIND_MALLOC, NULL, 0);
     return p;
 }
@@ -823,19 +924,23 @@ NMP_EXPORT void *calloc(size_t n, size_t m)
     size_t bytes;
     if (!TRACKING() || __builtin_mul_overflow(n, m, &bytes))
         return p;
-    if (bytes < g_threshold)
-        count_small(bytes);
-    else if (p)
+    if (bytes < g_threshold) {
+        if (count_small(bytes))
+            record_small(p, bytes, NMP_KIND_CALLOC);
+    } else if (p)
         record_alloc(p, bytes, NMP_KIND_CALLOC, NULL, 0);
     return p;
 }
 
 NMP_EXPORT void free(void *p)
 {
-    if (p && TRACKING() && tracked_block(p)) {
+    if (p && TRACKING()) {
         /* before the block can be handed to another thread */
-        record_pages(p, malloc_usable_size(p), NMP_PAGES_AT_FREE);
-        record_free(p, 0, 1);
+        if (tracked_block(p)) {
+            record_pages(p, malloc_usable_size(p), NMP_PAGES_AT_FREE);
+            record_free(p, 0, 1);
+        } else if (sampled_take(p))
+            record_free(p, 0, 1);
     }
     __libc_free(p);
 }
@@ -847,17 +952,21 @@ NMP_EXPORT void *realloc(void *p, size_t n)
     int old_tracked = p && tracked_block(p);
     if (old_tracked)
         record_pages(p, malloc_usable_size(p), NMP_PAGES_AT_FREE);
+    else if (p && sampled_take(p))
+        record_free(p, 0, 1); /* a sampled small block ends, before the allocator may hand
+                                 its address to another thread */
     if (n < g_threshold) {
         if (old_tracked)
             record_free(p, 0, 1);
+        int sample = n && count_small(n);
         void *q = __libc_realloc(p, n);
-        if (n)
-            count_small(n);
+        if (sample)
+            record_small(q, n, NMP_KIND_REALLOC);
         return q;
     }
     void *q = __libc_realloc(p, n);
     if (q)
-        record_alloc(q, n, NMP_KIND_REALLOC, p, old_tracked);
+        record_alloc(q, n, NMP_KIND_REALLOC, p, old_tracked ? NMP_SHIM_F_PREV_TRACKED : 0);
     return q;
 }
 
@@ -874,9 +983,10 @@ NMP_EXPORT void *reallocarray(void *p, size_t n, size_t m)
 static void *aligned(void *p, size_t n)
 {
     if (TRACKING()) {
-        if (n < g_threshold)
-            count_small(n);
-        else if (p)
+        if (n < g_threshold) {
+            if (count_small(n))
+                record_small(p, n, NMP_KIND_ALIGNED);
+        } else if (p)
             record_alloc(p, n, NMP_KIND_ALIGNED, NULL, 0);
     }
     return p;

@@ -41,7 +41,7 @@
 
 struct obj {
     uint64_t time, free_time, addr, size, prev;
-    uint32_t pid, tid, stack;
+    uint32_t pid, tid, stack, period;
     uint32_t next_same_addr; /* live chain per address, newest first */
     uint8_t kind, live;
 };
@@ -385,6 +385,7 @@ static int convert_file(struct conv *c, const char *path, uint32_t pid,
                 o->size = r->size;
                 o->kind = r->kind;
                 o->prev = r->kind == NMP_KIND_REALLOC ? r->prev : 0;
+                o->period = (r->flags & NMP_SHIM_F_SAMPLED) ? r->period : 0;
                 unsigned nf = r->nframes > NMP_SHIM_MAX_FRAMES ? NMP_SHIM_MAX_FRAMES : r->nframes;
                 if (stack_id(c, r->frames, nf, &o->stack) < 0 ||
                     live_add(c, (uint32_t)c->nobjs) < 0) {
@@ -392,7 +393,10 @@ static int convert_file(struct conv *c, const char *path, uint32_t pid,
                     break;
                 }
                 c->nobjs++;
-                tot->tracked_allocs++;
+                if (o->period)
+                    tot->sampled_allocs++;
+                else
+                    tot->tracked_allocs++;
                 break;
             }
             case NMP_SHIM_FREE:
@@ -467,7 +471,8 @@ static int write_tables(const struct conv *c, const char *dir, char *err)
             [NMP_objects_time] = o->time, [NMP_objects_free_time] = o->free_time,
             [NMP_objects_pid] = o->pid, [NMP_objects_tid] = o->tid, [NMP_objects_addr] = o->addr,
             [NMP_objects_size] = o->size, [NMP_objects_kind] = o->kind,
-            [NMP_objects_stack] = o->stack, [NMP_objects_prev] = o->prev};
+            [NMP_objects_stack] = o->stack, [NMP_objects_prev] = o->prev,
+            [NMP_objects_sample_period] = o->period};
         nmp_table_append(t, row);
     }
     if (nmp_table_close(t) < 0) {

@@ -185,8 +185,11 @@ static void objects(const char *dir)
     r[2].time = M8 - 1;
     r[2].addr = 0xfffffffffffff000;
     r[2].kind = 1;
-    /* a realloc with a full stack, never freed */
+    /* a realloc with a full stack, never freed, recorded as a sampled small allocation
+     * (the widest period) */
     r[3].type = NMP_SHIM_ALLOC;
+    r[3].flags = NMP_SHIM_F_SAMPLED;
+    r[3].period = M4;
     r[3].tid = 0x01020304;
     r[3].time = 0x0102030405060708;
     r[3].addr = 0x1122334455667788;
@@ -219,7 +222,7 @@ static void objects(const char *dir)
     struct nmp_shim_totals tot;
     char err[NMP_ERRLEN];
     CHECK(nmp_shim_convert(dir, &tot, err) == 0);
-    CHECK(tot.tracked_allocs == 3 && tot.processes == 1);
+    CHECK(tot.tracked_allocs == 2 && tot.sampled_allocs == 1 && tot.processes == 1);
 }
 
 static long file_size(const char *dir, const char *name)

@@ -310,6 +310,14 @@ def patch_for_object(obj, policy: str, source_paths: Iterable[str], *,
     paths = list(source_paths)
     if policy == "first_touch":
         return None
+    if obj.kind == "heap" and getattr(obj, "attribution", "address") == "allocation_sample":
+        # a grid of rows: one call per row (and a first touch inside the allocator) is
+        # not a fix a patch can make
+        return Refusal("", 0, f"`{obj.name}` is about {int(obj.count)} small allocations from "
+                              f"{obj.site or 'one call stack'} (found from a sample of them): "
+                              "a placement per block is not a patch numaprof writes; allocate "
+                              "it as one block (then it can be placed or initialised in "
+                              "parallel), or run the program under numactl", "numactl")
     if policy == "parallel_init":
         serial = _cxx_constructed_serially(obj, paths, hashes)
         if serial is not None:

@@ -51,11 +51,34 @@ SIZE_ALTSTACK, SIZE_LEAF = 444444, 454545
 # nmp_shim_format.h
 SHIM_RECORD = np.dtype([
     ("type", "<u4"), ("tid", "<u4"), ("time", "<u8"), ("addr", "<u8"), ("size", "<u8"),
-    ("prev", "<u8"), ("kind", "u1"), ("nframes", "u1"), ("flags", "<u2"), ("pad32", "<u4"),
+    ("prev", "<u8"), ("kind", "u1"), ("nframes", "u1"), ("flags", "<u2"), ("period", "<u4"),
     ("frames", "<u8", (16,)),
 ])
 ALLOC, FREE, TOTALS, START, PAGES = 1, 2, 3, 4, 5
 AT_FREE, AT_EXIT = 1, 2
+F_SAMPLED = 2
+# the torture run samples small allocations often, to exercise that path under threads,
+# signals, fork and exec too
+TORTURE_SMALL_SAMPLE = 4096
+
+
+def _without_sampled(recs):
+    """The records of tracked allocations: a sample of the small ones (ALLOC with
+    F_SAMPLED) and the FREEs that end them left out."""
+    keep = np.ones(len(recs), dtype=bool)
+    sampled_live: set[int] = set()
+    for i in np.flatnonzero((recs["type"] == ALLOC) | (recs["type"] == FREE)).tolist():
+        a = int(recs["addr"][i])
+        if recs["type"][i] == ALLOC:
+            if recs["flags"][i] & F_SAMPLED:
+                sampled_live.add(a)
+                keep[i] = False
+            else:
+                sampled_live.discard(a)
+        elif a in sampled_live and recs["kind"][i] == 1:
+            sampled_live.discard(a)
+            keep[i] = False
+    return recs[keep]
 
 
 def _run(cmd, **kw):
@@ -140,18 +163,25 @@ def plain(torture):
 def shimmed(torture, shim_lib, tmp_path_factory):
     # where the pages are is asked on one memory node too (it is not, by default)
     return Run(torture, shim_lib, tmp_path_factory.mktemp("shimmed") / "prof",
-               extra_env={"NUMAPROF_SHIM_PAGES": "1"})
+               extra_env={"NUMAPROF_SHIM_PAGES": "1",
+                          "NUMAPROF_SMALL_SAMPLE": str(TORTURE_SMALL_SAMPLE)})
 
 
 @pytest.fixture(scope="session")
-def raw_records(shimmed):
+def raw_records(all_records):
+    """{pid: records} of the tracked allocations (no sampled small ones)."""
+    return {pid: _without_sampled(r) for pid, r in all_records.items()}
+
+
+@pytest.fixture(scope="session")
+def all_records(shimmed):
     """{pid: records} of the shim files, read before conversion removes them."""
     out = {}
     for f in sorted(shimmed.dir.glob("shim.*.bin")):
         data = f.read_bytes()
         assert data[:8] == b"NMPSHIM1", f
         version, recsize, header_size = np.frombuffer(data[8:20], "<u4")
-        assert (version, recsize, header_size) == (3, SHIM_RECORD.itemsize, 4096)
+        assert (version, recsize, header_size) == (4, SHIM_RECORD.itemsize, 4096)
         next_slot = int(np.frombuffer(data[24:32], "<u8")[0])
         assert (len(data) - header_size) % recsize == 0, "slots are whole"
         recs = np.frombuffer(data[header_size:], SHIM_RECORD)
@@ -169,14 +199,23 @@ def raw_records(shimmed):
 
 
 @pytest.fixture(scope="session")
-def converted(shimmed, raw_records, shimconv):
+def converted(shimmed, all_records, shimconv):
+    """(totals, the tracked allocations' objects, stack_frames); the sampled small ones
+    are in `sampled_objects`."""
     r = _run([str(shimconv), str(shimmed.dir)])
     assert r.returncode == 0, r.stdout + r.stderr
     totals = json.loads(r.stdout)
-    objs = read_table(shimmed.dir, "objects")
+    objs = {k: np.asarray(v) for k, v in read_table(shimmed.dir, "objects").items()}
     frames = read_table(shimmed.dir, "stack_frames")
-    return totals, {k: np.asarray(v) for k, v in objs.items()}, \
+    tracked = objs["sample_period"] == 0
+    return totals, {k: v[tracked] for k, v in objs.items()}, \
         {k: np.asarray(v) for k, v in frames.items()}
+
+
+@pytest.fixture(scope="session")
+def sampled_objects(shimmed, converted):
+    objs = {k: np.asarray(v) for k, v in read_table(shimmed.dir, "objects").items()}
+    return {k: v[objs["sample_period"] > 0] for k, v in objs.items()}
 
 
 def test_plain_run_is_sane(plain):
@@ -397,8 +436,10 @@ def test_threshold_from_environment(torture, shim_lib, shimconv, tmp_path):
     r = _run([str(shimconv), str(run.dir)])
     assert r.returncode == 0, r.stdout
     objs = read_table(run.dir, "objects")
-    sizes = np.asarray(objs["size"])
+    tracked = np.asarray(objs["sample_period"]) == 0
+    sizes = np.asarray(objs["size"])[tracked]
     assert sizes.min() >= 300000
+    assert np.asarray(objs["size"])[~tracked].max(initial=0) < 300000  # the sampled ones
     for size in (SIZE_SIGNAL_MALLOC, SIZE_ALTSTACK, SIZE_MAIN, SIZE_FORK_CHILD, SIZE_EXEC_CHILD):
         assert size in sizes
     # everything smaller was counted, not recorded
@@ -437,6 +478,7 @@ def test_write_mode_records_the_same(torture, shim_lib, shimconv, shimmed, conve
     r = _run([str(shimconv), str(run.dir)])
     assert r.returncode == 0, r.stdout
     got = {k: np.asarray(v) for k, v in read_table(run.dir, "objects").items()}
+    got = {k: v[got["sample_period"] == 0] for k, v in got.items()}
     _, want, _ = converted
     # same allocations (sizes and kinds, per role), apart from signal phase 2, whose
     # number of handler mmaps and loop mallocs depends on timing
@@ -467,3 +509,72 @@ def test_many_records_cross_chunk_sizes(shim_lib, shimconv, tmp_path):
     assert mine.sum() == 70000
     assert np.all(np.asarray(objs["free_time"])[mine] > 0)
     assert np.all(np.diff(np.asarray(objs["time"])[mine].astype(np.int64)) > 0)
+
+
+def test_sampled_small_allocations_under_torture(converted, sampled_objects, all_records):
+    """With threads, signals, fork and exec, the small allocations are sampled at about
+    one in every NUMAPROF_SMALL_SAMPLE bytes, each with its call stack, none at or above
+    the threshold, and each sampled block's release ends it."""
+    totals, _, _ = converted
+    s = sampled_objects
+    assert len(s["size"]) > 0
+    assert s["size"].max() < 65536 and np.all(s["sample_period"] == TORTURE_SMALL_SAMPLE)
+    expected = totals["small_bytes"] / TORTURE_SMALL_SAMPLE
+    assert 0.7 * expected <= len(s["size"]) <= 1.3 * expected, (len(s["size"]), expected)
+    assert totals["sampled_allocs"] == len(s["size"])
+    for recs in all_records.values():
+        sampled = recs[(recs["type"] == ALLOC) & ((recs["flags"] & F_SAMPLED) != 0)]
+        assert np.all(sampled["period"] == TORTURE_SMALL_SAMPLE)
+        assert np.mean(sampled["nframes"] > 0) > 0.99  # (a signal handler on an alternate stack has none)
+
+
+@pytest.fixture(scope="session")
+def small_rows(tmp_path_factory) -> Path:
+    exe = tmp_path_factory.mktemp("small_rows") / "small_rows"
+    r = _run(["gcc", "-O1", "-g", str(PROGS / "small_rows.c"), "-o", str(exe)])
+    assert r.returncode == 0, r.stderr
+    return exe
+
+
+def _small_rows_objects(exe, shim_lib, shimconv, out, period):
+    env = {**os.environ, "LD_PRELOAD": str(shim_lib), "NUMAPROF_DIR": str(out)}
+    if period is not None:
+        env["NUMAPROF_SMALL_SAMPLE"] = str(period)
+    out.mkdir()
+    r = _run([str(exe), "20000", "20000"], env=env)
+    assert r.returncode == 0, r.stderr
+    r = _run([str(shimconv), str(out)])
+    assert r.returncode == 0, r.stdout
+    return {k: np.asarray(v) for k, v in read_table(out, "objects").items()}, json.loads(r.stdout)
+
+
+def test_small_rows_sampled_per_site(small_rows, shim_lib, shimconv, tmp_path):
+    """20000 rows of 1000 bytes kept and 20000 of 500 bytes freed, at one sample in
+    65536 bytes: about 305 and 153 sampled blocks, each site one call stack, the kept
+    ones live at exit, the freed ones ended by their free, a realloc'd one by its
+    realloc."""
+    objs, totals = _small_rows_objects(small_rows, shim_lib, shimconv, tmp_path / "p", 65536)
+    sampled = objs["sample_period"] == 65536
+    assert np.all(objs["sample_period"][~sampled] == 0)
+    keep = sampled & (objs["size"] == 1000)
+    temp = sampled & (objs["size"] == 500)
+    grown = sampled & np.isin(objs["size"], (300, 600))
+    assert 0.75 * 305 <= keep.sum() <= 1.25 * 305, keep.sum()
+    assert 0.75 * 153 <= temp.sum() <= 1.25 * 153, temp.sum()
+    assert len(np.unique(objs["stack"][keep])) == 1 and len(np.unique(objs["stack"][temp])) == 1
+    assert objs["stack"][keep][0] != objs["stack"][temp][0]
+    assert kind_of(objs, keep) == {KIND["malloc"]} and kind_of(objs, temp) == {KIND["calloc"]}
+    assert np.all(objs["free_time"][keep] == 0)
+    assert np.all(objs["free_time"][temp] > objs["time"][temp])
+    assert np.all(objs["free_time"][grown] > 0)
+    assert totals["sampled_allocs"] == int(sampled.sum())
+
+
+def kind_of(objs, sel) -> set[int]:
+    return set(objs["kind"][sel].tolist())
+
+
+def test_small_sampling_off(small_rows, shim_lib, shimconv, tmp_path):
+    objs, totals = _small_rows_objects(small_rows, shim_lib, shimconv, tmp_path / "p", 0)
+    assert not np.any(objs["sample_period"]) and totals["sampled_allocs"] == 0
+    assert totals["small_allocs"] >= 41000

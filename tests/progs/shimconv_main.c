@@ -14,8 +14,9 @@ int main(int argc, char **argv)
     char err[NMP_ERRLEN] = "";
     int rc = nmp_shim_convert(argv[1], &t, err);
     printf("{\"rc\": %d, \"err\": \"%s\", \"small_allocs\": %llu, \"small_bytes\": %llu, "
-           "\"tracked_allocs\": %llu, \"processes\": %llu}\n",
+           "\"tracked_allocs\": %llu, \"sampled_allocs\": %llu, \"processes\": %llu}\n",
            rc, err, (unsigned long long)t.small_allocs, (unsigned long long)t.small_bytes,
-           (unsigned long long)t.tracked_allocs, (unsigned long long)t.processes);
+           (unsigned long long)t.tracked_allocs, (unsigned long long)t.sampled_allocs,
+           (unsigned long long)t.processes);
     return rc < 0 ? 1 : 0;
 }

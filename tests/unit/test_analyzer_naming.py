@@ -717,3 +717,21 @@ def test_each_analysis_reads_its_own_archive(tmp_path):
         got.append(srcnames.assigned_name(str(src), 1, lang="c", archive=a))
     assert got == ["x", "y", "x"]
     assert srcnames.find_source("/src/app.c", []) is None  # no archive: the disk, absent
+
+
+def test_returned_part_of_a_grid_built_row_by_row(tmp_path):
+    """A wrapper filling the rows of what it returns names them after its caller's
+    variable, with their subscripts."""
+    src = tmp_path / "g.c"
+    src.write_text(
+        "double ***grid(int n) { double ***g = malloc(n * sizeof *g);\n"
+        "  for (int i = 0; i < n; i++) { g[i] = malloc(n * sizeof *g[i]);\n"
+        "    for (int j = 0; j < n; j++) g[i][j] = calloc(n, sizeof(double)); }\n"
+        "  return g; }\n"
+        "void keep(int n) { double **h = malloc(8); h[0] = malloc(n); store(h); }\n"
+    )
+    assert srcnames.assigned_name(str(src), 3) == "g[i][j]"
+    assert srcnames.returned_part(str(src), 3, "g[i][j]") == "[][]"
+    assert srcnames.returned_part(str(src), 2, "g[i]") == "[]"
+    assert srcnames.returned_part(str(src), 1, "g") == ""
+    assert srcnames.returned_part(str(src), 5, "h[0]") is None

@@ -113,6 +113,7 @@ EXPECTED: dict[str, dict[str, tuple[str, list]]] = {
         "stack": ("<u4", [0, 1, M4]),
         "prev": ("<u8", [0, 0xFFFFFFFFFFFFF000, 0]),
         "holder": ("str", ["", "", ""]),  # only attach mode names what points to an object
+        "sample_period": ("<u4", [0, M4, 0]),
     },
     # through nmp_shim_convert: one PAGES record of two node entries
     "object_pages": {

@@ -1,0 +1,132 @@
+"""Arrays of many small allocations, found from a sample of them (analyzer/objects.py,
+docs/analyzer.md "Arrays of many small allocations"): the sites' estimated sizes, the
+gaps between sampled blocks, the logical array's offsets and the search in a reused
+address range."""
+from __future__ import annotations
+
+import numpy as np
+
+from numaprof.analyzer import attribution as att
+from numaprof.analyzer import core, objects
+
+P = 4096  # sampling period of these tables
+NEVER = att.NEVER
+
+
+def _table(rows):
+    """objects table from (addr, size, stack, t0, t1, period) rows."""
+    cols = list(zip(*rows, strict=True))
+    n = len(rows)
+    return {
+        "pid": np.full(n, 7, dtype=np.uint32), "addr": np.array(cols[0], dtype=np.uint64),
+        "size": np.array(cols[1], dtype=np.uint64), "stack": np.array(cols[2], dtype=np.uint32),
+        "time": np.array(cols[3], dtype=np.uint64), "free_time": np.array(cols[4], dtype=np.uint64),
+        "sample_period": np.array(cols[5], dtype=np.uint32), "kind": np.ones(n, dtype=np.uint8),
+        "holder": [""] * n,
+    }
+
+
+def _fills(iv, n_exact):
+    return sorted((int(iv.start[k]), int(iv.end[k]), int(iv.t0[k]), int(iv.t1[k]), int(iv.obj[k]))
+                  for k in range(n_exact, len(iv)))
+
+
+def test_gaps_between_blocks_of_one_site_are_its():
+    # site 1: sampled rows of 100 bytes at 0x1000, 0x2000, 0x3000 (live 10..90, 20..80,
+    # 30..70); 0x9000 is more than four periods past 0x3000 + 100
+    t = _table([(0x1000, 100, 1, 10, 90, P), (0x2000, 100, 1, 20, 80, P),
+                (0x3000, 100, 1, 30, 70, P), (0x3064 + 4 * P + 1, 100, 1, 30, 70, P)])
+    objs: list = []
+    iv = objects.heap_intervals(t, objs)
+    assert len(objs) == 1 and objs[0].attribution == "allocation_sample"
+    # each gap from the first of its two allocations to the first of their releases
+    assert _fills(iv, 4) == [(0x1064, 0x2000, 10, 80, 0), (0x2064, 0x3000, 20, 70, 0)]
+
+
+def test_estimates():
+    # 4 sampled rows of 1024 bytes, all live at once: 4 x P bytes, 4 x P / 1024 rows
+    t = _table([(0x1000 * (k + 1), 1024, 1, 10 + k, NEVER, P) for k in range(4)])
+    objs: list = []
+    objects.heap_intervals(t, objs)
+    assert objs[0].size == 4 * P and objs[0].count == 16 and objs[0].sample_period == P
+    # released one by one before the next: at most one live
+    t = _table([(0x1000, 1024, 1, 10 * k, 10 * k + 5, P) for k in range(1, 5)])
+    objs = []
+    objects.heap_intervals(t, objs)
+    assert objs[0].size == P
+
+
+def test_gap_between_two_sites():
+    # sites 1 and 2 meet: 1, 1, 2, 2 -> the gap between the second 1 and the first 2
+    # is split halfway
+    t = _table([(0x1000, 16, 1, 1, NEVER, P), (0x2000, 16, 1, 2, NEVER, P),
+                (0x3010, 16, 2, 3, NEVER, P), (0x4000, 16, 2, 4, NEVER, P)])
+    objs: list = []
+    iv = objects.heap_intervals(t, objs)
+    mid = 0x2010 + (0x3010 - 0x2010) // 2
+    assert _fills(iv, 4) == [(0x1010, 0x2000, 1, NEVER, 0), (0x2010, mid, 2, NEVER, 0),
+                             (mid, 0x3010, 2, NEVER, 1), (0x3020, 0x4000, 3, NEVER, 1)]
+
+
+def test_a_lone_block_inside_another_site():
+    # the row pointers g[i] (site 2) between the rows of a grid (site 1): both gaps
+    # around it are the grid's
+    t = _table([(0x1000, 16, 1, 1, NEVER, P), (0x2000, 16, 2, 2, NEVER, P),
+                (0x3000, 16, 1, 3, NEVER, P)])
+    objs: list = []
+    iv = objects.heap_intervals(t, objs)
+    assert _fills(iv, 3) == [(0x1010, 0x2000, 1, NEVER, 0), (0x2010, 0x3000, 2, NEVER, 0)]
+
+
+def test_blocks_not_alive_together_bound_no_gap():
+    # a per-step temporary: the same addresses in steps 1 and 2; step 2's second block
+    # is not the neighbour of step 1's first
+    t = _table([(0x1000, 16, 1, 10, 20, P), (0x2000, 16, 1, 30, 40, P),
+                (0x1000, 16, 1, 30, 40, P), (0x2000, 16, 1, 10, 20, P)])
+    objs: list = []
+    iv = objects.heap_intervals(t, objs)
+    assert _fills(iv, 4) == [(0x1010, 0x2000, 10, 20, 0), (0x1010, 0x2000, 30, 40, 0)]
+
+
+def test_tracked_allocations_alone_make_no_gaps():
+    t = _table([(0x1000, 100000, 1, 1, NEVER, 0), (0x30000, 100000, 1, 2, NEVER, 0)])
+    objs: list = []
+    iv = objects.heap_intervals(t, objs)
+    assert len(iv) == 2 and objs[0].sample_period == 0 and objs[0].attribution == "address"
+    assert objs[0].size == 100000 and objs[0].count == 2
+
+
+def test_logical_offsets():
+    # blocks [100, 200) and [300, 350), a gap [200, 260) overlapping nothing else, and
+    # [120, 180) inside the first (another time): merged, laid end to end
+    start = np.array([100, 300, 200, 120], dtype=np.uint64)
+    end = np.array([200, 350, 260, 180], dtype=np.uint64)
+    off, total = core._logical_offsets(np.array([100, 199, 259, 300, 349], dtype=np.uint64), start, end)
+    assert total == 160 + 50
+    assert off.tolist() == [0, 99, 159, 160, 209]
+
+
+def test_search_in_a_large_reused_range():
+    """Many intervals over one address range at different times (a per-step temporary
+    of many blocks): a sample finds the one alive at its time even when hundreds were
+    allocated after that one and before the sample, elsewhere in the range."""
+    n_steps, per_step, size = 20, 300, 1000
+    starts, t0, t1 = [], [], []
+    for s in range(n_steps):
+        for k in range(per_step):
+            starts.append(k * size)
+            t0.append(s * 10_000 + k)
+            t1.append(s * 10_000 + 5_000)
+    starts = np.array(starts, dtype=np.uint64)
+    n = len(starts)
+    iv = att.Intervals(np.zeros(n, dtype=np.int64), starts, starts + np.uint64(size),
+                       np.array(t0, dtype=np.uint64), np.array(t1, dtype=np.uint64),
+                       np.arange(n, dtype=np.int64))
+    # in step 7, at block 3 (allocated long before blocks 4..299 of the same step)
+    addr = np.array([3 * size + 10, 250 * size], dtype=np.uint64)
+    time = np.array([7 * 10_000 + 4_000, 7 * 10_000 + 4_000], dtype=np.uint64)
+    got = att.locate(np.zeros(2, dtype=np.int64), addr, time, iv)
+    assert got.tolist() == [7 * per_step + 3, 7 * per_step + 250]
+    # between steps, nothing is alive
+    assert att.locate(np.zeros(1, dtype=np.int64), addr[:1], np.array([7 * 10_000 + 6_000], dtype=np.uint64),
+                      iv).tolist() == [-1]
