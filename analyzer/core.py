@@ -507,6 +507,38 @@ def _merge_into_sites(objs: list[Obj], hot: list[int], a_obj: np.ndarray) -> boo
     return moved
 
 
+def _instance_positions(o: Obj, addr, a_iv, members, ivs, page: int):
+    """(position in [0, 1), page, instance, pages of the largest instance) of samples on
+    an array of many small blocks: per instance (objects._instances), offsets in the
+    logical array of that instance's blocks and gaps.  A sample on no interval of the
+    array (named by code and joined to it) takes the instance whose address span holds
+    it, else the whole array as one more instance."""
+    inst_of = o.iv_instance or {}
+    m_inst = np.array([inst_of.get(int(k), -1) for k in members.tolist()], dtype=np.int64)
+    s_inst = np.array([inst_of.get(int(k), -1) for k in a_iv.tolist()], dtype=np.int64)
+    ids = np.unique(m_inst[m_inst >= 0])
+    spans = [(int(ivs.start[members[m_inst == u]].min()), int(ivs.end[members[m_inst == u]].max()))
+             for u in ids.tolist()]
+    for k in np.flatnonzero(s_inst < 0).tolist():
+        a = int(addr[k])
+        s_inst[k] = next((int(u) for u, (lo, hi) in zip(ids.tolist(), spans, strict=True) if lo <= a < hi),
+                         int(ids.max(initial=-1)) + 1)
+    pos = np.zeros(len(addr), dtype=np.float64)
+    pg = np.zeros(len(addr), dtype=np.int64)
+    largest = 0
+    shift = page.bit_length() - 1
+    for u in np.unique(s_inst).tolist():
+        mine = np.flatnonzero(s_inst == u)
+        mem = members[m_inst == u] if u in set(ids.tolist()) else members
+        off, total = _logical_offsets(addr[mine], ivs.start[mem], ivs.end[mem])
+        pos[mine] = np.minimum(off / max(total, 1), np.nextafter(1.0, 0))
+        pg[mine] = off >> shift
+    for u in ids.tolist():
+        mem = members[m_inst == u]
+        largest = max(largest, _logical_offsets(np.zeros(0, dtype=np.uint64), ivs.start[mem], ivs.end[mem])[1])
+    return pos, pg, s_inst, max(1, -(-largest // page))
+
+
 def _logical_offsets(addr: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, int]:
     """Offsets of ``addr`` in the logical array made of the address ranges [start, end)
     (merged where they overlap, at any time) laid end to end in address order, and that
@@ -533,11 +565,9 @@ def _object_result(o: Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow
     iv = a_iv[idx]
     shift = np.uint64(page.bit_length() - 1)
     if o.sample_period:
-        # an array of many small blocks: one logical array, its blocks in address order
-        off, total = _logical_offsets(a_addr[idx], ivs.start[members], ivs.end[members])
-        pos = np.minimum(off / max(total, 1), np.nextafter(1.0, 0))
-        pg = off >> int(shift)
-        iv = np.zeros(n, dtype=np.int64)
+        # an array of many small blocks: each instance one logical array, its blocks in
+        # address order
+        pos, pg, iv, n_pages = _instance_positions(o, a_addr[idx], a_iv[idx], members, ivs, page)
     else:
         off = (a_addr[idx] - ivs.start[iv]).astype(np.int64)
         span = (ivs.end[iv] - ivs.start[iv]).astype(np.float64)
@@ -576,10 +606,7 @@ def _object_result(o: Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow
         pages_source = "first_touch"
     if sum(pages_by_node) == 0:
         pages_source = "none"
-    if o.sample_period:
-        n_pages = max(1, -(-int(_logical_offsets(np.zeros(0, dtype=np.uint64), ivs.start[members],
-                                                  ivs.end[members])[1]) // page))
-    else:
+    if not o.sample_period:
         spans = ((ivs.end[members] - np.uint64(1)) >> shift) - (ivs.start[members] >> shift) + np.uint64(1)
         n_pages = max(1, int(spans.max()) if len(members) else -(-int(o.size) // page))
     access = ObjectAccess(page=pg.astype(np.int64), thread=a_tidx[idx].astype(np.int32),

@@ -42,6 +42,10 @@ class Obj:
     # > 0: some of its allocations are known only from a sample of the small ones (one in
     # about this many bytes); size and count are then estimates
     sample_period: int = 0
+    # such an object's intervals (index in the heap intervals: its sampled blocks and the
+    # gaps between them) -> the instance they belong to (one call of the code that built
+    # the array, _instances)
+    iv_instance: dict | None = None
 
 
 def heap_intervals(ot: dict, objs: list[Obj]) -> att.Intervals:
@@ -83,7 +87,46 @@ def heap_intervals(ot: dict, objs: list[Obj]) -> att.Intervals:
     if not sampled.any():
         return exact
     _estimate_sampled_sites(objs, obj, sampled, period, size.astype(np.int64), t0, t1)
-    return att.Intervals.concat([exact, _site_fills(exact, sampled, period)])
+    inst = _instances(pid, obj, sampled, t0)
+    fills, fill_inst = _site_fills(exact, sampled, period, inst)
+    for k in np.flatnonzero(sampled).tolist():
+        o = objs[obj[k]]
+        o.iv_instance = o.iv_instance if o.iv_instance is not None else {}
+        o.iv_instance[k] = int(inst[k])
+    for k, (g, u) in enumerate(zip(fills.obj.tolist(), fill_inst.tolist(), strict=True)):
+        objs[g].iv_instance[n + k] = u
+    return att.Intervals.concat([exact, fills])
+
+
+#: A site's sampled blocks start a new instance (another call of the code building the
+#: array: the next level of a multigrid, the next time step's temporary) after this many
+#: sampled blocks of other sites were allocated since its last one.
+INSTANCE_BREAK = 4
+
+
+def _instances(pid, obj, sampled, t0) -> np.ndarray:
+    """Instance number of each sampled block within its site (-1 for the others).
+
+    An array of small blocks is built in a burst of allocations from one call stack; a
+    second array from the same call stack (`lv->u = grid_alloc(n)` in a loop over
+    levels) is another burst, with other sites' blocks allocated in between (the level's
+    f and r).  Fine interleaving (`a[i] = malloc(..); b[i] = malloc(..)` in one loop)
+    does not break an instance."""
+    inst = np.full(len(obj), -1, dtype=np.int64)
+    for p in np.unique(pid[sampled]).tolist():
+        rows = np.flatnonzero(sampled & (pid == p))
+        rows = rows[np.argsort(t0[rows], kind="stable")]
+        last: dict[int, int] = {}
+        current: dict[int, int] = {}
+        for g, k in enumerate(rows.tolist()):
+            site = int(obj[k])
+            if site not in last:
+                current[site] = 0
+            elif g - last[site] - 1 >= INSTANCE_BREAK:
+                current[site] += 1
+            last[site] = g
+            inst[k] = current[site]
+    return inst
 
 
 def _estimate_sampled_sites(objs, obj, sampled, period, size, t0, t1) -> None:
@@ -117,8 +160,10 @@ FILL_GAP_PERIODS = 4
 FILL_SCAN = 256
 
 
-def _site_fills(iv: att.Intervals, sampled: np.ndarray, period: np.ndarray) -> att.Intervals:
-    """The heap between sampled small blocks, as their sites'.
+def _site_fills(iv: att.Intervals, sampled: np.ndarray, period: np.ndarray,
+                inst: np.ndarray) -> tuple[att.Intervals, np.ndarray]:
+    """The heap between sampled small blocks, as their sites', and the instance of the
+    block each gap takes its site from (``inst``: per block).
 
     An array built from many small allocations (a row per malloc) was allocated by one
     call stack in a loop, and the allocator laid its blocks out one after another; only
@@ -141,7 +186,7 @@ def _site_fills(iv: att.Intervals, sampled: np.ndarray, period: np.ndarray) -> a
         order = m[np.argsort(iv.start[m], kind="stable")]
         st, en = iv.start[order].astype(np.int64), iv.end[order].astype(np.int64)
         a0, a1, ob = iv.t0[order], iv.t1[order], iv.obj[order]
-        sm, per = sampled[order], period[order]
+        sm, per, ins = sampled[order], period[order], inst[order]
         n = len(order)
         nxt = np.full(n, -1, dtype=np.int64)
         for i in np.flatnonzero(sm).tolist():
@@ -166,21 +211,23 @@ def _site_fills(iv: att.Intervals, sampled: np.ndarray, period: np.ndarray) -> a
                 continue
             if ob[i] == ob[j]:
                 if sm[j]:
-                    rows.append((p, lo, hi, t0, t1, ob[i]))
+                    rows.append((p, lo, hi, t0, t1, ob[i], ins[i]))
             elif after[j] == ob[i]:
-                rows.append((p, lo, hi, t0, t1, ob[i]))  # j is a lone block inside i's site
+                rows.append((p, lo, hi, t0, t1, ob[i], ins[i]))  # j: a lone block inside i's site
             elif before[i] == ob[j]:
-                rows.append((p, lo, hi, t0, t1, ob[j]))  # i is a lone block inside j's site
+                rows.append((p, lo, hi, t0, t1, ob[j], ins[j]))  # i: a lone block inside j's site
             else:
                 mid = lo + (hi - lo) // 2
-                rows.append((p, lo, mid, t0, t1, ob[i]))
+                rows.append((p, lo, mid, t0, t1, ob[i], ins[i]))
                 if sm[j]:
-                    rows.append((p, mid, hi, t0, t1, ob[j]))
+                    rows.append((p, mid, hi, t0, t1, ob[j], ins[j]))
     if not rows:
-        return att.Intervals.empty()
-    a = np.array(rows, dtype=np.uint64)
-    return att.Intervals(a[:, 0].astype(np.int64), a[:, 1], a[:, 2], a[:, 3], a[:, 4],
-                         a[:, 5].astype(np.int64))
+        return att.Intervals.empty(), np.zeros(0, dtype=np.int64)
+    # built column by column: a row mixes int64 addresses and uint64 times
+    cols = list(zip(*rows, strict=True))
+    u64 = [np.array([int(x) for x in c], dtype=np.uint64) for c in cols[1:5]]
+    return (att.Intervals(np.array(cols[0], dtype=np.int64), *u64, np.array(cols[5], dtype=np.int64)),
+            np.array(cols[6], dtype=np.int64))
 
 
 def static_intervals(mappings: symbols.Mappings, objs: list[Obj], archive: Archive) -> att.Intervals:

@@ -49,16 +49,10 @@ WRONG: dict[tuple[str, str], str] = {}
 WRONG_PATTERN = {
     ("adi", "u"): "classified random (1533-1714 samples, all eight recordings), not irregular",
     ("adi", "cp"): "unknown: 1-2 samples (see FLAKY_NAMED)",
-    ("multigrid", "u"): "lv->u[][] irregular in 5 of 5 recordings (979-1023 samples, confidence "
-                        "0.62-0.80): every level's grid comes from one call stack, so the coarse "
-                        "levels the prolongation reads are one logical array with the fine one, "
-                        "and its accesses jump between them",
 }
 # Found, the object with most samples having the expected pattern in some recordings only.
 FLAKY_PATTERN = {
     ("adi", "v"): "irregular in 3 of 5 recordings, random in the others (306-340 samples)",
-    ("multigrid", "r"): "lv->r[][] regular in 3 of 5 recordings, irregular in the others "
-                        "(285-297 samples)",
     ("fft", "tw"): "random in 8 of 10 recordings, irregular in the others (201-217 samples; "
                    "8 KiB, two pages, read all over by both threads)",
 }

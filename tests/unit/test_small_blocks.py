@@ -130,3 +130,39 @@ def test_search_in_a_large_reused_range():
     # between steps, nothing is alive
     assert att.locate(np.zeros(1, dtype=np.int64), addr[:1], np.array([7 * 10_000 + 6_000], dtype=np.uint64),
                       iv).tolist() == [-1]
+
+
+def test_instances_are_bursts_of_one_site():
+    # site 1 (a grid) in two bursts, site 2 (another grid) allocated between them;
+    # sites 3 and 4 finely interleaved (a[i], b[i] in one loop): one instance each
+    sites = [1] * 5 + [2] * 6 + [1] * 5 + [3, 4] * 6
+    n = len(sites)
+    obj = np.array(sites, dtype=np.int64)
+    got = objects._instances(np.zeros(n, dtype=np.int64), obj, np.ones(n, dtype=bool),
+                             np.arange(n, dtype=np.uint64))
+    assert got[:5].tolist() == [0] * 5 and got[11:16].tolist() == [1] * 5
+    assert set(got[5:11].tolist()) == {0} and set(got[16:].tolist()) == {0}
+    # not sampled: no instance
+    sampled = np.ones(n, dtype=bool)
+    sampled[0] = False
+    assert objects._instances(np.zeros(n, dtype=np.int64), obj, sampled, np.arange(n, dtype=np.uint64))[0] == -1
+
+
+def test_each_instance_is_its_own_logical_array():
+    """Two bursts of one site far apart in the heap: a sample's position is within its
+    own instance (as a tracked allocation's is within its allocation)."""
+    rows = [(0x10000 + k * 0x1000, 0x800, 1, 1 + k, NEVER, P) for k in range(5)]
+    rows += [(0x90000 + k * 0x1000, 0x800, 2, 10 + k, NEVER, P) for k in range(5)]
+    rows += [(0x200000 + k * 0x1000, 0x800, 1, 20 + k, NEVER, P) for k in range(5)]
+    objs: list = []
+    iv = objects.heap_intervals(_table(rows), objs)
+    o = objs[0]
+    members = np.flatnonzero(iv.obj == 0)
+    assert sorted(set(o.iv_instance[int(k)] for k in members)) == [0, 1]
+    # the first byte of each burst is at position 0 of its instance
+    addr = np.array([0x10000, 0x200000, 0x204000 + 0x7FF], dtype=np.uint64)
+    a_iv = np.array([0, 10, 14], dtype=np.int64)
+    pos, pg, inst, n_pages = core._instance_positions(o, addr, a_iv, members, iv, 4096)
+    assert inst.tolist() == [0, 1, 1]
+    assert pos[0] == 0.0 and pos[1] == 0.0 and pos[2] > 0.99
+    assert n_pages == -(-(4 * 0x1000 + 0x800) // 4096)
