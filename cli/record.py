@@ -328,8 +328,7 @@ class _Prefetch:
 
     The command's executable is known before it starts: a thread at the lowest priority
     (nice 19, so that it takes only cpu time the program leaves idle) reads its DWARF file
-    table, hashes its sources and the executable, and imports what the end of `record`
-    imports (numpy for the mappings table).  After the exit `_hash_sources` redoes
+    table and hashes its sources and the executable.  After the exit `_hash_sources` redoes
     whatever changed since (a `stat` per file tells).  A failure here only means that the
     work is done after the exit, as without the thread.
     """
@@ -357,7 +356,6 @@ class _Prefetch:
         except OSError:
             pass
         try:
-            import numaprof.analyzer.profile  # noqa: F401  (numpy: 0.1 s of imports)
             from numaprof.recommender.sources import hash_sources
 
             if exe:
@@ -425,14 +423,10 @@ def _hash_sources(cfg: RecordConfig, cache=None) -> None:
     The executables are the program and the user's own shared objects seen mapped in the
     run; system files are never patched, so they are left out.
     """
-    from numaprof.analyzer.profile import read_table
     from numaprof.recommender.sources import write_sources_json
 
     executables: list[str] = []
-    try:
-        paths_seen = read_table(cfg.output, "mappings")["path"]
-    except Exception:  # a run that wrote no mappings: only the command itself
-        paths_seen = []
+    paths_seen = _mapped_paths(cfg.output)
     if cfg.command:
         exe = shutil.which(cfg.command[0])
         if exe:
@@ -453,6 +447,24 @@ def _hash_sources(cfg: RecordConfig, cache=None) -> None:
               "suggest --apply will refuse to patch", file=sys.stderr)
         return
     _archive(cfg.output, executables, sources, cache)
+
+
+#: The most bytes of mapped paths read back after the run (4096-byte paths: 16384 files).
+MAPPED_PATHS_LIMIT = 64 << 20
+
+
+def _mapped_paths(out: Path) -> list[str]:
+    """The distinct paths of the mappings the collector saw: the strings of the
+    `mappings.path` column, read from its string heap without the table reader (and
+    numpy, a tenth of a second of imports after the program's exit); [] if none."""
+    from numaprof.analyzer import profile_io
+
+    try:
+        data = profile_io.read_bytes(out / "mappings.path.heap", MAPPED_PATHS_LIMIT)
+    except Exception:  # noqa: BLE001 - no mappings (a run cut short): only the command
+        return []
+    return list(dict.fromkeys(p.decode("utf-8", "surrogateescape")
+                              for p in data.split(b"\0") if p))
 
 
 ARCHIVE_LIMIT = 256 << 20  # bytes of executables and sources copied into one profile
