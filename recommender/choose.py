@@ -44,6 +44,7 @@ CANDIDATES = (
     "random_block",
     "weighted_interleave",  # only where the nodes in use differ in bandwidth
     "bind_all",
+    "replicate",  # only read-mostly data read from several nodes (replicable)
 )
 SPREADING = frozenset({"cyclic", "cyclic_block", "skew_mapp", "prime_mapp", "random",
                        "random_block", "weighted_interleave"})
@@ -59,10 +60,45 @@ SMALL_SHARED_BYTES = 8 << 20
 #: "Run on one node" needs the program's data to fit in this share of one node's memory.
 ONE_NODE_MEMORY_SHARE = 0.8
 
+#: replicate (a copy per node): the copy must take at most this share of each node's memory,
+REPLICATE_MEMORY_SHARE = 0.25
+#: at least this share of the object's samples (and REPLICATE_MIN_READS of them) must come
+#: after its last sampled write: initialised, then only read (Dashti et al. 2013, §3.3,
+#: replicate pages read at least 90 % of the time).
+REPLICATE_READ_AFTER = 0.9
+REPLICATE_MIN_READS = 100
+
+
+def replicable(o: ObjectResult, plan) -> bool:
+    """Whether a copy per node is a candidate for ``o`` on the plan's target: a heap or
+    static array read by threads on two nodes or more, whose sampled writes all come
+    before at least 90 % of its samples (it was written, then only read), and whose copy
+    fits in a quarter of each of those nodes' memory.  An object with no sampled write
+    is not taken as read-only: the software backend under-samples stores, so no write
+    seen is no evidence, while writes seen at its start and none after are."""
+    acc = o.access
+    if o.kind not in ("heap", "static") or acc is None or acc.time is None or not len(acc.page):
+        return False
+    nodes = np.unique(plan.thread_node[np.asarray(acc.thread)])
+    if len(nodes) < 2:
+        return False
+    write, time = np.asarray(acc.write, dtype=bool), np.asarray(acc.time)
+    if not write.any():
+        return False
+    after = int((time > time[write].max()).sum())
+    if after < REPLICATE_MIN_READS or after < REPLICATE_READ_AFTER * len(time):
+        return False
+    return all(not plan.target.nodes[int(p)].memory_bytes
+               or o.size <= REPLICATE_MEMORY_SHARE * plan.target.nodes[int(p)].memory_bytes
+               for p in nodes)
+
 
 def _fits_pattern(policy: str, pattern: str) -> bool:
     # first_touch and the bind family place data for threads that keep their data
-    # (regular access); irregular and random access want the spreading family.
+    # (regular access); irregular and random access want the spreading family; a copy
+    # per node serves read-only data of any pattern.
+    if policy == "replicate":
+        return True
     if pattern in ("irregular", "random"):
         return policy in SPREADING
     return True
@@ -217,6 +253,8 @@ class _Plan:
 def _change_of(policy: str, numactl_ok: bool) -> str:
     if policy == "first_touch":
         return "none"
+    if policy == "replicate":
+        return "code"  # reads through numaprof_local(): by hand (replicate_code)
     if policy == "cyclic" and numactl_ok:
         return "numactl"
     return "patch"
@@ -289,6 +327,8 @@ def _evaluate(plan: _Plan, o: ObjectResult) -> tuple[list[Prediction], str, Ties
                                               plan.n, n_replayed)
     preds, pages = [], {}
     for policy in CANDIDATES:
+        if policy == "replicate":
+            continue  # below: not a page map
         if policy == "first_touch":
             placed = ft_nodes
         elif policy in ("bind_block", "parallel_init"):
@@ -309,6 +349,11 @@ def _evaluate(plan: _Plan, o: ObjectResult) -> tuple[list[Prediction], str, Ties
         preds.append(replays.get(policy, replay).predict(policy, placed, factor,
                                                          active_nodes=spread_nodes,
                                                          speed=plan.speed, pressure=plan.beta))
+    if plan.n > 1 and replicable(o, plan):
+        rep = replay.predict("replicate", None, factor, active_nodes=spread_nodes,
+                             speed=plan.speed, pressure=plan.beta)
+        rep.copies = int(len(np.unique(plan.thread_node[np.asarray(o.access.thread)])))
+        preds.append(rep)
     return preds, ft_how, Ties(replay, pages, factor, len(spread_nodes), replays,
                                pressure=plan.beta)
 
@@ -334,6 +379,9 @@ def _pick_all(preds: list[Prediction], pattern: str, ties: Ties,
     for p in preds:
         p.change = _change_of(p.policy, numactl_ok)
     order = {name: i for i, name in enumerate(CANDIDATES)}
+    # replicate is compared (the what-if table) but not chosen: it is no placement that
+    # a patch or a command applies (suggest() offers it beside the choice)
+    preds = [p for p in preds if p.policy != "replicate"]
     best = min(preds, key=lambda p: (p.score, order[p.policy]))
     equal = [p for p in preds if p is best or ties(p, best)]
     return min(equal, key=lambda p: _rank(p, pattern)), equal
@@ -412,6 +460,32 @@ def _reason(o: ObjectResult, chosen: Prediction, current: Prediction, plan: _Pla
     else:
         fix = f"{chosen.policy} spreads the pages over {over} to balance the load"
     return f"{head}; {fix} ({new})."
+
+
+def _replicate_words(name: str, size: int, rep: Prediction, chosen: Prediction) -> str:
+    return (f"it is written first, then only read (its sampled writes all come before the "
+            f"last {_pct(REPLICATE_READ_AFTER)} or more of its samples) by threads on "
+            f"{rep.copies} nodes, so a copy on each (replicate) makes every read local (local "
+            f"{_pct(rep.local_fraction)}, score {rep.score:.3f} against {chosen.score:.3f}) at "
+            f"{rep.copies}x its memory ({_size(size * rep.copies)}); it changes every read "
+            f"site, so it is not patched: by hand, {replicate_code(name)} (sampling sees a "
+            "fraction of the accesses: check that nothing writes it after the copy)")
+
+
+def replicate_code(name: str) -> str:
+    """The change a copy per node takes, in words and code (numaprof_place.h)."""
+    ptr = name if name.isidentifier() else "ptr"
+    return (f"after it is initialised call numaprof_replicate({ptr}, bytes) (#include "
+            f"\"numaprof_place.h\"), read it in each thread through `const T *local = "
+            f"numaprof_local({ptr});` taken once per parallel region, and call "
+            f"numaprof_replicate_free({ptr}) before it is written again or freed")
+
+
+def _size(n: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.1f} {unit}"
+    return f"{n} B"
 
 
 def _bandwidth_text(plan: _Plan) -> str:
@@ -628,9 +702,18 @@ def suggest(analysis: Analysis, target: Topology | None = None, *,
         if chosen.policy == "weighted_interleave":
             result.objects[-1].weighted_nodes = list(result.weighted_nodes)
             result.objects[-1].weights = list(result.weights)
+        rep = next((p for p in preds if p.policy == "replicate"), None)
+        if rep is not None and plan.n > 1 and rep.score < chosen.score and not ties(chosen, rep):
+            # better than any placement, but a change at every read: offered beside the
+            # placement, by hand (docs/recommender.md, "replicate")
+            result.objects[-1].replicate = rep
 
     if fixer is not None:
         fixer(result)  # source patches first: the lines to run say whether there are any
+    sizes = {o.name: o.size for o in hot}
+    for sug in result.objects:
+        if sug.replicate is not None:
+            sug.reason += f" Better still: {_replicate_words(sug.name, sizes[sug.name], sug.replicate, sug.predicted)}."
     if plan.n > 1:
         _commands(analysis, plan, result, factor)
     return result

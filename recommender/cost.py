@@ -111,9 +111,14 @@ class Replay:
             demand = np.bincount(self.window_row + src, weights=self.w, minlength=k * n)
             self.demand_max = demand.reshape(k, n).max(axis=1)
 
-    def traffic(self, page_node: np.ndarray) -> np.ndarray:
-        """Predicted (N, N) traffic for a placement (node position per page)."""
+    def traffic(self, page_node: np.ndarray | None) -> np.ndarray:
+        """Predicted (N, N) traffic for a placement (node position per page); None: a copy
+        on every node (replicate), each access served by its thread's own node."""
         n = self.n
+        if page_node is None:
+            dst = self.src_row // np.int32(n)
+            self._dst = dst
+            return np.bincount(self.src_row + dst, weights=self.w, minlength=n * n).reshape(n, n)
         dst = np.asarray(page_node, dtype=np.int32)[self.page]
         self._dst = dst
         return np.bincount(self.src_row + dst, weights=self.w, minlength=n * n).reshape(n, n)
@@ -148,7 +153,7 @@ class Replay:
         per_window = np.maximum(1.0, busy.max(axis=1) / self.demand_max[keep])
         return float((per_window * totals[keep]).sum() / totals[keep].sum())
 
-    def predict(self, policy: str, page_node: np.ndarray, factor: np.ndarray,
+    def predict(self, policy: str, page_node: np.ndarray | None, factor: np.ndarray,
                 active_nodes: Sequence[int] | None = None, change: str = "none", *,
                 speed: np.ndarray | None = None, pressure: float | None = None) -> Prediction:
         """Predicted traffic, local fraction, imbalance and score of one placement.

@@ -34,6 +34,7 @@ class Prediction:
     contention: float = 1.0  # contention term used in the score
     change: str = "none"  # none | env | numactl | patch | code: what applying it takes
     traffic: np.ndarray | None = field(default=None, repr=False)  # (N, N) predicted
+    copies: int = 1  # the object's copies in memory (replicate: one per node in use)
 
 
 @dataclass
@@ -80,6 +81,8 @@ class ObjectSuggestion:
     weights: list[int] = field(default_factory=list)
     fix: Fix | None = None  # the source change and how it was checked (change patch/code)
     ties: list[str] = field(default_factory=list)  # policies predicted as good as the choice
+    # a copy per node, when predicted better than the choice (changed by hand, not chosen)
+    replicate: Prediction | None = None
 
     def alternative(self, policy: str) -> Prediction | None:
         """The what-if row of ``policy`` (e.g. to switch a refused parallel_init to bind_block)."""

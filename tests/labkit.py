@@ -75,15 +75,54 @@ class GuestRun:
         text = (self.workdir / f"{name}.out").read_text()
         if ok:
             err = (self.workdir / f"{name}.err").read_text()
-            assert rc == 0, f"check {name!r} exited {rc} in the guest:\n{text[-2000:]}\n{err[-3000:]}"
+            hang = self.workdir / f"{name}.hang"
+            stuck = f"\nstuck ({name}.hang):\n{hang.read_text()[-6000:]}" if hang.exists() else ""
+            assert rc == 0, f"check {name!r} exited {rc} in the guest:\n{text[-2000:]}\n{err[-3000:]}{stuck}"
         return text
 
 
-def guest_script(checks: list[tuple[str, str]]) -> str:
-    """One /bin/sh script running every check in order; a failing check does not stop it."""
-    lines = ["NUMAPROF=" + shlex.quote(shlex.join(numaprof_argv()))]
+#: A check still running after this many seconds is stuck: what its processes are doing
+#: is written to <check>.hang, they are killed, its status is 124 and the next check runs
+#: (so one stuck program does not cost the whole guest its timeout, and says where it was).
+CHECK_TIMEOUT = 420
+
+# the watchdog of guest_script: `check NAME` runs NAME.cmd in a session of its own
+_CHECK_FN = r"""
+check() {
+  setsid sh "$1.cmd" > "$1.out" 2> "$1.err" &
+  p=$!
+  w=0
+  while kill -0 $p 2>/dev/null; do
+    sleep 1
+    w=$((w + 1))
+    if [ $w -ge %(timeout)d ]; then
+      { echo "still running after %(timeout)d s:"; ps -eo pid,ppid,pgid,stat,wchan:32,etime,args
+        for d in /proc/[0-9]*; do
+          if [ "$(cut -d' ' -f5 $d/stat 2>/dev/null)" = "$p" ]; then
+            echo "== ${d#/proc/} $(tr '\0' ' ' < $d/cmdline)"
+            cat $d/stack 2>/dev/null
+            for t in $d/task/*; do echo "task ${t##*/} $(cat $t/wchan 2>/dev/null) $(cut -d' ' -f3 $t/stat)"; done
+          fi
+        done; } > "$1.hang" 2>&1
+      kill -KILL -$p 2>/dev/null
+      wait $p 2>/dev/null
+      echo 124 > "$1.rc"
+      return
+    fi
+  done
+  wait $p
+  echo $? > "$1.rc"
+}
+"""
+
+
+def guest_script(checks: list[tuple[str, str]], timeout: int = CHECK_TIMEOUT) -> str:
+    """One /bin/sh script running every check in order; a failing check does not stop it,
+    nor does a stuck one (CHECK_TIMEOUT).  Each check's command goes to <name>.cmd."""
+    lines = ["NUMAPROF=" + shlex.quote(shlex.join(numaprof_argv())), "export NUMAPROF",
+             _CHECK_FN % {"timeout": timeout}]
     for name, cmd in checks:
-        lines.append(f"( {cmd} ) > {name}.out 2> {name}.err; echo $? > {name}.rc")
+        lines.append(f"printf '%s\\n' {shlex.quote(cmd)} > {name}.cmd\ncheck {name}")
     lines.append("exit 0")
     return "\n".join(lines) + "\n"
 
@@ -150,6 +189,7 @@ INCLUDE = ROOT / "collector" / "include"
 
 
 def build_policies(out: Path) -> Path:
+    build_prog("lab_replicate", out, f"-I{INCLUDE}")
     return build_prog("lab_policies", out, f"-I{INCLUDE}")
 
 
@@ -164,6 +204,7 @@ def placement_checks(n_nodes: int, pages: int) -> list[tuple[str, str]]:
         ("cpunodebind", f"numactl --cpunodebind={last} ./lab_place touch {pages}"),
         ("threads", f"./lab_place threads {pages} {n_nodes}"),
         ("policies", f"./lab_policies {n_nodes} {pages} {' '.join(PLACE_POLICIES)}"),
+        ("replicate", f"./lab_replicate {pages}"),
         # QEMU 7.2's TCG mis-executed numpy's AVX2 argsort until the lab hid AVX2.
         ("numpy_sort", f"{shlex.quote(sys.executable)} -c " + shlex.quote(
             "import numpy as np\n"

@@ -26,6 +26,8 @@ def _fix(fix) -> dict | None:
 
 
 def suggestion(s, analysis: Analysis, top: int | None = None) -> dict:
+    from numaprof.recommender.choose import replicate_code
+
     objects = s.objects[:top] if top else s.objects
     return {
         "schema": SCHEMA,
@@ -42,7 +44,8 @@ def suggestion(s, analysis: Analysis, top: int | None = None) -> dict:
                               "score": _r(o.predicted.score)},
                 "alternatives": [
                     {"policy": a.policy, "local_fraction": _r(a.local_fraction),
-                     "imbalance": _r(a.imbalance, 3), "score": _r(a.score)}
+                     "imbalance": _r(a.imbalance, 3), "score": _r(a.score),
+                     "copies": int(a.copies)}
                     for a in o.alternatives
                 ],
                 "patch": o.patch,
@@ -51,6 +54,12 @@ def suggestion(s, analysis: Analysis, top: int | None = None) -> dict:
                             if o.weights else None),
                 "ties": list(o.ties),
                 "fix": _fix(o.fix),
+                "replicate": ({"local_fraction": _r(o.replicate.local_fraction),
+                               "imbalance": _r(o.replicate.imbalance, 3),
+                               "score": _r(o.replicate.score), "copies": int(o.replicate.copies),
+                               "bytes": int(o.size) * int(o.replicate.copies),
+                               "by_hand": replicate_code(o.name)}
+                              if o.replicate is not None else None),
             }
             for o in objects
         ],

@@ -115,11 +115,13 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
             pages += f" ({PAGES_SHORT[o.pages_source]})"
         if o.pages_policy in PLACING_POLICIES:
             pages += f" [{o.pages_policy}{', mixed' if o.pages_policy_mixed else ''}]"
-        name = shorten(o.name, NAME_WIDTH) + (f" x{o.count}" if o.count > 1 else "") + (
+        sampled = o.attribution == "allocation_sample"  # size and count estimated
+        approx = "~" if sampled else ""
+        name = shorten(o.name, NAME_WIDTH) + (f" {approx}x{o.count}" if o.count > 1 else "") + (
             " (private)" if o.thread_private else "")
         pattern = (f"{o.pattern} ({o.pattern_confidence:.2f})" if o.pattern != "unknown"
                    else f"needs +{o.samples_needed} samples" if o.samples_needed else "unknown")
-        table.add_row(esc(name), esc(short_site(o.site)), human_bytes(o.size), f"{o.samples} ({pct(o.share)})",
+        table.add_row(esc(name), esc(short_site(o.site)), approx + human_bytes(o.size), f"{o.samples} ({pct(o.share)})",
                       pattern, f"{pct(o.reads)}/{pct(o.writes)}", toucher, esc(pages),
                       pct(o.local_fraction))
     con.print(table)
@@ -130,6 +132,9 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
                                 "from the node of the cpu that first touched each page, which a "
                                 "memory policy would make wrong; [policy] the kernel's memory "
                                 "policy on the pages") + "[/dim]")
+    if any(o.attribution == "allocation_sample" for o in shown):
+        con.print("[dim]~: an array of many small allocations, found from a sample of them: its "
+                  "size (the most bytes live at once) and allocation count are estimates[/dim]")
     if private:
         con.print("[dim](private): thread-private, one instance (xN) per thread's stack frame; always "
                   "local to its thread, whatever the placement[/dim]")

@@ -32,7 +32,8 @@ def render(s, analysis: Analysis, top: int | None = None) -> None:
         for a in o.alternatives:
             mark = "[bold]" if a.policy == o.policy else ""
             end = "[/bold]" if mark else ""
-            table.add_row(f"{mark}{a.policy}{end}", pct(a.local_fraction),
+            label = a.policy + (f" ({a.copies} copies)" if a.copies > 1 else "")
+            table.add_row(f"{mark}{esc(label)}{end}", pct(a.local_fraction),
                           f"{a.imbalance:.2f}", f"{a.score:.3f}")
         con.print(table)
         if o.patch:

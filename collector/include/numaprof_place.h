@@ -51,6 +51,9 @@ extern int madvise(void *addr, size_t length, int advice);
 #ifndef MADV_DONTNEED
 #define MADV_DONTNEED 4
 #endif
+#ifndef MAP_ANONYMOUS
+#define MAP_ANONYMOUS 0x20 /* the x86-64 and arm64 value; strict ISO C hides it */
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -530,6 +533,152 @@ static inline int numaprof_place_weighted(void *ptr, size_t bytes, const int *no
     o.n_nodes = n_nodes;
     o.weights = weights;
     return numaprof_place_ex(ptr, bytes, NUMAPROF_WEIGHTED_INTERLEAVE, &o);
+}
+
+/* ---- replicas: a copy of read-mostly data on every node ----------------------------
+ *
+ * Data that every node's threads read and none writes once it is initialised (a lookup
+ * table, a mesh's connectivity) has no placement that is local to all of them; a copy
+ * per memory node is (the replication of Dashti et al., "Traffic management: a holistic
+ * approach to memory placement on NUMA systems", ASPLOS 2013, §3):
+ *
+ *     fill(table, n);                                   (written once, then only read)
+ *     numaprof_replicate(table, n * sizeof *table);
+ *     #pragma omp parallel
+ *     {
+ *         const double *t = numaprof_local(table);      (the copy on this thread's node)
+ *         ... reads of t[i] ...
+ *     }
+ *     numaprof_replicate_free(table);                   (before table is freed or written)
+ *
+ * numaprof_replicate copies [ptr, ptr + bytes) once onto each allowed memory node (fresh
+ * anonymous memory bound to that node with MPOL_BIND before the copy faults it in).
+ * numaprof_local(ptr) returns the calling thread's node's copy, or ptr itself (one node,
+ * ptr not replicated, or a thread on a node without a copy): call it once per thread and
+ * region, not per access (it asks getcpu(2)).  Writes to ptr after the copy are not seen
+ * through the copies.  Up to NUMAPROF_MAX_REPLICATED ranges at a time; the registry is
+ * shared by every translation unit of the program (a weak definition).  Call
+ * numaprof_replicate and numaprof_replicate_free from one thread at a time (serial code);
+ * numaprof_local from any.  numaprof_replicate returns 0, or -1 with errno (nothing is
+ * replicated then: EEXIST already replicated, ENOSPC registry full). */
+#ifndef NUMAPROF_MAX_REPLICATED
+#define NUMAPROF_MAX_REPLICATED 64
+#endif
+
+struct nmp_replica {
+    const void *src;  /* the replicated range; NULL: a free entry */
+    size_t map_bytes; /* each copy's mapping */
+    void **copy;      /* copy[node]: NUMAPROF_MAX_NODES entries, NULL where none */
+};
+
+struct nmp_replica_registry {
+    struct nmp_replica e[NUMAPROF_MAX_REPLICATED];
+};
+
+/* One registry for the whole program: a weak definition in every file that includes this
+ * header, merged into one by the linker. */
+__attribute__((weak)) struct nmp_replica_registry nmp_replicas;
+
+static inline struct nmp_replica *nmp_replica_find(const void *src)
+{
+    int k;
+    for (k = 0; k < NUMAPROF_MAX_REPLICATED; k++)
+        if (src && __atomic_load_n(&nmp_replicas.e[k].src, __ATOMIC_ACQUIRE) == src)
+            return &nmp_replicas.e[k];
+    return NULL;
+}
+
+static inline void nmp_replica_unmap(void **copy, size_t map_bytes)
+{
+    int node;
+    for (node = 0; node < NUMAPROF_MAX_NODES; node++)
+        if (copy[node])
+            munmap(copy[node], map_bytes);
+    munmap((void *)copy, NUMAPROF_MAX_NODES * sizeof *copy);
+}
+
+static inline int numaprof_replicate(const void *ptr, size_t bytes)
+{
+    int allowed[NUMAPROF_MAX_NODES];
+    size_t ps = (size_t)sysconf(_SC_PAGESIZE), map_bytes;
+    void **copy;
+    int m, i, k;
+    if (!ptr || !bytes) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (nmp_replica_find(ptr)) {
+        errno = EEXIST;
+        return -1;
+    }
+    m = numaprof_allowed_nodes(allowed, NUMAPROF_MAX_NODES);
+    if (m < 0)
+        return -1;
+    if (m > NUMAPROF_MAX_NODES)
+        m = NUMAPROF_MAX_NODES;
+    map_bytes = (bytes + ps - 1) / ps * ps;
+    copy = (void **)mmap(NULL, NUMAPROF_MAX_NODES * sizeof *copy, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (copy == MAP_FAILED)
+        return -1;
+    for (i = 0; m > 1 && i < m; i++) {
+        void *c = mmap(NULL, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (c == MAP_FAILED)
+            goto fail;
+        copy[allowed[i]] = c;
+        /* bound, not preferred: a copy spilling onto another node is no local copy */
+        if (nmp_place_mbind((uintptr_t)c, map_bytes, 2 /* MPOL_BIND */, allowed[i]) != 0)
+            goto fail;
+        memcpy(c, ptr, bytes);
+    }
+    for (k = 0; k < NUMAPROF_MAX_REPLICATED; k++) {
+        const void *expect = NULL;
+        if (__atomic_load_n(&nmp_replicas.e[k].src, __ATOMIC_RELAXED) != NULL)
+            continue;
+        nmp_replicas.e[k].map_bytes = map_bytes;
+        nmp_replicas.e[k].copy = copy;
+        if (__atomic_compare_exchange_n(&nmp_replicas.e[k].src, &expect, ptr, 0, __ATOMIC_RELEASE,
+                                        __ATOMIC_RELAXED))
+            return 0;
+    }
+    errno = ENOSPC;
+fail:
+    {
+        int saved = errno;
+        nmp_replica_unmap(copy, map_bytes);
+        errno = saved;
+    }
+    return -1;
+}
+
+/* The calling thread's node's copy of `ptr`, or ptr itself. */
+static inline void *numaprof_local(const void *ptr)
+{
+    struct nmp_replica *r = nmp_replica_find(ptr);
+    int node;
+    if (r) {
+        node = numaprof_current_node();
+        if (node >= 0 && node < NUMAPROF_MAX_NODES && r->copy[node])
+            return r->copy[node];
+    }
+    return (void *)ptr;
+}
+
+/* Drops the copies of `ptr` (no thread may still use them); 0, or -1 with errno ENOENT
+ * if ptr is not replicated. */
+static inline int numaprof_replicate_free(const void *ptr)
+{
+    struct nmp_replica *r = nmp_replica_find(ptr);
+    void **copy;
+    if (!r) {
+        errno = ENOENT;
+        return -1;
+    }
+    copy = r->copy;
+    nmp_replica_unmap(copy, r->map_bytes);
+    r->copy = NULL;
+    __atomic_store_n(&r->src, (const void *)NULL, __ATOMIC_RELEASE);
+    return 0;
 }
 
 #ifdef __cplusplus

@@ -120,3 +120,19 @@ def test_numaprof_place_puts_every_page_where_its_policy_says(guest, labkit):
         assert nodes == want, (policy, nodes, want)
         if policy not in ("bind_all",):
             assert len(set(nodes)) > 1, (policy, nodes)  # the check is not trivially true
+
+
+def test_replicas_are_one_per_node_and_local(guest):
+    """numaprof_replicate (numaprof_place.h): a thread bound to each node gets a copy of
+    the table whose every page is on that node and whose bytes are the table's; after
+    numaprof_replicate_free the table itself is what numaprof_local gives."""
+    _, n, run = guest
+    out = run.out("replicate")
+    assert f"nodes {n} replicate 0" in out, out
+    lines = [ln.split() for ln in out.splitlines() if ln.startswith("replica node")]
+    assert sorted(int(f[2]) for f in lines) == list(range(n)), out
+    for f in lines:
+        node = int(f[2])
+        assert f[3:7] == ["copy", "1", "equal", "1"], f
+        assert [int(x) for x in f[8:]] == [node] * 64, f
+    assert "freed 0 local_after_free 1" in out, out

@@ -277,3 +277,24 @@ def test_every_preset_is_named_in_the_help_texts():
         out = " ".join(CliRunner().invoke(cli, argv).output.split())
         for name in TARGETS:
             assert name in out, (argv, name)
+
+
+def test_guest_script_runs_every_check_and_stops_a_stuck_one(tmp_path):
+    """tests/labkit.py's group script: each check's output and status; a check still
+    running after the watchdog's time is killed with what its processes were doing in
+    <name>.hang, its status 124, and the next check runs."""
+    import labkit
+
+    script = labkit.guest_script([("first", "echo one; exit 3"),
+                                  ("stuck", "sleep 30 & sleep 31; echo never"),
+                                  ("last", 'echo "$NUMAPROF" | grep -c numaprof')], timeout=2)
+    (tmp_path / "checks.sh").write_text(script)
+    subprocess.run(["sh", "checks.sh"], cwd=tmp_path, check=True, timeout=60)
+    read = lambda name, ext: (tmp_path / f"{name}.{ext}").read_text()  # noqa: E731
+    assert (read("first", "rc"), read("first", "out")) == ("3\n", "one\n")
+    assert read("stuck", "rc") == "124\n" and read("stuck", "out") == ""
+    assert "still running after 2 s" in read("stuck", "hang") and "sleep 31" in read("stuck", "hang")
+    assert (read("last", "rc"), read("last", "out")) == ("0\n", "1\n")
+    # nothing of the stuck check is left running
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert "sleep 30" not in ps.split("\n") and "sleep 31" not in ps.split("\n")

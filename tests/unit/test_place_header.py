@@ -110,3 +110,66 @@ def test_weighted_places_every_page_on_its_weighted_node(tmp_path, compiler, std
     assert got["rc"] == "0" and int(got["nodes"]) >= 1, out.stdout
     assert got["einval"] == "111", out.stdout
     assert got["absent"] == "0" and got["stray"] == "0", out.stdout
+
+
+# numaprof_replicate in one translation unit, numaprof_local and numaprof_replicate_free
+# in another (the registry is one for the program).  On one node there is nothing to copy:
+# the local copy is the array itself.  Replicating twice is EEXIST, freeing what is not
+# replicated ENOENT.
+REPLICA_TU = """\
+#include "numaprof_place.h"
+
+int replicate_table(const double *t, size_t n) { return numaprof_replicate(t, n * sizeof *t); }
+"""
+REPLICA_MAIN = """\
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "numaprof_place.h"
+
+int replicate_table(const double *t, size_t n);
+
+int main(void)
+{
+    size_t n = 100000, i;
+    int nodes[NUMAPROF_MAX_NODES], m = numaprof_allowed_nodes(nodes, NUMAPROF_MAX_NODES);
+    double *t = (double *)malloc(n * sizeof *t), sum = 0.0;
+    const double *local;
+    if (!t)
+        return 2;
+    for (i = 0; i < n; i++)
+        t[i] = (double)i;
+    int rc = replicate_table(t, n);
+    int again = replicate_table(t, n) == -1 && errno == EEXIST;
+    local = (const double *)numaprof_local(t);
+    for (i = 0; i < n; i++)
+        sum += local[i];
+    int same = m == 1 ? local == t : local != t;
+    int freed = numaprof_replicate_free(t);
+    int gone = numaprof_replicate_free(t) == -1 && errno == ENOENT;
+    int back = numaprof_local(t) == t;
+    printf("rc=%d eexist=%d same=%d sum=%.0f freed=%d enoent=%d back=%d\\n", rc, again, same,
+           sum, freed, gone, back);
+    free(t);
+    return 0;
+}
+"""
+
+
+@STANDARDS
+def test_replicas_across_translation_units(tmp_path, compiler, std, suffix):
+    if shutil.which(compiler) is None:
+        pytest.skip(f"{compiler} not installed")
+    srcs = []
+    for name, text in (("tu", REPLICA_TU), ("main", REPLICA_MAIN)):
+        src = tmp_path / f"{name}.{suffix}"
+        src.write_text(text)
+        srcs.append(str(src))
+    exe = tmp_path / "replica"
+    subprocess.run([compiler, f"-std={std}", "-Wall", "-Wextra", "-Werror", f"-I{INCLUDE}",
+                    *srcs, "-o", str(exe)], check=True, capture_output=True, text=True)
+    out = subprocess.run([str(exe)], capture_output=True, text=True)
+    assert out.returncode == 0, (out.stdout, out.stderr)
+    got = dict(kv.split("=") for kv in out.stdout.split())
+    assert got == {"rc": "0", "eexist": "1", "same": "1", "sum": str(sum(range(100000))),
+                   "freed": "0", "enoent": "1", "back": "1"}, out.stdout

@@ -1,0 +1,110 @@
+"""replicate: a copy per node for data written first and then only read by threads on
+several nodes (recommender/choose.py `replicable`; numaprof_place.h numaprof_replicate)."""
+
+import numpy as np
+import pytest
+from synth_analysis import BIG, PAGE, analysis, obj, threads, two_node_recorded
+
+from numaprof.analyzer.model import ObjectAccess
+from numaprof.recommender import suggest
+from numaprof.recommender.choose import replicable
+from numaprof.recommender.targets import resolve_target
+
+
+def table_access(n_pages, n_threads, *, n=8000, init=400, writes_later=0, rng=None):
+    """A lookup table: the master thread writes it (the first `init` samples, in order),
+    then every thread reads it at random; `writes_later` of the later samples are writes."""
+    rng = rng or np.random.default_rng(5)
+    page = np.concatenate([np.linspace(0, n_pages - 1, init).astype(np.int64),
+                           rng.integers(0, n_pages, n - init)])
+    thread = np.concatenate([np.zeros(init, np.int32), rng.integers(0, n_threads, n - init).astype(np.int32)])
+    write = np.zeros(n, bool)
+    write[:init] = True
+    if writes_later:
+        write[rng.choice(np.arange(init, n), writes_later, replace=False)] = True
+    acc = ObjectAccess(page=page, thread=thread, weight=np.ones(n), write=write, n_pages=n_pages)
+    acc.time = np.arange(n, dtype=np.int64) * 1000
+    return acc
+
+
+def _suggest(acc, t=16, target="2s", size_pages=None):
+    o = obj("table", "random", acc, serial=True, n_threads=t)
+    if size_pages is not None:
+        o.size = size_pages * PAGE
+    an = analysis([o], threads(t))
+    return suggest(an, resolve_target(target, an.topology)), an
+
+
+@pytest.mark.parametrize("target, nodes", [("2s", 2), ("4s", 4), ("8n-opteron", 8)])
+def test_read_only_table_gets_replicate_beside_its_placement(target, nodes):
+    s, _ = _suggest(table_access(BIG, 16), target=target)
+    o = s.objects[0]
+    # the choice stays a placement numaprof applies; the copy per node is compared in the
+    # what-if table and offered beside it, by hand
+    assert o.policy != "replicate" and o.change in ("patch", "numactl")
+    rep = o.alternative("replicate")
+    assert rep is not None and rep.local_fraction == 1.0 and rep.copies == nodes
+    assert o.replicate is rep and rep.score < o.predicted.score
+    assert o.alternative("cyclic").copies == 1
+    assert f"{nodes}x its memory" in o.reason
+    assert "numaprof_replicate(table, bytes)" in o.reason and "numaprof_local(table)" in o.reason
+
+
+def test_written_throughout_is_not_replicated():
+    # 3 % of the reads' time still writes: not read-only after initialisation
+    s, _ = _suggest(table_access(BIG, 16, writes_later=240))
+    assert s.objects[0].alternative("replicate") is None
+    assert s.objects[0].replicate is None
+
+
+def test_no_write_seen_is_no_evidence():
+    acc = table_access(BIG, 16)
+    acc.write[:] = False
+    s, _ = _suggest(acc)
+    assert s.objects[0].alternative("replicate") is None
+
+
+def test_without_sample_times_no_replicate():
+    acc = table_access(BIG, 16)
+    acc.time = None
+    s, _ = _suggest(acc)
+    assert s.objects[0].alternative("replicate") is None
+
+
+def test_a_copy_too_large_for_a_node_is_not_a_candidate():
+    # 2s preset: 64 GiB a node; a 20 GiB table is more than a quarter of it
+    s, an = _suggest(table_access(BIG, 16), size_pages=(20 << 30) // PAGE)
+    assert s.objects[0].alternative("replicate") is None
+
+
+def test_threads_on_one_node_need_no_copies():
+    # recorded on two nodes, both threads bound to node 0: one node reads it
+    o = obj("table", "random", table_access(BIG, 2), serial=True, n_threads=2)
+    an = analysis([o], threads(2, nodes=[0, 0], bound=True), topo=two_node_recorded())
+    s = suggest(an)
+    assert s.objects[0].alternative("replicate") is None
+    # spread over both nodes, it is one
+    an = analysis([o], threads(2, nodes=[0, 1], bound=True), topo=two_node_recorded())
+    assert suggest(an).objects[0].replicate is not None
+
+
+def test_replicable_rule_directly():
+    acc = table_access(BIG, 16)
+    s, an = _suggest(acc)
+    o = an.objects[0]
+    from numaprof.recommender.choose import _Plan
+    plan = _Plan(an, resolve_target("2s", an.topology), [o])
+    assert replicable(o, plan)
+    o.kind = "stack"
+    assert not replicable(o, plan)
+
+
+def test_json_carries_the_replicate_offer():
+    from numaprof.cli.render.json_suggest import suggestion
+
+    s, an = _suggest(table_access(BIG, 16))
+    doc = suggestion(s, an)["objects"][0]
+    assert doc["replicate"]["copies"] == 2 and doc["replicate"]["local_fraction"] == 1.0
+    assert doc["replicate"]["bytes"] == 2 * BIG * PAGE
+    assert "numaprof_local(table)" in doc["replicate"]["by_hand"]
+    assert any(a["policy"] == "replicate" and a["copies"] == 2 for a in doc["alternatives"])
