@@ -277,6 +277,10 @@ def write_objects(profile_dir, pid: int, objects: list[FoundObject]) -> None:
     new = {"time": [0] * n, "free_time": [0] * n, "pid": [pid] * n, "tid": [0] * n,
            "addr": [o.addr for o in objects], "size": [o.size for o in objects],
            "kind": [KIND_ATTACH] * n, "stack": [NO_STACK] * n, "prev": [0] * n,
-           "holder": [o.holder for o in objects]}
+           "holder": [o.holder for o in objects], "sample_period": [0] * n}
+    # every column of the table is rewritten with its new rows (a column left as it was
+    # would have fewer rows than the others)
+    for col in old:
+        new.setdefault(col, [0] * n)
     write_table(profile_dir, "objects",
                 **{col: [*old[col].tolist(), *values] for col, values in new.items()})
