@@ -89,7 +89,7 @@ def test_fortran_arrays(record):
 
 def test_one_thread_is_unknown(examples_built, tmp_path):
     out = tmp_path / "one.data"
-    run_numaprof("record", "-o", out, "--", EXAMPLES / "patterns", "regular", "static", "rw", "32", "20",
+    run_numaprof("record", "-o", out, "--", EXAMPLES / "patterns", "regular", "static", "rw", "32", "80",
                  env={"OMP_NUM_THREADS": "1"}, check=True)
     objs = [o for o in analyze(out).objects if o.kind == "heap" and o.samples >= 30]
     assert objs
