@@ -39,3 +39,15 @@ def guest4(tmp_path_factory) -> kit.GuestRun:
         args += ["--distance", d]
     return kit.run_group(work, args + ["--timeout", str(kit.LAB_TIMEOUT)],
                          kit.placement_checks(4, 64))
+
+
+@pytest.fixture(scope="session")
+def guest8(tmp_path_factory) -> kit.GuestRun:
+    """8 nodes x 1 cpu with the SLIT of suggest --target 2s-snc4 (two sockets of four
+    sub-NUMA clusters: 10 / 12 / 21), 256 MiB a node: the same checks on a large server's
+    layout."""
+    work = tmp_path_factory.mktemp("lab8")
+    kit.build_prog("lab_place", work)
+    kit.build_policies(work)
+    return kit.run_group(work, ["--preset", "2s-snc4", "--mem-per-node", "256M",
+                                "--timeout", str(kit.LAB_TIMEOUT)], kit.placement_checks(8, 64))

@@ -10,10 +10,14 @@ import pytest
 
 pytestmark = pytest.mark.lab
 
-GUESTS = {"guest2": 2, "guest4": 4}
+GUESTS = {"guest2": 2, "guest4": 4, "guest8": 8}
 
 
 def _expected_matrix(labkit, name):
+    if name == "guest8":
+        from numaprof.lab.topology import PRESETS
+
+        return [list(row) for row in PRESETS["2s-snc4"]]
     return labkit.MATRIX_2 if name == "guest2" else labkit.MATRIX_4
 
 
