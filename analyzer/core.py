@@ -527,15 +527,15 @@ def _instance_positions(o: Obj, addr, a_iv, members, ivs, page: int):
     pg = np.zeros(len(addr), dtype=np.int64)
     largest = 0
     shift = page.bit_length() - 1
-    for u in np.unique(s_inst).tolist():
+    known = set(ids.tolist())
+    for u in sorted(known | set(np.unique(s_inst).tolist())):
         mine = np.flatnonzero(s_inst == u)
-        mem = members[m_inst == u] if u in set(ids.tolist()) else members
+        mem = members[m_inst == u] if u in known else members
         off, total = _logical_offsets(addr[mine], ivs.start[mem], ivs.end[mem])
         pos[mine] = np.minimum(off / max(total, 1), np.nextafter(1.0, 0))
         pg[mine] = off >> shift
-    for u in ids.tolist():
-        mem = members[m_inst == u]
-        largest = max(largest, _logical_offsets(np.zeros(0, dtype=np.uint64), ivs.start[mem], ivs.end[mem])[1])
+        if u in known:
+            largest = max(largest, total)
     return pos, pg, s_inst, max(1, -(-largest // page))
 
 

@@ -463,11 +463,13 @@ def _reason(o: ObjectResult, chosen: Prediction, current: Prediction, plan: _Pla
 
 
 def _replicate_words(name: str, size: int, rep: Prediction, chosen: Prediction) -> str:
+    from numaprof.cli.render.text_common import human_bytes
+
     return (f"it is written first, then only read (its sampled writes all come before the "
             f"last {_pct(REPLICATE_READ_AFTER)} or more of its samples) by threads on "
             f"{rep.copies} nodes, so a copy on each (replicate) makes every read local (local "
             f"{_pct(rep.local_fraction)}, score {rep.score:.3f} against {chosen.score:.3f}) at "
-            f"{rep.copies}x its memory ({_size(size * rep.copies)}); it changes every read "
+            f"{rep.copies}x its memory ({human_bytes(size * rep.copies)}); it changes every read "
             f"site, so it is not patched: by hand, {replicate_code(name)} (sampling sees a "
             "fraction of the accesses: check that nothing writes it after the copy)")
 
@@ -479,13 +481,6 @@ def replicate_code(name: str) -> str:
             f"\"numaprof_place.h\"), read it in each thread through `const T *local = "
             f"numaprof_local({ptr});` taken once per parallel region, and call "
             f"numaprof_replicate_free({ptr}) before it is written again or freed")
-
-
-def _size(n: int) -> str:
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if n >= 1 << shift:
-            return f"{n / (1 << shift):.1f} {unit}"
-    return f"{n} B"
 
 
 def _bandwidth_text(plan: _Plan) -> str:
