@@ -30,6 +30,7 @@ from numaprof.recommender.cost import (
 from numaprof.recommender.model import ObjectSuggestion, Prediction, Suggestions
 from numaprof.recommender.policies import bandwidth_weights, node_of_page, static_schedule_owner
 from numaprof.recommender.targets import relative_bandwidth
+from numaprof.units import human_bytes
 
 #: Candidates, in tie-break order within the same kind of change.
 CANDIDATES = (
@@ -463,8 +464,6 @@ def _reason(o: ObjectResult, chosen: Prediction, current: Prediction, plan: _Pla
 
 
 def _replicate_words(name: str, size: int, rep: Prediction, chosen: Prediction) -> str:
-    from numaprof.cli.render.text_common import human_bytes
-
     return (f"it is written first, then only read (its sampled writes all come before the "
             f"last {_pct(REPLICATE_READ_AFTER)} or more of its samples) by threads on "
             f"{rep.copies} nodes, so a copy on each (replicate) makes every read local (local "

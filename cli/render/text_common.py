@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.text import Text
 
 from numaprof.cli.render import clean
+from numaprof.units import human_bytes  # noqa: F401  (the renderers import it from here)
 
 
 class SafeConsole(Console):
@@ -38,15 +39,6 @@ def console(file=None) -> Console:
     if not con.is_terminal:
         con = SafeConsole(file=file, highlight=False, emoji=False, width=160)
     return con
-
-
-def human_bytes(n: int) -> str:
-    v = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if v < 1024 or unit == "TiB":
-            return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
-        v /= 1024
-    return f"{n} B"
 
 
 def pct(x: float) -> str:
