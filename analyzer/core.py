@@ -41,6 +41,7 @@ from numaprof.analyzer.objects import (
     name_object,
     own_samples,
     static_intervals,
+    thread_sites,
 )
 from numaprof.analyzer.pages import (
     KernelPages,
@@ -161,7 +162,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     mappings = symbols.Mappings(prof.table("mappings"))
     resolver = symbols.CodeResolver(mappings, archive)
     objs: list[Obj] = []
-    heap_iv = heap_intervals(prof.table("objects"), objs)
+    heap_iv = heap_intervals(prof.table("objects"), objs, thread_sites(prof, mappings))
     static_iv = static_intervals(mappings, objs, archive)
     map_iv = mapping_intervals(prof.table("mappings"), objs)
     ivs = att.Intervals.concat([heap_iv, static_iv, map_iv])
@@ -266,7 +267,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     hot = [int(i) for i in np.argsort(-o_counts, kind="stable") if o_counts[i] > 0]
     for oi in hot:
         name_object(objs[oi], resolver, prof)
-    if _merge_into_sites(objs, hot, a_obj):
+    if _merge_into_sites(objs, hot, a_obj, a_pid, a_addr, ivs):
         o_counts = np.bincount(a_obj[a_obj >= 0], minlength=n_obj)
         hot = [int(i) for i in np.argsort(-o_counts, kind="stable") if o_counts[i] > 0]
     if object_name is not None:
@@ -484,17 +485,25 @@ def _variable_objects(regs, a_pid, a_tidx, tids, a_time, a_ip, a_addr, a_obj, a_
                          np.full(n, att.NEVER, dtype=np.uint64), first + va.inst_obj)
 
 
-def _merge_into_sites(objs: list[Obj], hot: list[int], a_obj: np.ndarray) -> bool:
+def _merge_into_sites(objs: list[Obj], hot: list[int], a_obj: np.ndarray, a_pid: np.ndarray,
+                      a_addr: np.ndarray, ivs: att.Intervals) -> bool:
     """Samples named by code (a register's or a type's variable, analyzer/varattr.py) that
     fell between the sampled blocks of an array of small allocations go to that array:
     `u[][]` read in a loop is `lv->u[][]` allocated row by row, when exactly one such
-    array has that name's leaf and depth.  Returns whether any moved."""
+    array has that name's leaf and depth; and a sample whose address lies in the stretch
+    of heap where exactly one such array's blocks were laid out (its blocks and the gaps
+    between them, SITE_STRETCH_GAP apart at most) goes to it whatever its name (`Entry`,
+    the element type of `m_rows[i].push_back(e)`).  Returns whether any moved."""
     sites: dict[tuple, list[int]] = {}
+    stretches = []  # (pid, lo, hi, object)
     for oi in hot:
         o = objs[oi]
-        key = varattr.alias_key(o.name) if o.kind == "heap" and o.sample_period else None
+        if o.kind != "heap" or not o.sample_period:
+            continue
+        key = varattr.alias_key(o.name)
         if key is not None:
             sites.setdefault(key, []).append(oi)
+        stretches += _stretches(o, oi, ivs)
     moved = False
     for oi in hot:
         o = objs[oi]
@@ -504,7 +513,44 @@ def _merge_into_sites(objs: list[Obj], hot: list[int], a_obj: np.ndarray) -> boo
         if len(target) == 1:
             a_obj[a_obj == oi] = target[0]
             moved = True
+            continue
+        mine = np.flatnonzero(a_obj == oi)
+        to = np.full(len(mine), -1, dtype=np.int64)
+        for pid, lo, hi, site in stretches:
+            inside = (a_pid[mine] == pid) & (a_addr[mine] >= lo) & (a_addr[mine] < hi)
+            to[inside] = np.where(to[inside] < 0, site, -2)  # -2: in two arrays' stretches
+        keep = to >= 0
+        if keep.any():
+            a_obj[mine[keep]] = to[keep]
+            moved = True
     return moved
+
+
+#: Sampled blocks of an array of small allocations this far apart at most (in sampling
+#: periods of bytes) are taken as one stretch of heap holding it, for samples that code
+#: attribution names: wider than the fills' FILL_GAP_PERIODS, as a code-named sample
+#: there is evidence of its own.  The address gap between two sampled blocks that stay
+#: is a sum of countdowns when short-lived blocks were sampled in between (a std::vector
+#: grown by push_back): 4 periods are passed a few times in a 66 MiB array.
+SITE_STRETCH_GAP = 16
+
+
+def _stretches(o: Obj, oi: int, ivs: att.Intervals) -> list[tuple[int, int, int, int]]:
+    """(pid, lo, hi, oi): the stretches of heap where the sampled site ``o`` laid out its
+    blocks (its intervals in address order, merged across gaps of up to SITE_STRETCH_GAP
+    sampling periods)."""
+    rows = np.fromiter((o.iv_instance or {}).keys(), dtype=np.int64)
+    rows = rows[rows < len(ivs.start)]
+    out = []
+    for pid in np.unique(ivs.pid[rows]).tolist():
+        r = rows[ivs.pid[rows] == pid]
+        r = r[np.argsort(ivs.start[r], kind="stable")]
+        st, en = ivs.start[r].astype(np.int64), ivs.end[r].astype(np.int64)
+        reach = np.maximum.accumulate(en)
+        breaks = np.flatnonzero(st[1:] - reach[:-1] > SITE_STRETCH_GAP * o.sample_period) + 1
+        for a, b in zip(np.r_[0, breaks].tolist(), np.r_[breaks, len(r)].tolist(), strict=True):
+            out.append((int(pid), int(st[a]), int(reach[b - 1]), oi))
+    return out
 
 
 def _instance_positions(o: Obj, addr, a_iv, members, ivs, page: int):

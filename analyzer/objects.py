@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,7 +49,54 @@ class Obj:
     iv_instance: dict | None = None
 
 
-def heap_intervals(ot: dict, objs: list[Obj]) -> att.Intervals:
+def thread_sites(prof: Profile, mappings: symbols.Mappings) -> dict[int, int]:
+    """Call stacks that are one allocation site run by several threads -> the stack that
+    stands for them (absent: the stack stands for itself).
+
+    Code run by a thread pool reaches the allocation through the pool's entry on the
+    workers (`worker._omp_fn.0` <- gomp_thread_start <- start_thread) and through the
+    parallel region's caller on the thread that started it (`worker._omp_fn.0` <-
+    GOMP_parallel <- solve <- main): two call stacks for one line of the program.  A
+    stack's site frames are its frames up to the first system-library frame (libgomp,
+    libc) after the program's own code; stacks with the same site frames are one site
+    when one of them goes on only through system libraries (a thread's entry), so that
+    two different callers of one function through, say, qsort stay two sites."""
+    ot = prof.table("objects")
+    if not len(ot["stack"]):
+        return {}
+    frames = _stack_frames(prof)
+    pid_of = dict(zip(np.asarray(ot["stack"]).astype(np.int64).tolist(),
+                      np.asarray(ot["pid"]).astype(np.int64).tolist(), strict=True))
+    groups: dict[tuple, list[tuple[int, bool]]] = {}
+    for st, pid in pid_of.items():
+        ips = frames.get(st)
+        if st == NO_STACK or not ips:
+            continue
+        system = [_in_system_library(mappings, pid, ip) for ip in ips]
+        user = next((k for k, s in enumerate(system) if not s), None)
+        if user is None:
+            continue
+        cut = next((k for k in range(user, len(ips)) if system[k]), None)
+        if cut is None:
+            continue
+        groups.setdefault((pid, tuple(ips[:cut])), []).append((st, all(system[cut:])))
+    out = {}
+    for members in groups.values():
+        if len(members) > 1 and any(entry for _, entry in members):
+            first = min(st for st, _ in members)
+            out.update((st, first) for st, _ in members if st != first)
+    return out
+
+
+def _in_system_library(mappings: symbols.Mappings, pid: int, ip: int) -> bool:
+    m = mappings.find(pid, ip - 1)
+    return m is not None and symbols.is_system_library(m[3])
+
+
+def heap_intervals(ot: dict, objs: list[Obj], sites: dict[int, int] | None = None) -> att.Intervals:
+    """The heap allocations as intervals, one object per allocation site (call stack;
+    ``sites``: stacks that are one site, thread_sites)."""
+    sites = sites or {}
     n = len(ot["addr"])
     if n == 0:
         return att.Intervals.empty()
@@ -64,6 +112,7 @@ def heap_intervals(ot: dict, objs: list[Obj]) -> att.Intervals:
     obj = np.empty(n, dtype=np.int64)
     groups: dict[tuple, int] = {}
     for i, (p, st, a, sz) in enumerate(zip(pid.tolist(), stack.tolist(), start.tolist(), size.tolist(), strict=True)):
+        st = sites.get(st, st)
         # allocations from the same call stack are one object ("site"); without a stack
         # each allocation stands alone
         key = ("heap", p, st) if st != NO_STACK else ("heap", p, -1, a, i)
@@ -390,7 +439,20 @@ def name_object(o: Obj, resolver: symbols.CodeResolver, prof: Profile) -> None:
             # a member of the object a member function works on: `Mesh::m_pos`
             var = srcnames.member_name(str(named_at[0]), named_at[1], var,
                                        symbols.source_language(named_at[1].file), resolver.archive) + suffix
+            var = element_name(var, o.count)
     o.name = var or o.site
+
+
+_ANY_SUBSCRIPT = re.compile(r"\[([^\[\]]*)\]")
+
+
+def element_name(name: str, count: int) -> str:
+    """The name of a site's blocks when it made ``count`` allocations: every element's
+    (`m_rows[i].push_back(e)` or `a[i] = malloc(n)` in a loop builds `m_rows[]`, `a[]`);
+    a constant subscript stays (`bufs[0]`, the same element again and again)."""
+    if count <= 1:
+        return name
+    return _ANY_SUBSCRIPT.sub(lambda m: m.group() if m.group(1).strip().isdigit() else "[]", name)
 
 
 def _assigned(site, roots: list[str], archive: Archive):

@@ -12,7 +12,7 @@ import numpy as np
 from numaprof.analyzer import attribution as att
 from numaprof.analyzer import symbols
 from numaprof.analyzer.archive import Archive
-from numaprof.analyzer.objects import Obj, heap_intervals, name_object
+from numaprof.analyzer.objects import Obj, heap_intervals, name_object, thread_sites
 from numaprof.analyzer.profile import Profile, open_profile
 from numaprof.analyzer.topology import single_node
 from numaprof.errors import ProfileError
@@ -79,7 +79,8 @@ def kernel_object_pages(path_or_profile) -> list[ObjectPages]:
     node_index = {n.id: i for i, n in enumerate(topo.nodes)}
     N = max(topo.n_nodes, 1)
     objs: list[Obj] = []
-    heap_intervals(prof.table("objects"), objs)
+    mappings = symbols.Mappings(prof.table("mappings"))
+    heap_intervals(prof.table("objects"), objs, thread_sites(prof, mappings))
     ot = prof.table("objects")
     numa_maps = parse_numa_maps(prof.numa_maps(), prof.path)
     index = ObjectPagesIndex(prof.table("object_pages"))

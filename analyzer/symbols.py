@@ -284,8 +284,9 @@ class ElfInfo:
 
     def _class_scope(self, die) -> ClassScope | None:
         """The class of a function DIE (through DW_AT_abstract_origin and
-        DW_AT_specification to the declaration inside the class), None for a function
-        that is no member of one."""
+        DW_AT_specification to the declaration inside the class, and from an OpenMP
+        outlined region to the function it was outlined from), None for a function that
+        is no member of one."""
         d = die
         for _ in range(8):
             parent = d.get_parent()
@@ -293,9 +294,12 @@ class ElfInfo:
                 return self._class_members(parent)
             a = d.attributes
             nxt = next((k for k in ("DW_AT_abstract_origin", "DW_AT_specification") if k in a), None)
-            if nxt is None:
+            if nxt is not None:
+                d = d.get_DIE_from_attribute(nxt)
+            elif parent is not None and parent.tag == "DW_TAG_subprogram":
+                d = parent  # an outlined region (gcc nests `f._omp_fn.0` in f): f's class
+            else:
                 return None
-            d = d.get_DIE_from_attribute(nxt)
         return None
 
     def _class_members(self, cls) -> ClassScope:
@@ -714,6 +718,11 @@ def _die_name(die) -> str:
         if nxt is None:
             break
         d = d.get_DIE_from_attribute(nxt)
+    name = _attr_str(d, "DW_AT_name")
+    if name.startswith("_Z"):
+        # a function the compiler made and named after its mangled parent: gcc's OpenMP
+        # outlined regions, `PowerMethod::assemble(unsigned long, int) [clone ._omp_fn.0]`
+        return demangle(name)
     return _qualified(d)
 
 

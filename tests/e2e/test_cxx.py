@@ -263,7 +263,7 @@ def test_cxx_objects_named_and_classified(cxx_report):
     v = _obj(doc, "v")
     data = _obj(doc, "Matrix::data_")  # a member of the object the constructor builds
     field = _obj(doc, "grid::field")
-    tiles = _obj(doc, "tiles[t]")
+    tiles = _obj(doc, "tiles[]")  # the blocks of every tiles[t]
     # where: the user's lines, not operator new in libstdc++ nor std::vector's headers
     assert a["site"] == f"main@cxx_arrays.cpp:{_line_of('double *a = new double[n];')}"
     assert v["site"] == f"main@cxx_arrays.cpp:{_line_of('std::vector<double> v(n);')}"
