@@ -16,8 +16,10 @@ never touched reads as the shared zero page, so first touch stays the program's.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import os
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,15 +44,56 @@ class FoundObject:
     size: int
     where: str
     holder: str = ""
+    time: int = 0  # allocated at (CLOCK_MONOTONIC ns); 0: before the recording began
+    free_time: int = 0  # released at; 0: still in use at the end
 
 
 @dataclass
 class Snapshot:
     """What attaching found: the objects, a summary for the manifest (``info``), and the
-    one line to tell the user when the heap could not be split (``warning``)."""
+    one line to tell the user when the heap could not be split (``warning``); ``taken``:
+    when the walk began (CLOCK_MONOTONIC ns, the samples' clock)."""
     objects: list[FoundObject] = field(default_factory=list)
     info: dict = field(default_factory=dict)
     warning: str | None = None
+    taken: int = 0
+
+
+def across(start: Snapshot, end: Snapshot | None) -> list[FoundObject]:
+    """The allocations of a recording from the heap read when numaprof attached and again
+    when it stopped: a chunk in both (same address and size) lived all along; a chunk
+    only at the start was released during the recording, and one only at the end was
+    allocated during it.  When they happened is not known: from the start's walk (an
+    allocation) and until the end's (a release), except where a released chunk and a new
+    one overlap (the allocator reused the memory, or grew the chunk in place): both then
+    change hands halfway through.  Without a usable end walk (the process ended, the heap
+    changed while read), the start's chunks stand alone."""
+    if end is None or end.info.get("status") not in ("ok", "empty"):
+        return list(start.objects)
+    before = {(o.addr, o.size): o for o in start.objects}
+    after = {(o.addr, o.size): o for o in end.objects}
+    out = [dataclasses.replace(o, holder=o.holder or after[k].holder)
+           for k, o in before.items() if k in after]
+    gone = sorted((o for k, o in before.items() if k not in after), key=lambda o: o.addr)
+    new = sorted((o for k, o in after.items() if k not in before), key=lambda o: o.addr)
+    half = (start.taken + end.taken) // 2
+    reused_gone, reused_new = set(), set()
+    j = 0
+    for i, g in enumerate(gone):  # both sorted by address: a sweep
+        while j < len(new) and new[j].addr + new[j].size <= g.addr:
+            j += 1
+        k = j
+        while k < len(new) and new[k].addr < g.addr + g.size:
+            reused_gone.add(i)
+            reused_new.add(k)
+            k += 1
+    out += [dataclasses.replace(g, free_time=half if i in reused_gone else end.taken)
+            for i, g in enumerate(gone)]
+    out += [dataclasses.replace(n, time=half if k in reused_new else start.taken)
+            for k, n in enumerate(new)]
+    start.info.update(at_end={"status": end.info.get("status"), "allocated": len(new),
+                              "released": len(gone)})
+    return out
 
 
 class ProcMemory:
@@ -116,7 +159,7 @@ def snapshot(pid: int, threshold: int, proc: str = "/proc") -> Snapshot:
     """Splits the heap of process ``pid`` into its allocations of at least ``threshold``
     bytes and names them; never raises for what the process holds (a foreign allocator,
     a heap changing or damaged, memory it may not read): the snapshot says so."""
-    snap = Snapshot(info={"allocator": "glibc", "status": "ok"})
+    snap = Snapshot(info={"allocator": "glibc", "status": "ok"}, taken=time.monotonic_ns())
     try:
         maps = read_maps(pid, proc)
     except OSError as e:
@@ -265,8 +308,9 @@ def holder_name(info: symbols.ElfInfo, sym: symbols.StaticSymbol, offset: int) -
 
 
 def write_objects(profile_dir, pid: int, objects: list[FoundObject]) -> None:
-    """Appends the objects found to the profile's objects table (kind KIND_ATTACH,
-    alive from before the first sample, no call stack).  Raises OSError."""
+    """Appends the objects found to the profile's objects table (kind KIND_ATTACH, no
+    call stack; alive from before the first sample unless ``across`` found otherwise).
+    Raises OSError."""
     from numaprof.analyzer.profile import read_table
     from numaprof.analyzer.writer import write_table
 
@@ -274,7 +318,8 @@ def write_objects(profile_dir, pid: int, objects: list[FoundObject]) -> None:
         return
     old = read_table(profile_dir, "objects")
     n = len(objects)
-    new = {"time": [0] * n, "free_time": [0] * n, "pid": [pid] * n, "tid": [0] * n,
+    new = {"time": [o.time for o in objects], "free_time": [o.free_time for o in objects],
+           "pid": [pid] * n, "tid": [0] * n,
            "addr": [o.addr for o in objects], "size": [o.size for o in objects],
            "kind": [KIND_ATTACH] * n, "stack": [NO_STACK] * n, "prev": [0] * n,
            "holder": [o.holder for o in objects], "sample_period": [0] * n}

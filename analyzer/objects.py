@@ -20,6 +20,7 @@ from numaprof.analyzer.profile import Profile
 
 NO_STACK = 0xFFFFFFFF
 ATTACH_SITE = "in the heap at attach"
+ATTACH_LATE_SITE = "in the heap when sampling stopped"  # allocated while attached
 STACK_SIZES = {8 << 20, (8 << 20) + 4096}  # glibc default thread stack (+ guard page)
 PROT_WRITE = 2
 MAP_NUMAPROF = 0x80000000  # mappings.flags: one of numaprof's own files (docs/profile-format.md)
@@ -123,7 +124,7 @@ def heap_intervals(ot: dict, objs: list[Obj], sites: dict[int, int] | None = Non
             if kind[i] == KIND_ATTACH:
                 # found in the heap when numaprof attached: named by the variable that
                 # pointed to it then (analyzer/attach.py), if any
-                o.name, o.site = str(holder[i]), ATTACH_SITE
+                o.name, o.site = str(holder[i]), ATTACH_LATE_SITE if t0[i] else ATTACH_SITE
             objs.append(o)
         o = objs[g]
         o.count += 1

@@ -399,20 +399,36 @@ class _HeapSnapshot:
         return self.result
 
 
-def _add_heap_objects(cfg: RecordConfig, manifest: dict, snap) -> None:
-    """Adds the allocations found in the attached program's heap to the objects table,
-    and says in the manifest what was found; a heap that could not be split is one
-    warning line, also kept in the manifest (the report shows it)."""
-    from numaprof.analyzer.attach import write_objects
+def _heap_at_end(cfg: RecordConfig):
+    """Attach mode, when sampling stopped: the program's heap read again (what it
+    allocated and released while it was recorded), or None when it has ended."""
+    from numaprof.analyzer.attach import snapshot
+
+    try:
+        os.kill(cfg.pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass
+    return snapshot(cfg.pid, cfg.alloc_threshold)
+
+
+def _add_heap_objects(cfg: RecordConfig, manifest: dict, snap, end=None) -> None:
+    """Adds the allocations found in the attached program's heap (when numaprof attached,
+    and ``end``: when it stopped) to the objects table, and says in the manifest what was
+    found; a heap that could not be split is one warning line, also kept in the manifest
+    (the report shows it)."""
+    from numaprof.analyzer.attach import across, write_objects
 
     if snap is None:
         return
+    objects = across(snap, end)
     manifest["attach"] = {**(manifest.get("attach") or {}), "heap": snap.info}
     if snap.warning:
         print(f"numaprof: warning: {snap.warning}", file=sys.stderr)
         manifest["warnings"] = [*(manifest.get("warnings") or []), snap.warning]
     try:
-        write_objects(cfg.output, cfg.pid, snap.objects)
+        write_objects(cfg.output, cfg.pid, objects)
     except OSError as e:
         raise NumaprofError(f"cannot write the profile {cfg.output}: {e.strerror}") from e
 
@@ -551,6 +567,7 @@ def run_record(cfg: RecordConfig, argv: list[str]) -> int:
     except NumaprofError as e:
         raise NumaprofError(f"{e}{_discard(cfg.output, old)}", COLLECTOR_FAILED) from e
     cache = prefetch.join()
+    end = _heap_at_end(cfg) if heap is not None else None
     if run.status < 0 and not (cfg.output / "collector.json").exists():
         return _after_collector_death(cfg, manifest, run, cache)
     rc = run.status if run.status >= 0 else 128 - run.status
@@ -571,7 +588,7 @@ def run_record(cfg: RecordConfig, argv: list[str]) -> int:
             raise NumaprofError(f"cannot write the profile {cfg.output}: "
                                 f"{manifest['collector']['write_error']}")
         if heap is not None:
-            _add_heap_objects(cfg, manifest, heap.join())
+            _add_heap_objects(cfg, manifest, heap.join(), end)
         _hash_sources(cfg, cache)
         _write_json_atomic(manifest_path, manifest)
     except NumaprofError as e:

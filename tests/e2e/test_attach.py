@@ -35,6 +35,7 @@ def attached(tmp_path_factory):
     finally:
         prog.wait(timeout=120)
     doc = json.loads(run_numaprof("report", prof, "--format", "json", check=True).stdout)
+    doc["manifest"] = json.loads((prof / "manifest.json").read_text())  # for the tests' eyes
     return doc
 
 
@@ -48,6 +49,18 @@ def test_arrays_allocated_before_the_attach_are_separate_named_objects(attached)
     for name, asked in (("big_a", 24 << 20), ("big_b", 8 << 20), ("mid_c", 96 << 10)):
         assert asked <= objs[name]["size"] <= asked + 4096, (name, objs[name]["size"])
     assert "small_e" not in objs  # 6 KiB: below the tracking threshold, as with the shim
+
+
+def test_arrays_allocated_after_the_attach_are_found_at_its_end(attached):
+    """late_m and late_k were allocated after numaprof attached: the heap read when it
+    stopped finds them, named, allocated during the recording."""
+    objs = {o["name"]: o for o in attached["objects"]}
+    for name, asked in (("late_m", 12 << 20), ("late_k", 160 << 10)):
+        assert name in objs, (name, sorted(objs))
+        assert objs[name]["kind"] == "heap" and asked <= objs[name]["size"] <= asked + 4096, objs[name]
+        assert objs[name]["samples"] > 0 and objs[name]["site"] == "in the heap when sampling stopped", objs[name]
+    heap = attached["manifest"]["attach"]["heap"]
+    assert heap["at_end"]["status"] == "ok" and heap["at_end"]["allocated"] >= 2, heap
 
 
 def test_the_streamed_arrays_have_their_pattern(attached):

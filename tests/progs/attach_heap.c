@@ -8,7 +8,9 @@
  * prints "ready" with its pid, then waits until GOFILE exists.  Two worker threads then
  * stream over the arrays, each over its half of every array (a static partition: the
  * same half in every pass), for SECONDS seconds.  The main thread waits in
- * pthread_join all along, holding the local `local_h`.
+ * pthread_join all along, holding the local `local_h`.  Once GOFILE exists, after the
+ * attach, the first worker maps `late_m` and the second allocates `late_k` in an arena
+ * of its own; both stream over them too.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -27,6 +29,8 @@ float *mid_d;    /* 72 KiB: brk heap */
 int *small_e;    /* 6 KiB: brk heap, below the default threshold */
 double *thr_f;   /* 100 KiB: the first worker's arena */
 double *thr_g;   /* 16 MiB: mmapped by the first worker */
+double *late_m;  /* 12 MiB: mmapped by the first worker after the attach */
+double *late_k;  /* 160 KiB: the second worker's arena, after the attach */
 struct grid {
     long n;
     double *energy; /* 80 KiB: brk heap, a member of a global struct */
@@ -34,7 +38,7 @@ struct grid {
 
 static const char *gofile;
 static double seconds;
-static pthread_barrier_t allocated;
+static pthread_barrier_t allocated, late;
 
 struct work {
     int id;
@@ -78,6 +82,11 @@ static void *worker(void *arg)
     struct timespec nap = {0, 10 * 1000 * 1000};
     while (access(gofile, F_OK) != 0)
         nanosleep(&nap, NULL);
+    if (w->id == 0)
+        late_m = xmalloc(12 * MIB);
+    else
+        late_k = xmalloc(160 * KIB);
+    pthread_barrier_wait(&late);
     double end = now() + seconds, s = 0;
     long na = 24 * MIB / 8, nb = 8 * MIB / 8, ng = 16 * MIB / 8, lo, hi;
     while (now() < end) {
@@ -101,6 +110,11 @@ static void *worker(void *arg)
             s += thr_f[i];
         for (long i = 0; i < grid.n; i++)
             s += grid.energy[i];
+        half(12 * MIB / 8, w->id, &lo, &hi);
+        for (long i = lo; i < hi; i++)
+            s += late_m[i];
+        for (long i = 0; i < 160 * KIB / 8; i++)
+            s += late_k[i];
     }
     w->sum = s;
     return NULL;
@@ -126,6 +140,7 @@ int main(int argc, char **argv)
     double *local_h = xmalloc(2 * MIB);
 
     pthread_barrier_init(&allocated, NULL, 3);
+    pthread_barrier_init(&late, NULL, 2);
     pthread_t t[2];
     struct work w[2] = {{0, local_h, 0}, {1, local_h, 0}};
     for (int i = 0; i < 2; i++)
