@@ -66,6 +66,9 @@ class ObjectPages:
     pages_source: str  # numa_maps | move_pages_at_exit | move_pages_at_free
     pages_policy: str
     pages_policy_mixed: bool
+    # pages per node row (outer) and per SEGMENTS-th of the object in address order
+    # (inner), from the shim's move_pages; None when the profile has no such counts
+    pages_by_segment: list[list[int]] | None = None
 
 
 def kernel_object_pages(path_or_profile) -> list[ObjectPages]:
@@ -83,19 +86,22 @@ def kernel_object_pages(path_or_profile) -> list[ObjectPages]:
     heap_intervals(prof.table("objects"), objs, thread_sites(prof, mappings))
     ot = prof.table("objects")
     numa_maps = parse_numa_maps(prof.numa_maps(), prof.path)
-    index = ObjectPagesIndex(prof.table("object_pages"))
+    index = ObjectPagesIndex(prof.table("object_pages"),
+                             (prof.path / "object_pages.segment.col").is_file())
     resolver = symbols.CodeResolver(symbols.Mappings(prof.table("mappings")), archive)
     out = []
     for o in objs:
         nm = numa_maps_pages(o, numa_maps, ot, page, node_index, N)
-        kp = KernelPages(nm[0], "numa_maps", nm[1], nm[2]) if nm is not None else \
-            kernel_pages(o, index, ot, node_index, N)
+        asked = kernel_pages(o, index, ot, node_index, N)
+        kp = KernelPages(nm[0], "numa_maps", nm[1], nm[2]) if nm is not None else asked
         if kp is None:
             continue
         name_object(o, resolver, prof)
+        seg = asked.segments if asked is not None else None
         out.append(ObjectPages(o.name, o.site, o.kind, int(o.address), int(o.size),
                                int(np.min(np.asarray(ot["time"])[o.alloc_rows])),
-                               [int(x) for x in kp.counts], kp.source, kp.policy, kp.mixed))
+                               [int(x) for x in kp.counts], kp.source, kp.policy, kp.mixed,
+                               seg.astype(int).tolist() if seg is not None else None))
     return out
 
 
@@ -114,13 +120,20 @@ class KernelPages:
     source: str  # move_pages_at_free | move_pages_at_exit
     policy: str  # POLICY_MODES name, "" unknown
     mixed: bool
+    segments: np.ndarray | None = None  # (N, SEGMENTS) the counts per segment, scaled alike
+
+
+#: The shim counts an allocation's pages in this many equal parts, in address order
+#: (object_pages.segment; NMP_PAGES_SEGMENTS in nmp_shim_format.h).
+SEGMENTS = 16
 
 
 class ObjectPagesIndex:
     """The object_pages table grouped into queries: {(pid, addr): [(time, source, rows)]}."""
 
-    def __init__(self, op: dict):
+    def __init__(self, op: dict, segmented: bool = False):
         self.op = op
+        self.segmented = segmented  # the profile has object_pages.segment (absent: zeros)
         self.by_key: dict[tuple[int, int], list] = {}
         n = len(op.get("addr", ()))
         if not n:
@@ -174,6 +187,8 @@ def kernel_pages(o: Obj, index: ObjectPagesIndex, ot, node_index, N) -> KernelPa
         source = "move_pages_at_free"
     op = index.op
     total = np.zeros(N, dtype=np.float64)
+    has_seg = index.segmented
+    seg = np.zeros((N, SEGMENTS), dtype=np.float64)
     modes, mixed = [], False
     for _t0, _t1, (_time, _src, rows) in use:
         asked = int(op["sampled"][rows[0]])
@@ -183,13 +198,16 @@ def kernel_pages(o: Obj, index: ObjectPagesIndex, ot, node_index, N) -> KernelPa
             row = node_index.get(int(op["node"][r]))
             if row is not None:
                 total[row] += int(op["count"][r]) * scale
+                if has_seg:
+                    seg[row, min(int(op["segment"][r]), SEGMENTS - 1)] += int(op["count"][r]) * scale
         mode = int(op["policy"][rows[0]])
         modes.append(POLICY_MODES.get(mode, ""))
         mixed |= bool(op["mixed"][rows[0]])
     placing = [m for m in modes if m not in ("", "default")]
     policy = placing[0] if placing else ("default" if "default" in modes else "")
     mixed |= len(set(modes)) > 1
-    return KernelPages(np.rint(total).astype(np.int64), source, policy, mixed)
+    return KernelPages(np.rint(total).astype(np.int64), source, policy, mixed,
+                       np.rint(seg).astype(np.int64) if has_seg else None)
 
 
 # ---------------------------------------------------------------------------- numa_maps

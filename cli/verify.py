@@ -51,6 +51,13 @@ class ObjectCheck:
     lab_samples: int = 0
     verdict: str = ""  # as predicted | disagrees | not found in the lab recording
     why: list[str] = field(default_factory=list)
+    # part by part (pages per node row and per sixteenth of the object, in address order):
+    # what the policy puts there, and what the lab's kernel reported (None: not counted so)
+    predicted_segments: list[list[int]] | None = None
+    lab_segments: list[list[int]] | None = None
+    # the host's sampled accesses on the lab's page map: the local fraction the lab's
+    # placement gives this program's accesses (None: no part-by-part page map)
+    lab_map_local: float | None = None
 
 
 def guest_command(suggestions, command: list[str]) -> tuple[dict[str, str], list[str]]:
@@ -71,8 +78,9 @@ def guest_command(suggestions, command: list[str]) -> tuple[dict[str, str], list
     return env, prefix
 
 
-def predicted_pages(sug, obj, n_pages: int, target, thread_nodes: list[int]) -> list[int]:
-    """Pages per target node that the suggested policy places (recommender/policies.py)."""
+def predicted_map(sug, n_pages: int, target, thread_nodes: list[int]) -> np.ndarray | None:
+    """The target node id of each page that the suggested policy places
+    (recommender/policies.py); None for first touch (the program decides)."""
     from numaprof.recommender.policies import node_of_page
 
     ids = [n.id for n in target.nodes]
@@ -83,9 +91,62 @@ def predicted_pages(sug, obj, n_pages: int, target, thread_nodes: list[int]) -> 
     if sug.policy == "weighted_interleave" and sug.weights:
         kw["weights"] = sug.weights
     if sug.policy == "first_touch":
+        return None
+    return np.asarray(node_of_page(sug.policy, n_pages, nodes, **kw))
+
+
+def predicted_pages(sug, obj, n_pages: int, target, thread_nodes: list[int]) -> list[int]:
+    """Pages per target node that the suggested policy places."""
+    where = predicted_map(sug, n_pages, target, thread_nodes)
+    if where is None:
         return [int(v) for v in obj.pages_by_node]
-    where = node_of_page(sug.policy, n_pages, nodes, **kw)
-    return [int((where == i).sum()) for i in ids]
+    return [int((where == n.id).sum()) for n in target.nodes]
+
+
+def segments_of(where: np.ndarray, ids: list[int]) -> list[list[int]]:
+    """Pages per node (rows in ``ids`` order) and per SEGMENTS-th of the object, in
+    address order, of a page map (node id per page): how the shim counts them."""
+    from numaprof.analyzer.pages import SEGMENTS
+
+    n = len(where)
+    seg = np.arange(n) * SEGMENTS // max(n, 1)
+    return [[int(((where == i) & (seg == s)).sum()) for s in range(SEGMENTS)] for i in ids]
+
+
+def map_from_segments(segments, n_pages: int) -> np.ndarray:
+    """A page map (node row per page, -1 where nothing was located) with the counts of
+    ``segments`` (node rows x SEGMENTS): each segment's pages shared out in proportion to
+    its counts, the rows in order (where inside a sixteenth each page is, is not known)."""
+    m = np.asarray(segments, dtype=float)
+    k = m.shape[1]
+    out = np.full(n_pages, -1, dtype=np.int64)
+    for s in range(k):
+        lo, hi = s * n_pages // k, (s + 1) * n_pages // k
+        total = m[:, s].sum()
+        if total <= 0 or hi <= lo:
+            continue
+        cut = np.rint(np.cumsum(m[:, s]) / total * (hi - lo)).astype(np.int64)
+        start = 0
+        for row, end in enumerate(cut.tolist()):
+            out[lo + start: lo + end] = row
+            start = end
+    return out
+
+
+def local_on_map(access, page_row: np.ndarray, thread_rows: list[int]) -> float | None:
+    """The share (by weight) of the sampled accesses ``access`` (the host's) whose
+    thread's node row is the node row of the page they touch, on the page map
+    ``page_row``; None when no access falls on a located page."""
+    page = np.asarray(access.page, dtype=np.int64)
+    thread = np.asarray(access.thread, dtype=np.int64)
+    w = np.asarray(access.weight, dtype=float)
+    tn = np.asarray(thread_rows, dtype=np.int64)
+    ok = (page >= 0) & (page < len(page_row)) & (thread >= 0) & (thread < len(tn))
+    ok[ok] &= page_row[page[ok]] >= 0
+    if not ok.any() or w[ok].sum() <= 0:
+        return None
+    local = tn[thread[ok]] == page_row[page[ok]]
+    return float(w[ok][local].sum() / w[ok].sum())
 
 
 def compare(check: ObjectCheck) -> ObjectCheck:
@@ -101,6 +162,22 @@ def compare(check: ObjectCheck) -> ObjectCheck:
     if off > PAGE_TOLERANCE:
         ok = False
         check.why.append(f"{off:.0%} of the pages are not on the node predicted")
+    if check.predicted_segments is not None and check.lab_segments is not None:
+        # part by part: the right counts per node in the wrong parts (a block placement
+        # reversed, a boundary moved) is no placement as predicted
+        ps = np.asarray(check.predicted_segments, dtype=float)
+        ms = np.asarray(check.lab_segments, dtype=float)
+        if ps.shape == ms.shape and ms.sum() > 0:
+            off_parts = 0.5 * float(np.abs(ps / max(ps.sum(), 1) - ms / ms.sum()).sum())
+            if off_parts > PAGE_TOLERANCE and off <= PAGE_TOLERANCE:
+                ok = False
+                check.why.append(f"{off_parts:.0%} of the pages are not in the part of the "
+                                 "object their node was predicted for")
+    if check.lab_map_local is not None and \
+            abs(check.lab_map_local - check.predicted_local) > LOCAL_TOLERANCE:
+        ok = False
+        check.why.append(f"the host's accesses on the lab's page map are {check.lab_map_local:.0%} "
+                         f"local, {check.predicted_local:.0%} predicted")
     if check.lab_local is not None and abs(check.lab_local - check.predicted_local) > LOCAL_TOLERANCE:
         ok = False
         check.why.append(f"local {check.lab_local:.0%} measured, {check.predicted_local:.0%} "
@@ -279,10 +356,18 @@ def verify(analysis, advice, profile: Path, build: str | None, *, root: str | No
                 -(-int(obj.size) // 4096)
             c = ObjectCheck(s.name, s.policy, _patch_words(s), float(s.predicted.local_fraction),
                             predicted_pages(s, obj, n_pages, target, list(result.thread_nodes)))
+            placed = predicted_map(s, n_pages, target, list(result.thread_nodes))
+            if placed is not None:
+                c.predicted_segments = segments_of(placed, [n.id for n in target.nodes])
             where = pages.get(id(obj))
             if where is not None:
                 c.lab_pages = [int(v) for v in where.pages_by_node]
                 c.lab_pages_source = where.pages_source
+                c.lab_segments = where.pages_by_segment
+                if c.lab_segments is not None and obj.access is not None:
+                    c.lab_map_local = local_on_map(
+                        obj.access, map_from_segments(c.lab_segments, n_pages),
+                        list(result.thread_nodes))
             got = sampled.get(id(obj))
             if got is not None:
                 if where is None and got.pages_source != "first_touch":
@@ -316,6 +401,9 @@ def render(checks: list[ObjectCheck]) -> list[str]:
                 + f"; local predicted {c.predicted_local:.0%}, {local}: {c.verdict.upper() if c.verdict == 'disagrees' else c.verdict}")
         if c.why:
             line += " (" + "; ".join(c.why) + ")"
+        elif c.verdict == "as predicted" and c.lab_map_local is not None:
+            line += (f" (the host's accesses on the lab's page map, part by part: "
+                     f"{c.lab_map_local:.0%} local)")
         elif c.verdict == "as predicted" and c.lab_local is None:
             line += " (the page map is the predicted one: the predicted local fraction, from " \
                     "the host's accesses on it, stands)"

@@ -51,18 +51,27 @@ enum nmp_shim_rectype {
                             written just before its FREE, or at process exit: addr, size =
                             bytes, prev = pages asked, kind = NMP_PAGES_AT_*, flags =
                             policy mode | NMP_PAGES_F_MIXED, frames[0..nframes) =
-                            NMP_PAGES_ENTRY(node, count); an allocation on more than
-                            NMP_SHIM_MAX_FRAMES nodes takes several records (same time) */
+                            NMP_PAGES_ENTRY(node, segment, count); more than
+                            NMP_SHIM_MAX_FRAMES entries take several records (same time) */
 };
 
 /* NMP_SHIM_PAGES: when the pages were asked for (object_pages.source) */
 enum { NMP_PAGES_AT_FREE = 1, NMP_PAGES_AT_EXIT = 2 };
 #define NMP_PAGES_F_MIXED 0x100u  /* the pages asked do not share one policy */
 #define NMP_PAGES_POLICY_UNKNOWN 0xffu
-/* node + 1 in the top 16 bits (0: not present), the count of pages below */
-#define NMP_PAGES_ENTRY(node, count) (((uint64_t)((node) + 1) << 48) | (uint64_t)(count))
+/* The pages asked are counted per node and per segment: the allocation cut into
+ * NMP_PAGES_SEGMENTS equal parts in address order, so that where its pages are can be
+ * compared part by part with where a policy puts them (a block placement reversed has
+ * the right counts per node, in the wrong halves). */
+#define NMP_PAGES_SEGMENTS 16
+/* node + 1 in the top 16 bits (0: not present), the segment in the next 8, the count of
+ * pages below */
+#define NMP_PAGES_ENTRY(node, seg, count)                                      \
+    (((uint64_t)((node) + 1) << 48) | (((uint64_t)(seg) & 0xffu) << 40) |      \
+     ((uint64_t)(count) & ((1ULL << 40) - 1)))
 #define NMP_PAGES_NODE(e) ((int)((e) >> 48) - 1)
-#define NMP_PAGES_COUNT(e) ((e) & ((1ULL << 48) - 1))
+#define NMP_PAGES_SEG(e) ((unsigned)((e) >> 40) & 0xffu)
+#define NMP_PAGES_COUNT(e) ((e) & ((1ULL << 40) - 1))
 
 /* ALLOC of kind realloc: the old block was itself tracked (at or above the threshold), so
  * `prev` names a live object that this realloc ended. */

@@ -114,7 +114,9 @@
  * the first mode other than the default, else the thread's; 0 default, 1 preferred,
  * 2 bind, 3 interleave, 4 local, ...; 255 unknown, and always on a machine of one memory
  * node, where no policy places anything), `mixed` 1 when those pages do not all have the
- * same policy and nodes (numaprof_place's bind_block). */
+ * same policy and nodes (numaprof_place's bind_block).  The rows count the pages per
+ * node and `segment`: the object cut into 16 equal parts in address order, 0 the first
+ * (profiles before it have one row per node and no such column). */
 #define NMP_TABLE_object_pages(COL) \
     COL(object_pages, time, U64, REQ) \
     COL(object_pages, pid, U32, REQ) \
@@ -125,7 +127,8 @@
     COL(object_pages, node, I16, REQ) \
     COL(object_pages, count, U64, REQ) \
     COL(object_pages, policy, U8, OPT) \
-    COL(object_pages, mixed, U8, OPT)
+    COL(object_pages, mixed, U8, OPT) \
+    COL(object_pages, segment, U8, OPT)
 
 /* The call stacks of the allocations, one row per frame. */
 #define NMP_TABLE_stack_frames(COL) \

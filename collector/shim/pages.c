@@ -28,7 +28,8 @@
 #define NMP_PAGES_EVERY_FREE 4096u
 #define NMP_PAGES_THEN 64u
 #define NMP_PAGES_CHUNK 128
-#define NMP_PAGES_NODES 64         /* distinct nodes counted per allocation */
+#define NMP_PAGES_NODES 64         /* distinct nodes counted per segment */
+#define NMP_PAGES_ENTRIES 256      /* (node, segment) counts per allocation */
 #define NMP_PAGES_POLICY_PROBES 4  /* pages whose policy is asked */
 #define NMP_PAGES_EXIT_BUDGET (1u << 20) /* pages asked at exit, all allocations together */
 #define NMP_MASK_WORDS 16          /* 1024 nodes */
@@ -111,6 +112,16 @@ static unsigned placing_policy(uintptr_t first, uint64_t npages, int *mixed)
     return (unsigned)(mode & 0xff);
 }
 
+/* Appends the node counts of segment `seg` to entries[0..n); returns the new n (entries
+ * past NMP_PAGES_ENTRIES are dropped, as nodes past NMP_PAGES_NODES are). */
+static int flush_segment(uint64_t *entries, int n, const struct node_count *nodes, int nnodes,
+                         unsigned seg)
+{
+    for (int k = 0; k < nnodes && n < NMP_PAGES_ENTRIES; k++)
+        entries[n++] = NMP_PAGES_ENTRY(nodes[k].node, seg, nodes[k].count);
+    return n;
+}
+
 /* Asks where the pages of [p, p + bytes) are and writes NMP_SHIM_PAGES records (before
  * the FREE record of the release, so the reader pairs them with the allocation).
  * Returns the number of pages asked. */
@@ -129,8 +140,11 @@ __attribute__((noinline, cold)) uint64_t record_pages(void *p, size_t bytes, int
     int saved = errno;
     uint64_t npages = (end - first) / pg;
     uint64_t asked = npages < NMP_PAGES_SAMPLE ? npages : NMP_PAGES_SAMPLE;
-    struct node_count nodes[NMP_PAGES_NODES];
+    struct node_count nodes[NMP_PAGES_NODES]; /* of the current segment */
     int nnodes = 0;
+    unsigned seg = 0;
+    uint64_t entries[NMP_PAGES_ENTRIES];
+    int nentries = 0;
     void *addrs[NMP_PAGES_CHUNK];
     int status[NMP_PAGES_CHUNK];
     uint64_t done = 0;
@@ -148,6 +162,13 @@ __attribute__((noinline, cold)) uint64_t record_pages(void *p, size_t bytes, int
         }
         for (unsigned i = 0; i < n; i++) {
             int node = status[i] >= 0 ? status[i] : -1; /* -ENOENT: not present */
+            /* the strides run in address order: a segment's pages come together */
+            unsigned s = (unsigned)((done + i) * NMP_PAGES_SEGMENTS / asked);
+            if (s != seg) {
+                nentries = flush_segment(entries, nentries, nodes, nnodes, seg);
+                nnodes = 0;
+                seg = s;
+            }
             int k = 0;
             while (k < nnodes && nodes[k].node != node)
                 k++;
@@ -160,11 +181,12 @@ __attribute__((noinline, cold)) uint64_t record_pages(void *p, size_t bytes, int
         }
         done += n;
     }
+    nentries = flush_segment(entries, nentries, nodes, nnodes, seg);
     int mixed;
     unsigned flags = placing_policy(first, npages, &mixed) | (mixed ? NMP_PAGES_F_MIXED : 0u);
     struct nmp_shim_record r;
     uint64_t t = now_ns();
-    for (int k = 0; k < nnodes || k == 0; k += NMP_SHIM_MAX_FRAMES) {
+    for (int k = 0; k < nentries || k == 0; k += NMP_SHIM_MAX_FRAMES) {
         memset(&r, 0, sizeof r);
         r.type = NMP_SHIM_PAGES;
         r.time = t;
@@ -173,8 +195,8 @@ __attribute__((noinline, cold)) uint64_t record_pages(void *p, size_t bytes, int
         r.prev = asked;
         r.kind = (uint8_t)source;
         r.flags = (uint16_t)flags;
-        for (int j = k; j < nnodes && j - k < NMP_SHIM_MAX_FRAMES; j++)
-            r.frames[r.nframes++] = NMP_PAGES_ENTRY(nodes[j].node, nodes[j].count);
+        for (int j = k; j < nentries && j - k < NMP_SHIM_MAX_FRAMES; j++)
+            r.frames[r.nframes++] = entries[j];
         emit(&r);
     }
     errno = saved;

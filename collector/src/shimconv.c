@@ -87,6 +87,7 @@ static int add_pages(struct conv *c, const struct nmp_shim_record *r, uint32_t p
         row[NMP_object_pages_count] = NMP_PAGES_COUNT(r->frames[i]);
         row[NMP_object_pages_policy] = r->flags & 0xffu;
         row[NMP_object_pages_mixed] = (r->flags & NMP_PAGES_F_MIXED) != 0;
+        row[NMP_object_pages_segment] = NMP_PAGES_SEG(r->frames[i]);
     }
     return 0;
 }

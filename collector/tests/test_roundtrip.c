@@ -215,8 +215,8 @@ static void objects(const char *dir)
     r[5].kind = NMP_PAGES_AT_EXIT;
     r[5].flags = 0xff | NMP_PAGES_F_MIXED;
     r[5].nframes = 2;
-    r[5].frames[0] = NMP_PAGES_ENTRY(32766, (1ULL << 48) - 1);
-    r[5].frames[1] = NMP_PAGES_ENTRY(-1, 0);
+    r[5].frames[0] = NMP_PAGES_ENTRY(32766, 255, (1ULL << 40) - 1);
+    r[5].frames[1] = NMP_PAGES_ENTRY(-1, 0, 0);
     fwrite(r, sizeof r[0], 6, f);
     CHECK(fclose(f) == 0);
     struct nmp_shim_totals tot;

@@ -398,11 +398,11 @@ static void test_pages(void)
     r.flags = 1 | NMP_PAGES_F_MIXED; /* preferred, not the same node throughout */
     r.nframes = NMP_SHIM_MAX_FRAMES;
     for (int k = 0; k < NMP_SHIM_MAX_FRAMES; k++)
-        r.frames[k] = NMP_PAGES_ENTRY(k, 30);
+        r.frames[k] = NMP_PAGES_ENTRY(k, k % NMP_PAGES_SEGMENTS, 30);
     fwrite(&r, sizeof r, 1, f);
     r.nframes = 2;
-    r.frames[0] = NMP_PAGES_ENTRY(16, 20);
-    r.frames[1] = NMP_PAGES_ENTRY(-1, 13); /* not present */
+    r.frames[0] = NMP_PAGES_ENTRY(16, 15, 20);
+    r.frames[1] = NMP_PAGES_ENTRY(-1, 15, 13); /* not present */
     fwrite(&r, sizeof r, 1, f);
     FREE(f, 0x10010);
     fclose(f);
@@ -418,6 +418,7 @@ static void test_pages(void)
     struct col count = read_col("object_pages", "count", "<u8", 8);
     struct col pol = read_col("object_pages", "policy", "|u1", 1);
     struct col mixed = read_col("object_pages", "mixed", "|u1", 1);
+    struct col seg = read_col("object_pages", "segment", "|u1", 1);
     CHECK(node.n == NMP_SHIM_MAX_FRAMES + 2);
     uint64_t total = 0;
     for (size_t k = 0; k < node.n; k++) {
@@ -425,6 +426,7 @@ static void test_pages(void)
         /* 0x10010 .. +2 MiB touches 513 pages */
         CHECK(at(&pages, k, 8) == 513 && at(&sampled, k, 8) == 513);
         CHECK(at(&pol, k, 1) == 1 && at(&mixed, k, 1) == 1);
+        CHECK(at(&seg, k, 1) == (k < NMP_SHIM_MAX_FRAMES ? k % NMP_PAGES_SEGMENTS : 15));
         total += at(&count, k, 8);
     }
     CHECK(total == 513);
@@ -435,7 +437,7 @@ static void test_pages(void)
     CHECK(o.n == 1 && at(&o.free_time, 0, 8) > at(&o.time, 0, 8));
     free_objects(&o);
     free(addr.data), free(src.data), free(pages.data), free(sampled.data);
-    free(node.data), free(count.data), free(pol.data), free(mixed.data);
+    free(node.data), free(count.data), free(pol.data), free(mixed.data), free(seg.data);
 }
 
 int main(void)

@@ -246,27 +246,45 @@ def test_one_file_per_process_and_image(shimmed, raw_records):
         assert np.all(r["nframes"][allocs] > 0)
 
 
-def _pages_asked(rec) -> tuple[int, dict[int, int]]:
-    """(pages asked, {node: count}) of one PAGES record (node -1: not present)."""
-    entries = [int(e) for e in rec["frames"][: rec["nframes"]]]
-    return int(rec["prev"]), {(e >> 48) - 1: e & ((1 << 48) - 1) for e in entries}
+def _pages_asked(rec) -> tuple[int, dict[int, int], dict[int, int]]:
+    """(pages asked, {node: count}, {segment: count}) of one PAGES record (node -1: not
+    present; NMP_PAGES_ENTRY in nmp_shim_format.h)."""
+    nodes: dict[int, int] = {}
+    segments: dict[int, int] = {}
+    for e in (int(e) for e in rec["frames"][: rec["nframes"]]):
+        count = e & ((1 << 40) - 1)
+        nodes[(e >> 48) - 1] = nodes.get((e >> 48) - 1, 0) + count
+        segments[(e >> 40) & 0xFF] = segments.get((e >> 40) & 0xFF, 0) + count
+    return int(rec["prev"]), nodes, segments
 
 
 def test_pages_are_asked_at_release_and_at_exit(shimmed, raw_records, converted):
     """Every release of a tracked block is preceded by the kernel's answer on where its
     pages were (the torture test frees fewer than the 4096 that are always asked), and
     every block live at exit gets one then; the counts add up to the pages asked (all of
-    them, up to 1024 spread over the block)."""
+    them, up to 1024 spread over the block), sixteenth by sixteenth."""
     main = shimmed.roles["main"]
     r = raw_records[main]
     pages = np.flatnonzero(r["type"] == PAGES)
     assert len(pages) > 0
     asked_at = {}
+    # one query may take several records (more than 16 node x sixteenth entries), one
+    # after the other with the same time and address
+    queries: dict[tuple[int, int, int], list[int]] = {}
     for i in pages:
-        asked, nodes = _pages_asked(r[i])
+        queries.setdefault((int(r["time"][i]), int(r["addr"][i]), int(r["kind"][i])), []).append(i)
+    for rows in queries.values():
+        i = rows[0]
+        parts = [_pages_asked(r[j]) for j in rows]
+        asked = parts[0][0]
+        nodes = {n: sum(p[1].get(n, 0) for p in parts) for p in parts for n in p[1]}
+        segments = {k: sum(p[2].get(k, 0) for p in parts) for p in parts for k in p[2]}
         span = (int(r["addr"][i]) + int(r["size"][i]) + 4095) // 4096 - int(r["addr"][i]) // 4096
         assert asked == min(span, 1024)
         assert sum(nodes.values()) == asked
+        # the pages asked, spread in address order over the sixteenths of the block
+        assert segments == {k: n for k in range(16)
+                            if (n := sum(1 for p in range(asked) if p * 16 // asked == k))}
         assert all(n >= -1 for n in nodes)
         asked_at.setdefault((int(r["addr"][i]), int(r["kind"][i])), []).append(i)
     last_alloc = {}

@@ -124,9 +124,10 @@ EXPECTED: dict[str, dict[str, tuple[str, list]]] = {
         "pages": ("<u8", [(1 + M8 + 4095) // 4096] * 2),  # the span from offset 1
         "sampled": ("<u8", [M8, M8]),
         "node": ("<i2", [32766, -1]),
-        "count": ("<u8", [(1 << 48) - 1, 0]),
+        "count": ("<u8", [(1 << 40) - 1, 0]),
         "policy": ("|u1", [255, 255]),
         "mixed": ("|u1", [1, 1]),
+        "segment": ("|u1", [255, 0]),
     },
     "stack_frames": {
         "stack": ("<u4", [0] * 3 + [1] * 16),

@@ -8,11 +8,22 @@ import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import profgen
 from helpers import run_numaprof
 from profgen import Array
 
-from numaprof.cli.verify import ObjectCheck, compare, guest_command, predicted_pages, render
+from numaprof.cli.verify import (
+    ObjectCheck,
+    compare,
+    guest_command,
+    local_on_map,
+    map_from_segments,
+    predicted_map,
+    predicted_pages,
+    render,
+    segments_of,
+)
 from numaprof.recommender import emit
 
 COMMAND = ["./serial_init", "8", "300"]
@@ -69,3 +80,47 @@ def test_verify_without_build_or_compile_lines_says_so(tmp_path):
         "numaprof: --verify: the program's compile lines were not recorded (no DWARF from "
         "gcc or clang for it): give --build CMD")
     assert set(Path(tempfile.gettempdir()).glob("numaprof-verify-*")) <= before
+
+
+def test_segments_and_map_round_trip():
+    sug = SimpleNamespace(policy="bind_block", weighted_nodes=[], weights=[])
+    where = predicted_map(sug, 320, _topo(2), [0, 1])
+    seg = segments_of(where, [0, 1])
+    # the first 8 sixteenths on node 0, the last 8 on node 1, 20 pages each
+    assert seg == [[20] * 8 + [0] * 8, [0] * 8 + [20] * 8]
+    assert map_from_segments(seg, 320).tolist() == [0] * 160 + [1] * 160
+    # a sixteenth split 3:1 is shared out in row order; one with nothing located is -1
+    parts = [[3] + [0] * 15, [1] + [0] * 15]
+    got = map_from_segments(parts, 64)
+    assert got[:4].tolist() == [0, 0, 0, 1] and (got[4:] == -1).all()
+
+
+def test_a_reversed_block_placement_has_the_right_counts_and_is_flagged():
+    """bind_block predicted node 0 then node 1; the lab's kernel has the halves the
+    other way round: the counts per node agree, the parts do not, and the host's
+    accesses (each thread on its own half) are 0 % local on that map."""
+    sug = SimpleNamespace(policy="bind_block", weighted_nodes=[], weights=[])
+    where = predicted_map(sug, 320, _topo(2), [0, 1])
+    predicted = segments_of(where, [0, 1])
+    reversed_ = [predicted[1], predicted[0]]
+    page = np.arange(320)
+    access = SimpleNamespace(page=page, thread=(page >= 160).astype(int), weight=np.ones(320))
+    lab_local = local_on_map(access, map_from_segments(reversed_, 320), [0, 1])
+    assert lab_local == 0.0
+    assert local_on_map(access, map_from_segments(predicted, 320), [0, 1]) == 1.0
+    bad = compare(ObjectCheck("a", "bind_block", "place_after_allocation", 1.0, [160, 160],
+                              lab_pages=[160, 160], lab_pages_source="move_pages_at_exit",
+                              predicted_segments=predicted, lab_segments=reversed_,
+                              lab_map_local=lab_local))
+    assert bad.verdict == "disagrees"
+    assert any("part of the object" in w for w in bad.why) and any("0% local" in w for w in bad.why)
+    good = compare(ObjectCheck("a", "bind_block", "place_after_allocation", 1.0, [160, 160],
+                               lab_pages=[160, 160], lab_pages_source="move_pages_at_exit",
+                               predicted_segments=predicted, lab_segments=predicted,
+                               lab_map_local=1.0))
+    assert good.verdict == "as predicted" and "100% local" in render([good])[0]
+
+
+def test_no_access_on_a_located_page_gives_no_local_fraction():
+    access = SimpleNamespace(page=np.array([5, 6]), thread=np.array([0, 0]), weight=np.ones(2))
+    assert local_on_map(access, np.full(10, -1), [0]) is None
