@@ -3,6 +3,7 @@ build the small programs they compile."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import subprocess
@@ -53,3 +54,20 @@ def build_program(tmp_path: Path, name: str, src: str, compiler: str, flags: lis
     exe = tmp_path / name.split(".")[0]
     subprocess.run([compiler, *flags, "-o", str(exe), str(source)], check=True, capture_output=True)
     return exe
+
+
+def fill_disk(disk: Path, leave: int) -> Path:
+    """Fills the file system holding ``disk`` but for ``leave`` bytes, with the file
+    ``disk/filler`` (written unbuffered: a buffered file would fail again at its close,
+    flushing what the full disk refused); returns the filler."""
+    filler = disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        while os.write(fd, b"\0" * 65536):
+            pass
+    except OSError as e:
+        assert e.errno == errno.ENOSPC, e
+    finally:
+        os.close(fd)
+    os.truncate(filler, max(0, filler.stat().st_size - leave))
+    return filler

@@ -31,7 +31,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, run_numaprof
+from helpers import ROOT, fill_disk, run_numaprof
 
 from numaprof.errors import NumaprofError
 from numaprof.recommender.apply import apply_to_profile, revert_profile
@@ -836,21 +836,6 @@ def small_disk(tmp_path):
     subprocess.run(["umount", str(disk)], check=True)
 
 
-def _fill(disk: Path, leave: int) -> Path:
-    """Fills the file system but for `leave` bytes; returns the filler."""
-    filler = disk / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        while os.write(fd, b"\0" * 4096):
-            pass
-    except OSError as e:
-        assert e.errno == errno.ENOSPC, e
-    finally:
-        os.close(fd)
-    os.truncate(filler, max(0, filler.stat().st_size - leave))
-    return filler
-
-
 def test_a_full_tmpfs_at_every_size(small_disk, monkeypatch):
     """The tree on a real file system with 0, 1, 2, ... free pages (the patched
     loops.c needs one page more than the original): apply and revert either complete
@@ -862,7 +847,7 @@ def test_a_full_tmpfs_at_every_size(small_disk, monkeypatch):
         project = Project(base, size=8150)  # the patched text needs a third page
         patches = project.patches()
         monkeypatch.chdir(project.root)
-        filler = _fill(small_disk, pages * 4096)
+        filler = fill_disk(small_disk, pages * 4096)
         try:
             apply_to_profile(project.prof, patches, root=project.root)
         except NumaprofError as e:

@@ -8,7 +8,7 @@ import subprocess
 import time
 
 import pytest
-from helpers import ROOT, numaprof_argv, run_numaprof
+from helpers import ROOT, fill_disk, numaprof_argv, run_numaprof
 
 pytestmark = pytest.mark.e2e
 
@@ -152,19 +152,6 @@ def test_previous_profile_kept_as_old(tmp_path):
     assert json.loads(proc.stdout)["profile"]["command"] == ["sh", "-c", "exit 3"]
 
 
-def _fill(disk, leave):
-    """Fills the file system but for `leave` bytes."""
-    filler = disk / "filler"
-    with open(filler, "wb") as f:
-        try:
-            while True:
-                f.write(b"\0" * 65536)
-                f.flush()
-        except OSError:
-            pass
-    os.truncate(filler, max(0, filler.stat().st_size - leave))
-
-
 def _tree(d):
     return {p.relative_to(d): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
 
@@ -177,7 +164,7 @@ def test_full_disk_keeps_the_previous_profile(small_disk, examples_built):
     before = _tree(prof)
     # room for the empty tables (a block per column file), not for the run's samples
     # (10 kHz: well over 1 MiB of samples alone)
-    _fill(small_disk, leave=768 << 10)
+    fill_disk(small_disk, leave=768 << 10)
     proc = run_numaprof("record", "-o", prof, "--freq", "10000", "--",
                         examples_built / "serial_init", env={"OMP_NUM_THREADS": "2"})
     assert proc.returncode == 125, (proc.returncode, proc.stderr)

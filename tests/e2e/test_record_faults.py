@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import json
 import os
@@ -27,7 +26,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, numaprof_argv, run_numaprof
+from helpers import ROOT, fill_disk, numaprof_argv, run_numaprof
 
 from numaprof.analyzer.profile import read_table
 
@@ -423,18 +422,6 @@ def test_sigkill_of_the_program(tmp_path, progs):
 
 # ------------------------------------------------------------------- full disk
 
-def _fill(disk: Path, leave: int) -> None:
-    fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        while True:
-            os.write(fd, b"\0" * 65536)
-    except OSError as e:
-        assert e.errno == errno.ENOSPC
-    finally:
-        os.close(fd)
-    os.truncate(disk / "filler", max(0, (disk / "filler").stat().st_size - leave))
-
-
 def _check_outcome(proc, disk: Path, before: dict, seen: dict, others=()) -> None:
     """Either a whole new profile (the previous one kept as .old) or exit 125 with one
     line, the previous profile back byte for byte and nothing else left."""
@@ -469,7 +456,7 @@ def test_full_disk_at_every_write_of_the_collector(small_disk, progs, tmp_path):
         for e in small_disk.iterdir():
             shutil.rmtree(e) if e.is_dir() else e.unlink()
         shutil.copytree(pristine, small_disk / "p")
-        _fill(small_disk, leave)
+        fill_disk(small_disk, leave)
         proc = run_numaprof("record", "-o", small_disk / "p", "--", *exe)
         _check_outcome(proc, small_disk, before, seen, others=("filler",))
         fits = fits + 1 if proc.returncode == 0 else 0
