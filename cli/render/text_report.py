@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 from rich.console import Console
@@ -41,16 +42,82 @@ def shorten(text: str, width: int) -> str:
     return text[:width - 1 - tail] + "…" + text[len(text) - tail:]
 
 
+_CLONE = re.compile(r" \[clone [^\]]*\]$")
+
+
+def count_words(n: int) -> str:
+    """An allocation count in at most 5 characters: 812, 16k, 1.6M."""
+    if n < 10_000:
+        return str(n)
+    if n < 1_000_000:
+        return f"{n // 1000}k"
+    return f"{n / 1e6:.1f}M" if n < 10_000_000 else f"{n // 1_000_000}M"
+
+
 def short_site(site: str, width: int = SITE_WIDTH) -> str:
     """A site with its function shortened (its parameters first) and its ``@file:line``
     kept whole."""
     func, at, where = site.rpartition("@")
     if not at or len(site) <= width:
         return shorten(site, width)
+    # a compiler's clone of the function (gcc's OpenMP region `f(int) [clone ._omp_fn.0]`):
+    # the function and the line say where
+    func = _CLONE.sub("", func)
     paren = func.find("(")
     if paren > 0 and func.endswith(")"):
         func = func[:paren] + "(…)"  # the parameters go first: the name tells the function
-    return shorten(func, max(8, width - len(where) - 1)) + "@" + where
+    w = max(8, width - len(where) - 1)
+    if len(func) > w:
+        # the function's own name before its classes and namespaces: `…assemble(…)`
+        cut = func.rfind("::", 0, paren if paren > 0 else len(func))
+        leaf = func[cut + 2:] if cut > 0 else func
+        func = "…" + leaf if len(leaf) + 1 <= w else shorten(func, w)
+    return func + "@" + where
+
+
+OBJECT_COLUMNS = ("name", "site", "size", "samples", "pattern", "R/W", "first touch",
+                  "pages by node", "local")
+PAGES_MIN = 12  # the pages-by-node column wraps, down to this width
+
+
+def _object_row(o) -> list[str]:
+    """The cells of one object (name and its count suffix apart, unshortened)."""
+    ft = o.first_touch
+    if ft.pages == 0:
+        toucher = "-"
+    elif ft.threads == 1 or ft.serial:
+        toucher = f"1 thread ({pct(ft.master_fraction)})" + (" serial" if ft.serial else "")
+    else:
+        toucher = f"{ft.threads} threads"
+    pages = " ".join(f"{i}:{v}" for i, v in enumerate(o.pages_by_node))
+    if o.pages_source in PAGES_SHORT:
+        pages += f" ({PAGES_SHORT[o.pages_source]})"
+    if o.pages_policy in PLACING_POLICIES:
+        pages += f" [{o.pages_policy}{', mixed' if o.pages_policy_mixed else ''}]"
+    approx = "~" if o.attribution == "allocation_sample" else ""  # size and count estimated
+    count = (f" {approx}x{count_words(o.count)}" if o.count > 1 else "") + (
+        " (private)" if o.thread_private else "")
+    pattern = (f"{o.pattern} ({o.pattern_confidence:.2f})" if o.pattern != "unknown"
+               else f"needs +{o.samples_needed} samples" if o.samples_needed else "unknown")
+    return [o.name, count, o.site, approx + human_bytes(o.size), f"{o.samples} ({pct(o.share)})",
+            pattern, f"{pct(o.reads)}/{pct(o.writes)}", toucher, pages, pct(o.local_fraction)]
+
+
+def _fit_name_and_site(rows: list[list[str]], width: int) -> tuple[int, int]:
+    """Widths of the name and site columns (at most NAME_WIDTH and SITE_WIDTH) that keep
+    the objects table within ``width`` columns: the other columns' cells are short and
+    kept whole (the pages wrap down to PAGES_MIN); name and site give up what is missing,
+    the longer one first, down to 12 each."""
+    fixed = sum(max([len(OBJECT_COLUMNS[k - 1])] + [len(r[k]) for r in rows])
+                for k in (3, 4, 5, 6, 7, 9)) + PAGES_MIN + 3 * len(OBJECT_COLUMNS) + 1
+    name = min(NAME_WIDTH, max([4] + [len(r[0]) + len(r[1]) for r in rows]))
+    site = min(SITE_WIDTH, max([4] + [len(r[2]) for r in rows]))
+    while fixed + name + site > width and max(name, site) > 12:
+        if name >= site:
+            name -= 1
+        else:
+            site -= 1
+    return name, site
 
 
 def hot_objects(a: Analysis, top: int) -> tuple[list, int]:
@@ -90,40 +157,22 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
               + f"; distances {dist}; NUMA factor max {fmax:.2f}")
     con.print()
 
-    table = Table(title="hot objects", title_justify="left")
-    for col, just in (("name", "left"), ("site", "left"), ("size", "right"),
-                      ("samples", "right"), ("pattern", "left"), ("R/W", "right"),
-                      ("first touch", "left"), ("pages by node", "left"), ("local", "right")):
-        table.add_column(col, justify=just, no_wrap=col != "pages by node",
-                         overflow="fold")
     shown, hidden = hot_objects(a, top)
     # thread-private stack arrays below the shared ones, apart: placement never moves them
     private = [o for o in shown if o.thread_private]
     shown = [o for o in shown if not o.thread_private] + private
-    for o in shown:
+    rows = [_object_row(o) for o in shown]
+    name_w, site_w = _fit_name_and_site(rows, con.width)
+    table = Table(title="hot objects", title_justify="left")
+    for col, just in zip(OBJECT_COLUMNS, ("left", "left", "right", "right", "left", "right", "left",
+                                          "left", "right"), strict=True):
+        table.add_column(col, justify=just, no_wrap=col != "pages by node", overflow="fold",
+                         min_width=PAGES_MIN if col == "pages by node" else None)
+    for o, (name, count, site, *rest) in zip(shown, rows, strict=True):
         if private and o is private[0] and len(shown) > len(private):
             table.add_section()
-        ft = o.first_touch
-        if ft.pages == 0:
-            toucher = "-"
-        elif ft.threads == 1 or ft.serial:
-            toucher = f"1 thread ({pct(ft.master_fraction)})" + (" serial" if ft.serial else "")
-        else:
-            toucher = f"{ft.threads} threads"
-        pages = " ".join(f"{i}:{v}" for i, v in enumerate(o.pages_by_node))
-        if o.pages_source in PAGES_SHORT:
-            pages += f" ({PAGES_SHORT[o.pages_source]})"
-        if o.pages_policy in PLACING_POLICIES:
-            pages += f" [{o.pages_policy}{', mixed' if o.pages_policy_mixed else ''}]"
-        sampled = o.attribution == "allocation_sample"  # size and count estimated
-        approx = "~" if sampled else ""
-        name = shorten(o.name, NAME_WIDTH) + (f" {approx}x{o.count}" if o.count > 1 else "") + (
-            " (private)" if o.thread_private else "")
-        pattern = (f"{o.pattern} ({o.pattern_confidence:.2f})" if o.pattern != "unknown"
-                   else f"needs +{o.samples_needed} samples" if o.samples_needed else "unknown")
-        table.add_row(esc(name), esc(short_site(o.site)), approx + human_bytes(o.size), f"{o.samples} ({pct(o.share)})",
-                      pattern, f"{pct(o.reads)}/{pct(o.writes)}", toucher, esc(pages),
-                      pct(o.local_fraction))
+        table.add_row(esc(shorten(name, max(4, name_w - len(count))) + count),
+                      esc(short_site(site, site_w)), *(esc(c) for c in rest))
     con.print(table)
     if any(o.pages_source in PAGES_SHORT for o in shown):
         con.print("[dim]" + esc("pages by node, from the kernel: (numa_maps) at exit, (free) / "

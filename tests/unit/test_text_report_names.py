@@ -35,3 +35,26 @@ def test_json_keeps_the_whole_name():
     doc = json_report.report(_analysis())
     assert {o["name"] for o in doc["objects"]} >= {LONG}
     assert any(o["site"] == SITE for o in doc["objects"])
+
+
+def test_the_table_fits_the_console_with_every_column(tmp_path):
+    """A long name with an allocation count and a long site: the table stays within the
+    160 columns of a file, the local column included (before, the name's count pushed
+    the pages column to nothing, or the table past the edge, where it was cut off)."""
+    acc = sa.access_regular(64, 2)
+    rows_obj = replace(sa.obj("PowerMethod::m_rows[]", "regular", acc, serial=False, n_threads=2),
+                       site="PowerMethod::assemble(unsigned long, int) [clone ._omp_fn.0]@rows.cpp:72",
+                       count=1630208, attribution="allocation_sample")
+    out = tmp_path / "r.txt"
+    text_report.render(sa.analysis([rows_obj], sa.threads(2)), out=out)
+    lines = out.read_text().splitlines()
+    table = [ln for ln in lines if ln.startswith(("┏", "┃", "│", "└"))]
+    assert table and max(len(ln) for ln in table) <= 160
+    row = next(ln for ln in table if "m_rows" in ln)
+    assert row.rstrip().endswith("│") and "100%" in row.split("│")[-2]  # the local column
+    assert "~x1.6M" in row and "…assemble(…)@rows.cpp:72" in row and "clone" not in row
+
+
+def test_count_words():
+    assert [text_report.count_words(n) for n in (2, 9999, 10_000, 812_345, 1_630_208, 42_000_000)] == \
+        ["2", "9999", "10k", "812k", "1.6M", "42M"]
