@@ -9,9 +9,6 @@ import click
 
 DEFAULT_PROFILE = "numaprof.data"
 
-profile_argument = click.argument(
-    "profile", required=False, default=DEFAULT_PROFILE, type=click.Path(path_type=Path)
-)
 target_option = click.option(
     "--target",
     default=None,

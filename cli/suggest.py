@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
 from numaprof.cli.options import (
+    DEFAULT_PROFILE,
     SuggestConfig,
     object_option,
-    profile_argument,
     target_option,
     top_option,
 )
@@ -17,7 +18,7 @@ from numaprof.cli.render import clean, progress_callback
 
 
 @click.command()
-@profile_argument
+@click.argument("profiles", nargs=-1, type=click.Path(path_type=Path))
 @target_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="Output format (json: the numaprof.suggest/1 schema).")
@@ -37,18 +38,30 @@ from numaprof.cli.render import clean, progress_callback
                    "lines the binary recorded.")
 @click.option("--verify-timeout", type=float, default=1800.0, show_default=True, metavar="S",
               help="--verify: kill the lab guest after S seconds.")
-def command(profile, target, fmt, top, object_name, do_apply, dry_run, revert, verify, build,
+def command(profiles, target, fmt, top, object_name, do_apply, dry_run, revert, verify, build,
             verify_timeout):
     """Suggest a placement policy for each hot array of PROFILE (default ./numaprof.data).
 
     Every candidate policy is simulated on the measured accesses (which thread touched
     which page, where the threads ran) and scored with the NUMA factor and the per-node
     load; the cheapest wins, ties going to the simplest change.  --target evaluates the
-    same profile for another machine (a preset or an hwloc XML file).
+    same profile for another machine (a preset or an hwloc XML file).  Several profiles
+    (MPI ranks: prof.*) give one answer for the job, the ranks that differ named.
     """
     from numaprof.cli.loading import analyze_path as analyze
     from numaprof.cli.render import json_suggest, text_suggest
     from numaprof.recommender.advice import advise
+
+    if len(profiles) > 1:
+        if do_apply or dry_run or revert or verify:
+            from numaprof.errors import UsageError
+
+            raise UsageError("--apply, --dry-run, --revert and --verify take one profile: give "
+                             "the representative rank's (`numaprof suggest` over all of them "
+                             "names it)")
+        _job(list(profiles), target, fmt, top, object_name)
+        return
+    profile = profiles[0] if profiles else Path(DEFAULT_PROFILE)
 
     if revert:
         from numaprof.recommender.apply import revert_profile
@@ -82,6 +95,41 @@ def command(profile, target, fmt, top, object_name, do_apply, dry_run, revert, v
                                                                    top=cfg.top)))
     else:
         text_suggest.render(result, analysis, top=cfg.top)
+
+
+def _job(profiles: list[Path], target, fmt: str, top, object_name) -> None:
+    """Several ranks' profiles: each analysed and advised in turn (one rank's samples in
+    memory at a time), one answer for the job (recommender/job.py), then the
+    representative rank's own suggestion."""
+    from numaprof.cli.loading import analyze_path as analyze
+    from numaprof.cli.render import json_report, json_suggest, text_suggest
+    from numaprof.recommender import job
+    from numaprof.recommender.advice import advise
+
+    per_rank = []
+    labels = [str(p) for p in profiles]
+    if len(set(labels)) != len(labels):
+        from numaprof.errors import UsageError
+
+        raise UsageError("a profile is given twice")
+    for p, label in zip(profiles, labels, strict=True):
+        per_rank.append((label, advise(analyze(p), p, target).suggestions))
+    answer = job.job_answer(per_rank)
+    rep = profiles[labels.index(answer.representative)]
+    analysis = analyze(rep)
+    advice = advise(analysis, rep, target)
+    result = advice.suggestions
+    if object_name is not None:
+        result, _ = _only(result, advice.patches, analysis, object_name)
+    if fmt == "json":
+        doc = {"schema": "numaprof.suggest-job/1", "job": job.to_json(answer),
+               "representative": json_suggest.suggestion(result, analysis, top=top)}
+        sys.stdout.write(json_report.dumps(doc))
+        return
+    for line in job.render_lines(answer):
+        click.echo(clean(line))
+    click.echo()
+    text_suggest.render(result, analysis, top=top)
 
 
 def _verify(analysis, advice, cfg, build, timeout) -> None:
