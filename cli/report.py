@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -115,11 +116,19 @@ def _ranks(paths, fmt: str, top: int | None, object_name: str | None) -> None:
     from numaprof.cli.loading import analyze_path
     from numaprof.cli.render import json_report, text_report
 
-    analyses = [analyze_path(p, object_name=object_name) for p in paths]
+    analyses, rank_docs = [], []
+    for p in paths:
+        a = analyze_path(p, object_name=object_name)
+        if fmt == "json":
+            rank_docs.append(json_report.report(a, top=top))
+        # what the merge and the per-rank lines need stays; each object's per-sample
+        # accesses go, so that memory holds one rank's samples at a time
+        analyses.append(dataclasses.replace(
+            a, objects=[dataclasses.replace(o, access=None) for o in a.objects]))
     combined = merge(analyses)
     if fmt == "json":
         doc = json_report.report(combined, top=top)
-        doc["ranks"] = [json_report.report(a, top=top) for a in analyses]
+        doc["ranks"] = rank_docs
         sys.stdout.write(json_report.dumps(doc))
     else:
         text_report.render_ranks(analyses, combined, top=top or 15)
