@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import os
@@ -13,6 +14,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -404,12 +406,8 @@ def _heap_at_end(cfg: RecordConfig):
     allocated and released while it was recorded), or None when it has ended."""
     from numaprof.analyzer.attach import snapshot
 
-    try:
-        os.kill(cfg.pid, 0)
-    except ProcessLookupError:
+    if not _process_alive(cfg.pid):
         return None
-    except PermissionError:
-        pass
     return snapshot(cfg.pid, cfg.alloc_threshold)
 
 
@@ -653,12 +651,15 @@ def _after_collector_death(cfg: RecordConfig, manifest: dict, run, cache) -> int
               help="Attach to a running process instead of starting one.")
 @click.option("--duration", type=click.FloatRange(min=0.1), default=None,
               help="With -p: seconds to record (default 10).")
+@click.option("--switch-output", type=click.FloatRange(min=1.0), default=None, metavar="SECONDS",
+              help="With -p: a new profile every SECONDS (-o DIR gives DIR.0001, DIR.0002, ...) "
+              "until the process ends, --duration passes, or Ctrl-C; `report DIR.*` merges them.")
 @click.option("--redact-args", is_flag=True,
               help="Keep the program name but not its arguments in the profile (passwords, "
               "paths; see docs/record.md for what a profile holds).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def command(output, backend, freq, alloc_threshold, small_sample, pid, duration, redact_args,
-            command):
+def command(output, backend, freq, alloc_threshold, small_sample, pid, duration, switch_output,
+            redact_args, command):
     """Run COMMAND with memory-access sampling and write a profile.
 
     Samples every thread and child process of COMMAND (software register sampling where
@@ -688,5 +689,53 @@ def command(output, backend, freq, alloc_threshold, small_sample, pid, duration,
         duration=duration,
         redact_args=redact_args,
     )
+    if switch_output is not None:
+        if not pid:
+            raise UsageError("--switch-output slices a recording of a running process: give "
+                             "-p PID")
+        sys.exit(run_slices(cfg, switch_output, ["numaprof", *sys.argv[1:]]))
     rc = run_record(cfg, ["numaprof", *sys.argv[1:]])
     sys.exit(rc)
+
+
+def slice_path(output: Path, k: int) -> Path:
+    """The profile of slice ``k`` (from 1) of `--switch-output`: prof.data.0001, ..."""
+    return output.with_name(f"{output.name}.{k:04d}")
+
+
+def run_slices(cfg: RecordConfig, every: float, argv: list[str]) -> int:
+    """`record -p PID --switch-output SECONDS`: one whole profile per slice of SECONDS
+    (attach, sample, read the heap, detach), one after the other, until the process ends,
+    --duration (the whole) passes, or a slice ends early (Ctrl-C).  Between two slices
+    the collector detaches and attaches again: a few tens of milliseconds are not
+    sampled (docs/record.md)."""
+    end = time.monotonic() + cfg.duration if cfg.duration else None
+    done = []
+    while True:
+        left = every if end is None else min(every, end - time.monotonic())
+        if left < 0.1:
+            break
+        out = slice_path(cfg.output, len(done) + 1)
+        started = time.monotonic()
+        rc = run_record(dataclasses.replace(cfg, output=out, duration=left), argv)
+        if rc != 0:
+            return rc
+        done.append(out)
+        if not _process_alive(cfg.pid):
+            break
+        if time.monotonic() - started < 0.9 * left:
+            break  # stopped early: Ctrl-C, or the collector lost the process
+    if done:
+        print(f"numaprof: {len(done)} slice(s): {done[0]}" + (f" .. {done[-1].name}" if len(done) > 1 else "")
+              + f"; next: numaprof report {cfg.output}.*", file=sys.stderr)
+    return 0
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True

@@ -289,7 +289,7 @@ def _node_counters(a: Analysis) -> Table:
 def render_ranks(ranks: list[Analysis], combined: Analysis, top: int = 15) -> None:
     """Several profiles (MPI ranks): one line per rank, then the combined report."""
     con = console()
-    table = Table(title="ranks", title_justify="left")
+    table = Table(title="profiles (ranks, or slices of one run)", title_justify="left")
     for col in ("profile", "samples", "with address", "hot object", "local", "imbalance"):
         table.add_column(col)
     for a in ranks:

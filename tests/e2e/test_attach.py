@@ -82,3 +82,32 @@ def test_no_mapping_holds_the_arrays_samples(attached):
     total = sum(o["samples"] for o in attached["objects"])
     mappings = sum(o["samples"] for o in attached["objects"] if o["kind"] == "mapping")
     assert mappings <= 0.05 * total, [(o["name"], o["samples"]) for o in attached["objects"]]
+
+
+def test_switch_output_records_slices_that_report_merges(tmp_path):
+    """`record -p PID --switch-output 1 --duration 2.5`: one whole profile per second
+    (prof.data.0001, ...), each with its own samples and heap objects; `report` over them
+    merges them."""
+    exe = tmp_path / "attach_heap"
+    subprocess.run(["gcc", "-O2", "-g", "-pthread", "-o", str(exe), str(PROGS / "attach_heap.c")],
+                   check=True)
+    go = tmp_path / "go"
+    prog = subprocess.Popen([str(exe), str(go), "6"], stdout=subprocess.PIPE, text=True)
+    try:
+        ready = prog.stdout.readline().split()
+        assert ready[:1] == ["ready"], ready
+        go.touch()
+        proc = run_numaprof("record", "-o", tmp_path / "p.data", "-p", ready[1], "--switch-output", "1",
+                            "--duration", "2.5", timeout=300)
+        assert proc.returncode == 0, proc.stderr
+    finally:
+        prog.wait(timeout=120)
+    slices = sorted(tmp_path.glob("p.data.*"))
+    assert [s.name for s in slices][:2] == ["p.data.0001", "p.data.0002"] and len(slices) <= 3, slices
+    assert f"{len(slices)} slice(s)" in proc.stderr
+    for s in slices:
+        doc = json.loads(run_numaprof("report", s, "--format", "json", check=True).stdout)
+        assert doc["profile"]["samples"] > 0 and "big_a" in {o["name"] for o in doc["objects"]}, s
+    merged = json.loads(run_numaprof("report", *slices, "--format", "json", check=True).stdout)
+    assert len(merged["ranks"]) == len(slices)
+    assert merged["profile"]["samples"] == sum(r["profile"]["samples"] for r in merged["ranks"])

@@ -173,3 +173,10 @@ def test_full_disk_keeps_the_previous_profile(small_disk, examples_built):
     assert "checksum" in proc.stdout  # the program itself ran to its end
     assert _tree(prof) == before
     assert sorted(p.name for p in small_disk.iterdir()) == ["filler", "p.data"]
+
+
+def test_switch_output_needs_a_pid(tmp_path):
+    proc = run_numaprof("record", "-o", tmp_path / "p.data", "--switch-output", "1", "--", "true")
+    assert proc.returncode == 2 and "-p PID" in proc.stderr
+    _one_clean_line(proc)
+    assert not list(tmp_path.iterdir())
