@@ -139,6 +139,13 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         if w_raw.any():
             a_weight = np.where(w_raw > 0, w_raw, 1).astype(np.float64)
         del w_raw
+    # HITM loads (the hardware backends' and perf c2c's data source): the line was
+    # modified in another core's cache, direct evidence of sharing
+    a_hitm = None
+    if (prof.path / "samples.data_src.col").exists():
+        a_hitm = sharing_.hitm(np.asarray(s["data_src"][sel], dtype=np.uint64))
+        if not a_hitm.any():
+            a_hitm = None
     del sel, has
     del s_tid
 
@@ -152,6 +159,8 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         a_trow, a_access, a_ip = a_trow[keep], a_access[keep], a_ip[keep]
         if a_weight is not None:
             a_weight = a_weight[keep]
+        if a_hitm is not None:
+            a_hitm = a_hitm[keep]
         if a_regs is not None:
             a_regs = {k: v[keep] for k, v in a_regs.items()}
         findings.append(f"{n_own} samples ({100.0 * n_own / max(with_address, 1):.1f}% of those "
@@ -299,7 +308,8 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
             pid = int(a_pid[idx[0]])
             found = sharing_.object_sharing(
                 results[-1].name, a_addr[idx], a_tidx[idx], a_time[idx], a_access[idx] >= 2,
-                a_ip[idx], lambda ip, pid=pid: _site_of(resolver, pid, ip))
+                a_ip[idx], lambda ip, pid=pid: _site_of(resolver, pid, ip),
+                hitm_loads=a_hitm[idx] if a_hitm is not None else None)
             if found is not None:
                 shared.append(found)
     step("done", 1.0)
@@ -492,8 +502,10 @@ def _merge_into_sites(objs: list[Obj], hot: list[int], a_obj: np.ndarray, a_pid:
     `u[][]` read in a loop is `lv->u[][]` allocated row by row, when exactly one such
     array has that name's leaf and depth; and a sample whose address lies in the stretch
     of heap where exactly one such array's blocks were laid out (its blocks and the gaps
-    between them, SITE_STRETCH_GAP apart at most) goes to it whatever its name (`Entry`,
-    the element type of `m_rows[i].push_back(e)`).  Returns whether any moved."""
+    between them, SITE_STRETCH_GAP apart at most) goes to it (`Entry`, the element type
+    of `m_rows[i].push_back(e)`), unless its name is such an array's at another depth
+    (`lv->u[]`, the row pointers allocated between the rows).  Returns whether any
+    moved."""
     sites: dict[tuple, list[int]] = {}
     stretches = []  # (pid, lo, hi, object)
     for oi in hot:
@@ -509,11 +521,14 @@ def _merge_into_sites(objs: list[Obj], hot: list[int], a_obj: np.ndarray, a_pid:
         o = objs[oi]
         if o.attribution not in (varattr.REGISTER, varattr.TYPE) or o.thread_private:
             continue
-        target = sites.get(varattr.alias_key(o.name) or ("", -1), [])
+        key = varattr.alias_key(o.name)
+        target = sites.get(key or ("", -1), [])
         if len(target) == 1:
             a_obj[a_obj == oi] = target[0]
             moved = True
             continue
+        if key is not None and any(k[0] == key[0] for k in sites):
+            continue  # another depth of such an array's name: its row pointers (`u[]`)
         mine = np.flatnonzero(a_obj == oi)
         to = np.full(len(mine), -1, dtype=np.int64)
         for pid, lo, hi, site in stretches:

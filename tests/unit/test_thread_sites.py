@@ -157,3 +157,15 @@ def test_an_outlined_region_of_a_member_function(tmp_path):
     outer = at[-1]
     assert outer.function == "Table::build(long) [clone ._omp_fn.0]"
     assert outer.scope is not None and outer.scope.name == "Table" and "rows" in outer.scope.members
+
+
+def test_row_pointers_stay_apart_from_the_rows_in_the_stretch():
+    """`u[]` (the row pointers, allocated between the rows `u[][]`) lies in the rows'
+    stretch but is another array: its samples stay its own."""
+    site, _, ivs = _site_and_code_named()
+    site.name = "lv->u[][]"
+    rowptr = objects.Obj("heap", ("reg", "u[]"), 7, 0, 8, name="u[]", attribution=varattr.REGISTER)
+    addr = np.array([0x100000 + 100, 0x100000 + 3000], dtype=np.uint64)
+    a_obj = np.array([1, 1])
+    assert not core._merge_into_sites([site, rowptr], [0, 1], a_obj, np.full(2, 7), addr, ivs)
+    assert a_obj.tolist() == [1, 1]
