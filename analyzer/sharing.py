@@ -44,10 +44,11 @@ class SharingFinding:
     share: float  # of the object's samples
     sources: list[str] = field(default_factory=list)  # where the accesses are, most first
     thread_index: list[int] = field(default_factory=list)  # the threads (Analysis.threads)
+    hitm: int = 0  # samples on the lines that hit a modified line in another cache
 
     @property
     def fix(self) -> str:
-        """What to change, in words (the patch is the programmer's: see docs/analyzer.md)."""
+        """What to change, in words (suggest writes the padding where it can: docs/apply.md)."""
         if self.kind == "true":
             return ("the threads update the same bytes: accumulate in a variable of each "
                     "thread (or an OpenMP reduction clause) and combine once at the end")
@@ -56,11 +57,25 @@ class SharingFinding:
                 "`__attribute__((aligned(64)))` / `alignas(64)`), or accumulate in a local")
 
 
+#: perf_mem_data_src.mem_snoop (bits 19-23) HITM: the load hit a line modified in another
+#: core's cache (Linux include/uapi/linux/perf_event.h; what perf c2c counts)
+SNOOP_HITM = 0x10 << 19
+MIN_HITM = 2  # HITM samples on a line that alone make it contended
+
+
+def hitm(data_src: np.ndarray) -> np.ndarray:
+    """Whether each sample's data source says HITM (0 or an NA data source: no)."""
+    return (np.asarray(data_src, dtype=np.uint64) & np.uint64(SNOOP_HITM)) != 0
+
+
 def object_sharing(name: str, addr: np.ndarray, tid: np.ndarray, time: np.ndarray,
-                   write: np.ndarray, ip: np.ndarray, where=None) -> SharingFinding | None:
+                   write: np.ndarray, ip: np.ndarray, where=None,
+                   hitm_loads: np.ndarray | None = None) -> SharingFinding | None:
     """The sharing finding of one object from its samples (addresses, thread index, time,
     whether each is a write, ip), or None when too little was seen.  ``where(ip)`` names
-    an instruction's source line."""
+    an instruction's source line.  ``hitm_loads`` (per sample, from a data source):
+    a line with MIN_HITM HITM loads, accessed by two threads, is contended whether or
+    not a write was sampled near them (the HITM is the other thread's write)."""
     n = len(addr)
     if n < 2:
         return None
@@ -85,6 +100,12 @@ def object_sharing(name: str, addr: np.ndarray, tid: np.ndarray, time: np.ndarra
             near = wkey[np.clip(k, 0, len(wkey) - 1)]
             written |= (near // (1 << 40) == key // (1 << 40)) & (np.abs(near - key) <= WRITE_WINDOWS)
     hot = (multi & written)[lw]
+    if hitm_loads is not None:
+        hitm_loads = np.asarray(hitm_loads, dtype=bool)
+        n_hitm = np.bincount(line[hitm_loads], minlength=int(line.max()) + 1)
+        lt = np.unique(np.stack([line, tid]), axis=1)
+        threads_of = np.bincount(lt[0], minlength=len(n_hitm))
+        hot |= ((n_hitm >= MIN_HITM) & (threads_of >= 2))[line]
     if not hot.any():
         return None
     windows = len(np.unique(win[hot]))
@@ -110,4 +131,5 @@ def object_sharing(name: str, addr: np.ndarray, tid: np.ndarray, time: np.ndarra
         object=name, kind=kind, lines=len(np.unique(line[hot])),
         threads=len(np.unique(tid[hot])), samples=int(hot.sum()), writes=int(write[hot].sum()),
         windows=windows, share=float(hot.sum()) / n, sources=sources,
-        thread_index=[int(x) for x in np.unique(tid[hot])])
+        thread_index=[int(x) for x in np.unique(tid[hot])],
+        hitm=int(hitm_loads[hot].sum()) if hitm_loads is not None else 0)

@@ -622,6 +622,8 @@ def suggest(analysis: Analysis, target: Topology | None = None, *,
         notes.append(f"{cold} object(s) below {_pct(min_share)} of the samples not considered.")
     result = Suggestions(target=target, target_name=target_name, objects=[], notes=notes)
     if not hot:
+        if fixer is not None and sharing:
+            fixer(result)  # the sharing fixes (padding) need no placement
         return result
     plan = _Plan(analysis, target, hot)
     notes.extend(_sharing_on_target(plan, sharing.values(), target_name))

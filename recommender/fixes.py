@@ -18,7 +18,7 @@ import os
 from numaprof.analyzer.model import PAGES_SOURCES, PLACING_POLICIES, Analysis
 from numaprof.errors import ProfileError
 from numaprof.recommender.choose import code_change_note, weighted_note
-from numaprof.recommender.model import Fix, Suggestions
+from numaprof.recommender.model import Fix, SharingFix, Suggestions
 from numaprof.recommender.patch import (
     AlreadyPlaced,
     Patch,
@@ -84,8 +84,9 @@ def fix_words(fix: Fix) -> str:
     elif fix.compile == "not checked":
         why = next((c for c in fix.checks if c.startswith("not compile-checked")), "")
         parts.append(why or "not compile-checked")
-    scope_ok = "names resolved in scope" if fix.kind != "parallel_first_touch" else \
-        "loop proved safe in its scope"
+    scope_ok = {"parallel_first_touch": "loop proved safe in its scope",
+                "pad_slots": "every use an element, resolved in scope"}.get(
+        fix.kind, "names resolved in scope")
     return f"Patch: {fix.kind} ({'; '.join([scope_ok, *parts])})."
 
 
@@ -157,12 +158,45 @@ def attach_patches(s: Suggestions, analysis: Analysis, source_paths, root: str,
                 sug.change = "code"
                 s.notes = [weighted_note(sug, command, obj) if n == old else n
                            for n in s.notes]
+    _sharing_fixes(s, analysis, objects, source_paths, root, hashes, build, patches, offered)
     if build is not None:
         patches = _check_together(s, patches, offered, build)
     note_after = code_change_note(s.objects)
     if note_before != note_after:  # a fallback changed a policy: the note must say so
         s.notes = [note_after if n == note_before else n for n in s.notes]
     return patches
+
+
+def _sharing_fixes(s: Suggestions, analysis: Analysis, objects: dict, paths, root, hashes,
+                   build, patches: list, offered: dict) -> None:
+    """A patch for each falsely shared static array (per-thread slots on one line): a
+    line per element (recommender/patch/pad.py), compiled like the placements."""
+    from numaprof.recommender.patch.sites import pad_for_object
+
+    for f in getattr(analysis, "sharing", []):
+        obj = objects.get(f.object)
+        if f.kind != "false" or obj is None or obj.kind != "static":
+            continue
+        result = pad_for_object(obj, paths, root, hashes)
+        check = None
+        if isinstance(result, Patch) and build is not None:
+            from numaprof.recommender.patch.compile import check_patches
+
+            check = check_patches(build, [result])
+            if check.status == "failed":
+                result = Refusal(result.path, 0, f"the patch was not offered: {check.detail}", "")
+        fix = SharingFix(f.object, f.kind, f"{f.object}: {f.fix}.")
+        if isinstance(result, Patch):
+            fix.patch = result.diff
+            fix.fix = _fix_of(f.object, result, check)
+            fix.reason += " " + fix_words(fix.fix)
+            patches.append(result)
+            offered[f"sharing:{f.object}"] = (fix, result)
+        else:
+            fix.fix = Fix(object=f.object, status="refused", kind="pad_slots",
+                          by_hand=getattr(result, "by_hand", ""))
+            fix.reason += f" No source patch: {result.reason}."
+        s.sharing_fixes.append(fix)
 
 
 def _chosen_first(alternatives, policy: str):

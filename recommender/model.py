@@ -90,6 +90,17 @@ class ObjectSuggestion:
 
 
 @dataclass
+class SharingFix:
+    """The patch for a sharing finding (false sharing of per-thread slots: a line each)."""
+
+    object: str
+    kind: str  # false (the finding's)
+    reason: str
+    patch: str | None = None  # unified diff
+    fix: Fix | None = None
+
+
+@dataclass
 class Suggestions:
     target: Topology
     target_name: str
@@ -102,3 +113,4 @@ class Suggestions:
     # weighted_interleave: node ids and weights (pages per round) when it was a candidate
     weighted_nodes: list[int] = field(default_factory=list)
     weights: list[int] = field(default_factory=list)
+    sharing_fixes: list[SharingFix] = field(default_factory=list)

@@ -65,6 +65,9 @@ def suggestion(s, analysis: Analysis, top: int | None = None) -> dict:
         ],
         "commands": list(s.commands),
         "notes": list(s.notes),
+        "sharing_fixes": [{"object": f.object, "kind": f.kind, "reason": f.reason,
+                           "patch": f.patch, "fix": _fix(f.fix)}
+                          for f in getattr(s, "sharing_fixes", [])],
     }
 
 

@@ -261,8 +261,8 @@ def _sharing(a: Analysis) -> Table:
         t.add_column(col, justify=just)
     for f in a.sharing:
         t.add_row(esc(f.object), f"{f.kind} sharing", str(f.lines), str(f.threads),
-                  f"{f.samples} ({pct(f.share)})", str(f.writes), str(f.windows),
-                  esc(", ".join(f.sources)))
+                  f"{f.samples} ({pct(f.share)})" + (f", {f.hitm} HITM" if f.hitm else ""),
+                  str(f.writes), str(f.windows), esc(", ".join(f.sources)))
     return t
 
 

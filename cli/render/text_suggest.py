@@ -39,6 +39,14 @@ def render(s, analysis: Analysis, top: int | None = None) -> None:
         if o.patch:
             for line in o.patch.splitlines():
                 con.print(line, markup=False, highlight=False)
+    for f in getattr(s, "sharing_fixes", []):
+        con.print()
+        con.print(f"[bold]{esc(f.object)}[/bold]: {f.kind} sharing, "
+                  + ("padded" if f.patch else "to pad by hand"))
+        con.print(f"  {f.reason}", markup=False)
+        if f.patch:
+            for line in f.patch.splitlines():
+                con.print(line, markup=False, highlight=False)
     if s.commands:
         con.print()
         con.print("[bold]to run[/bold]")

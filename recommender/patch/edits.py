@@ -34,6 +34,7 @@ PATCH_KINDS = (
     "place_in_constructor",  # at the start of a constructor body (member initialisers)
     "place_static",  # numaprof_place(a, sizeof(a), ...) before a static array's first touch
     "parallel_first_touch",  # OpenMP on the serial loop that first touched the array
+    "pad_slots",  # a cache line per element of per-thread slots (false sharing)
 )
 
 

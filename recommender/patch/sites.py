@@ -374,6 +374,27 @@ def patch_for_object(obj, policy: str, source_paths: Iterable[str], *,
     return None
 
 
+def pad_for_object(obj, paths: list[str], root, hashes) -> Patch | Refusal:
+    """The padding patch (recommender/patch/pad.py) of a falsely shared static array, in
+    the recorded C or C++ source that defines it."""
+    from numaprof.recommender.patch.pad import pad_slots
+
+    c_paths = [p for p in paths if language(p) in C_FAMILY]
+    defining = []
+    for path in c_paths:
+        src = load(path, want=C_FAMILY)
+        if not isinstance(src, Refusal) and file_scope_arrays(src, obj.name):
+            defining.append(path)
+    if len(defining) != 1:
+        return Refusal("", 0, (f"`{obj.name}` is declared in {len(defining)} of the recorded "
+                               "sources" if defining else
+                               f"no recorded C or C++ source defines `{obj.name}`"), "")
+    path = _resolve(defining[0], paths, None, 0, "", hashes)
+    if isinstance(path, Refusal):
+        return path
+    return pad_slots(path, obj.name, None, root=root, one_unit=len(c_paths) == 1)
+
+
 def _place_static_object(obj, policy: str, const: str, paths: list[str], root, hashes,
                          weighted, recorded) -> Patch | Refusal | AlreadyPlaced:
     c_paths = [p for p in paths if language(p) in C_FAMILY]

@@ -56,3 +56,50 @@ def test_suggest_says_where_the_sharing_threads_run_on_the_target():
     assert any(n.startswith("resid: false sharing") for n in notes), notes
     on = [n for n in notes if n.startswith("resid on 2s:")]
     assert on and "nodes 0, 1" in on[0] and "2.10" in on[0], notes
+
+
+def test_hitm_loads_are_evidence_without_a_sampled_write():
+    """Loads that hit a line modified in another core's cache (data source HITM, as PEBS,
+    IBS and perf c2c report it): two threads' loads of one line, each thread's write never
+    sampled, several HITM among them: contended; the same loads without HITM: nothing."""
+    n = 40
+    addr = np.asarray([0x10000 + 8 * (i % 2) for i in range(n)], dtype=np.uint64)
+    tid, time, write = np.asarray([i % 2 for i in range(n)]), np.asarray([i * MS for i in range(n)]), \
+        np.zeros(n, dtype=bool)
+    ip = np.zeros(n, dtype=np.uint64)
+    plain = np.full(n, 0x1E05080021, dtype=np.uint64)  # the kernel's "not available"
+    hitm_src = plain.copy()
+    hitm_src[::3] = (0x1E05080021 & ~np.uint64(0x1F << 19)) | np.uint64(sharing.SNOOP_HITM)
+    assert sharing.hitm(plain).sum() == 0 and sharing.hitm(hitm_src).sum() == (n + 2) // 3
+    assert sharing.object_sharing("x", addr, tid, time, write, ip, hitm_loads=sharing.hitm(plain)) is None
+    f = sharing.object_sharing("x", addr, tid, time, write, ip, hitm_loads=sharing.hitm(hitm_src))
+    assert f is not None and f.kind == "false" and f.hitm == (n + 2) // 3 and f.writes == 0
+    # one thread alone hitting modified lines (written by a thread never sampled): no finding
+    one = np.zeros(n, dtype=int)
+    assert sharing.object_sharing("x", addr, one, time, write, ip, hitm_loads=sharing.hitm(hitm_src)) is None
+
+
+def test_a_profile_with_hitm_data_sources_reports_them(tmp_path):
+    """The analyzer reads samples.data_src when the profile has it (hardware backends,
+    perf c2c imports): a small table read all over by 4 threads whose loads hit modified
+    lines is a sharing finding with its HITM count, though no store was sampled."""
+    import profgen
+    from profgen import Array
+
+    from numaprof.analyzer.core import analyze
+    from numaprof.analyzer.profile import read_table
+
+    path = tmp_path / "p.data"
+    # written once by one thread, read by every thread two phases (200 ms) later
+    profgen.synth_run(path, [Array("t", 4096, ["serial_init", "serial", "random"], mix=(1.0, 0.0, 0.0),
+                                   samples=400)])
+    assert analyze(path).sharing == []  # no store sampled near the loads: no evidence
+    n = len(read_table(path, "samples")["addr"])
+    src = np.full(n, 0x1E05080021, dtype=np.uint64)
+    src[::4] = (0x1E05080021 & ~np.uint64(0x1F << 19)) | np.uint64(sharing.SNOOP_HITM)
+    profgen.ProfileWriter(path).table("samples", data_src=src)
+    a = analyze(path)
+    found = {f.object: f for f in a.sharing}
+    assert len(found) == 1, found
+    f = next(iter(found.values()))
+    assert f.hitm > 0 and f.threads >= 2, f
