@@ -670,6 +670,7 @@ def _object_result(o: Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow
     if not o.sample_period:
         spans = ((ivs.end[members] - np.uint64(1)) >> shift) - (ivs.start[members] >> shift) + np.uint64(1)
         n_pages = max(1, int(spans.max()) if len(members) else -(-int(o.size) // page))
+    private = o.thread_private or (o.kind == "heap" and _private_instances(iv, a_tidx[idx]))
     access = ObjectAccess(page=pg.astype(np.int64), thread=a_tidx[idx].astype(np.int32),
                           # unweighted samples share one read-only 1.0 instead of n copies
                           weight=w if w is not None else np.broadcast_to(np.float64(1.0), (n,)),
@@ -708,7 +709,33 @@ def _object_result(o: Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow
         pages_policy=kernel.policy if kernel is not None else "",
         pages_policy_mixed=kernel.mixed if kernel is not None else False,
         attribution=o.attribution,
-        thread_private=o.thread_private,
+        thread_private=private,
     )
+
+
+#: Share of a heap site's samples that must be on the one thread using each instance.
+PRIVATE_PURITY = 0.95
+PRIVATE_MIN_SAMPLES = 20
+
+
+def _private_instances(instance: np.ndarray, thread: np.ndarray) -> bool:
+    """Whether a heap site's instances are each one thread's: a buffer every thread
+    allocates for itself (`std::vector<double> local(n)` inside a parallel region), the
+    instances of two threads or more, and each instance's samples from one thread
+    (PRIVATE_PURITY of them).  Its pages are placed by the thread that uses them under
+    first touch; a spreading policy would make them remote."""
+    n = len(instance)
+    if n < PRIVATE_MIN_SAMPLES or len(np.unique(thread)) < 2:
+        return False
+    inst, inv = np.unique(instance, return_inverse=True)
+    if len(inst) < 2:
+        return False
+    pairs, counts = np.unique(np.stack([inv.reshape(-1), thread]), axis=1, return_counts=True)
+    top = np.zeros(len(inst), dtype=np.int64)
+    owner = np.full(len(inst), -1, dtype=np.int64)
+    for (k, t), c in zip(pairs.T.tolist(), counts.tolist(), strict=True):
+        if c > top[k]:
+            top[k], owner[k] = c, t
+    return bool(top.sum() >= PRIVATE_PURITY * n and len(np.unique(owner)) >= 2)
 
 

@@ -615,8 +615,9 @@ def suggest(analysis: Analysis, target: Topology | None = None, *,
     if skipped:
         notes.append(f"not placed (pattern unknown or no sampled addresses): {', '.join(skipped)}.")
     if private:
-        notes.append("not placed (thread-private: each instance is on its own thread's stack, local "
-                     f"to that thread whatever the policy): {', '.join(private)}.")
+        notes.append("not placed (thread-private: each instance is used by one thread, on its own "
+                     "stack or a heap buffer it allocated, and first touch keeps it on that thread's "
+                     f"node; a spreading policy would make it remote): {', '.join(private)}.")
     cold = sum(1 for o in analysis.objects if o.share < min_share)
     if cold:
         notes.append(f"{cold} object(s) below {_pct(min_share)} of the samples not considered.")

@@ -169,3 +169,21 @@ def test_row_pointers_stay_apart_from_the_rows_in_the_stretch():
     a_obj = np.array([1, 1])
     assert not core._merge_into_sites([site, rowptr], [0, 1], a_obj, np.full(2, 7), addr, ivs)
     assert a_obj.tolist() == [1, 1]
+
+
+@pytest.mark.parametrize("instances, threads, private", [
+    # 4 buffers, each used by one of 2 threads: per-thread buffers
+    ([0] * 10 + [1] * 10 + [2] * 10 + [3] * 10, [0] * 10 + [1] * 10 + [0] * 10 + [1] * 10, True),
+    # the same with 1 sample in 40 from the other thread: still theirs
+    ([0] * 10 + [1] * 10 + [2] * 10 + [3] * 10, [0] * 10 + [1] * 10 + [0] * 9 + [1] + [1] * 10, True),
+    # per-step temporaries both threads use: shared
+    ([k // 10 for k in range(40)], [k % 2 for k in range(40)], False),
+    # one thread's buffers only: nothing says they are per-thread
+    ([k // 10 for k in range(40)], [0] * 40, False),
+    # one instance (a single allocation) partitioned between threads: an array, not buffers
+    ([0] * 40, [k // 20 for k in range(40)], False),
+    # too few samples to say
+    ([0, 1, 0, 1], [0, 1, 0, 1], False),
+])
+def test_private_instances(instances, threads, private):
+    assert core._private_instances(np.array(instances), np.array(threads)) is private
