@@ -13,10 +13,8 @@ The machine is shared: read the spread of the repetitions.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,11 +22,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-
-def numaprof() -> list[str]:
-    exe = Path(sys.executable).parent / "numaprof"
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "numaprof.cli.main"]
+from report_scale import measured  # noqa: E402
+from run import numaprof  # noqa: E402
 
 
 def make_ranks(base: Path, ranks: int, samples: int) -> list[Path]:
@@ -45,18 +42,6 @@ def make_ranks(base: Path, ranks: int, samples: int) -> list[Path]:
                                  a("table", 64 << 20, second, samples=per)], seed=r + 1, pid=4000 + r)
         paths.append(path)
     return paths
-
-
-def run(argv: list[str]) -> tuple[float, int, int]:
-    """(wall seconds, peak RSS bytes, exit status) of one command."""
-    t0 = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.monotonic() - t0
-    rc = os.waitstatus_to_exitcode(status)
-    if rc != 0:
-        sys.stderr.write(proc.stderr.read().decode(errors="replace"))
-    return wall, usage.ru_maxrss * 1024, rc
 
 
 def main() -> int:
@@ -76,7 +61,7 @@ def main() -> int:
                             ("suggest", ["--target", "2s", "--format", "json"])):
             walls, rss = [], []
             for _ in range(args.reps):
-                wall, peak, rc = run([*numaprof(), what, *map(str, paths), *extra])
+                wall, peak, rc = measured([*numaprof(), what, *map(str, paths), *extra])
                 if rc != 0:
                     print(f"{what} failed (exit {rc})")
                     return 1

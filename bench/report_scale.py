@@ -25,11 +25,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-
-def numaprof() -> list[str]:
-    exe = Path(sys.executable).parent / "numaprof"
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "numaprof.cli.main"]
+from run import numaprof  # noqa: E402  (bench/run.py)
 
 
 def make_profile(path: Path, samples: int) -> None:
@@ -47,17 +45,21 @@ def make_profile(path: Path, samples: int) -> None:
         extra_samples=1000)
 
 
-def run_report(path: Path) -> tuple[float, int, int]:
-    """(wall seconds, peak RSS bytes, exit status) of one `report --format json`."""
+def measured(argv: list[str]) -> tuple[float, int, int]:
+    """(wall seconds, peak RSS bytes, exit status) of one command, its output dropped."""
     t0 = time.monotonic()
-    proc = subprocess.Popen([*numaprof(), "report", str(path), "--format", "json"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.monotonic() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
+    rc = os.waitstatus_to_exitcode(status)
+    if rc != 0:
         sys.stderr.write(proc.stderr.read().decode(errors="replace"))
-    return wall, usage.ru_maxrss * 1024, proc.returncode
+    return wall, usage.ru_maxrss * 1024, rc
+
+
+def run_report(path: Path) -> tuple[float, int, int]:
+    """(wall seconds, peak RSS bytes, exit status) of one `report --format json`."""
+    return measured([*numaprof(), "report", str(path), "--format", "json"])
 
 
 def main() -> int:

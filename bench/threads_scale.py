@@ -46,7 +46,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=256)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--iters", type=int, default=12, help="gather iterations (64 MiB)")
+    ap.add_argument("--iters", type=int, default=150, help="gather iterations (64 MiB)")
     args = ap.parse_args()
     subprocess.run(["make", "-s", "-C", str(ROOT / "examples")], check=True)
     prog = [str(ROOT / "examples" / "gather"), "64", str(args.iters)]

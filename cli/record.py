@@ -24,7 +24,13 @@ import click
 from numaprof import __version__, defaults, paths
 from numaprof.analyzer.format import FORMAT, VERSION
 from numaprof.cli.options import DEFAULT_PROFILE
-from numaprof.cli.supervise import COLLECTOR_FAILED, STOP_SIGNALS, run_collector, signal_name
+from numaprof.cli.supervise import (
+    COLLECTOR_FAILED,
+    STOP_SIGNALS,
+    process_alive,
+    run_collector,
+    signal_name,
+)
 from numaprof.errors import NumaprofError, UsageError
 from numaprof.syspaths import is_system_path
 
@@ -406,7 +412,7 @@ def _heap_at_end(cfg: RecordConfig):
     allocated and released while it was recorded), or None when it has ended."""
     from numaprof.analyzer.attach import snapshot
 
-    if not _process_alive(cfg.pid):
+    if not process_alive(cfg.pid):
         return None
     return snapshot(cfg.pid, cfg.alloc_threshold)
 
@@ -721,7 +727,7 @@ def run_slices(cfg: RecordConfig, every: float, argv: list[str]) -> int:
         if rc != 0:
             return rc
         done.append(out)
-        if not _process_alive(cfg.pid):
+        if not process_alive(cfg.pid):
             break
         if time.monotonic() - started < 0.9 * left:
             break  # stopped early: Ctrl-C, or the collector lost the process
@@ -730,12 +736,3 @@ def run_slices(cfg: RecordConfig, every: float, argv: list[str]) -> int:
               + f"; next: numaprof report {cfg.output}.*", file=sys.stderr)
     return 0
 
-
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True

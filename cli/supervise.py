@@ -131,7 +131,8 @@ def signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (one of another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -190,7 +191,7 @@ class _Supervisor:
             if self.collector_rc is not None:
                 pid = self.control.program_pid()
                 if (self.collector_rc >= 0 or pid is None or self.program_status is not None
-                        or not _alive(pid)):
+                        or not process_alive(pid)):
                     return
                 if not announced:  # the collector was killed; the program goes on
                     announced = True

@@ -13,19 +13,27 @@ from helpers import PROGS, numaprof_argv, run_numaprof
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(scope="module")
-def attached(tmp_path_factory):
-    work = tmp_path_factory.mktemp("attach")
+def _start(work, seconds: str):
+    """attach_heap built in ``work`` and started: (the process, its pid, its go file)."""
     exe = work / "attach_heap"
     subprocess.run(["gcc", "-O2", "-g", "-pthread", "-o", str(exe), str(PROGS / "attach_heap.c")],
                    check=True)
     go = work / "go"
-    prog = subprocess.Popen([str(exe), str(go), "4"], stdout=subprocess.PIPE, text=True)
+    prog = subprocess.Popen([str(exe), str(go), seconds], stdout=subprocess.PIPE, text=True)
+    ready = prog.stdout.readline().split()
+    if ready[:1] != ["ready"]:
+        prog.kill()
+        raise AssertionError(ready)
+    return prog, ready[1], go
+
+
+@pytest.fixture(scope="module")
+def attached(tmp_path_factory):
+    work = tmp_path_factory.mktemp("attach")
+    prog, pid, go = _start(work, "4")
     try:
-        ready = prog.stdout.readline().split()
-        assert ready[:1] == ["ready"], ready
         prof = work / "p.data"
-        rec = subprocess.Popen([*numaprof_argv(), "record", "-o", str(prof), "-p", ready[1],
+        rec = subprocess.Popen([*numaprof_argv(), "record", "-o", str(prof), "-p", pid,
                                 "--duration", "2.5"], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
         time.sleep(0.5)  # the heap is read when the collector attaches; then the work starts
@@ -88,16 +96,10 @@ def test_switch_output_records_slices_that_report_merges(tmp_path):
     """`record -p PID --switch-output 1 --duration 2.5`: one whole profile per second
     (prof.data.0001, ...), each with its own samples and heap objects; `report` over them
     merges them."""
-    exe = tmp_path / "attach_heap"
-    subprocess.run(["gcc", "-O2", "-g", "-pthread", "-o", str(exe), str(PROGS / "attach_heap.c")],
-                   check=True)
-    go = tmp_path / "go"
-    prog = subprocess.Popen([str(exe), str(go), "6"], stdout=subprocess.PIPE, text=True)
+    prog, pid, go = _start(tmp_path, "6")
     try:
-        ready = prog.stdout.readline().split()
-        assert ready[:1] == ["ready"], ready
         go.touch()
-        proc = run_numaprof("record", "-o", tmp_path / "p.data", "-p", ready[1], "--switch-output", "1",
+        proc = run_numaprof("record", "-o", tmp_path / "p.data", "-p", pid, "--switch-output", "1",
                             "--duration", "2.5", timeout=300)
         assert proc.returncode == 0, proc.stderr
     finally:
