@@ -33,6 +33,9 @@ from numaprof.errors import NumaprofError
 PAGE_TOLERANCE = 0.10  # share of the pages that may sit elsewhere than predicted
 LOCAL_TOLERANCE = 0.15  # |measured - predicted| local fraction
 MIN_LAB_SAMPLES = 50  # placed samples of an object for its lab local fraction to count
+#: An object located on its sampled pages only, on fewer than this share of its pages,
+#: has no lab page map to judge by.
+MIN_LOCATED_SHARE = 0.5
 _SKIP = {".numaprof", ".git"}
 
 
@@ -49,7 +52,7 @@ class ObjectCheck:
     lab_pages_source: str = ""
     lab_local: float | None = None
     lab_samples: int = 0
-    verdict: str = ""  # as predicted | disagrees | not found in the lab recording
+    verdict: str = ""  # as predicted | disagrees | too few pages located | not found in the lab recording
     why: list[str] = field(default_factory=list)
     # part by part (pages per node row and per sixteenth of the object, in address order):
     # what the policy puts there, and what the lab's kernel reported (None: not counted so)
@@ -157,6 +160,13 @@ def compare(check: ObjectCheck) -> ObjectCheck:
         return check
     p = np.asarray(check.predicted_pages, dtype=float)
     m = np.asarray(check.lab_pages, dtype=float)
+    if check.lab_pages_source == "move_pages" and m.sum() < MIN_LOCATED_SHARE * p.sum():
+        # only the pages the guest's few samples fell on were asked (a static array: no
+        # allocation for the shim to ask about at its release): no page map to judge by
+        check.verdict = "too few pages located"
+        check.why.append(f"{int(m.sum())} of the {int(p.sum())} pages were located in the lab "
+                         "(those its samples fell on): not enough to judge the placement")
+        return check
     off = 0.5 * float(np.abs(p / max(p.sum(), 1) - m / max(m.sum(), 1)).sum())
     ok = True
     if off > PAGE_TOLERANCE:

@@ -124,3 +124,17 @@ def test_a_reversed_block_placement_has_the_right_counts_and_is_flagged():
 def test_no_access_on_a_located_page_gives_no_local_fraction():
     access = SimpleNamespace(page=np.array([5, 6]), thread=np.array([0, 0]), weight=np.ones(2))
     assert local_on_map(access, np.full(10, -1), [0]) is None
+
+
+def test_a_page_map_from_a_few_sampled_pages_judges_nothing():
+    """A static array in the lab is located only on the pages its few guest samples fell
+    on (14 of 4097 in a run of a gather program): neither as predicted nor flagged, but
+    said to be too little to judge; a heap object's map (move_pages at release) is
+    judged as before."""
+    few = compare(ObjectCheck("val", "parallel_init", "parallel_first_touch, compile clean", 1.0,
+                              [2049, 2048], lab_pages=[8, 6], lab_pages_source="move_pages"))
+    assert few.verdict == "too few pages located" and "14 of the 4097 pages" in few.why[0]
+    assert "too few pages located" in render([few])[0]
+    heap = compare(ObjectCheck("x", "cyclic", "place_after_allocation", 0.5, [2049, 2048],
+                               lab_pages=[2053, 2044], lab_pages_source="move_pages_at_free"))
+    assert heap.verdict == "as predicted"
