@@ -54,12 +54,17 @@ def parse(text: str) -> tuple[str, int, bytes, int, dict[str, dict[str, tuple[st
     The schema maps table -> column -> (numpy dtype, required, is a string column), in the
     order of NMP_TABLES and of each table's columns.
     """
+    return _parse(text)[:5]
+
+
+def _parse(text: str):
     defines = {m.group(1): m.group(2) for m in _DEFINE.finditer(text)}
     try:
         fmt = defines["NMP_PROFILE_FORMAT"].strip('"')
         version = int(defines["NMP_PROFILE_VERSION"])
         magic = defines["NMP_COL_MAGIC"].strip('"').encode()
         header = int(defines["NMP_COL_HEADER"])
+        segments = int(defines["NMP_OBJECT_PAGES_SEGMENTS"])
     except (KeyError, ValueError) as e:
         raise FormatDefinitionError(f"{HEADER_NAME}: missing or bad define {e}") from None
     if len(magic) != 8 or header != len(magic) + 8:
@@ -84,7 +89,7 @@ def parse(text: str) -> tuple[str, int, bytes, int, dict[str, dict[str, tuple[st
     if sorted(listed) != sorted(tables):
         raise FormatDefinitionError(f"{HEADER_NAME}: NMP_TABLES lists {listed}, the file "
                                     f"defines {sorted(tables)}")
-    return fmt, version, magic, header, {t: tables[t] for t in listed}
+    return fmt, version, magic, header, {t: tables[t] for t in listed}, segments
 
 
 def header_path() -> Path:
@@ -93,15 +98,15 @@ def header_path() -> Path:
 
 
 @cache
-def _load() -> tuple[str, int, bytes, int, dict]:
+def _load() -> tuple[str, int, bytes, int, dict, int]:
     try:
         text = header_path().read_text()
     except OSError as e:
         raise FormatDefinitionError(f"cannot read {header_path()}: {e.strerror} "
                                     "(a broken numaprof installation?)") from None
-    return parse(text)
+    return _parse(text)
 
 
-FORMAT, VERSION, MAGIC, HEADER, SCHEMA = _load()
+FORMAT, VERSION, MAGIC, HEADER, SCHEMA, OBJECT_PAGES_SEGMENTS = _load()
 #: The tables in the order of the definition.
 TABLES = tuple(SCHEMA)

@@ -12,6 +12,7 @@ import numpy as np
 from numaprof.analyzer import attribution as att
 from numaprof.analyzer import symbols
 from numaprof.analyzer.archive import Archive
+from numaprof.analyzer.format import OBJECT_PAGES_SEGMENTS
 from numaprof.analyzer.objects import Obj, heap_intervals, name_object, thread_sites
 from numaprof.analyzer.profile import Profile, open_profile
 from numaprof.analyzer.topology import single_node
@@ -88,7 +89,7 @@ def kernel_object_pages(path_or_profile) -> list[ObjectPages]:
     numa_maps = parse_numa_maps(prof.numa_maps(), prof.path)
     index = ObjectPagesIndex(prof.table("object_pages"),
                              (prof.path / "object_pages.segment.col").is_file())
-    resolver = symbols.CodeResolver(symbols.Mappings(prof.table("mappings")), archive)
+    resolver = symbols.CodeResolver(mappings, archive)
     out = []
     for o in objs:
         nm = numa_maps_pages(o, numa_maps, ot, page, node_index, N)
@@ -124,8 +125,8 @@ class KernelPages:
 
 
 #: The shim counts an allocation's pages in this many equal parts, in address order
-#: (object_pages.segment; NMP_PAGES_SEGMENTS in nmp_shim_format.h).
-SEGMENTS = 16
+#: (object_pages.segment; NMP_OBJECT_PAGES_SEGMENTS in numaprof_format.h).
+SEGMENTS = OBJECT_PAGES_SEGMENTS
 
 
 class ObjectPagesIndex:

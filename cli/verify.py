@@ -100,7 +100,11 @@ def predicted_map(sug, n_pages: int, target, thread_nodes: list[int]) -> np.ndar
 
 def predicted_pages(sug, obj, n_pages: int, target, thread_nodes: list[int]) -> list[int]:
     """Pages per target node that the suggested policy places."""
-    where = predicted_map(sug, n_pages, target, thread_nodes)
+    return _node_counts(predicted_map(sug, n_pages, target, thread_nodes), obj, target)
+
+
+def _node_counts(where: np.ndarray | None, obj, target) -> list[int]:
+    """Pages per target node of a page map (None, first touch: the object's own)."""
     if where is None:
         return [int(v) for v in obj.pages_by_node]
     return [int((where == n.id).sum()) for n in target.nodes]
@@ -364,9 +368,9 @@ def verify(analysis, advice, profile: Path, build: str | None, *, root: str | No
                 continue
             n_pages = obj.access.n_pages if obj.access is not None else \
                 -(-int(obj.size) // 4096)
-            c = ObjectCheck(s.name, s.policy, _patch_words(s), float(s.predicted.local_fraction),
-                            predicted_pages(s, obj, n_pages, target, list(result.thread_nodes)))
             placed = predicted_map(s, n_pages, target, list(result.thread_nodes))
+            c = ObjectCheck(s.name, s.policy, _patch_words(s), float(s.predicted.local_fraction),
+                            _node_counts(placed, obj, target))
             if placed is not None:
                 c.predicted_segments = segments_of(placed, [n.id for n in target.nodes])
             where = pages.get(id(obj))

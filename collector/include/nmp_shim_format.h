@@ -23,6 +23,8 @@
 
 #include <stdint.h>
 
+#include "numaprof_format.h" /* NMP_OBJECT_PAGES_SEGMENTS */
+
 #define NMP_SHIM_MAGIC "NMPSHIM1"
 #define NMP_SHIM_VERSION 4
 #define NMP_SHIM_MAX_FRAMES 16
@@ -63,7 +65,7 @@ enum { NMP_PAGES_AT_FREE = 1, NMP_PAGES_AT_EXIT = 2 };
  * NMP_PAGES_SEGMENTS equal parts in address order, so that where its pages are can be
  * compared part by part with where a policy puts them (a block placement reversed has
  * the right counts per node, in the wrong halves). */
-#define NMP_PAGES_SEGMENTS 16
+#define NMP_PAGES_SEGMENTS NMP_OBJECT_PAGES_SEGMENTS
 /* node + 1 in the top 16 bits (0: not present), the segment in the next 8, the count of
  * pages below */
 #define NMP_PAGES_ENTRY(node, seg, count)                                      \

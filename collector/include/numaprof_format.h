@@ -115,8 +115,10 @@
  * 2 bind, 3 interleave, 4 local, ...; 255 unknown, and always on a machine of one memory
  * node, where no policy places anything), `mixed` 1 when those pages do not all have the
  * same policy and nodes (numaprof_place's bind_block).  The rows count the pages per
- * node and `segment`: the object cut into 16 equal parts in address order, 0 the first
- * (profiles before it have one row per node and no such column). */
+ * node and `segment`: the object cut into NMP_OBJECT_PAGES_SEGMENTS equal parts in
+ * address order, 0 the first (profiles before it have one row per node and no such
+ * column). */
+#define NMP_OBJECT_PAGES_SEGMENTS 16
 #define NMP_TABLE_object_pages(COL) \
     COL(object_pages, time, U64, REQ) \
     COL(object_pages, pid, U32, REQ) \
