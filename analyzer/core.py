@@ -625,6 +625,7 @@ def _object_result(o: Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow
     n = len(idx)
     iv = a_iv[idx]
     shift = np.uint64(page.bit_length() - 1)
+    length = 0  # the bytes every position is relative to, when they are all the same
     if o.sample_period:
         # an array of many small blocks: each instance one logical array, its blocks in
         # address order
@@ -632,6 +633,8 @@ def _object_result(o: Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow
     else:
         off = (a_addr[idx] - ivs.start[iv]).astype(np.int64)
         span = (ivs.end[iv] - ivs.start[iv]).astype(np.float64)
+        if n and np.all(span == span[0]):
+            length = int(span[0])
         pos = np.minimum(off / np.maximum(span, 1), np.nextafter(1.0, 0))
         # page numbers as the kernel sees them (an allocation rarely starts on a page
         # boundary): what first touch, move_pages and the recommender's policies act on
@@ -655,7 +658,7 @@ def _object_result(o: Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow
     else:
         pages_by_node, pages_source = [int(x) for x in pn_index.pages(members, ivs, page)], "move_pages"
     page_key = iv.astype(np.int64) * (1 << 36) + pg
-    features, windows = feat.object_features(a_time[idx], a_tidx[idx], pos, page_key, a_ip[idx])
+    features, windows = feat.object_features(a_time[idx], a_tidx[idx], pos, page_key, a_ip[idx], length)
     pattern, conf = patterns.classify(features)
     needed = classifier.samples_needed(features) if pattern == "unknown" else 0
     first_touch = first_touch_of(oi, ft, topo, n_program_threads, resolver)

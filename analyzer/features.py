@@ -52,13 +52,16 @@ def object_features(
     pos: np.ndarray,
     page_key: np.ndarray,
     ip: np.ndarray | None = None,
+    length: int = 0,
 ) -> tuple[dict[str, float], Windows]:
     """Features of one object's samples.
 
     ``time`` ns, ``thread`` small ints, ``pos`` position in the array in [0, 1),
     ``page_key`` an integer per distinct page (allocation and page), ``ip`` the sampled
-    instruction (its loop) when known.  Returns the feature dict and the per-window table
-    the phase labelling uses.
+    instruction (its loop) when known, ``length`` the array's bytes when every position
+    is relative to the same length (what lets a loop be seen along another dimension,
+    :func:`_fold`).  Returns the feature dict and the per-window table the phase
+    labelling uses.
     """
     n = len(time)
     if ip is None:
@@ -139,6 +142,11 @@ def object_features(
     n_active = np.bincount(gw[active], minlength=W)
     parallel = (n_active >= 2) & (top_share < SERIAL_SHARE)
 
+    # loops that share out another dimension of the array (_contexts): the windows
+    # whose threads coincide are seen folded by the row counts those loops use
+    in_par = parallel[wid]
+    ctx, folds = _contexts(ip, tl, pos, T, in_par, length)
+    view = np.zeros(W, dtype=np.int64)
     w_span = np.full(W, np.nan)
     w_ent = np.full(W, np.nan)
     w_ovl = np.full(W, np.nan)
@@ -149,15 +157,20 @@ def object_features(
             m = gw == w
         if not m.any():
             continue
-        w_span[w] = np.median(span[m])
-        w_ent[w] = np.median(ent[m])
         lo, hi, mid, th = p5[m], p95[m], p50[m], gt[m]
         k = len(lo)
         if k >= 2:
-            inter = np.clip(np.minimum(hi[:, None], hi[None, :]) - np.maximum(lo[:, None], lo[None, :]), 0, None)
-            union = np.maximum(hi[:, None], hi[None, :]) - np.minimum(lo[:, None], lo[None, :])
-            iou = np.where(union > 0, inter / np.where(union > 0, union, 1), 1.0)
-            w_ovl[w] = (iou.sum() - k) / (k * (k - 1))
+            w_ovl[w] = _pair_overlap(lo, hi)
+            if w_ovl[w] >= FOLD_TRIED and len(folds) and counts[m].min() >= FOLD_MIN_SAMPLES:
+                idx, who = _members(starts[m], counts[m])
+                folded = _fold(ps[idx], who, k, folds)
+                if folded is not None:
+                    view[w], (lo, mid, hi) = folded
+                    w_ovl[w] = _pair_overlap(lo, hi)
+                    span[np.flatnonzero(m)] = hi - lo
+        w_span[w] = np.median(span[m])
+        w_ent[w] = np.median(ent[m])
+        if k >= 2:
             r = np.argsort(np.argsort(mid, kind="stable"), kind="stable")
             rank[w, th] = r / (k - 1)
 
@@ -168,6 +181,8 @@ def object_features(
     diff = np.where(both, np.abs(np.nan_to_num(R[:, None, :]) - np.nan_to_num(R[None, :, :])), 0.0)
     nboth = both.sum(axis=2)
     dist = np.where(nboth >= 2, diff.sum(axis=2) / np.maximum(nboth, 1), np.nan)
+    # windows seen along different dimensions give the threads different parts
+    dist = np.where((view[pw][:, None] != view[pw][None, :]) & (nboth >= 2), 1.0, dist)
     full = np.full((W, W), np.nan)
     if len(pw):
         full[np.ix_(pw, pw)] = dist
@@ -178,7 +193,6 @@ def object_features(
     consec = consec[~np.isnan(consec)]
 
     # ---- page sharing and sequentiality (whole parallel part) -------------------------
-    in_par = parallel[wid]
     if in_par.any():
         pk, pt = page_key[in_par], tl[in_par]
         pairs = np.unique(pk.astype(np.uint64) * np.uint64(max(T, 1)) + pt.astype(np.uint64))
@@ -207,7 +221,6 @@ def object_features(
     cross = (tl[1:] != tl[:-1]) & in_par[1:] & in_par[:-1]
     cross_step = float(np.median(np.abs(np.diff(pos))[cross])) if cross.any() else 1.0
 
-    ctx = _contexts(ip, tl, pos, T, in_par)
     par_groups = parallel[gw] & active
 
     def med(x):
@@ -310,7 +323,7 @@ def _group_order(g: np.ndarray, pos: np.ndarray) -> np.ndarray:
     return np.argsort(g + np.minimum(pos, 0.9999999), kind="quicksort")
 
 
-def _contexts(ip, tl, pos, T, in_par) -> dict[str, float]:
+def _contexts(ip, tl, pos, T, in_par, length: int = 0) -> tuple[dict[str, float], np.ndarray]:
     """Features per code context (the sampled instruction, i.e. the loop).
 
     A loop run backwards and a loop run forwards touch the same array with a different
@@ -318,11 +331,22 @@ def _contexts(ip, tl, pos, T, in_par) -> dict[str, float]:
     be told apart by the instruction that made the access.  Per context: the overlap of
     the threads' ranges (disjoint under a static partition, coinciding under random
     access) and the thread ranks, compared between contexts.
+
+    A loop that shares out the other dimension of a 2-D array (rows of a column-major
+    array, a transpose) gives every thread a slice of every column: its range is the
+    whole array, as under random access.  Where the threads' ranges coincide, the
+    positions are also seen folded by a row length (:func:`_fold`); a context whose
+    threads are disjoint folded is structured along that dimension, and two contexts
+    structured along different dimensions give their threads different parts of the
+    array (rank distance 1).  Returns the features and the row counts the folded
+    contexts use.
     """
-    out = {"contexts": 0.0, "context_overlap": 0.0, "context_span": 0.0, "context_instability": 0.0}
+    out = {"contexts": 0.0, "context_overlap": 0.0, "context_span": 0.0, "context_instability": 0.0,
+           "folded_contexts": 0.0, "folded_samples": 0.0}
+    none = np.zeros(0, dtype=np.int64)
     sel = np.flatnonzero(in_par)
     if len(sel) == 0 or T < 2:
-        return out
+        return out, none
     uip, ci = np.unique(ip[sel], return_inverse=True)
     C = len(uip)
     g = ci.astype(np.int64) * T + tl[sel]
@@ -340,24 +364,32 @@ def _contexts(ip, tl, pos, T, in_par) -> dict[str, float]:
     lo, mid, hi = q(0.05), q(0.5), q(0.95)
     ok = counts >= 3
     ranks = np.full((C, T), np.nan)
+    view = np.zeros(C, dtype=np.int64)  # 0: positions as they are, k: folded by length / k
     ovl, spans, weights = [], [], []
+    ks = _fold_candidates(length)
     for c in np.unique(gc[ok]).tolist():
         m = ok & (gc == c)
         k = int(m.sum())
         n_c = int(counts[m].sum())
         if k < 2 or n_c < MIN_CONTEXT_SAMPLES:
             continue
-        a, b = lo[m], hi[m]
-        inter = np.clip(np.minimum(b[:, None], b[None, :]) - np.maximum(a[:, None], a[None, :]), 0, None)
-        union = np.maximum(b[:, None], b[None, :]) - np.minimum(a[:, None], a[None, :])
-        iou = np.where(union > 0, inter / np.where(union > 0, union, 1), 1.0)
-        ovl.append((iou.sum() - k) / (k * (k - 1)))
+        a, b, md = lo[m], hi[m], mid[m]
+        o = _pair_overlap(a, b)
+        if o >= FOLD_TRIED and len(ks) and counts[m].min() >= FOLD_MIN_SAMPLES:
+            idx, who = _members(starts[m], counts[m])
+            folded = _fold(ps[idx], who, k, ks)
+            if folded is not None:
+                view[c], (a, md, b) = folded
+                o = _pair_overlap(a, b)
+                out["folded_contexts"] += 1
+                out["folded_samples"] += n_c
+        ovl.append(o)
         spans.append(float(np.median(b - a)))
         weights.append(n_c)
-        r = np.argsort(np.argsort(mid[m], kind="stable"), kind="stable")
+        r = np.argsort(np.argsort(md, kind="stable"), kind="stable")
         ranks[c, gt[m]] = r / (k - 1)
     if not weights:
-        return out
+        return out, none
     w = np.asarray(weights, dtype=float)
     out["contexts"] = float(len(weights))
     out["context_overlap"] = float(np.average(ovl, weights=w))
@@ -369,8 +401,65 @@ def _contexts(ip, tl, pos, T, in_par) -> dict[str, float]:
         for b in used[i + 1 :].tolist():
             both = ~np.isnan(ranks[a]) & ~np.isnan(ranks[b])
             if both.sum() >= 2:
-                dists.append(float(np.abs(ranks[a, both] - ranks[b, both]).mean()))
+                same = view[a] == view[b]
+                dists.append(float(np.abs(ranks[a, both] - ranks[b, both]).mean()) if same else 1.0)
                 dw.append(min(cn[a], cn[b]))
     if dists:
         out["context_instability"] = float(np.average(dists, weights=dw))
-    return out
+    return out, np.unique(view[view > 0])
+
+
+# Folding a context's positions by a row length (:func:`_fold`).
+FOLD_TRIED = 0.5  # threads' ranges overlapping at least this much are tried folded
+FOLD_DISJOINT = 0.1  # ... and are structured along a row when they overlap at most this folded
+FOLD_MIN_SAMPLES = 16  # every thread's samples in the context, so that chance cannot separate them
+FOLD_MIN_ROW = 1024  # bytes of a row: shorter "rows" are records, not a dimension
+FOLD_MAX_SAMPLES = 256  # a thread's samples looked at per context (evenly spaced in position order)
+
+
+def _fold_candidates(length: int) -> np.ndarray:
+    """Row counts k that cut ``length`` bytes into k rows of equal whole length, each a
+    multiple of 4 bytes and at least FOLD_MIN_ROW."""
+    if length < 2 * FOLD_MIN_ROW:
+        return np.zeros(0, dtype=np.int64)
+    ks = np.arange(2, length // FOLD_MIN_ROW + 1, dtype=np.int64)
+    return ks[(length % ks == 0) & ((length // ks) % 4 == 0)]
+
+
+def _members(starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of the groups' members (each group a run starting at ``starts``), at most
+    FOLD_MAX_SAMPLES of each, evenly spaced; and each one's group number."""
+    picks = [s + np.unique(np.linspace(0, c - 1, min(c, FOLD_MAX_SAMPLES)).astype(np.int64))
+             for s, c in zip(starts.tolist(), counts.tolist(), strict=True)]
+    return np.concatenate(picks), np.repeat(np.arange(len(picks)), [len(x) for x in picks])
+
+
+def _fold(p: np.ndarray, who: np.ndarray, k: int, ks: np.ndarray):
+    """The row count under which the ``k`` threads' positions (``p``, thread index
+    ``who``) are most disjoint, with each thread's 5 %, 50 % and 95 % folded position;
+    None when no row count makes them disjoint (overlap ≤ FOLD_DISJOINT).
+
+    Folded by k rows, a position is its place inside its row, (p · k) mod 1: a thread
+    that owns rows i0..i1 of every column of a column-major array is one band there."""
+    if len(np.unique(who)) < k:
+        return None
+    f = np.mod(p[None, :] * ks[:, None], 1.0)
+    qs = np.stack([np.quantile(f[:, who == t], [0.05, 0.5, 0.95], axis=1, method="lower") for t in range(k)],
+                  axis=2)  # (3, candidates, threads)
+    o = _pair_overlap(qs[0], qs[2])
+    best = int(np.argmin(o))
+    if o[best] > FOLD_DISJOINT:
+        return None
+    return int(ks[best]), (qs[0, best], qs[1, best], qs[2, best])
+
+
+def _pair_overlap(a: np.ndarray, b: np.ndarray):
+    """Mean pairwise overlap (intersection over union) of the ranges [a, b] along the
+    last axis: a float for one set of ranges, an array for a stack of them."""
+    k = a.shape[-1]
+    a1, a2, b1, b2 = a[..., :, None], a[..., None, :], b[..., :, None], b[..., None, :]
+    inter = np.clip(np.minimum(b1, b2) - np.maximum(a1, a2), 0, None)
+    union = np.maximum(b1, b2) - np.minimum(a1, a2)
+    iou = np.where(union > 0, inter / np.where(union > 0, union, 1), 1.0)
+    out = (iou.sum(axis=(-2, -1)) - k) / (k * (k - 1))
+    return float(out) if np.ndim(out) == 0 else out

@@ -87,8 +87,11 @@ class Array:
     "parallel_init" (static blocks, each thread writes its own), "regular" (static
     partition), "reversed" (static partition, thread k gets the block of thread T-1-k),
     "shifted" (thread k gets block k+1), "alternating" (a forward and a backward loop,
-    two instructions, taking turns faster than a time window), "dynamic" (chunks handed
-    out in loop order to random threads),
+    two instructions, taking turns faster than a time window), "rows" (a square
+    column-major array whose rows are shared out: thread k owns the k-th band of rows of
+    every column), "alternating_rows" (a loop over columns, static, and a loop over rows
+    taking turns faster than a time window: an ADI solver's two sweeps), "dynamic" (chunks
+    handed out in loop order to random threads),
     "random" (uniform gathers over the whole array), "serial" (thread 0 alone reads it all).
     """
 
@@ -211,6 +214,16 @@ def synth_run(
                     # each thread sweeps its block twice during the phase (or once per turn)
                     pos = rng.random(n) if ph == "alternating" else (tt * 2) % 1.0
                     off = (lo + (pos * (hi - lo)).astype(np.int64)) * 8
+                elif ph in ("rows", "alternating_rows"):
+                    side = int(np.sqrt(elems))
+                    assert side * side == elems, "rows phases need a square array of doubles"
+                    band = (np.minimum(thr * side // T + (rng.random(n) * (side // T)).astype(np.int64), side - 1))
+                    col = rng.integers(0, side, n)
+                    off = (col * side + band) * 8  # column-major: element (band, col)
+                    if ph == "alternating_rows":
+                        ip_sub = (np.floor(tt * 5000).astype(np.int64) % 2) * 8
+                        blocks = (thr * elems // T + (rng.random(n) * (elems // T)).astype(np.int64)) * 8
+                        off = np.where(ip_sub == 0, blocks, off)
                 elif ph == "dynamic":
                     # schedule(dynamic): chunks are handed out in loop order to whichever
                     # thread is free, so at any moment all threads work on neighbouring

@@ -47,12 +47,10 @@ FLAKY_NAMED = {
 WRONG: dict[tuple[str, str], str] = {}
 # Found, the object with most samples having another pattern.
 WRONG_PATTERN = {
-    ("adi", "u"): "classified random (1533-1714 samples, all eight recordings), not irregular",
     ("adi", "cp"): "unknown: 1-2 samples (see FLAKY_NAMED)",
 }
 # Found, the object with most samples having the expected pattern in some recordings only.
 FLAKY_PATTERN = {
-    ("adi", "v"): "irregular in 3 of 5 recordings, random in the others (306-340 samples)",
     ("fft", "tw"): "random in 8 of 10 recordings, irregular in the others (201-217 samples; "
                    "8 KiB, two pages, read all over by both threads)",
 }

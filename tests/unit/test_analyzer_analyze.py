@@ -72,6 +72,42 @@ def test_loops_alternating_faster_than_windows(tmp_path):
     assert o["rnd"].pattern == "random"
 
 
+def test_rows_of_a_column_major_array(tmp_path):
+    """Sharing out the rows of a column-major array gives each thread a slice of every
+    column: its range is the whole array, as under random access.  Folded by the column
+    length the threads are disjoint bands: one such loop alone is regular (a thread keeps
+    its rows), alternating with a loop over columns it is irregular (an ADI solver's
+    sweeps), and random access stays random whatever the fold."""
+    run = profgen.synth_run(tmp_path / "p", [
+        Array("rows", 8 * MiB, ["parallel_init", "rows", "rows"], samples=3000),
+        Array("adi", 8 * MiB, ["parallel_init", "alternating_rows", "alternating_rows"], samples=3000),
+        Array("rnd", 8 * MiB, ["parallel_init", "random", "random"], samples=3000),
+    ], thread_cpus=(0, 2))
+    o = by_addr(analyze(run.path), run)
+    assert o["rows"].pattern == "regular", o["rows"].features
+    assert o["adi"].pattern == "irregular", o["adi"].features
+    assert o["rnd"].pattern == "random", o["rnd"].features
+    for k in ("rows", "adi"):
+        assert o[k].features["folded_contexts"] == 1 and o[k].features["context_overlap"] < 0.1
+    assert o["rnd"].features["folded_contexts"] == 0
+    assert o["adi"].features["context_instability"] > 0.9  # the two loops own different parts
+
+
+def test_fold_candidates_and_chance():
+    """Row counts cut the array into whole rows of ≥ 1 KiB; uniform positions of two
+    threads are never disjoint under any of them."""
+    from numaprof.analyzer import features as feat
+    assert feat._fold_candidates(8 * MiB).tolist() == [2 ** k for k in range(1, 14)]
+    ks = feat._fold_candidates(2000 * 2000 * 8)
+    assert 2000 in ks and all(2000 * 2000 * 8 % k == 0 and 2000 * 2000 * 8 // k >= 1024 for k in ks)
+    assert len(feat._fold_candidates(1024)) == 0
+    rng = np.random.default_rng(7)
+    ks = feat._fold_candidates(2 ** 4 * 3 ** 2 * 5 * 7 * 11 * 13 * 1024)
+    assert len(ks) > 500
+    misses = sum(feat._fold(rng.random(32), np.repeat([0, 1], 16), 2, ks) is not None for _ in range(200))
+    assert misses == 0
+
+
 def test_dynamic_threads_move_together(kinds):
     run, a = kinds
     f = by_addr(a, run)["dynamic"].features
