@@ -342,9 +342,7 @@ class _Prefetch:
     """
 
     def __init__(self, cfg: RecordConfig):
-        from numaprof.recommender.sources import HashCache
-
-        self.cache = HashCache()
+        self.cache = None  # made by the thread: its imports (hashlib, ssl) are not on the way to the exec
         exe = shutil.which(cfg.command[0]) if cfg.command else None
         self._thread = threading.Thread(target=self._run, args=(exe,), name="numaprof-prefetch",
                                         daemon=True)
@@ -364,8 +362,9 @@ class _Prefetch:
         except OSError:
             pass
         try:
-            from numaprof.recommender.sources import hash_sources
+            from numaprof.recommender.sources import HashCache, hash_sources
 
+            self.cache = HashCache()
             if exe:
                 real = os.path.realpath(exe)
                 hash_sources([real], self.cache)

@@ -16,8 +16,10 @@ def libexec_dir() -> Path:
     env = os.environ.get("NUMAPROF_LIBEXEC")
     candidates = [Path(env)] if env else []
     candidates += [_PKG / "libexec", _PKG.parent / "build" / "dev" / "libexec"]
-    candidates += _installed("libexec")
     for c in candidates:
+        if (c / "numaprof-collect").exists():
+            return c
+    for c in _installed("libexec"):  # importlib.metadata: only when nothing nearer has it
         if (c / "numaprof-collect").exists():
             return c
     raise NumaprofError(
@@ -37,7 +39,11 @@ def _installed(sub: str) -> list[Path]:
 
 
 def include_dir() -> Path:
-    for c in (_PKG / "include", _PKG.parent / "collector" / "include", *_installed("include")):
+    for c in (_PKG / "include", _PKG.parent / "collector" / "include"):
+        if (c / "numaprof_place.h").exists():
+            return c
+    # importlib.metadata costs 5 ms of every start: only when the checkout has none
+    for c in _installed("include"):
         if (c / "numaprof_place.h").exists():
             return c
     return _PKG / "include"
