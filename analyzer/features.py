@@ -414,15 +414,16 @@ FOLD_TRIED = 0.5  # threads' ranges overlapping at least this much are tried fol
 FOLD_DISJOINT = 0.1  # ... and are structured along a row when they overlap at most this folded
 FOLD_MIN_SAMPLES = 16  # every thread's samples in the context, so that chance cannot separate them
 FOLD_MIN_ROW = 1024  # bytes of a row: shorter "rows" are records, not a dimension
+FOLD_MAX_ROWS = 1 << 20  # row counts tried: a million columns (an array of ≥ 1 GiB)
 FOLD_MAX_SAMPLES = 256  # a thread's samples looked at per context (evenly spaced in position order)
 
 
 def _fold_candidates(length: int) -> np.ndarray:
-    """Row counts k that cut ``length`` bytes into k rows of equal whole length, each a
-    multiple of 4 bytes and at least FOLD_MIN_ROW."""
+    """Row counts k (at most FOLD_MAX_ROWS) that cut ``length`` bytes into k rows of
+    equal whole length, each a multiple of 4 bytes and at least FOLD_MIN_ROW."""
     if length < 2 * FOLD_MIN_ROW:
         return np.zeros(0, dtype=np.int64)
-    ks = np.arange(2, length // FOLD_MIN_ROW + 1, dtype=np.int64)
+    ks = np.arange(2, min(length // FOLD_MIN_ROW, FOLD_MAX_ROWS) + 1, dtype=np.int64)
     return ks[(length % ks == 0) & ((length // ks) % 4 == 0)]
 
 
