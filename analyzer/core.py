@@ -238,8 +238,9 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         a_prow[fill] = single[a_obj[fill]]
 
     # first touches: first fault of each page of each interval
+    fault_period = int((prof.manifest.get("collector") or {}).get("fault_period") or 1)
     ft = first_touches(prof.table("faults"), ivs, heap_iv, static_iv, map_iv, page_shift,
-                        f"{prof.path}/faults.page_size.col")
+                        f"{prof.path}/faults.page_size.col", fault_period)
     ft_rows = None
     inferred = np.zeros(len(a_addr), dtype=bool)
     if ft is not None:

@@ -51,6 +51,7 @@ def _merge_objects(objs: list[ObjectResult], total_samples: int) -> ObjectResult
         sites=list(dict.fromkeys(s for o in objs for s in o.first_touch.sites)),
         pages=ft_pages,
         serial=all(o.first_touch.serial for o in objs),
+        inferred_pages=sum(o.first_touch.inferred_pages for o in objs),
     )
     patterns = {o.pattern for o in objs}
     return replace(

@@ -60,8 +60,9 @@ class FirstTouch:
     master_fraction: float  # share of first-touched pages placed by the top thread
     master_tid: int | None
     sites: list[str]  # source lines that touched first, most pages first
-    pages: int  # pages with a recorded first touch
+    pages: int  # pages with a recorded or inferred first touch
     serial: bool  # master_fraction >= 0.9 with >= 2 threads in the program
+    inferred_pages: int = 0  # of `pages`, inferred from recorded neighbours (fault period > 1)
 
 
 @dataclass

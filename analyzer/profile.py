@@ -389,5 +389,6 @@ def check_manifest(m: dict, path) -> dict:
     out["counts"] = counts
     collector = io.get_dict(m, "collector", path)
     io.get_str(collector, "backend", path, where="collector.backend")
+    io.get_int(collector, "fault_period", path, lo=1, hi=1 << 20, where="collector.fault_period")
     out["collector"] = collector
     return out

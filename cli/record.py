@@ -48,6 +48,7 @@ class RecordConfig:
     pid: int | None
     duration: float | None
     redact_args: bool = False
+    fault_period: int = 0  # 0: the collector's default (defaults.FAULT_PERIOD)
 
 
 RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
@@ -270,7 +271,9 @@ def _manifest(cfg: RecordConfig, argv: list[str]) -> dict:
         "backend": None,
         "backend_reason": {},
         "sampling": {"freq": cfg.freq, "alloc_threshold": cfg.alloc_threshold,
-                     "small_sample": _small_sample()},
+                     "small_sample": _small_sample(),
+                     # None: the collector's default (its collector.json says which)
+                     "fault_period": cfg.fault_period or None},
         "counts": {},
         "attach": {"pid": cfg.pid, "duration": cfg.duration} if cfg.pid else None,
     }
@@ -293,6 +296,8 @@ def _collector_argv(cfg: RecordConfig) -> list[str]:
         argv += ["--shim", str(shim)]
     if cfg.freq:
         argv += ["--freq", str(cfg.freq)]
+    if cfg.fault_period:
+        argv += ["--fault-period", str(cfg.fault_period)]
     if cfg.pid:
         argv += ["-p", str(cfg.pid), "--duration", str(cfg.duration or 10)]
     else:
@@ -652,6 +657,11 @@ def _after_collector_death(cfg: RecordConfig, manifest: dict, run, cache) -> int
               help="Record about one smaller allocation in every BYTES a thread allocates "
               f"below the threshold, with its call stack (default {defaults.SMALL_SAMPLE}, "
               "or $NUMAPROF_SMALL_SAMPLE; 0: none).")
+@click.option("--fault-period", type=click.IntRange(min=1, max=1 << 20), default=None,
+              metavar="N",
+              help="Record one page fault in N with its address; the first touches of the "
+              f"pages between are inferred from their neighbours (default {defaults.FAULT_PERIOD}, "
+              "or 1 where transparent huge pages are 'always' on; 1: every page exactly).")
 @click.option("-p", "--pid", type=click.IntRange(min=1), default=None,
               help="Attach to a running process instead of starting one.")
 @click.option("--duration", type=click.FloatRange(min=0.1), default=None,
@@ -663,8 +673,8 @@ def _after_collector_death(cfg: RecordConfig, manifest: dict, run, cache) -> int
               help="Keep the program name but not its arguments in the profile (passwords, "
               "paths; see docs/record.md for what a profile holds).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def command(output, backend, freq, alloc_threshold, small_sample, pid, duration, switch_output,
-            redact_args, command):
+def command(output, backend, freq, alloc_threshold, small_sample, fault_period, pid, duration,
+            switch_output, redact_args, command):
     """Run COMMAND with memory-access sampling and write a profile.
 
     Samples every thread and child process of COMMAND (software register sampling where
@@ -693,6 +703,7 @@ def command(output, backend, freq, alloc_threshold, small_sample, pid, duration,
         pid=pid,
         duration=duration,
         redact_args=redact_args,
+        fault_period=fault_period or 0,
     )
     if switch_output is not None:
         if not pid:

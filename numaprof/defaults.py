@@ -27,3 +27,5 @@ FREQ: int = _VALUES["FREQ"]
 ALLOC_THRESHOLD: int = _VALUES["ALLOC_THRESHOLD"]
 #: About one in this many bytes allocated below the threshold is recorded with its stack.
 SMALL_SAMPLE: int = _VALUES["SMALL_SAMPLE"]
+#: One page fault in this many is recorded (first touches between are inferred).
+FAULT_PERIOD: int = _VALUES["FAULT_PERIOD"]

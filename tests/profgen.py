@@ -132,6 +132,7 @@ def synth_run(
     extra_samples: int = 0,
     weight: bool = False,
     pid: int = 4000,
+    fault_period: int = 1,
 ) -> Run:
     """Write a synthetic profile to ``path`` and return what it contains (the truth)."""
     rng = np.random.default_rng(seed)
@@ -282,6 +283,13 @@ def synth_run(
     w.table("samples", time=s["time"], pid=np.full(n, pid), tid=s["tid"], cpu=s["cpu"], ip=s["ip"],
             addr=s["addr"], access=s["access"], size=np.full(n, 8), rule=rule, **extra)
     f = {k: np.concatenate(v) if v else np.zeros(0, dtype=np.int64) for k, v in faults.items()}
+    if fault_period > 1:
+        # as the kernel records with a sample period: every fault_period-th fault of each
+        # thread, in time order
+        o = np.lexsort((f["time"], f["tid"]))
+        nth = np.arange(len(o)) - np.searchsorted(f["tid"][o], f["tid"][o])
+        keep = np.sort(o[nth % fault_period == fault_period - 1])
+        f = {k: v[keep] for k, v in f.items()}
     nf = len(f["time"])
     w.table("faults", time=f["time"], pid=np.full(nf, pid), tid=f["tid"], cpu=f["cpu"], ip=f["ip"],
             addr=f["addr"], flags=f["flags"], source=np.ones(nf))
@@ -301,7 +309,8 @@ def synth_run(
             prot=[5], flags=[2], path=["/nonexistent/synthetic"])
     w.manifest(counts={"samples": n, "with_address": int((s["addr"] != 0).sum()), "lost": 0,
                        "throttled": 0, "unresolved": int((s["addr"] == 0).sum()), "faults": nf},
-               env={"OMP_NUM_THREADS": str(T)})
+               env={"OMP_NUM_THREADS": str(T)},
+               collector={"backend": "soft", "fault_period": fault_period})
     return run
 
 

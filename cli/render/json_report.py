@@ -57,6 +57,7 @@ def obj(o: ObjectResult) -> dict:
             "master_tid": ft.master_tid,
             "sites": list(ft.sites),
             "pages": int(ft.pages),
+            "inferred_pages": int(ft.inferred_pages),
             "serial": bool(ft.serial),
         },
         "pages_by_node": [int(v) for v in o.pages_by_node],

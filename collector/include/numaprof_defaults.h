@@ -26,4 +26,15 @@
  * ~25 000 stack walks (docs/record.md).  0 turns the sampling off. */
 #define NMP_DEFAULT_SMALL_SAMPLE 262144
 
+/* One page fault in this many (per thread and cpu) is recorded with its address: the
+ * first touches of the pages between two recorded ones are inferred from their
+ * neighbours (docs/analyzer.md, "First touch").  A recorded fault costs the faulting
+ * thread ~1.5-2 us in the kernel; an allocation-heavy program takes 10^5-10^6 of them
+ * per second of run (bench/README.md).  A prime, so that the recorded faults do not
+ * fall on one array only where a loop first-touches several in lockstep (16 recorded
+ * every 8th page of `b` and none of `c` when one loop wrote b[j] and c[j]).  1 records
+ * every fault (exact per page), the collector's default where transparent huge pages
+ * are "always" on (each fault maps 2 MiB: few faults, each one standing for 512 pages). */
+#define NMP_DEFAULT_FAULT_PERIOD 17
+
 #endif

@@ -312,6 +312,12 @@ static int open_hw_group(struct nmp_collector *c, pid_t pid, int cpu, int launch
     return 0;
 }
 
+/* The recorded share of page faults: one in this many (0 in a config: every one). */
+unsigned nmp_fault_period(const struct nmp_config *cfg)
+{
+    return cfg->fault_period ? cfg->fault_period : 1;
+}
+
 /* First touches, best source first (enum nmp_fault_source): the completed minor and major
  * faults with the size of the page they mapped (a 2 MiB transparent huge page is one
  * fault: Linux >= 5.11 PERF_SAMPLE_DATA_PAGE_SIZE; these events fire after the fault is
@@ -332,6 +338,7 @@ static int open_fault_events(struct nmp_collector *c, pid_t pid, int cpu, int la
         for (int k = 0; k < 2; k++) {
             software_attr(&a, done_events[k],
                           PERF_SAMPLE_IP | PERF_SAMPLE_ADDR | PERF_SAMPLE_DATA_PAGE_SIZE, launch);
+            a.sample_period = nmp_fault_period(c->cfg);
             if ((fd = perf_open(&a, pid, cpu, -1)) < 0)
                 break;
             if (into_ring(c, (int)fd, NMP_EV_FAULT_DONE, &a, owner_fd, "page-fault events") != 0)
@@ -352,7 +359,7 @@ static int open_fault_events(struct nmp_collector *c, pid_t pid, int cpu, int la
         memset(&a, 0, sizeof a);
         a.type = PERF_TYPE_TRACEPOINT;
         a.config = tp_id;
-        a.sample_period = 1;
+        a.sample_period = nmp_fault_period(c->cfg);
         a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_RAW;
         base_attr(&a, launch);
         a.exclude_kernel = 0; /* the tracepoint fires in the kernel's fault handler */
@@ -367,6 +374,7 @@ static int open_fault_events(struct nmp_collector *c, pid_t pid, int cpu, int la
         nmp_debug("tracepoint exceptions:page_fault_user: %s", strerror(errno));
     }
     software_attr(&a, PERF_COUNT_SW_PAGE_FAULTS, PERF_SAMPLE_IP | PERF_SAMPLE_ADDR, launch);
+    a.sample_period = nmp_fault_period(c->cfg);
     if ((fd = perf_open(&a, pid, cpu, -1)) < 0) {
         if (*src == NMP_FAULTS_UNTRIED)
             nmp_warn(c, "page-faults event unavailable (%s): no first-touch data",

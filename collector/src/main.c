@@ -1,7 +1,7 @@
 /* numaprof-collect: argument parsing only; the work is in sampler.c and its modules.
  *
  *   numaprof-collect -o DIR [--freq HZ] [--backend auto|soft|pebs|ibs]
- *                    [--shim LIB] [--alloc-threshold BYTES]
+ *                    [--shim LIB] [--alloc-threshold BYTES] [--fault-period N]
  *                    [-p PID --duration SECONDS] [--error-fd FD] [--control-fd FD]
  *                    -- CMD ARGS...
  *   numaprof-collect --list-events [--json]
@@ -76,6 +76,22 @@ static int parse_u64(const char *s, uint64_t *out)
     return 0;
 }
 
+/* The recorded share of page faults when --fault-period is not given: every fault where
+ * transparent huge pages are "always" on (an array's faults are then 2 MiB each, few and
+ * cheap to record, and one in 17 would leave arrays of tens of MiB with a record or
+ * two), else one in NMP_DEFAULT_FAULT_PERIOD. */
+static unsigned default_fault_period(void)
+{
+    char line[128] = "";
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "re");
+    if (f) {
+        if (!fgets(line, sizeof line, f))
+            line[0] = 0;
+        fclose(f);
+    }
+    return strstr(line, "[always]") ? 1 : NMP_DEFAULT_FAULT_PERIOD;
+}
+
 int main(int argc, char **argv)
 {
     struct nmp_config cfg = {.freq = NMP_DEFAULT_FREQ, .backend = NMP_REQ_AUTO,
@@ -84,6 +100,7 @@ int main(int argc, char **argv)
         {"output", required_argument, 0, 'o'},   {"freq", required_argument, 0, 'F'},
         {"backend", required_argument, 0, 'b'},  {"shim", required_argument, 0, 's'},
         {"alloc-threshold", required_argument, 0, 't'},
+        {"fault-period", required_argument, 0, 'P'},
         {"pid", required_argument, 0, 'p'},      {"duration", required_argument, 0, 'd'},
         {"list-events", no_argument, 0, 'L'},    {"json", no_argument, 0, 'J'},
         {"error-fd", required_argument, 0, 'E'}, {"control-fd", required_argument, 0, 'C'},
@@ -122,6 +139,11 @@ int main(int argc, char **argv)
             if (parse_u64(optarg, &v))
                 return fail("--alloc-threshold must be a byte count", optarg);
             cfg.alloc_threshold = v;
+            break;
+        case 'P':
+            if (parse_u64(optarg, &v) || v == 0 || v > (1u << 20))
+                return fail("--fault-period must be 1..1048576", optarg);
+            cfg.fault_period = (unsigned)v;
             break;
         case 'p':
             if (parse_u64(optarg, &v) || v == 0 || v > 0x7fffffff)
@@ -187,6 +209,8 @@ int main(int argc, char **argv)
             return fail("no command given", NULL);
         cfg.cmd = argv + optind;
     }
+    if (!cfg.fault_period)
+        cfg.fault_period = default_fault_period();
     if (cfg.shim && access(cfg.shim, R_OK) != 0)
         return fail("allocation shim not readable", cfg.shim);
 

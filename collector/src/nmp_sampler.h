@@ -19,11 +19,14 @@ struct nmp_config {
     int backend;              /* enum nmp_backend_req */
     const char *shim;         /* LD_PRELOAD library for the command, or NULL */
     uint64_t alloc_threshold;
+    unsigned fault_period;    /* record one page fault in this many (per thread and cpu) */
     pid_t attach_pid;         /* -p: attach instead of launching */
     double duration;          /* seconds, with -p (0: until it exits) */
     char **cmd;               /* NULL-terminated command to run */
     int control_fd;           /* socket to numaprof record, or -1 (see main.c) */
 };
+
+unsigned nmp_fault_period(const struct nmp_config *cfg);
 
 /* Exit statuses of numaprof-collect besides the command's own. */
 enum { NMP_EXIT_SELF = 125, NMP_EXIT_NOEXEC = 126, NMP_EXIT_NOTFOUND = 127 };

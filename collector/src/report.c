@@ -71,6 +71,7 @@ static void write_backend(FILE *f, const struct nmp_collector *c)
         fprintf(f, "\"%s\"", fault_event);
     else
         fputs("null", f);
+    fprintf(f, ", \"fault_period\": %u", nmp_fault_period(c->cfg));
 }
 
 static void write_run(FILE *f, const struct nmp_collector *c)

@@ -108,6 +108,50 @@ def test_fold_candidates_and_chance():
     assert misses == 0
 
 
+@pytest.mark.parametrize("period", [17, 64])
+def test_first_touch_between_recorded_faults(tmp_path, period):
+    """One fault in `period` recorded per thread (the collector's --fault-period): the
+    first touches in between are inferred from their neighbours, and come out as with
+    every fault recorded: the same pages, threads, master share and nodes per page."""
+    def run(name, p):
+        return profgen.synth_run(tmp_path / name, [
+            Array("serial", 8 * MiB, ["serial_init", "regular"], samples=500),
+            Array("parallel", 8 * MiB, ["parallel_init", "regular"], samples=500),
+            Array("small", 12 * 4096, ["parallel_init", "regular"], samples=100),
+        ], fault_period=p, seed=5)
+    full, part = run("full", 1), run("part", period)
+    a_full, a_part = analyze(full.path), analyze(part.path)
+    for name in ("serial", "parallel"):
+        f, p = by_addr(a_full, full)[name].first_touch, by_addr(a_part, part)[name].first_touch
+        assert p.pages == f.pages == 2048, (name, p)
+        assert 0 < p.inferred_pages < p.pages and f.inferred_pages == 0
+        assert (p.threads, p.serial, sorted(p.nodes)) == (f.threads, f.serial, sorted(f.nodes))
+        assert abs(p.master_fraction - f.master_fraction) <= 2 * period / 2048, (name, p, f)
+    # an allocation of fewer pages than the period may have no recorded fault at all:
+    # then nothing is invented for it
+    small = by_addr(a_part, part)["small"].first_touch
+    assert small.pages in (0, 12) and small.pages >= small.inferred_pages
+
+
+def test_fill_between_and_at_the_ends():
+    """_fill: gaps up to the limit take the nearer record, farther ones stay empty; the
+    ends are filled up to the interval's bounds when within the limit."""
+    from numaprof.analyzer.firsttouch import _fill
+    iv = np.array([0, 0, 0, 1])
+    pg = np.array([3, 7, 100, 5])
+    ok = np.array([10, 11, 12, 13])
+    limit = np.full(4, 8)
+    out_iv, out_pg, out_ok, inf = _fill(iv, pg, ok, limit, np.array([105, 105, 105, 6]),
+                                        np.array([0, 0, 0, 1]))
+    got = {(int(a), int(b)): int(c) for a, b, c in zip(out_iv, out_pg, out_ok, strict=True)}
+    # head 0-2, record at 3, gap 4-6 (5 is as near to both: the earlier), record at 7
+    assert [got[(0, k)] for k in range(0, 8)] == [10, 10, 10, 10, 10, 10, 11, 11]
+    assert (0, 8) not in got and (0, 99) not in got  # 92 pages between 7 and 100: too far
+    assert [got[(0, k)] for k in range(100, 105)] == [12] * 5  # the tail, to page 104
+    assert [got[(1, k)] for k in range(1, 6)] == [13] * 5 and (1, 0) not in got  # from page lo = 1
+    assert int(inf.sum()) == len(got) - 4
+
+
 def test_dynamic_threads_move_together(kinds):
     run, a = kinds
     f = by_addr(a, run)["dynamic"].features
