@@ -49,6 +49,7 @@ class RecordConfig:
     duration: float | None
     redact_args: bool = False
     fault_period: int = 0  # 0: the collector's default (defaults.FAULT_PERIOD)
+    rotate_on: int = 0  # with -p: a signal that ends this recording early (a slice's end)
 
 
 RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
@@ -299,7 +300,9 @@ def _collector_argv(cfg: RecordConfig) -> list[str]:
     if cfg.fault_period:
         argv += ["--fault-period", str(cfg.fault_period)]
     if cfg.pid:
-        argv += ["-p", str(cfg.pid), "--duration", str(cfg.duration or 10)]
+        # rotate_on without a duration: until that signal (or Ctrl-C, or the process's end)
+        until_stopped = cfg.rotate_on and not cfg.duration
+        argv += ["-p", str(cfg.pid), "--duration", "0" if until_stopped else str(cfg.duration or 10)]
     else:
         argv += ["--", *cfg.command]
     return argv
@@ -327,7 +330,8 @@ def _finish(cfg: RecordConfig, manifest: dict, rc: int) -> dict:
     reason = None
     if not info:
         reason = "the collector stopped without writing collector.json"
-    elif info.get("interrupted"):
+    elif info.get("interrupted") and not (cfg.rotate_on and info["interrupted"] == "SIGUSR2"):
+        # (a slice ended by SIGUSR2 under --switch-output is whole: the next one follows)
         reason = f"interrupted by {info['interrupted']}"
     elif info.get("signal"):
         reason = f"the program was killed by signal {info['signal']}"
@@ -571,7 +575,8 @@ def run_record(cfg: RecordConfig, argv: list[str]) -> int:
               f"the partial profile stays in {cfg.output}/", file=sys.stderr)
 
     try:
-        run = run_collector(collector_argv, collector_died)
+        run = run_collector(collector_argv, collector_died,
+                            also_relay=(cfg.rotate_on,) if cfg.rotate_on else ())
     except NumaprofError as e:
         raise NumaprofError(f"{e}{_discard(cfg.output, old)}", COLLECTOR_FAILED) from e
     cache = prefetch.join()
@@ -640,6 +645,27 @@ def _after_collector_death(cfg: RecordConfig, manifest: dict, run, cache) -> int
     return run.program_status
 
 
+class _SwitchOutput(click.ParamType):
+    """--switch-output: seconds (at least 1) or `signal` (slices on SIGUSR2 only, as
+    perf record's --switch-output=signal)."""
+
+    name = "seconds|signal"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, float) or value == SIGNAL_ONLY:
+            return value
+        try:
+            seconds = float(value)
+        except ValueError:
+            self.fail(f"{value!r} is neither a number of seconds nor 'signal'", param, ctx)
+        if not seconds >= 1.0:
+            self.fail(f"{value!r}: at least 1 second", param, ctx)
+        return seconds
+
+
+SIGNAL_ONLY = "signal"
+
+
 @click.command(context_settings={"ignore_unknown_options": True,
                                  "allow_interspersed_args": False})
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
@@ -666,9 +692,10 @@ def _after_collector_death(cfg: RecordConfig, manifest: dict, run, cache) -> int
               help="Attach to a running process instead of starting one.")
 @click.option("--duration", type=click.FloatRange(min=0.1), default=None,
               help="With -p: seconds to record (default 10).")
-@click.option("--switch-output", type=click.FloatRange(min=1.0), default=None, metavar="SECONDS",
-              help="With -p: a new profile every SECONDS (-o DIR gives DIR.0001, DIR.0002, ...) "
-              "until the process ends, --duration passes, or Ctrl-C; `report DIR.*` merges them.")
+@click.option("--switch-output", type=_SwitchOutput(), default=None, metavar="SECONDS|signal",
+              help="With -p: a new profile every SECONDS and whenever numaprof record gets "
+              "SIGUSR2 (`signal`: on SIGUSR2 only; -o DIR gives DIR.0001, DIR.0002, ...) until "
+              "the process ends, --duration passes, or Ctrl-C; `report DIR.*` merges them.")
 @click.option("--redact-args", is_flag=True,
               help="Keep the program name but not its arguments in the profile (passwords, "
               "paths; see docs/record.md for what a profile holds).")
@@ -719,30 +746,52 @@ def slice_path(output: Path, k: int) -> Path:
     return output.with_name(f"{output.name}.{k:04d}")
 
 
-def run_slices(cfg: RecordConfig, every: float, argv: list[str]) -> int:
-    """`record -p PID --switch-output SECONDS`: one whole profile per slice of SECONDS
+def run_slices(cfg: RecordConfig, every, argv: list[str]) -> int:
+    """`record -p PID --switch-output SECONDS|signal`: one whole profile per slice
     (attach, sample, read the heap, detach), one after the other, until the process ends,
-    --duration (the whole) passes, or a slice ends early (Ctrl-C).  Between two slices
-    the collector detaches and attaches again: a few tens of milliseconds are not
-    sampled (docs/record.md)."""
+    --duration (the whole) passes, or a slice is stopped (Ctrl-C).  A slice ends after
+    SECONDS, or when numaprof record gets SIGUSR2 (perf record's --switch-output=signal):
+    then the next one starts.  Between two slices the collector detaches and attaches
+    again: a few tens of milliseconds are not sampled (docs/record.md)."""
     end = time.monotonic() + cfg.duration if cfg.duration else None
+    # SIGUSR2 between two slices (or before the first) must not end numaprof record:
+    # its default action would.  During a slice the collector's supervisor relays it.
+    previous = signal.signal(signal.SIGUSR2, lambda signum, frame: None)
     done = []
-    while True:
-        left = every if end is None else min(every, end - time.monotonic())
-        if left < 0.1:
-            break
-        out = slice_path(cfg.output, len(done) + 1)
-        started = time.monotonic()
-        rc = run_record(dataclasses.replace(cfg, output=out, duration=left), argv)
-        if rc != 0:
-            return rc
-        done.append(out)
-        if not process_alive(cfg.pid):
-            break
-        if time.monotonic() - started < 0.9 * left:
-            break  # stopped early: Ctrl-C, or the collector lost the process
+    try:
+        while True:
+            length = None if every == SIGNAL_ONLY else float(every)
+            if end is not None:
+                length = end - time.monotonic() if length is None else min(length, end - time.monotonic())
+                if length < 0.1:
+                    break
+            out = slice_path(cfg.output, len(done) + 1)
+            started = time.monotonic()
+            # no duration: until SIGUSR2, Ctrl-C or the process's end (the collector's 0)
+            rc = run_record(dataclasses.replace(cfg, output=out, duration=length,
+                                                rotate_on=signal.SIGUSR2), argv)
+            if rc != 0:
+                return rc
+            done.append(out)
+            if not process_alive(cfg.pid):
+                break
+            if _slice_interrupted(out) == "SIGUSR2":
+                continue  # asked for the next slice
+            if length is None or time.monotonic() - started < 0.9 * length:
+                break  # stopped early: Ctrl-C, or the collector lost the process
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
     if done:
         print(f"numaprof: {len(done)} slice(s): {done[0]}" + (f" .. {done[-1].name}" if len(done) > 1 else "")
               + f"; next: numaprof report {cfg.output}.*", file=sys.stderr)
     return 0
+
+
+def _slice_interrupted(out: Path) -> str | None:
+    """What ended the recording of slice ``out`` early, as its collector said."""
+    try:
+        doc = json.loads((out / "collector.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return doc.get("interrupted") if isinstance(doc, dict) else None
 

@@ -177,6 +177,8 @@ class _Supervisor:
 
     def _pass_on(self, info) -> None:
         pid = self.control.program_pid()
+        if info.si_signo not in STOP_SIGNALS:
+            return  # record's own (SIGUSR2: the next slice), not the program's
         if pid is not None and not _group_signal(info):
             try:
                 os.kill(pid, info.si_signo)
@@ -218,11 +220,13 @@ def _parent_of(pid: int) -> int | None:
         return None
 
 
-def run_collector(argv: list[str], on_collector_death=None) -> CollectorRun:
+def run_collector(argv: list[str], on_collector_death=None, also_relay: tuple[int, ...] = ()) -> CollectorRun:
     """Runs numaprof-collect `argv` (see the module docstring for what the program sees).
 
     `on_collector_death(signal_number, program_pid)` is called when the collector was
     killed while the program still runs, before record waits for the program.
+    `also_relay`: signals besides the stopping ones that end the collector's recording
+    of an attached process (SIGUSR2 for `--switch-output`); never passed on to the program.
     """
     try:
         rfd, wfd = os.pipe()
@@ -239,7 +243,7 @@ def run_collector(argv: list[str], on_collector_death=None) -> CollectorRun:
     _become_subreaper()
     # a signal the caller ignores stays ignored (the program inherits that through exec);
     # the handlers serve only until the signals are blocked, just after the start
-    relayed = tuple(s for s in STOP_SIGNALS if signal.getsignal(s) != signal.SIG_IGN)
+    relayed = tuple(s for s in STOP_SIGNALS if signal.getsignal(s) != signal.SIG_IGN) + tuple(also_relay)
     previous = {s: signal.signal(s, lambda signum, _frame: control.relay(signum))
                 for s in relayed}
     try:

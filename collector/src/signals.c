@@ -27,6 +27,7 @@ static const char *signal_name(int sig)
     case SIGTERM: return "SIGTERM";
     case SIGHUP: return "SIGHUP";
     case SIGQUIT: return "SIGQUIT";
+    case SIGUSR2: return "SIGUSR2"; /* record -p --switch-output: end this slice */
     }
     return "signal";
 }

@@ -4,6 +4,7 @@ own object, named by the global that points to it, with a pattern (analyzer/atta
 analyzer/heapwalk.py)."""
 
 import json
+import signal
 import subprocess
 import time
 
@@ -113,3 +114,32 @@ def test_switch_output_records_slices_that_report_merges(tmp_path):
     merged = json.loads(run_numaprof("report", *slices, "--format", "json", check=True).stdout)
     assert len(merged["ranks"]) == len(slices)
     assert merged["profile"]["samples"] == sum(r["profile"]["samples"] for r in merged["ranks"])
+
+
+def test_switch_output_on_sigusr2(tmp_path):
+    """`record -p PID --switch-output signal`: a slice per SIGUSR2 numaprof record gets (as
+    perf record's --switch-output=signal), each a whole profile; SIGTERM ends the last
+    one (incomplete) and the recording, not the process."""
+    prog, pid, go = _start(tmp_path, "8")
+    try:
+        go.touch()
+        rec = subprocess.Popen([*numaprof_argv(), "record", "-o", str(tmp_path / "p.data"), "-p", pid,
+                                "--switch-output", "signal"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        for sig in (signal.SIGUSR2, signal.SIGUSR2, signal.SIGTERM):
+            time.sleep(1.2)
+            rec.send_signal(sig)
+        out, err = rec.communicate(timeout=300)
+        assert rec.returncode == 0, err
+        assert prog.poll() is None  # the process goes on
+    finally:
+        prog.wait(timeout=120)
+    slices = sorted(tmp_path.glob("p.data.*"))
+    assert [s.name for s in slices] == ["p.data.0001", "p.data.0002", "p.data.0003"], (slices, err)
+    ended = [json.loads((s / "collector.json").read_text())["interrupted"] for s in slices]
+    complete = [json.loads((s / "manifest.json").read_text())["complete"] for s in slices]
+    assert ended == ["SIGUSR2", "SIGUSR2", "SIGTERM"] and complete == [True, True, False], (ended, complete)
+    for s in slices:
+        doc = json.loads(run_numaprof("report", s, "--format", "json", check=True).stdout)
+        assert doc["profile"]["samples"] > 0, s
+    assert "3 slice(s)" in err

@@ -180,3 +180,10 @@ def test_switch_output_needs_a_pid(tmp_path):
     assert proc.returncode == 2 and "-p PID" in proc.stderr
     _one_clean_line(proc)
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("value, said", [("0.5", "at least 1 second"), ("often", "neither a number")])
+def test_switch_output_takes_seconds_or_signal(tmp_path, value, said):
+    proc = run_numaprof("record", "-o", tmp_path / "p.data", "-p", "1", "--switch-output", value)
+    assert proc.returncode == 2 and said in proc.stderr, proc.stderr
+    assert not list(tmp_path.iterdir())
