@@ -110,6 +110,11 @@ def heap_intervals(ot: dict, objs: list[Obj], sites: dict[int, int] | None = Non
     stack = np.asarray(ot["stack"]).astype(np.int64)
     kind = np.asarray(ot["kind"])
     holder = ot["holder"]
+    # allocations one row stands for: a block freed and allocated again by its thread at
+    # the same address is one row (numaprof-collect's shim conversion); older profiles: 1
+    col = ot.get("instances")
+    instances = np.maximum(np.asarray(col).astype(np.int64), 1) if col is not None and len(col) == n \
+        else np.ones(n, dtype=np.int64)
     obj = np.empty(n, dtype=np.int64)
     groups: dict[tuple, int] = {}
     for i, (p, st, a, sz) in enumerate(zip(pid.tolist(), stack.tolist(), start.tolist(), size.tolist(), strict=True)):
@@ -127,7 +132,7 @@ def heap_intervals(ot: dict, objs: list[Obj], sites: dict[int, int] | None = Non
                 o.name, o.site = str(holder[i]), ATTACH_LATE_SITE if t0[i] else ATTACH_SITE
             objs.append(o)
         o = objs[g]
-        o.count += 1
+        o.count += int(instances[i])
         o.size = max(o.size, sz)
         o.alloc_rows.append(i)
         obj[i] = g

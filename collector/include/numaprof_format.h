@@ -103,7 +103,8 @@
     COL(objects, stack, U32, OPT) \
     COL(objects, prev, U64, OPT) \
     COL(objects, holder, STR, OPT) \
-    COL(objects, sample_period, U32, OPT)
+    COL(objects, sample_period, U32, OPT) \
+    COL(objects, instances, U32, OPT)
 
 /* Where the kernel put the pages of a tracked allocation, asked with move_pages(2) by the
  * allocation shim when the program releases it (source 1) or at process exit (source 2):

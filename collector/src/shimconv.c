@@ -18,6 +18,13 @@
  * Unmatched FREEs (blocks allocated before the shim was active, in the parent before a
  * fork, or just below the threshold) are ignored.  Identical call stacks share one id.
  *
+ * Repeats are one row: a tracked block freed by the thread that allocated it, then
+ * allocated again by that thread from the same call stack, at the same address and size,
+ * within MERGE_GAP_NS, and no other allocation given any of its bytes in between (a loop
+ * that mallocs, uses and frees a buffer per iteration), continues the same object: its
+ * free_time moves on and `instances` counts the allocations it stands for.  An
+ * allocation-heavy program's 600 K rows of one site become a row or two per thread.
+ *
  * A file with a foreign header is left in place and named in `err`, and the conversion of
  * the others still succeeds (returns 0 with err set); so does a file whose records become
  * invalid part-way (what precedes is kept).  The converted files are removed only after
@@ -41,7 +48,7 @@
 
 struct obj {
     uint64_t time, free_time, addr, size, prev;
-    uint32_t pid, tid, stack, period;
+    uint32_t pid, tid, stack, period, instances;
     uint32_t next_same_addr; /* live chain per address, newest first */
     uint8_t kind, live;
 };
@@ -66,7 +73,13 @@ struct conv {
     size_t nlive_mmaps, caplive_mmaps;
     uint64_t (*pages)[NMP_object_pages_NCOLS]; /* object_pages rows */
     size_t npages, cappages;
+    /* per file: blocks just freed that their thread may allocate again (see the top) */
+    uint32_t *repeat;
+    size_t nrepeat, caprepeat;
 };
+
+#define MERGE_GAP_NS 100000ULL          /* 100 us between a free and the next allocation */
+#define MERGE_MAX_SIZE (64ULL << 20)     /* larger blocks stay one row each */
 
 /* The object_pages rows of one PAGES record. */
 static int add_pages(struct conv *c, const struct nmp_shim_record *r, uint32_t pid)
@@ -264,13 +277,6 @@ static void live_close(struct conv *c, uint32_t idx, uint64_t t)
     o->free_time = t;
 }
 
-static void close_newest(struct conv *c, uint64_t addr, uint64_t t)
-{
-    size_t i = live_find(c, addr);
-    if (i != (size_t)-1)
-        live_close(c, c->live_vals[i], t);
-}
-
 static void close_oldest(struct conv *c, uint64_t addr, uint64_t t)
 {
     size_t i = live_find(c, addr);
@@ -306,6 +312,56 @@ static void close_all(struct conv *c, size_t first_obj, uint64_t t)
     live_reset(c);
 }
 
+/* ---- repeats ---- */
+
+static int mergeable_kind(int kind)
+{
+    return kind == NMP_KIND_MALLOC || kind == NMP_KIND_CALLOC || kind == NMP_KIND_ALIGNED;
+}
+
+/* A tracked block was freed by `tid`: a candidate for its next allocation. */
+static int repeat_add(struct conv *c, uint32_t idx, uint32_t tid)
+{
+    const struct obj *o = &c->objs[idx];
+    if (o->period || !mergeable_kind(o->kind) || o->tid != tid || o->size > MERGE_MAX_SIZE)
+        return 0;
+    for (size_t k = 0; k < c->nrepeat; k++)
+        if (c->objs[c->repeat[k]].tid == tid) {
+            c->repeat[k] = idx; /* the thread's latest */
+            return 0;
+        }
+    if (NMP_GROW(c->repeat, c->caprepeat, c->nrepeat + 1, 16) < 0)
+        return -1;
+    c->repeat[c->nrepeat++] = idx;
+    return 0;
+}
+
+/* An allocation [addr, addr + size) of `r`: the object it repeats (index), or NONE.
+ * Candidates too old, or whose bytes this allocation takes otherwise, are dropped. */
+static uint32_t repeat_take(struct conv *c, const struct nmp_shim_record *r, uint32_t stack)
+{
+    uint32_t hit = NONE;
+    size_t keep = 0;
+    for (size_t k = 0; k < c->nrepeat; k++) {
+        uint32_t idx = c->repeat[k];
+        const struct obj *o = &c->objs[idx];
+        if (o->live || r->time > o->free_time + MERGE_GAP_NS)
+            continue; /* allocated again already (or too long ago): no longer a candidate */
+        int same = hit == NONE && !(r->flags & NMP_SHIM_F_SAMPLED) && r->tid == o->tid &&
+                   r->addr == o->addr && r->size == o->size && r->kind == o->kind &&
+                   stack == o->stack && stack != NO_STACK;
+        if (same) {
+            hit = idx;
+            continue;
+        }
+        if (r->addr < o->addr + o->size && o->addr < r->addr + r->size)
+            continue; /* its bytes went to another allocation */
+        c->repeat[keep++] = idx;
+    }
+    c->nrepeat = keep;
+    return hit;
+}
+
 /* ---- files ---- */
 
 static int convert_file(struct conv *c, const char *path, uint32_t pid,
@@ -328,6 +384,7 @@ static int convert_file(struct conv *c, const char *path, uint32_t pid,
         return 1;
     }
     live_reset(c);
+    c->nrepeat = 0;
     size_t first_obj = c->nobjs;
     enum { CHUNK = 1024 };
     struct nmp_shim_record *recs = malloc(CHUNK * sizeof *recs);
@@ -373,6 +430,23 @@ static int convert_file(struct conv *c, const char *path, uint32_t pid,
                  * MAP_FIXED replaced it): mappings still live inside it are gone */
                 if (r->kind == NMP_KIND_MMAP || r->kind == NMP_KIND_NUMA)
                     close_mapped_range(c, r->addr, r->size, r->time);
+                unsigned nf0 = r->nframes > NMP_SHIM_MAX_FRAMES ? NMP_SHIM_MAX_FRAMES : r->nframes;
+                uint32_t sid;
+                if (stack_id(c, r->frames, nf0, &sid) < 0) {
+                    rc = -1;
+                    break;
+                }
+                uint32_t again = c->nrepeat ? repeat_take(c, r, sid) : NONE;
+                if (again != NONE) {
+                    c->objs[again].free_time = 0;
+                    c->objs[again].instances++;
+                    if (live_add(c, again) < 0) {
+                        rc = -1;
+                        break;
+                    }
+                    tot->tracked_allocs++;
+                    break;
+                }
                 if (NMP_GROW(c->objs, c->capobjs, c->nobjs + 1, 64) < 0) {
                     rc = -1;
                     break;
@@ -387,9 +461,9 @@ static int convert_file(struct conv *c, const char *path, uint32_t pid,
                 o->kind = r->kind;
                 o->prev = r->kind == NMP_KIND_REALLOC ? r->prev : 0;
                 o->period = (r->flags & NMP_SHIM_F_SAMPLED) ? r->period : 0;
-                unsigned nf = r->nframes > NMP_SHIM_MAX_FRAMES ? NMP_SHIM_MAX_FRAMES : r->nframes;
-                if (stack_id(c, r->frames, nf, &o->stack) < 0 ||
-                    live_add(c, (uint32_t)c->nobjs) < 0) {
+                o->instances = 1;
+                o->stack = sid;
+                if (live_add(c, (uint32_t)c->nobjs) < 0) {
                     rc = -1;
                     break;
                 }
@@ -401,10 +475,17 @@ static int convert_file(struct conv *c, const char *path, uint32_t pid,
                 break;
             }
             case NMP_SHIM_FREE:
-                if (r->kind == NMP_KIND_MMAP && r->size)
+                if (r->kind == NMP_KIND_MMAP && r->size) {
                     close_mapped_range(c, r->addr, r->size, r->time);
-                else
-                    close_newest(c, r->addr, r->time);
+                } else {
+                    size_t li = live_find(c, r->addr);
+                    if (li != (size_t)-1) {
+                        uint32_t idx = c->live_vals[li];
+                        live_close(c, idx, r->time);
+                        if (repeat_add(c, idx, r->tid) < 0)
+                            rc = -1;
+                    }
+                }
                 break;
             case NMP_SHIM_TOTALS:
                 tot->small_bytes += r->size;
@@ -412,6 +493,7 @@ static int convert_file(struct conv *c, const char *path, uint32_t pid,
                 break;
             case NMP_SHIM_START:
                 close_all(c, first_obj, r->time);
+                c->nrepeat = 0;
                 break;
             case NMP_SHIM_PAGES:
                 if (add_pages(c, r, pid) < 0)
@@ -473,7 +555,7 @@ static int write_tables(const struct conv *c, const char *dir, char *err)
             [NMP_objects_pid] = o->pid, [NMP_objects_tid] = o->tid, [NMP_objects_addr] = o->addr,
             [NMP_objects_size] = o->size, [NMP_objects_kind] = o->kind,
             [NMP_objects_stack] = o->stack, [NMP_objects_prev] = o->prev,
-            [NMP_objects_sample_period] = o->period};
+            [NMP_objects_sample_period] = o->period, [NMP_objects_instances] = o->instances};
         nmp_table_append(t, row);
     }
     if (nmp_table_close(t) < 0) {
@@ -568,6 +650,7 @@ int nmp_shim_convert(const char *dir, struct nmp_shim_totals *totals, char *err)
     free(c.live_vals);
     free(c.live_mmaps);
     free(c.pages);
+    free(c.repeat);
     if (totals)
         *totals = tot;
     return rc;

@@ -440,8 +440,68 @@ static void test_pages(void)
     free(node.data), free(count.data), free(pol.data), free(mixed.data), free(seg.data);
 }
 
+/* A buffer freed and allocated again by its thread (same stack, address and size, soon
+ * after) is one row with a count of instances; not when another allocation took some of
+ * its bytes in between, after a pause, or when anything else differs. */
+static void test_repeats(void)
+{
+    fresh_dir("shimconv_repeats");
+    FILE *f = shim_open(200);
+    rec(f, NMP_SHIM_START, 200, 65536, 0, 0, 0, 0, 0, 0);
+#define TFREE(tid, addr) rec(f, NMP_SHIM_FREE, tid, addr, 0, 1, 0, 0, 0, 0)
+    uint64_t t1 = ALLOC(f, 201, 0x100000, 262144, NMP_KIND_MALLOC, 0x400100);
+    uint64_t t2 = ALLOC(f, 202, 0x200000, 262144, NMP_KIND_MALLOC, 0x400100);
+    for (int k = 0; k < 3; k++) { /* both threads repeat, interleaved */
+        TFREE(201, 0x100000);
+        TFREE(202, 0x200000);
+        ALLOC(f, 201, 0x100000, 262144, NMP_KIND_MALLOC, 0x400100);
+        ALLOC(f, 202, 0x200000, 262144, NMP_KIND_MALLOC, 0x400100);
+    }
+    uint64_t f1 = TFREE(201, 0x100000);
+    /* thread 202's sampled small block inside 201's freed buffer: no repeat after it */
+    rec(f, NMP_SHIM_ALLOC, 202, 0x101000, 64, NMP_KIND_MALLOC, 0, NMP_SHIM_F_SAMPLED, 3, 0x400900);
+    uint64_t t3 = ALLOC(f, 201, 0x100000, 262144, NMP_KIND_MALLOC, 0x400100);
+    uint64_t f3 = TFREE(201, 0x100000);
+    /* after a pause: a new row */
+    clock_ns += 1000000;
+    uint64_t t4 = ALLOC(f, 201, 0x100000, 262144, NMP_KIND_MALLOC, 0x400100);
+    TFREE(201, 0x100000);
+    /* another size, then another stack: new rows */
+    uint64_t t5 = ALLOC(f, 201, 0x100000, 131072, NMP_KIND_MALLOC, 0x400100);
+    TFREE(201, 0x100000);
+    uint64_t t6 = ALLOC(f, 201, 0x100000, 131072, NMP_KIND_MALLOC, 0x500100);
+    /* freed by another thread: its allocating thread's next block is a new row */
+    TFREE(202, 0x100000);
+    uint64_t t7 = ALLOC(f, 201, 0x100000, 131072, NMP_KIND_MALLOC, 0x500100);
+#undef TFREE
+    fclose(f);
+    struct nmp_shim_totals tot;
+    char err[NMP_ERRLEN];
+    CHECK(nmp_shim_convert(dir, &tot, err) == 0);
+    CHECK(tot.tracked_allocs == 14); /* 13 and the small block (rec() leaves its period 0) */
+    struct objects o;
+    read_objects(&o);
+    struct col inst = read_col("objects", "instances", "<u4", 4);
+    CHECK(inst.n == o.n);
+    CHECK(o.n == 8); /* t1, t2, the sampled block, t3 .. t7 */
+    size_t a = by_time(&o, t1), b = by_time(&o, t2);
+    CHECK(at(&inst, a, 4) == 4 && at(&o.free_time, a, 8) == f1);
+    CHECK(at(&inst, b, 4) == 4 && at(&o.free_time, b, 8) == 0); /* live at the end */
+    CHECK(at(&inst, by_time(&o, t3), 4) == 1 && at(&o.free_time, by_time(&o, t3), 8) == f3);
+    uint64_t ts[] = {t4, t5, t6, t7};
+    for (size_t k = 0; k < 4; k++)
+        CHECK(at(&inst, by_time(&o, ts[k]), 4) == 1);
+    uint64_t sum = 0;
+    for (size_t k = 0; k < o.n; k++)
+        sum += at(&inst, k, 4);
+    CHECK(sum == 14); /* every allocation once */
+    free(inst.data);
+    free_objects(&o);
+}
+
 int main(void)
 {
+    test_repeats();
     test_pages();
     test_pairing();
     test_empty_dir();

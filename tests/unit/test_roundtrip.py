@@ -114,6 +114,7 @@ EXPECTED: dict[str, dict[str, tuple[str, list]]] = {
         "prev": ("<u8", [0, 0xFFFFFFFFFFFFF000, 0]),
         "holder": ("str", ["", "", ""]),  # only attach mode names what points to an object
         "sample_period": ("<u4", [0, M4, 0]),
+        "instances": ("<u4", [1, 1, 1]),  # no block allocated again at its address
     },
     # through nmp_shim_convert: one PAGES record of two node entries
     "object_pages": {
