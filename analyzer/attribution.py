@@ -33,6 +33,12 @@ class Intervals:
     def __len__(self) -> int:
         return len(self.start)
 
+    def pages(self, rows, page_shift: int) -> np.ndarray:
+        """Kernel pages each of ``rows`` spans (an allocation rarely starts on a page
+        boundary: the page holding its first byte counts), as int64."""
+        shift = np.uint64(page_shift)
+        return (((self.end[rows] - np.uint64(1)) >> shift) - (self.start[rows] >> shift)).astype(np.int64) + 1
+
     @staticmethod
     def empty() -> Intervals:
         u = np.zeros(0, dtype=np.uint64)

@@ -672,7 +672,7 @@ def _object_result(o: Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow
     if sum(pages_by_node) == 0:
         pages_source = "none"
     if not o.sample_period:
-        spans = ((ivs.end[members] - np.uint64(1)) >> shift) - (ivs.start[members] >> shift) + np.uint64(1)
+        spans = ivs.pages(members, page.bit_length() - 1)
         n_pages = max(1, int(spans.max()) if len(members) else -(-int(o.size) // page))
     private = o.thread_private or (o.kind == "heap" and _private_instances(iv, a_tidx[idx]))
     access = ObjectAccess(page=pg.astype(np.int64), thread=a_tidx[idx].astype(np.int32),

@@ -77,8 +77,7 @@ def first_touches(ft: dict, ivs, heap_iv, static_iv, map_iv, page_shift,
         unit = np.ones(len(ok), dtype=np.int64)
         if size is not None and len(size):
             unit = np.maximum(np.asarray(size, dtype=np.int64)[row[ok]] >> page_shift, 1)
-        n_pages = ((ivs.end[iv] - np.uint64(1)) >> np.uint64(page_shift)).astype(np.int64) - \
-            (ivs.start[iv] >> np.uint64(page_shift)).astype(np.int64) + 1
+        n_pages = ivs.pages(iv, page_shift)
         # a first page shared with what lies before (an allocator's header) was touched
         # before this interval existed
         lo = (ivs.start[iv] & np.uint64((1 << page_shift) - 1) != 0).astype(np.int64)
