@@ -48,7 +48,7 @@ class RecordConfig:
     pid: int | None
     duration: float | None
     redact_args: bool = False
-    fault_period: int = 0  # 0: the collector's default (defaults.FAULT_PERIOD)
+    fault_period: int = 0  # 0: the collector's default (17, or 1 where THP is "always")
     rotate_on: int = 0  # with -p: a signal that ends this recording early (a slice's end)
 
 
