@@ -198,6 +198,10 @@ struct nmp_collector {
     struct nmp_drain drain;
     struct nmp_decoder *dec;
     struct nmp_tables t;
+    /* data mappings written already (hashes; 0 empty): a heap that glibc grows and trims
+     * with brk repeats a few ranges 10^5 times a second, each a PERF_RECORD_MMAP2 */
+    uint64_t *maps_seen;
+    size_t nmaps_seen;
     struct nmp_tasks tasks;
     struct nmp_affwatch *aff;
     struct nmp_pages pages;

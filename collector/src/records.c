@@ -11,7 +11,9 @@
 #include "nmp_perf_sample.h"
 
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* The fixed parts of the side-band records we read. */
 struct rec_mmap2 { /* PERF_RECORD_MMAP2, then char filename[] */
@@ -183,6 +185,35 @@ static void on_sample(struct nmp_collector *c, uint16_t misc, const uint8_t *b, 
     }
 }
 
+#define MAPS_SEEN_SLOTS (1u << 16)
+
+/* Whether this data mapping (all of its fields) was written already; remembers it if not.
+ * At most half the table is filled: past that every new mapping is written. */
+static int mapping_seen(struct nmp_collector *c, uint32_t pid, uint64_t start, uint64_t len,
+                        uint64_t pgoff, uint32_t prot, uint32_t flags, const char *path)
+{
+    uint64_t h = nmp_mix64(((uint64_t)pid << 32) ^ prot ^ ((uint64_t)flags << 8));
+    h = nmp_mix64(h ^ start);
+    h = nmp_mix64(h ^ len);
+    h = nmp_mix64(h ^ pgoff);
+    for (const char *p = path ? path : ""; *p; p++)
+        h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    h = nmp_mix64(h) | 1;
+    if (!c->maps_seen && !(c->maps_seen = calloc(MAPS_SEEN_SLOTS, sizeof *c->maps_seen)))
+        return 0;
+    for (size_t i = h & (MAPS_SEEN_SLOTS - 1);; i = (i + 1) & (MAPS_SEEN_SLOTS - 1)) {
+        if (c->maps_seen[i] == h)
+            return 1;
+        if (!c->maps_seen[i]) {
+            if (c->nmaps_seen < MAPS_SEEN_SLOTS / 2) {
+                c->maps_seen[i] = h;
+                c->nmaps_seen++;
+            }
+            return 0;
+        }
+    }
+}
+
 void nmp_mapping_add(struct nmp_collector *c, uint64_t time, uint32_t pid, uint64_t start,
                      uint64_t len, uint64_t pgoff, uint32_t prot, uint32_t flags,
                      const char *path)
@@ -194,6 +225,9 @@ void nmp_mapping_add(struct nmp_collector *c, uint64_t time, uint32_t pid, uint6
                   path[own->dir_len] == '/') ||
                  (own->shim[0] && !strcmp(path, own->shim))))
         flags |= NMP_MAP_NUMAPROF;
+    if (!(prot & PROT_EXEC) && mapping_seen(c, pid, start, len, pgoff, prot, flags, path))
+        return; /* the same data mapping again: its first row stands for it (an interval
+                   from its time on, docs/profile-format.md) */
     uint64_t v[NMP_mappings_NCOLS] = {
         [NMP_mappings_time] = time, [NMP_mappings_pid] = pid, [NMP_mappings_start] = start,
         [NMP_mappings_len] = len, [NMP_mappings_pgoff] = pgoff, [NMP_mappings_prot] = prot,

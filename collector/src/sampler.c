@@ -327,6 +327,7 @@ static void free_collector(struct nmp_collector *c)
     if (c->nodes.h)
         nmp_hw_node_counters_close(c->nodes.h);
     nmp_decoder_free(c->dec);
+    free(c->maps_seen);
     nmp_aff_free(c->aff);
     nmp_tasks_free(&c->tasks);
     nmp_pages_free(&c->pages);
