@@ -879,8 +879,10 @@ class CodeResolver:
                     # user's line is the call site the inlining came from
                     out = next((p for p in info.inline_positions(vaddr) if not is_system_source(p.file)), out)
             else:
-                # no line table (a system library): the function and the file still help
-                out = SourceLine(func, info.path, 0)
+                # no line table (a system library): the function and the file still help,
+                # the file as the process mapped it (info.path may be the profile's copy)
+                m = self.mappings.find(pid, ip - 1 if return_address else ip)
+                out = SourceLine(func, m[3] if m is not None else info.path, 0)
         self._cache[key] = out
         return out
 
