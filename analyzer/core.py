@@ -40,6 +40,7 @@ from numaprof.analyzer.objects import (
     mapping_intervals,
     name_object,
     own_samples,
+    short_intervals,
     static_intervals,
     thread_sites,
 )
@@ -172,7 +173,10 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     resolver = symbols.CodeResolver(mappings, archive)
     objs: list[Obj] = []
     heap_iv = heap_intervals(prof.table("objects"), objs, thread_sites(prof, mappings))
-    static_iv = static_intervals(mappings, objs, archive)
+    # the ranges of short-lived blocks' summaries and the statics do not overlap: one
+    # layer, after the recorded blocks
+    static_iv = att.Intervals.concat([short_intervals(prof.table("objects"), objs),
+                                      static_intervals(mappings, objs, archive)])
     map_iv = mapping_intervals(prof.table("mappings"), objs)
     ivs = att.Intervals.concat([heap_iv, static_iv, map_iv])
     # Priority: heap allocations, then statics, then whole mappings (which contain both).

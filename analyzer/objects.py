@@ -115,6 +115,7 @@ def heap_intervals(ot: dict, objs: list[Obj], sites: dict[int, int] | None = Non
     col = ot.get("instances")
     instances = np.maximum(np.asarray(col).astype(np.int64), 1) if col is not None and len(col) == n \
         else np.ones(n, dtype=np.int64)
+    summary = _summary_rows(ot, n)
     obj = np.empty(n, dtype=np.int64)
     groups: dict[tuple, int] = {}
     for i, (p, st, a, sz) in enumerate(zip(pid.tolist(), stack.tolist(), start.tolist(), size.tolist(), strict=True)):
@@ -137,11 +138,15 @@ def heap_intervals(ot: dict, objs: list[Obj], sites: dict[int, int] | None = Non
         o.alloc_rows.append(i)
         obj[i] = g
     period = np.asarray(ot["sample_period"]).astype(np.int64)
-    sampled = period > 0
-    exact = att.Intervals(pid, start, start + size, t0, t1, obj)
+    # a summary of short-lived blocks holds no address of its own (short_intervals)
+    exact = att.Intervals(pid, start, np.where(summary, start, start + size), t0, t1, obj)
+    if not (period > 0).any():
+        return exact
+    _estimate_sampled_sites(objs, obj, period > 0, period, size.astype(np.int64), t0, t1,
+                            instances, summary)
+    sampled = (period > 0) & ~summary
     if not sampled.any():
         return exact
-    _estimate_sampled_sites(objs, obj, sampled, period, size.astype(np.int64), t0, t1)
     inst = _instances(pid, obj, sampled, t0)
     fills, fill_inst = _site_fills(exact, sampled, period, inst)
     for k in np.flatnonzero(sampled).tolist():
@@ -184,7 +189,50 @@ def _instances(pid, obj, sampled, t0) -> np.ndarray:
     return inst
 
 
-def _estimate_sampled_sites(objs, obj, sampled, period, size, t0, t1) -> None:
+def _summary_rows(ot: dict, n: int) -> np.ndarray:
+    """Rows that summarise a site's short-lived blocks (extent > 0; profiles before the
+    column have none)."""
+    col = ot.get("extent")
+    if col is None or len(col) != n:
+        return np.zeros(n, dtype=bool)
+    return np.asarray(col).astype(np.uint64) > 0
+
+
+def short_intervals(ot: dict, objs: list[Obj]) -> att.Intervals:
+    """The address ranges of the summaries of short-lived blocks (objects rows with an
+    extent), each its site's from the first allocation to the last release it counts.
+
+    The allocation shim does not record a block that lives less than about a sampling
+    period one by one; it counts it in its site's summary with the lowest address and
+    the end of the highest block of the site's blocks (docs/record.md).  A sample that
+    falls in no recorded block but inside such a range, while the site was allocating
+    there, is the site's: the attribution is by range, below the exact blocks and the
+    statics and above the mappings, so a block of another site in the range that was
+    recorded keeps its samples."""
+    n = len(ot["addr"])
+    summary = _summary_rows(ot, n)
+    if not summary.any():
+        return att.Intervals.empty()
+    owner = np.full(n, -1, dtype=np.int64)
+    for g, o in enumerate(objs):
+        if o.kind == "heap" and o.alloc_rows:
+            owner[o.alloc_rows] = g
+    rows = np.flatnonzero(summary & (owner >= 0))
+    start = np.asarray(ot["addr"]).astype(np.uint64)[rows]
+    extent = np.asarray(ot["extent"]).astype(np.uint64)[rows]
+    end = np.where(start <= np.uint64(att.NEVER) - extent, start + extent, np.uint64(att.NEVER))
+    t1 = np.asarray(ot["free_time"]).astype(np.uint64)[rows]
+    for g in np.unique(owner[rows]).tolist():
+        o = objs[g]
+        if all(summary[r] for r in o.alloc_rows):
+            o.attribution = "short_lived"
+    return att.Intervals(np.asarray(ot["pid"]).astype(np.int64)[rows], start, end,
+                         np.asarray(ot["time"]).astype(np.uint64)[rows],
+                         np.where(t1 > 0, t1, att.NEVER), owner[rows])
+
+
+def _estimate_sampled_sites(objs, obj, sampled, period, size, t0, t1, instances=None,
+                            summary=None) -> None:
     """Size and allocation count of the sites known from sampled small allocations.
 
     A small allocation of s bytes is recorded with probability about s / period (the
@@ -193,15 +241,22 @@ def _estimate_sampled_sites(objs, obj, sampled, period, size, t0, t1) -> None:
     e.g. tcmalloc's sampled heap profile).  Size: the most bytes the site had live at
     once; count: the allocations it made.
     """
+    n = len(obj)
+    instances = np.ones(n, dtype=np.int64) if instances is None else instances
+    summary = np.zeros(n, dtype=bool) if summary is None else summary
     weight = np.where(sampled, np.maximum(period, size), size)  # bytes each row stands for
-    count = np.where(sampled, np.maximum(period / np.maximum(size, 1), 1.0), 1.0)
+    count = np.where(sampled, np.maximum(period / np.maximum(size, 1), 1.0), 1.0) * instances
     for g in np.unique(obj[sampled]).tolist():
         rows = np.flatnonzero(obj == g)
         o = objs[g]
         o.sample_period = int(period[rows].max())
         o.attribution = "allocation_sample"
         o.count = int(round(float(count[rows].sum())))
-        # live bytes over time: + at each allocation, - at each release
+        # live bytes over time: + at each allocation, - at each release (a summary's
+        # short-lived blocks are left out: their lifetimes are not known one by one)
+        rows = rows[~summary[rows]]
+        if not len(rows):
+            continue
         times = np.concatenate([t0[rows], t1[rows]])
         delta = np.concatenate([weight[rows], -weight[rows]])
         order = np.lexsort((delta, times))  # a release before an allocation at one time

@@ -17,6 +17,20 @@
  * Every process image (the first one and each one after an execve, which keeps the pid
  * and so appends to the same file) writes one START record first: allocations still live
  * at a START died with the previous image.
+ *
+ * Deferred records (mapped mode, `pool_slots` > 0).  The ALLOC records of live heap blocks
+ * (malloc, calloc, realloc and the aligned allocators: tracked ones and sampled small
+ * ones) are written at the allocation into <NUMAPROF_DIR>/shim.<pid>.pool, a file of
+ * `pool_slots` records created at the first such block, instead of into a slot.  At the
+ * release the record leaves the pool: a block that lived less than the short-lived limit
+ * is counted in its thread's per-site SHORT summary, any other becomes one ALLOC with
+ * NMP_SHIM_F_ENDED and `end` = the release (no FREE).  A pool record whose type is not 0
+ * is a block still live: the shim moves them into slots at process exit and when a new
+ * image starts (before its START), so a reader finds some in the pool only after a
+ * crash, and takes them as live at the end of the file.  Slot order stays causal for
+ * every address: a deferred block's record is written before its memory is released.
+ * (A separate file: populating a chunk of a shared file mapping costs in proportion to
+ * the file's size, so a pool inside the record file would slow every chunk.)
  */
 #ifndef NMP_SHIM_FORMAT_H
 #define NMP_SHIM_FORMAT_H
@@ -26,16 +40,21 @@
 #include "numaprof_format.h" /* NMP_OBJECT_PAGES_SEGMENTS */
 
 #define NMP_SHIM_MAGIC "NMPSHIM1"
-#define NMP_SHIM_VERSION 4
+#define NMP_SHIM_VERSION 5
 #define NMP_SHIM_MAX_FRAMES 16
 #define NMP_SHIM_HEADER_SIZE 4096 /* records start here, page-aligned for mmap */
+/* The pool of deferred records: set-associative by address, so that a release finds its
+ * block's record with one look at one set. */
+#define NMP_SHIM_POOL_SETS 1024
+#define NMP_SHIM_POOL_WAYS 8
+#define NMP_SHIM_POOL_SLOTS (NMP_SHIM_POOL_SETS * NMP_SHIM_POOL_WAYS)
 
 struct nmp_shim_header {
     char magic[8];        /* NMP_SHIM_MAGIC, not NUL-terminated */
     uint32_t version;     /* NMP_SHIM_VERSION */
     uint32_t record_size; /* sizeof(struct nmp_shim_record) */
     uint32_t header_size; /* NMP_SHIM_HEADER_SIZE */
-    uint32_t pad;
+    uint32_t pool_slots;  /* records in shim.<pid>.pool, if it exists (0: no pool) */
     uint64_t next;        /* slots claimed so far (mapped mode) */
 };
 
@@ -48,13 +67,23 @@ enum nmp_shim_rectype {
                             prev = count; in the process-exit record of tid 0 or the
                             exiting thread, addr = records that could not be written
                             (disk full) */
-    NMP_SHIM_START = 4,  /* a process image started recording; addr = threshold */
+    NMP_SHIM_START = 4,  /* a process image started recording; addr = threshold, size =
+                            the small allocations' sampling period (0: none) */
     NMP_SHIM_PAGES = 5,  /* where a tracked allocation's pages are (move_pages query),
                             written just before its FREE, or at process exit: addr, size =
                             bytes, prev = pages asked, kind = NMP_PAGES_AT_*, flags =
                             policy mode | NMP_PAGES_F_MIXED, frames[0..nframes) =
                             NMP_PAGES_ENTRY(node, segment, count); more than
                             NMP_SHIM_MAX_FRAMES entries take several records (same time) */
+    NMP_SHIM_SHORT = 6,  /* short-lived tracked blocks of one call stack (frames), kind and
+                            allocating thread (tid), released by one thread, not recorded
+                            one by one (flags: NMP_SHIM_F_SAMPLED for sampled small ones,
+                            at the period of the image's START): period = how many, time = the first allocation,
+                            end = the last release, addr = the lowest address, prev = the
+                            end of the highest block, size = the largest (sampled ones: the
+                            size s for which how many x the sampling period / s is the
+                            number of allocations they stand for), extra = their lifetimes' sum in
+                            ns */
 };
 
 /* NMP_SHIM_PAGES: when the pages were asked for (object_pages.source) */
@@ -81,6 +110,11 @@ enum { NMP_PAGES_AT_FREE = 1, NMP_PAGES_AT_EXIT = 2 };
 /* ALLOC below the threshold, recorded because it was sampled (one in about `period`
  * bytes a thread allocates below the threshold); its release is recorded too. */
 #define NMP_SHIM_F_SAMPLED 2u
+/* ALLOC written at the block's release (a deferred record): `end` is the release time;
+ * no FREE follows. */
+#define NMP_SHIM_F_ENDED 4u
+/* With NMP_SHIM_F_ENDED: released by the thread that allocated it. */
+#define NMP_SHIM_F_OWNER_FREED 8u
 
 /* objects.kind codes (docs/profile-format.md) */
 enum nmp_shim_kind {
@@ -101,10 +135,12 @@ struct nmp_shim_record {
     uint16_t flags;  /* NMP_SHIM_F_* */
     uint32_t period; /* ALLOC with NMP_SHIM_F_SAMPLED: the sampling period, bytes */
     uint64_t frames[NMP_SHIM_MAX_FRAMES];
+    uint64_t end;    /* ALLOC with NMP_SHIM_F_ENDED, SHORT: the (last) release time */
+    uint64_t extra;  /* SHORT: the lifetimes' sum, ns */
 };
 
 _Static_assert(sizeof(struct nmp_shim_header) == 32, "shim header layout");
-_Static_assert(sizeof(struct nmp_shim_record) == 48 + 8 * NMP_SHIM_MAX_FRAMES,
+_Static_assert(sizeof(struct nmp_shim_record) == 64 + 8 * NMP_SHIM_MAX_FRAMES,
                "shim record layout");
 
 #endif

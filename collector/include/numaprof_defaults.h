@@ -37,4 +37,9 @@
  * are "always" on (each fault maps 2 MiB: few faults, each one standing for 512 pages). */
 #define NMP_DEFAULT_FAULT_PERIOD 17
 
+/* A tracked heap block released less than this many ns after its allocation is counted in
+ * its site's summary instead of being recorded one by one (docs/record.md): at the default
+ * sampling rate it lived about one sampling period. */
+#define NMP_DEFAULT_SHORT_LIVED 1000000
+
 #endif

@@ -91,7 +91,10 @@
     COL(threads, samples, U64, OPT)
 
 /* Tracked heap allocations (from the allocation shim's records; attaching, from the heap),
- * and a sample of the smaller ones (sample_period > 0). */
+ * and a sample of the smaller ones (sample_period > 0).  A row with extent > 0 is a
+ * summary of `instances` short-lived blocks of one site (addr: the lowest, extent: from
+ * there to the end of the highest, size: the largest, lifetime: their lifetimes' sum in
+ * ns), not matched to samples by address. */
 #define NMP_TABLE_objects(COL) \
     COL(objects, time, U64, REQ) \
     COL(objects, free_time, U64, OPT) \
@@ -104,7 +107,9 @@
     COL(objects, prev, U64, OPT) \
     COL(objects, holder, STR, OPT) \
     COL(objects, sample_period, U32, OPT) \
-    COL(objects, instances, U32, OPT)
+    COL(objects, instances, U32, OPT) \
+    COL(objects, lifetime, U64, OPT) \
+    COL(objects, extent, U64, OPT)
 
 /* Where the kernel put the pages of a tracked allocation, asked with move_pages(2) by the
  * allocation shim when the program releases it (source 1) or at process exit (source 2):

@@ -1,5 +1,6 @@
-/* libnumaprof_shim.so, where the pages are (object_pages): the cold path of the shim,
- * apart from the allocation path of shim.c (docs/record.md).
+/* libnumaprof_shim.so, where the pages are (object_pages, and the copy of numa_maps at
+ * exit): the cold path of the shim, apart from the allocation path of shim.c
+ * (docs/record.md).
  *
  * When a tracked allocation is released, and at process exit for those still live, the
  * kernel is asked where its pages are: move_pages(2) with no target nodes only reports.
@@ -18,6 +19,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -264,6 +266,8 @@ void pages_at_exit(void)
                     if (t[k].addr == r->prev)
                         t[k].addr = 1;
                 }
+                if (r->flags & NMP_SHIM_F_ENDED)
+                    continue; /* released already (a deferred record) */
                 size_t k = live_slot(t, cap, r->addr, 0);
                 if (t[k].addr != r->addr)
                     k = live_slot(t, cap, r->addr, 1);
@@ -286,3 +290,38 @@ void pages_at_exit(void)
     syscall(SYS_munmap, t, cap * sizeof *t);
 }
 
+/* At process exit: /proc/self/numa_maps copied to <dir>/numa_maps.<pid>. */
+void copy_numa_maps(const char *dir)
+{
+    char dst[3200], tmp[3300];
+    snprintf(dst, sizeof dst, "%s/numa_maps.%ld", dir, (long)getpid());
+    snprintf(tmp, sizeof tmp, "%s/.numa_maps.%ld.shim", dir, (long)getpid());
+    int in = open("/proc/self/numa_maps", O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return;
+    int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (out < 0) {
+        close(in);
+        return;
+    }
+    char buf[8192];
+    int ok = 1;
+    for (;;) {
+        ssize_t n = read(in, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            ok = n == 0;
+            break;
+        }
+        if (write(out, buf, (size_t)n) != n) {
+            ok = 0;
+            break;
+        }
+    }
+    close(in);
+    if (close(out) < 0)
+        ok = 0;
+    if (!ok || rename(tmp, dst) < 0)
+        unlink(tmp);
+}

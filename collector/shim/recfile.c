@@ -43,6 +43,10 @@ static int g_wfd = -1;
 #define NMP_MADV_POPULATE_WRITE 23
 #endif
 struct nmp_shim_header *g_hdr;
+int g_pool_on;                  /* the file has a pool of deferred records */
+struct nmp_shim_record *g_pool; /* the pool, mapped at its first use (pool_map); NULL before */
+static char g_pool_path[3200];
+#define NMP_POOL_BYTES ((size_t)NMP_SHIM_POOL_SLOTS * sizeof(struct nmp_shim_record))
 static char *g_chunks[NMP_CHUNKS];
 uint64_t g_dropped; /* records write(2) refused (atomic) */
 
@@ -218,6 +222,10 @@ void close_record_file(void)
     if (g_hdr)
         syscall(SYS_munmap, g_hdr, NMP_SHIM_HEADER_SIZE);
     g_hdr = NULL;
+    if (g_pool)
+        syscall(SYS_munmap, g_pool, NMP_POOL_BYTES);
+    g_pool = NULL;
+    g_pool_on = 0;
     struct stat st;
     if (g_wfd >= 0 && fstat(g_wfd, &st) == 0 && st.st_dev == g_dev && st.st_ino == g_ino)
         close(g_wfd); /* still ours, not a descriptor of the program's */
@@ -249,17 +257,70 @@ static int map_header(int fd, int created)
             h->next = in_file;
     }
     g_hdr = h;
+    g_pool_on = h->pool_slots == NMP_SHIM_POOL_SLOTS;
     return 0;
 }
 
-int open_record(const char *dir, uint64_t threshold)
+/* Maps the pool, creating shim.<pid>.pool with its disk blocks allocated (a shared
+ * mapping of a hole would raise SIGBUS in the target when the disk is full), at its first
+ * use: a process that never allocates a tracked or sampled block pays nothing for it.
+ * NULL if it cannot be mapped (blocks are then recorded at once).  Only system calls:
+ * signal-safe. */
+struct nmp_shim_record *pool_map(void)
+{
+    struct nmp_shim_record *pool = __atomic_load_n(&g_pool, __ATOMIC_ACQUIRE);
+    if (pool || !g_pool_on)
+        return pool;
+    int fd = open(g_pool_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+        g_pool_on = 0;
+        return NULL;
+    }
+    void *m = MAP_FAILED;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+        ((uint64_t)st.st_size >= NMP_POOL_BYTES ||
+         syscall(SYS_fallocate, fd, 0, (off_t)0, (off_t)NMP_POOL_BYTES) == 0))
+        m = sys_mmap(NULL, NMP_POOL_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) {
+        g_pool_on = 0; /* no space, or no mapping: every record at once */
+        return NULL;
+    }
+    struct nmp_shim_record *expect = NULL;
+    if (!__atomic_compare_exchange_n(&g_pool, &expect, (struct nmp_shim_record *)m, 0,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        syscall(SYS_munmap, m, NMP_POOL_BYTES); /* another thread (or a signal handler) was first */
+        return expect;
+    }
+    return m;
+}
+
+/* A new image of this process: the blocks the previous one left in the pool died with
+ * it; their records go into slots before the new image's START closes them. */
+static void drain_previous_pool(void)
+{
+    if (!g_pool_on || access(g_pool_path, F_OK) != 0 || !pool_map())
+        return;
+    for (unsigned k = 0; k < NMP_SHIM_POOL_SLOTS; k++) {
+        struct nmp_shim_record *r = &g_pool[k];
+        if (!__atomic_load_n(&r->type, __ATOMIC_ACQUIRE))
+            continue;
+        struct nmp_shim_record copy = *r;
+        emit(&copy);
+        __atomic_store_n(&r->type, 0, __ATOMIC_RELEASE);
+    }
+}
+
+int open_record(const char *dir, uint64_t threshold, uint64_t small_period)
 {
     snprintf(g_path, sizeof g_path, "%s/shim.%ld.bin", dir, (long)getpid());
+    snprintf(g_pool_path, sizeof g_pool_path, "%s/shim.%ld.pool", dir, (long)getpid());
     int created = 1;
-    int fd = open(g_path, O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
+    int fd = open(g_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0 && errno == EEXIST) {
         created = 0; /* a previous image of this process (execve) */
-        fd = open(g_path, O_RDWR | O_APPEND | O_CLOEXEC);
+        fd = open(g_path, O_RDWR | O_CLOEXEC);
     }
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
@@ -278,8 +339,12 @@ int open_record(const char *dir, uint64_t threshold)
         h.version = NMP_SHIM_VERSION;
         h.record_size = sizeof(struct nmp_shim_record);
         h.header_size = NMP_SHIM_HEADER_SIZE;
+        /* a pool only where records are mapped (created at its first use, pool_map) */
+        const char *m = getenv("NUMAPROF_SHIM_MODE");
+        if (!(m && strcmp(m, "write") == 0))
+            h.pool_slots = NMP_SHIM_POOL_SLOTS;
         memcpy(page, &h, sizeof h);
-        if (write(fd, page, sizeof page) != (ssize_t)sizeof page) {
+        if (pwrite(fd, page, sizeof page, 0) != (ssize_t)sizeof page) {
             close(fd);
             return -1;
         }
@@ -289,10 +354,13 @@ int open_record(const char *dir, uint64_t threshold)
     if ((mode && strcmp(mode, "write") == 0) || map_header(fd, created) != 0)
         shim_debug("%s: one write(2) per record", g_path);
     close(fd);
+    if (!created)
+        drain_previous_pool();
     struct nmp_shim_record r;
     memset(&r, 0, sizeof r);
     r.type = NMP_SHIM_START;
     r.addr = threshold;
+    r.size = small_period;
     emit(&r);
     return 0;
 }

@@ -9,8 +9,11 @@
  * ends, or at process exit for the threads still running then; and about one in every
  * NUMAPROF_SMALL_SAMPLE bytes a thread allocates below the threshold (default 256 KiB)
  * is recorded with its call stack and, when it is freed, its release: a sample of the
- * small blocks, from which the analyzer finds arrays built from many of them.  Without
- * NUMAPROF_DIR the shim only forwards calls.
+ * small blocks, from which the analyzer finds arrays built from many of them.  The record
+ * of a heap block (tracked or sampled) waits in the file's pool until its release; one
+ * released within NUMAPROF_SHORT_LIVED ns (default 1 ms) is only counted in a per-site
+ * summary, any other becomes one record carrying its release time (nmp_shim_format.h,
+ * "Deferred records").  Without NUMAPROF_DIR the shim only forwards calls.
  *
  * Properties the target relies on:
  *  - Reentrant: a thread-local guard passes allocations made while the shim itself is
@@ -37,7 +40,8 @@
  * library exports nothing else, and the path every malloc takes (a threshold test, the
  * small-allocation countdown, then the real allocator) and the record path inline without
  * link-time optimisation.  The record file (opening, mapping, claiming slots) is
- * recfile.c; the cold path asking where freed pages are is pages.c.
+ * recfile.c; the cold path asking where freed pages are is pages.c; call stacks are
+ * stack.c.
  */
 #include "nmp_shim_format.h"
 #include "shim_int.h"
@@ -46,7 +50,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <link.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
@@ -60,7 +63,6 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
-#include <unwind.h>
 #include <unistd.h>
 
 #define NMP_EXPORT __attribute__((visibility("default")))
@@ -79,7 +81,6 @@ extern void *__libc_pvalloc(size_t);
 int g_active;                          /* set once the file is open */
 static uint64_t g_threshold = NMP_DEFAULT_ALLOC_THRESHOLD;
 static char g_dir[3072];
-static uintptr_t g_text_lo, g_text_hi; /* the shim's own code: frames to skip */
 static pthread_key_t g_key;
 static int g_key_ok;
 static void *(*real_mmap)(void *, size_t, int, int, int, off_t);
@@ -94,11 +95,14 @@ static NMP_TLS uint32_t t_tid;
  * then (an OpenMP pool is never joined).  Only the owner writes its slot. */
 #define NMP_SLOTS 1024
 enum { SLOT_FREE, SLOT_OWNED, SLOT_TAKEN, SLOT_FLUSHING };
+struct sums;
 struct slot {
     uint32_t state, tid;
     uint64_t allocs, bytes;
-    char pad[40];
+    struct sums *sums; /* its thread's short-lived block summaries; NULL until needed */
+    char pad[32];
 };
+_Static_assert(sizeof(struct slot) == 64, "a slot is a cache line");
 static struct slot g_slots[NMP_SLOTS] __attribute__((aligned(64)));
 static struct slot g_overflow; /* threads beyond NMP_SLOTS: updated atomically */
 static NMP_TLS struct slot *t_slot;
@@ -115,6 +119,7 @@ static NMP_TLS struct slot *t_slot;
 static uint64_t g_small_period = NMP_DEFAULT_SMALL_SAMPLE;
 static uintptr_t (*g_sampled)[NMP_SAMPLED_WAYS]; /* mapped in the constructor */
 static uint32_t g_sampled_live;                   /* entries in use (atomic) */
+static uint32_t g_pooled_small; /* sampled blocks whose records are in the pool (atomic) */
 static NMP_TLS int64_t t_small_left;              /* bytes to the next sample */
 static NMP_TLS uint64_t t_rng;                    /* 0: this thread has not drawn yet */
 
@@ -148,138 +153,12 @@ uint32_t shim_tid(void)
     return t_tid;
 }
 
-/* ---- call stacks ----
- *
- * Unwinding (libgcc, DWARF CFI) costs microseconds, and programs allocate their large
- * blocks again and again from the same places.  So each thread keeps the stacks it
- * unwound together with the stack addresses where their return addresses live (CFA - 8
- * of the frame below, x86-64), keyed by the stack pointer at the allocation.  A later
- * allocation at the same stack pointer reuses a cached stack only if every cached return
- * address is still in its slot, innermost first: the innermost slot belongs to the
- * shim's own live frame, so each match proves the next slot is a live frame of the same
- * function too.  Stacks through signal frames are not cached.
- */
-#define NMP_UNWIND_MAX (NMP_SHIM_MAX_FRAMES + 8)
-#define NMP_CACHE_SETS 16
-#define NMP_CACHE_WAYS 4
+static int pool_put(const struct nmp_shim_record *r);
+static int sampled_add(const void *p);
 
-struct stack_entry {
-    uintptr_t sp;   /* key: address of a local of record_alloc */
-    uint32_t nframes;
-    uint32_t pad;
-    uint64_t frames[NMP_SHIM_MAX_FRAMES];
-    uintptr_t slots[NMP_SHIM_MAX_FRAMES]; /* where frames[k] is stored on the stack */
-};
-
-struct stack_cache {
-    struct stack_entry e[NMP_CACHE_SETS][NMP_CACHE_WAYS];
-    uint8_t next[NMP_CACHE_SETS]; /* round-robin victim per set */
-};
-
-static NMP_TLS struct stack_cache *t_cache;
-static NMP_TLS int t_cache_failed;
-
-struct unwind {
-    int n, signal_frame;
-    uint64_t ip[NMP_UNWIND_MAX];
-    uint64_t cfa[NMP_UNWIND_MAX];
-};
-
-static _Unwind_Reason_Code unwind_step(struct _Unwind_Context *ctx, void *arg)
-{
-    struct unwind *u = arg;
-    if (u->n >= NMP_UNWIND_MAX)
-        return _URC_END_OF_STACK;
-    int before = 0;
-    u->ip[u->n] = _Unwind_GetIPInfo(ctx, &before);
-    u->cfa[u->n] = _Unwind_GetCFA(ctx);
-    u->signal_frame |= before;
-    u->n++;
-    return _URC_NO_REASON;
-}
-
-static int in_shim(uintptr_t a) { return a >= g_text_lo && a < g_text_hi; }
-
-/* Unwinds into `e` (frames from the return address into the allocator's caller on, the
- * shim's own frames dropped by address).  Returns 1 if the result may be cached. */
-static __attribute__((noinline)) int unwind_into(struct stack_entry *e)
-{
-    struct unwind u;
-    u.n = u.signal_frame = 0;
-    _Unwind_Backtrace(unwind_step, &u);
-    int i = 0;
-    while (i < u.n && in_shim((uintptr_t)u.ip[i]))
-        i++;
-    unsigned k = 0;
-    for (; i < u.n && k < NMP_SHIM_MAX_FRAMES && u.ip[i]; i++, k++) {
-        e->frames[k] = u.ip[i];
-        /* libgcc's context for a frame carries the CFA of the frame it was unwound
-         * from, where the call pushed this frame's return address */
-        e->slots[k] = (uintptr_t)u.cfa[i] - 8;
-    }
-    e->nframes = k;
-    return !u.signal_frame && i > 0 && k > 0;
-}
-
-static int still_valid(const struct stack_entry *e, uintptr_t sp)
-{
-    if (e->sp != sp || !e->nframes)
-        return 0;
-    for (uint32_t k = 0; k < e->nframes; k++) {
-        uintptr_t slot = e->slots[k];
-        if (slot <= sp || *(const uint64_t *)slot != e->frames[k])
-            return 0;
-    }
-    return 1;
-}
-
-/* Fills r->frames / r->nframes.  `sp` identifies the stack position of the caller. */
-static void call_stack(struct nmp_shim_record *r, uintptr_t sp)
-{
-    struct stack_cache *c = t_cache;
-    unsigned set = (unsigned)((sp >> 4) ^ (sp >> 10)) % NMP_CACHE_SETS;
-    if (c) {
-        for (int w = 0; w < NMP_CACHE_WAYS; w++) {
-            const struct stack_entry *e = &c->e[set][w];
-            if (still_valid(e, sp)) {
-                r->nframes = (uint8_t)e->nframes;
-                memcpy(r->frames, e->frames, e->nframes * sizeof e->frames[0]);
-                return;
-            }
-        }
-    }
-    /* libgcc's unwinder needs a few KiB of stack: not on a small signal stack */
-    stack_t ss;
-    if (sigaltstack(NULL, &ss) == 0 && (ss.ss_flags & SS_ONSTACK))
-        return;
-    if (!c && !t_cache_failed) {
-        /* mmap, not malloc: this may run in a signal handler */
-        void *m = real_mmap ? real_mmap(NULL, sizeof *c, PROT_READ | PROT_WRITE,
-                                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-                            : MAP_FAILED;
-        if (m == MAP_FAILED)
-            t_cache_failed = 1;
-        else {
-            t_cache = c = m;
-            if (g_key_ok)
-                pthread_setspecific(g_key, (void *)1); /* unmapped at thread exit */
-        }
-    }
-    struct stack_entry tmp, *e = &tmp;
-    if (c) {
-        e = &c->e[set][c->next[set]];
-        c->next[set] = (uint8_t)((c->next[set] + 1) % NMP_CACHE_WAYS);
-    }
-    e->sp = 0; /* invalid while being filled (a signal handler may look) */
-    int cacheable = unwind_into(e);
-    r->nframes = (uint8_t)e->nframes;
-    memcpy(r->frames, e->frames, e->nframes * sizeof e->frames[0]);
-    if (cacheable)
-        e->sp = sp;
-}
-
-static __attribute__((noinline)) void record_alloc(void *p, size_t size, int kind,
-                                                   void *prev, unsigned flags)
+/* `t`: the allocation's time, 0 for now. */
+static __attribute__((noinline)) void record_alloc_at(void *p, size_t size, int kind,
+                                                      void *prev, unsigned flags, uint64_t t)
 {
     int saved = errno;
     t_guard = 1;
@@ -293,11 +172,24 @@ static __attribute__((noinline)) void record_alloc(void *p, size_t size, int kin
     r.flags = (uint16_t)flags;
     if (flags & NMP_SHIM_F_SAMPLED)
         r.period = (uint32_t)g_small_period;
-    call_stack(&r, (uintptr_t)&r);
-    r.time = now_ns();
-    emit(&r);
+    shim_call_stack(&r, (uintptr_t)&r);
+    r.time = t ? t : now_ns();
+    r.tid = shim_tid();
+    /* a heap block's record waits in the pool for its release (deferred records, below);
+     * a sampled block the pool has no room for goes into the table of sampled blocks,
+     * and is not sampled after all if that is full too */
+    int deferred = kind != NMP_KIND_MMAP && kind != NMP_KIND_NUMA && pool_put(&r);
+    if (deferred && (flags & NMP_SHIM_F_SAMPLED))
+        __atomic_add_fetch(&g_pooled_small, 1, __ATOMIC_RELAXED);
+    else if (!deferred && (!(flags & NMP_SHIM_F_SAMPLED) || sampled_add(p)))
+        emit(&r);
     t_guard = 0;
     errno = saved;
+}
+
+static inline void record_alloc(void *p, size_t size, int kind, void *prev, unsigned flags)
+{
+    record_alloc_at(p, size, kind, prev, flags, 0);
 }
 
 static __attribute__((noinline, cold)) void record_free(void *p, size_t len, int kind)
@@ -328,6 +220,13 @@ static void emit_totals(uint32_t owner, uint64_t allocs, uint64_t bytes, uint64_
     emit(&r);
 }
 
+void shim_watch_thread(void)
+{
+    /* a non-NULL value makes the key's destructor run at thread exit */
+    if (g_key_ok)
+        pthread_setspecific(g_key, (void *)1);
+}
+
 static __attribute__((noinline)) struct slot *claim_slot(void)
 {
     for (int i = 0; i < NMP_SLOTS; i++) {
@@ -340,9 +239,7 @@ static __attribute__((noinline)) struct slot *claim_slot(void)
             __atomic_store_n(&s->allocs, 0, __ATOMIC_RELAXED);
             __atomic_store_n(&s->bytes, 0, __ATOMIC_RELAXED);
             t_slot = s;
-            /* a non-NULL value makes the key's destructor run at thread exit */
-            if (g_key_ok)
-                pthread_setspecific(g_key, (void *)1);
+            shim_watch_thread();
             return s;
         }
     }
@@ -423,25 +320,252 @@ static inline int sampled_take(const void *p)
     return 0;
 }
 
+/* ---- deferred records of tracked heap blocks (nmp_shim_format.h) ----
+ *
+ * The ALLOC record of a tracked malloc/calloc/realloc/aligned block is written into the
+ * file's pool (set-associative by address) rather than into a slot; at the release it
+ * comes out: a block that lived less than g_short_ns becomes a count in its releasing
+ * thread's summary of its site, any other one record with its release time.  An
+ * allocation-heavy program's short-lived blocks so cost no slot, no FREE record and no
+ * objects row each.  g_pool_keys, private memory, says which pool slot holds which
+ * address (0 empty, KEY_BUSY while a thread writes or reads the slot's record). */
+#define KEY_BUSY ((uintptr_t)1)
+static uintptr_t (*g_pool_keys)[NMP_SHIM_POOL_WAYS]; /* mapped with the pool */
+static uint64_t g_short_ns = NMP_DEFAULT_SHORT_LIVED;
+
+static inline unsigned pool_set(uintptr_t p)
+{
+    uint64_t h = ((uint64_t)p >> 4) * 0x9e3779b97f4a7c15ull;
+    return (unsigned)(h >> (64 - 10)); /* 1024 = 2^10 sets */
+}
+_Static_assert(NMP_SHIM_POOL_SETS == 1 << 10, "pool_set takes the top 10 bits");
+
+/* Puts a complete ALLOC record into the pool; 0 if its set is full (or there is none). */
+static int pool_put(const struct nmp_shim_record *r)
+{
+    struct nmp_shim_record *pool = g_pool;
+    if (!g_pool_keys || (!pool && !(pool = pool_map())))
+        return 0;
+    unsigned set = pool_set((uintptr_t)r->addr);
+    uintptr_t *keys = g_pool_keys[set];
+    for (int w = 0; w < NMP_SHIM_POOL_WAYS; w++) {
+        uintptr_t expect = 0;
+        if (__atomic_load_n(&keys[w], __ATOMIC_RELAXED) == 0 &&
+            __atomic_compare_exchange_n(&keys[w], &expect, KEY_BUSY, 0, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED)) {
+            struct nmp_shim_record *slot = &pool[set * NMP_SHIM_POOL_WAYS + (unsigned)w];
+            memcpy((char *)slot + sizeof slot->type, (const char *)r + sizeof r->type,
+                   sizeof *r - sizeof r->type);
+            __atomic_store_n(&slot->type, r->type, __ATOMIC_RELEASE); /* last: see the file */
+            __atomic_store_n(&keys[w], (uintptr_t)r->addr, __ATOMIC_RELEASE);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Takes the record of block `p` out of the pool into `out`; 0 if it is not there. */
+static int pool_take(uintptr_t p, struct nmp_shim_record *out)
+{
+    if (!g_pool_keys || p <= KEY_BUSY)
+        return 0;
+    unsigned set = pool_set(p);
+    uintptr_t *keys = g_pool_keys[set];
+    for (int w = 0; w < NMP_SHIM_POOL_WAYS; w++) {
+        uintptr_t expect = p;
+        if (__atomic_load_n(&keys[w], __ATOMIC_RELAXED) == p &&
+            __atomic_compare_exchange_n(&keys[w], &expect, KEY_BUSY, 0, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED)) {
+            struct nmp_shim_record *slot = &g_pool[set * NMP_SHIM_POOL_WAYS + (unsigned)w];
+            memcpy(out, slot, sizeof *out);
+            __atomic_store_n(&slot->type, 0, __ATOMIC_RELEASE);
+            __atomic_store_n(&keys[w], 0, __ATOMIC_RELEASE);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* At process exit: the blocks still live go into slots as ordinary ALLOC records (what
+ * the pages query at exit and a reader of the slots expect). */
+static void pool_drain(void)
+{
+    if (!g_pool_keys || !g_pool)
+        return;
+    for (unsigned set = 0; set < NMP_SHIM_POOL_SETS; set++)
+        for (int w = 0; w < NMP_SHIM_POOL_WAYS; w++) {
+            uintptr_t p = __atomic_load_n(&g_pool_keys[set][w], __ATOMIC_RELAXED);
+            struct nmp_shim_record r;
+            if (p > KEY_BUSY && pool_take(p, &r))
+                emit(&r);
+        }
+}
+
+/* Per-thread summaries of short-lived blocks: direct-mapped by site (call stack, kind,
+ * allocating thread); a summary is written out (a SHORT record) when another site takes
+ * its entry, when it spans NMP_SUM_WINDOW_NS, and when its thread or the process ends. */
+#define NMP_SUMS 16
+#define NMP_SUM_WINDOW_NS 1000000000ull
+struct sums {
+    uint64_t key[NMP_SUMS];
+    /* sampled small blocks: the allocations they stand for, sum of max(period / size, 1)
+     * (written out as the size that gives it, below) */
+    double stands_for[NMP_SUMS];
+    struct nmp_shim_record r[NMP_SUMS];
+};
+static NMP_TLS int t_in_sums; /* a signal handler's free() must not touch the summaries */
+
+static uint64_t site_key(const struct nmp_shim_record *r)
+{
+    uint64_t h = ((uint64_t)r->tid << 32) ^ ((uint64_t)r->flags << 16) ^
+                 ((uint64_t)r->kind << 8) ^ r->nframes;
+    for (unsigned i = 0; i < r->nframes && i < NMP_SHIM_MAX_FRAMES; i++) {
+        h = (h ^ r->frames[i]) * 0x9e3779b97f4a7c15ull;
+        h ^= h >> 29;
+    }
+    return h | 1;
+}
+
+static void sum_flush(struct sums *m, unsigned i)
+{
+    if (!m->key[i])
+        return;
+    struct nmp_shim_record r = m->r[i];
+    m->key[i] = 0;
+    /* a sampled block of s bytes stands for period / s allocations: the size written is
+     * the one for which count x period / size is what the blocks counted stand for */
+    if ((r.flags & NMP_SHIM_F_SAMPLED) && m->stands_for[i] > 0) {
+        double size = (double)g_small_period * (double)r.period / m->stands_for[i];
+        r.size = size < 1 ? 1 : (uint64_t)(size + 0.5);
+    }
+    emit(&r);
+}
+
+static void sums_flush_all(struct sums *m)
+{
+    for (unsigned i = 0; m && i < NMP_SUMS; i++)
+        sum_flush(m, i);
+}
+
+/* Counts block `r`, released at `t`, in this thread's summary of its site; 0 if it
+ * cannot (no table: it is then recorded one by one). */
+static int sum_add(const struct nmp_shim_record *r, uint64_t t)
+{
+    struct slot *s = t_slot;
+    if (!s)
+        s = claim_slot();
+    if (s == &g_overflow || t_in_sums)
+        return 0;
+    t_in_sums = 1;
+    struct sums *m = s->sums;
+    if (!m) {
+        void *p = sys_mmap(NULL, sizeof *m, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                           -1, 0);
+        if (p == MAP_FAILED) {
+            t_in_sums = 0;
+            return 0;
+        }
+        s->sums = m = p;
+    }
+    uint64_t key = site_key(r);
+    unsigned i = (unsigned)(key >> 32) % NMP_SUMS;
+    struct nmp_shim_record *e = &m->r[i];
+    uint64_t end = r->addr + r->size;
+    if (m->key[i] != key) {
+        sum_flush(m, i);
+        memcpy(e, r, sizeof *e);
+        e->type = NMP_SHIM_SHORT;
+        e->flags = r->flags & NMP_SHIM_F_SAMPLED;
+        e->period = 1;
+        e->prev = end;
+        e->end = t;
+        e->extra = t - r->time;
+        m->key[i] = key;
+        m->stands_for[i] = 0;
+    } else {
+        e->period++;
+        if (r->addr < e->addr)
+            e->addr = r->addr;
+        if (end > e->prev)
+            e->prev = end;
+        if (r->size > e->size)
+            e->size = r->size;
+        if (r->time < e->time)
+            e->time = r->time;
+        if (t > e->end)
+            e->end = t;
+        e->extra += t - r->time;
+    }
+    if (r->flags & NMP_SHIM_F_SAMPLED) {
+        double w = (double)g_small_period / (double)(r->size ? r->size : 1);
+        m->stands_for[i] += w > 1 ? w : 1;
+    }
+    if (e->period == UINT32_MAX || t - e->time >= NMP_SUM_WINDOW_NS)
+        sum_flush(m, i);
+    t_in_sums = 0;
+    return 1;
+}
+
+/* The release of a block whose record was in the pool: 1 if it was short-lived (counted
+ * in its summary; nothing else to record).  Otherwise the caller asks where its pages
+ * are and calls release_ended(). */
+static int release_short(const struct nmp_shim_record *r, uint64_t t)
+{
+    return t - r->time < g_short_ns && sum_add(r, t);
+}
+
+static void release_ended(struct nmp_shim_record *r, uint64_t t)
+{
+    r->end = t;
+    r->flags |= NMP_SHIM_F_ENDED | (r->tid == shim_tid() ? NMP_SHIM_F_OWNER_FREED : 0u);
+    emit(r);
+}
+
+/* Releases tracked heap block `p` (free, or realloc before the call): its deferred record
+ * leaves the pool, or, recorded at once, its FREE is written. */
+static __attribute__((noinline)) void release_tracked(void *p)
+{
+    int saved = errno;
+    struct nmp_shim_record r;
+    if (pool_take((uintptr_t)p, &r)) {
+        uint64_t t = now_ns();
+        if (!release_short(&r, t)) {
+            record_pages(p, malloc_usable_size(p), NMP_PAGES_AT_FREE);
+            release_ended(&r, now_ns());
+        }
+    } else {
+        record_pages(p, malloc_usable_size(p), NMP_PAGES_AT_FREE);
+        record_free(p, 0, 1);
+    }
+    errno = saved;
+}
+
 /* A sampled allocation below the threshold (not sampled after all if the table is full). */
 static __attribute__((noinline)) void record_small(void *p, size_t size, int kind)
 {
-    if (p && sampled_add(p))
+    if (p)
         record_alloc(p, size, kind, NULL, NMP_SHIM_F_SAMPLED);
+}
+
+/* The release of a block below the threshold: if it was sampled, its record. */
+static inline void release_small(void *p)
+{
+    struct nmp_shim_record r;
+    if (__atomic_load_n(&g_pooled_small, __ATOMIC_RELAXED) && pool_take((uintptr_t)p, &r)) {
+        __atomic_sub_fetch(&g_pooled_small, 1, __ATOMIC_RELAXED);
+        int saved = errno;
+        uint64_t t = now_ns();
+        if (!release_short(&r, t))
+            release_ended(&r, t);
+        errno = saved;
+    } else if (sampled_take(p))
+        record_free(p, 0, 1);
 }
 
 static void thread_exit(void *unused)
 {
     (void)unused;
-    struct stack_cache *c = t_cache;
-    t_cache = NULL;
-    t_cache_failed = 1; /* a tracked allocation while the thread ends: no new cache */
-    if (c) {
-        if (real_munmap)
-            real_munmap(c, sizeof *c);
-        else
-            syscall(SYS_munmap, c, sizeof *c);
-    }
+    stack_thread_exit();
     struct slot *s = t_slot;
     t_slot = &g_overflow; /* what this thread still allocates while it ends */
     if (!g_active || !s || s == &g_overflow)
@@ -450,6 +574,7 @@ static void thread_exit(void *unused)
     /* unless process exit has already reported this slot */
     if (__atomic_compare_exchange_n(&s->state, &expect, SLOT_FLUSHING, 0, __ATOMIC_ACQ_REL,
                                     __ATOMIC_RELAXED)) {
+        sums_flush_all(s->sums);
         emit_totals(s->tid, s->allocs, s->bytes, 0);
         __atomic_store_n(&s->state, SLOT_FREE, __ATOMIC_RELEASE);
     }
@@ -463,9 +588,13 @@ static void flush_all_totals(void)
         uint32_t expect = SLOT_OWNED;
         if (__atomic_load_n(&s->state, __ATOMIC_RELAXED) == SLOT_OWNED &&
             __atomic_compare_exchange_n(&s->state, &expect, SLOT_TAKEN, 0, __ATOMIC_ACQ_REL,
-                                        __ATOMIC_RELAXED))
+                                        __ATOMIC_RELAXED)) {
+            /* a thread still running may be adding to its summaries: what it adds from
+             * here on is not counted */
+            sums_flush_all(s->sums);
             emit_totals(s->tid, __atomic_load_n(&s->allocs, __ATOMIC_RELAXED),
                         __atomic_load_n(&s->bytes, __ATOMIC_RELAXED), 0);
+        }
     }
     emit_totals(0, __atomic_exchange_n(&g_overflow.allocs, 0, __ATOMIC_RELAXED),
                 __atomic_exchange_n(&g_overflow.bytes, 0, __ATOMIC_RELAXED),
@@ -479,67 +608,24 @@ static void atfork_child(void)
         return;
     t_guard = 1;
     /* the parent's counters stay the parent's; its other threads do not exist here */
+    for (int i = 0; i < NMP_SLOTS; i++)
+        if (g_slots[i].sums)
+            syscall(SYS_munmap, g_slots[i].sums, sizeof *g_slots[i].sums);
     memset(g_slots, 0, sizeof g_slots);
     memset(&g_overflow, 0, sizeof g_overflow);
     t_slot = NULL;
     __atomic_store_n(&g_dropped, 0, __ATOMIC_RELAXED);
     close_record_file();
-    if (open_record(g_dir, g_threshold) < 0)
+    /* the parent's blocks stay the parent's: freed here, they are recorded as FREEs */
+    if (g_pool_keys)
+        memset(g_pool_keys, 0, sizeof(uintptr_t[NMP_SHIM_POOL_SETS][NMP_SHIM_POOL_WAYS]));
+    if (g_sampled)
+        memset(g_sampled, 0, sizeof(uintptr_t[NMP_SAMPLED_SETS][NMP_SAMPLED_WAYS]));
+    __atomic_store_n(&g_sampled_live, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_pooled_small, 0, __ATOMIC_RELAXED);
+    if (open_record(g_dir, g_threshold, g_small_period) < 0)
         g_active = 0;
     t_guard = 0;
-}
-
-static int find_text(struct dl_phdr_info *info, size_t size, void *data)
-{
-    (void)size;
-    uintptr_t me = (uintptr_t)data;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
-            continue;
-        uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
-        if (me >= lo && me < hi) {
-            g_text_lo = lo;
-            g_text_hi = hi;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-static void copy_numa_maps(void)
-{
-    char dst[3200], tmp[3300];
-    snprintf(dst, sizeof dst, "%s/numa_maps.%ld", g_dir, (long)getpid());
-    snprintf(tmp, sizeof tmp, "%s/.numa_maps.%ld.shim", g_dir, (long)getpid());
-    int in = open("/proc/self/numa_maps", O_RDONLY | O_CLOEXEC);
-    if (in < 0)
-        return;
-    int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (out < 0) {
-        close(in);
-        return;
-    }
-    char buf[8192];
-    int ok = 1;
-    for (;;) {
-        ssize_t n = read(in, buf, sizeof buf);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            ok = n == 0;
-            break;
-        }
-        if (write(out, buf, (size_t)n) != n) {
-            ok = 0;
-            break;
-        }
-    }
-    close(in);
-    if (close(out) < 0)
-        ok = 0;
-    if (!ok || rename(tmp, dst) < 0)
-        unlink(tmp);
 }
 
 __attribute__((constructor(101))) static void shim_init(void)
@@ -566,6 +652,13 @@ __attribute__((constructor(101))) static void shim_init(void)
         if (*end == 0)
             g_threshold = v;
     }
+    const char *sl = getenv("NUMAPROF_SHORT_LIVED");
+    if (sl && *sl) {
+        char *end;
+        unsigned long long v = strtoull(sl, &end, 10);
+        if (*end == 0)
+            g_short_ns = v;
+    }
     const char *ss = getenv("NUMAPROF_SMALL_SAMPLE");
     if (ss && *ss) {
         char *end;
@@ -583,16 +676,17 @@ __attribute__((constructor(101))) static void shim_init(void)
     real_mmap = (void *(*)(void *, size_t, int, int, int, off_t))dlsym(RTLD_NEXT, "mmap");
     real_munmap = (int (*)(void *, size_t))dlsym(RTLD_NEXT, "munmap");
     real_mremap = (void *(*)(void *, size_t, size_t, int, ...))dlsym(RTLD_NEXT, "mremap");
-    dl_iterate_phdr(find_text, (void *)(uintptr_t)&unwind_into);
-    /* the unwinder's first use initialises it: not in a signal handler later */
-    struct stack_entry warm;
-    unwind_into(&warm);
+    stack_init();
     g_key_ok = pthread_key_create(&g_key, thread_exit) == 0;
     g_mem_nodes = count_mem_nodes();
     const char *force = getenv("NUMAPROF_SHIM_PAGES");
     g_pages_on = g_mem_nodes >= 2 || (force && strcmp(force, "1") == 0);
     pthread_atfork(NULL, NULL, atfork_child);
-    if (open_record(g_dir, g_threshold) == 0) {
+    void *keys = sys_mmap(NULL, sizeof(uintptr_t[NMP_SHIM_POOL_SETS][NMP_SHIM_POOL_WAYS]),
+                          PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (keys != MAP_FAILED)
+        g_pool_keys = keys;
+    if (open_record(g_dir, g_threshold, g_small_period) == 0) {
         __atomic_store_n(&g_active, 1, __ATOMIC_RELEASE);
         shim_debug("recording allocations >= %llu bytes into %s", (unsigned long long)g_threshold,
               g_dir);
@@ -607,8 +701,9 @@ __attribute__((destructor(101))) static void shim_fini(void)
     int g = t_guard;
     t_guard = 1;
     flush_all_totals();
+    pool_drain();
     pages_at_exit();
-    copy_numa_maps();
+    copy_numa_maps(g_dir);
     t_guard = g;
 }
 
@@ -656,11 +751,10 @@ NMP_EXPORT void free(void *p)
 {
     if (p && TRACKING()) {
         /* before the block can be handed to another thread */
-        if (tracked_block(p)) {
-            record_pages(p, malloc_usable_size(p), NMP_PAGES_AT_FREE);
-            record_free(p, 0, 1);
-        } else if (sampled_take(p))
-            record_free(p, 0, 1);
+        if (tracked_block(p))
+            release_tracked(p);
+        else
+            release_small(p);
     }
     __libc_free(p);
 }
@@ -670,13 +764,22 @@ NMP_EXPORT void *realloc(void *p, size_t n)
     if (!TRACKING())
         return __libc_realloc(p, n);
     int old_tracked = p && tracked_block(p);
-    if (old_tracked)
+    /* a deferred old block leaves the pool before the allocator may give its address to
+     * another thread; whether it was short-lived is decided now, counted once it is gone */
+    struct nmp_shim_record old;
+    int pooled = old_tracked && pool_take((uintptr_t)p, &old);
+    int old_short = pooled && now_ns() - old.time < g_short_ns;
+    if (old_tracked && !old_short)
         record_pages(p, malloc_usable_size(p), NMP_PAGES_AT_FREE);
-    else if (p && sampled_take(p))
-        record_free(p, 0, 1); /* a sampled small block ends, before the allocator may hand
-                                 its address to another thread */
+    else if (!old_tracked && p)
+        release_small(p); /* a sampled small block ends, before the allocator may hand its
+                             address to another thread */
     if (n < g_threshold) {
-        if (old_tracked)
+        if (pooled) {
+            uint64_t t = now_ns();
+            if (!old_short || !sum_add(&old, t))
+                release_ended(&old, t);
+        } else if (old_tracked)
             record_free(p, 0, 1);
         int sample = n && count_small(n);
         void *q = __libc_realloc(p, n);
@@ -685,8 +788,19 @@ NMP_EXPORT void *realloc(void *p, size_t n)
         return q;
     }
     void *q = __libc_realloc(p, n);
+    int saved = errno;
+    uint64_t t = now_ns(); /* the old block's end is the new one's start */
+    if (pooled) {
+        if (!q) {
+            if (!pool_put(&old)) /* not released after all */
+                emit(&old);
+        } else if (!old_short || !sum_add(&old, t))
+            release_ended(&old, t);
+    }
+    errno = saved;
     if (q)
-        record_alloc(q, n, NMP_KIND_REALLOC, p, old_tracked ? NMP_SHIM_F_PREV_TRACKED : 0);
+        record_alloc_at(q, n, NMP_KIND_REALLOC, p,
+                        old_tracked && !pooled ? NMP_SHIM_F_PREV_TRACKED : 0, t);
     return q;
 }
 

@@ -67,7 +67,8 @@ int nmp_numa_maps_copy(pid_t pid, const char *dir);
 /* shimconv.c: turn every <dir>/shim.<pid>.bin into the objects and stack_frames tables,
  * then remove them.  Fills the small-allocation totals. */
 struct nmp_shim_totals {
-    uint64_t small_allocs, small_bytes, tracked_allocs, sampled_allocs, processes;
+    uint64_t small_allocs, small_bytes, tracked_allocs, sampled_allocs, short_lived_allocs;
+    uint64_t processes;
 };
 int nmp_shim_convert(const char *dir, struct nmp_shim_totals *totals, char *err);
 

@@ -125,9 +125,9 @@ static void write_totals(FILE *f, const struct nmp_collector *c, const struct nm
     fprintf(f,
             " \"shim\": {\"small_allocs\": %" PRIu64 ", \"small_bytes\": %" PRIu64
             ", \"tracked_allocs\": %" PRIu64 ", \"sampled_allocs\": %" PRIu64
-            ", \"processes\": %" PRIu64 "},\n",
+            ", \"short_lived_allocs\": %" PRIu64 ", \"processes\": %" PRIu64 "},\n",
             shim->small_allocs, shim->small_bytes, shim->tracked_allocs, shim->sampled_allocs,
-            shim->processes);
+            shim->short_lived_allocs, shim->processes);
     struct nmp_decode_stats ds;
     nmp_decoder_stats(c->dec, &ds);
     fprintf(f,

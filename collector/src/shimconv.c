@@ -48,6 +48,7 @@
 
 struct obj {
     uint64_t time, free_time, addr, size, prev;
+    uint64_t lifetime, extent; /* a summary of short-lived blocks (extent > 0) */
     uint32_t pid, tid, stack, period, instances;
     uint32_t next_same_addr; /* live chain per address, newest first */
     uint8_t kind, live;
@@ -73,6 +74,7 @@ struct conv {
     size_t nlive_mmaps, caplive_mmaps;
     uint64_t (*pages)[NMP_object_pages_NCOLS]; /* object_pages rows */
     size_t npages, cappages;
+    uint64_t small_period; /* of the current image (its START) */
     /* per file: blocks just freed that their thread may allocate again (see the top) */
     uint32_t *repeat;
     size_t nrepeat, caprepeat;
@@ -364,6 +366,136 @@ static uint32_t repeat_take(struct conv *c, const struct nmp_shim_record *r, uin
 
 /* ---- files ---- */
 
+/* One record of a file whose objects start at `first_obj`: 0, or -1 (out of memory). */
+static int convert_record(struct conv *c, const struct nmp_shim_record *r, uint32_t pid,
+                          struct nmp_shim_totals *tot, size_t first_obj)
+{
+    int rc = 0;
+    switch (r->type) {
+    case NMP_SHIM_ALLOC: {
+        if (r->kind == NMP_KIND_REALLOC && (r->flags & NMP_SHIM_F_PREV_TRACKED))
+            close_oldest(c, r->prev, r->time);
+        /* the kernel hands out a range only when nothing is mapped there (or
+         * MAP_FIXED replaced it): mappings still live inside it are gone */
+        if (r->kind == NMP_KIND_MMAP || r->kind == NMP_KIND_NUMA)
+            close_mapped_range(c, r->addr, r->size, r->time);
+        unsigned nf0 = r->nframes > NMP_SHIM_MAX_FRAMES ? NMP_SHIM_MAX_FRAMES : r->nframes;
+        uint32_t sid;
+        if (stack_id(c, r->frames, nf0, &sid) < 0) {
+            rc = -1;
+            break;
+        }
+        /* a deferred record, written at the release: the object is over already */
+        int ended = (r->flags & NMP_SHIM_F_ENDED) != 0;
+        uint32_t owner = (r->flags & NMP_SHIM_F_OWNER_FREED) ? r->tid : 0;
+        uint32_t again = c->nrepeat ? repeat_take(c, r, sid) : NONE;
+        if (again != NONE) {
+            c->objs[again].free_time = ended ? r->end : 0;
+            c->objs[again].instances++;
+            if ((ended ? repeat_add(c, again, owner) : live_add(c, again)) < 0) {
+                rc = -1;
+                break;
+            }
+            tot->tracked_allocs++;
+            break;
+        }
+        if (NMP_GROW(c->objs, c->capobjs, c->nobjs + 1, 64) < 0) {
+            rc = -1;
+            break;
+        }
+        struct obj *o = &c->objs[c->nobjs];
+        memset(o, 0, sizeof *o);
+        o->time = r->time;
+        o->pid = pid;
+        o->tid = r->tid;
+        o->addr = r->addr;
+        o->size = r->size;
+        o->kind = r->kind;
+        o->prev = r->kind == NMP_KIND_REALLOC ? r->prev : 0;
+        o->period = (r->flags & NMP_SHIM_F_SAMPLED) ? r->period : 0;
+        o->instances = 1;
+        o->stack = sid;
+        o->free_time = ended ? r->end : 0;
+        if ((ended ? repeat_add(c, (uint32_t)c->nobjs, owner) : live_add(c, (uint32_t)c->nobjs)) < 0) {
+            rc = -1;
+            break;
+        }
+        c->nobjs++;
+        if (o->period)
+            tot->sampled_allocs++;
+        else
+            tot->tracked_allocs++;
+        break;
+    }
+    case NMP_SHIM_FREE:
+        if (r->kind == NMP_KIND_MMAP && r->size) {
+            close_mapped_range(c, r->addr, r->size, r->time);
+        } else {
+            size_t li = live_find(c, r->addr);
+            if (li != (size_t)-1) {
+                uint32_t idx = c->live_vals[li];
+                live_close(c, idx, r->time);
+                if (repeat_add(c, idx, r->tid) < 0)
+                    rc = -1;
+            }
+        }
+        break;
+    case NMP_SHIM_SHORT: {
+        /* short-lived blocks of one site: one row, not matched to samples by address */
+        unsigned nf0 = r->nframes > NMP_SHIM_MAX_FRAMES ? NMP_SHIM_MAX_FRAMES : r->nframes;
+        uint32_t sid;
+        if (stack_id(c, r->frames, nf0, &sid) < 0 ||
+            NMP_GROW(c->objs, c->capobjs, c->nobjs + 1, 64) < 0) {
+            rc = -1;
+            break;
+        }
+        struct obj *o = &c->objs[c->nobjs++];
+        memset(o, 0, sizeof *o);
+        o->time = r->time;
+        o->free_time = r->end;
+        o->pid = pid;
+        o->tid = r->tid;
+        o->addr = r->addr;
+        o->size = r->size;
+        o->kind = r->kind;
+        o->stack = sid;
+        o->instances = r->period;
+        o->lifetime = r->extra;
+        if (r->flags & NMP_SHIM_F_SAMPLED)
+            o->period = c->small_period ? (uint32_t)c->small_period : 1;
+        o->extent = r->prev > r->addr ? r->prev - r->addr : 1;
+        tot->short_lived_allocs += r->period;
+        break;
+    }
+    case NMP_SHIM_TOTALS:
+        tot->small_bytes += r->size;
+        tot->small_allocs += r->prev;
+        break;
+    case NMP_SHIM_START:
+        c->small_period = r->size;
+        close_all(c, first_obj, r->time);
+        c->nrepeat = 0;
+        break;
+    case NMP_SHIM_PAGES:
+        if (add_pages(c, r, pid) < 0)
+            rc = -1;
+        break;
+    default:
+        break; /* unknown record types of this version are skipped */
+    }
+    return rc;
+}
+
+
+/* shim.<pid>.pool beside shim.<pid>.bin (nmp_shim_format.h, "Deferred records"). */
+static void pool_of(const char *bin, char *out, size_t len)
+{
+    snprintf(out, len, "%s", bin);
+    size_t n = strlen(out);
+    if (n > 4 && n + 1 < len && strcmp(out + n - 4, ".bin") == 0)
+        strcpy(out + n - 4, ".pool");
+}
+
 static int convert_file(struct conv *c, const char *path, uint32_t pid,
                         struct nmp_shim_totals *tot, char *err)
 {
@@ -376,7 +508,7 @@ static int convert_file(struct conv *c, const char *path, uint32_t pid,
     ssize_t n = read(fd, &h, sizeof h);
     if (n != (ssize_t)sizeof h || memcmp(h.magic, NMP_SHIM_MAGIC, 8) != 0 ||
         h.version != NMP_SHIM_VERSION || h.record_size != sizeof(struct nmp_shim_record) ||
-        h.header_size != NMP_SHIM_HEADER_SIZE ||
+        h.pool_slots > NMP_SHIM_POOL_SLOTS || h.header_size != NMP_SHIM_HEADER_SIZE ||
         lseek(fd, NMP_SHIM_HEADER_SIZE, SEEK_SET) != NMP_SHIM_HEADER_SIZE) {
         nmp_set_err(err, "%s: not a numaprof shim file of version %d (left in place)", path,
                 NMP_SHIM_VERSION);
@@ -411,7 +543,7 @@ static int convert_file(struct conv *c, const char *path, uint32_t pid,
             const struct nmp_shim_record *r = &recs[k];
             if (r->type == 0)
                 continue; /* a slot never completed, or past the last one */
-            if (r->type < NMP_SHIM_ALLOC || r->type > NMP_SHIM_PAGES ||
+            if (r->type < NMP_SHIM_ALLOC || r->type > NMP_SHIM_SHORT ||
                 r->nframes > NMP_SHIM_MAX_FRAMES ||
                 (r->type == NMP_SHIM_ALLOC &&
                  (r->kind < NMP_KIND_MALLOC || r->kind > NMP_KIND_NUMA))) {
@@ -422,86 +554,7 @@ static int convert_file(struct conv *c, const char *path, uint32_t pid,
                 damaged = 1;
                 break;
             }
-            switch (r->type) {
-            case NMP_SHIM_ALLOC: {
-                if (r->kind == NMP_KIND_REALLOC && (r->flags & NMP_SHIM_F_PREV_TRACKED))
-                    close_oldest(c, r->prev, r->time);
-                /* the kernel hands out a range only when nothing is mapped there (or
-                 * MAP_FIXED replaced it): mappings still live inside it are gone */
-                if (r->kind == NMP_KIND_MMAP || r->kind == NMP_KIND_NUMA)
-                    close_mapped_range(c, r->addr, r->size, r->time);
-                unsigned nf0 = r->nframes > NMP_SHIM_MAX_FRAMES ? NMP_SHIM_MAX_FRAMES : r->nframes;
-                uint32_t sid;
-                if (stack_id(c, r->frames, nf0, &sid) < 0) {
-                    rc = -1;
-                    break;
-                }
-                uint32_t again = c->nrepeat ? repeat_take(c, r, sid) : NONE;
-                if (again != NONE) {
-                    c->objs[again].free_time = 0;
-                    c->objs[again].instances++;
-                    if (live_add(c, again) < 0) {
-                        rc = -1;
-                        break;
-                    }
-                    tot->tracked_allocs++;
-                    break;
-                }
-                if (NMP_GROW(c->objs, c->capobjs, c->nobjs + 1, 64) < 0) {
-                    rc = -1;
-                    break;
-                }
-                struct obj *o = &c->objs[c->nobjs];
-                memset(o, 0, sizeof *o);
-                o->time = r->time;
-                o->pid = pid;
-                o->tid = r->tid;
-                o->addr = r->addr;
-                o->size = r->size;
-                o->kind = r->kind;
-                o->prev = r->kind == NMP_KIND_REALLOC ? r->prev : 0;
-                o->period = (r->flags & NMP_SHIM_F_SAMPLED) ? r->period : 0;
-                o->instances = 1;
-                o->stack = sid;
-                if (live_add(c, (uint32_t)c->nobjs) < 0) {
-                    rc = -1;
-                    break;
-                }
-                c->nobjs++;
-                if (o->period)
-                    tot->sampled_allocs++;
-                else
-                    tot->tracked_allocs++;
-                break;
-            }
-            case NMP_SHIM_FREE:
-                if (r->kind == NMP_KIND_MMAP && r->size) {
-                    close_mapped_range(c, r->addr, r->size, r->time);
-                } else {
-                    size_t li = live_find(c, r->addr);
-                    if (li != (size_t)-1) {
-                        uint32_t idx = c->live_vals[li];
-                        live_close(c, idx, r->time);
-                        if (repeat_add(c, idx, r->tid) < 0)
-                            rc = -1;
-                    }
-                }
-                break;
-            case NMP_SHIM_TOTALS:
-                tot->small_bytes += r->size;
-                tot->small_allocs += r->prev;
-                break;
-            case NMP_SHIM_START:
-                close_all(c, first_obj, r->time);
-                c->nrepeat = 0;
-                break;
-            case NMP_SHIM_PAGES:
-                if (add_pages(c, r, pid) < 0)
-                    rc = -1;
-                break;
-            default:
-                break; /* unknown record types of this version are skipped */
-            }
+            rc = convert_record(c, r, pid, tot, first_obj);
         }
         if (rc < 0) {
             if (!err || !*err)
@@ -517,8 +570,29 @@ static int convert_file(struct conv *c, const char *path, uint32_t pid,
         if (n == 0)
             break; /* a partial last record (a run cut short) is dropped */
     }
-    free(recs);
     close(fd);
+    /* blocks whose records were still in the pool (deferred): live when the process
+     * died without its exit handlers (they are written into slots at a normal exit) */
+    char pool_path[4096];
+    pool_of(path, pool_path, sizeof pool_path);
+    fd = h.pool_slots ? open(pool_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
+    for (uint32_t k = 0; fd >= 0 && rc == 0 && k < h.pool_slots; k += CHUNK) {
+        size_t want = (h.pool_slots - k < CHUNK ? h.pool_slots - k : CHUNK) * sizeof *recs;
+        ssize_t got = pread(fd, recs, want, (off_t)k * (off_t)sizeof *recs);
+        if (got <= 0)
+            break;
+        for (size_t j = 0; j < (size_t)got / sizeof *recs && rc == 0; j++) {
+            const struct nmp_shim_record *r = &recs[j];
+            if (r->type == NMP_SHIM_ALLOC && r->nframes <= NMP_SHIM_MAX_FRAMES &&
+                r->kind >= NMP_KIND_MALLOC && r->kind <= NMP_KIND_NUMA)
+                rc = convert_record(c, r, pid, tot, first_obj);
+        }
+    }
+    if (rc < 0 && (!err || !*err))
+        nmp_set_err(err, "%s: out of memory", path);
+    free(recs);
+    if (fd >= 0)
+        close(fd);
     return rc;
 }
 
@@ -555,7 +629,8 @@ static int write_tables(const struct conv *c, const char *dir, char *err)
             [NMP_objects_pid] = o->pid, [NMP_objects_tid] = o->tid, [NMP_objects_addr] = o->addr,
             [NMP_objects_size] = o->size, [NMP_objects_kind] = o->kind,
             [NMP_objects_stack] = o->stack, [NMP_objects_prev] = o->prev,
-            [NMP_objects_sample_period] = o->period, [NMP_objects_instances] = o->instances};
+            [NMP_objects_sample_period] = o->period, [NMP_objects_instances] = o->instances,
+            [NMP_objects_lifetime] = o->lifetime, [NMP_objects_extent] = o->extent};
         nmp_table_append(t, row);
     }
     if (nmp_table_close(t) < 0) {
@@ -635,6 +710,9 @@ int nmp_shim_convert(const char *dir, struct nmp_shim_totals *totals, char *err)
         if (rc == 0 && done[i]) {
             snprintf(path, sizeof path, "%s/%s", dir, ents[i]->d_name);
             unlink(path);
+            char pool[4096];
+            pool_of(path, pool, sizeof pool);
+            unlink(pool);
         }
         free(ents[i]);
     }

@@ -166,7 +166,7 @@ static void objects(const char *dir)
     memcpy(h.magic, NMP_SHIM_MAGIC, 8);
     memcpy(page, &h, sizeof h);
     fwrite(page, sizeof page, 1, f);
-    struct nmp_shim_record r[6];
+    struct nmp_shim_record r[7];
     memset(r, 0, sizeof r);
     r[0].type = NMP_SHIM_START;
     r[0].time = 1;
@@ -217,12 +217,26 @@ static void objects(const char *dir)
     r[5].nframes = 2;
     r[5].frames[0] = NMP_PAGES_ENTRY(32766, 255, (1ULL << 40) - 1);
     r[5].frames[1] = NMP_PAGES_ENTRY(-1, 0, 0);
-    fwrite(r, sizeof r[0], 6, f);
+    /* a summary of short-lived blocks: the most blocks, the widest range and lifetime */
+    r[6].type = NMP_SHIM_SHORT;
+    r[6].tid = 7;
+    r[6].time = 4;
+    r[6].end = M8 - 2;
+    r[6].addr = 0x10000;
+    r[6].prev = M8;
+    r[6].size = 0x20000;
+    r[6].period = M4;
+    r[6].extra = M8;
+    r[6].kind = NMP_KIND_CALLOC;
+    r[6].nframes = 1;
+    r[6].frames[0] = 0x400abc;
+    fwrite(r, sizeof r[0], 7, f);
     CHECK(fclose(f) == 0);
     struct nmp_shim_totals tot;
     char err[NMP_ERRLEN];
     CHECK(nmp_shim_convert(dir, &tot, err) == 0);
     CHECK(tot.tracked_allocs == 2 && tot.sampled_allocs == 1 && tot.processes == 1);
+    CHECK(tot.short_lived_allocs == M4);
 }
 
 static long file_size(const char *dir, const char *name)
@@ -252,7 +266,7 @@ static void check_sizes(const char *dir)
     static const int rows[NMP_NTABLES] = {
         [NMP_TABLE_ID_samples] = 3, [NMP_TABLE_ID_faults] = 2, [NMP_TABLE_ID_page_nodes] = 4,
         [NMP_TABLE_ID_mappings] = 5, [NMP_TABLE_ID_threads] = 2, [NMP_TABLE_ID_counters] = 4,
-        [NMP_TABLE_ID_objects] = 3, [NMP_TABLE_ID_stack_frames] = 3 + NMP_SHIM_MAX_FRAMES,
+        [NMP_TABLE_ID_objects] = 4, [NMP_TABLE_ID_stack_frames] = 3 + NMP_SHIM_MAX_FRAMES + 1,
         [NMP_TABLE_ID_object_pages] = 2,
     };
     for (int t = 0; t < NMP_NTABLES; t++) {

@@ -499,8 +499,108 @@ static void test_repeats(void)
     free_objects(&o);
 }
 
+/* Deferred records: ALLOCs written at their release (NMP_SHIM_F_ENDED, no FREE), a
+ * summary of short-lived blocks (SHORT), and a block whose record was still in the pool
+ * when the process died. */
+static void test_deferred(void)
+{
+    fresh_dir("shimconv_deferred");
+    char path[2200];
+    snprintf(path, sizeof path, "%s/shim.300.bin", dir);
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        abort();
+    static char page[NMP_SHIM_HEADER_SIZE];
+    struct nmp_shim_header h = {{0}, NMP_SHIM_VERSION, sizeof(struct nmp_shim_record),
+                                NMP_SHIM_HEADER_SIZE, NMP_SHIM_POOL_SLOTS, 0};
+    memcpy(h.magic, NMP_SHIM_MAGIC, 8);
+    memcpy(page, &h, sizeof h);
+    fwrite(page, sizeof page, 1, f);
+    /* the pool (its own file): one live block in slot 37, the rest empty */
+    char pool_path[2200];
+    snprintf(pool_path, sizeof pool_path, "%s/shim.300.pool", dir);
+    FILE *pf = fopen(pool_path, "wb");
+    if (!pf)
+        abort();
+    struct nmp_shim_record r, zero;
+    memset(&zero, 0, sizeof zero);
+    for (unsigned k = 0; k < NMP_SHIM_POOL_SLOTS; k++) {
+        r = zero;
+        if (k == 37) {
+            r.type = NMP_SHIM_ALLOC;
+            r.tid = 303;
+            r.time = 5000;
+            r.addr = 0x700000;
+            r.size = 1 << 20;
+            r.kind = NMP_KIND_CALLOC;
+            r.nframes = 2;
+            r.frames[0] = 0x400700;
+            r.frames[1] = 0x400701;
+        }
+        fwrite(&r, sizeof r, 1, pf);
+    }
+    fclose(pf);
+    rec(f, NMP_SHIM_START, 300, 65536, 4096, 0, 0, 0, 0, 0);
+    /* one buffer freed and allocated again by its thread: one row of two */
+    uint64_t times[2], ends[2];
+    for (int k = 0; k < 2; k++) {
+        r = zero;
+        r.type = NMP_SHIM_ALLOC;
+        r.tid = 301;
+        r.time = times[k] = clock_ns += 10;
+        r.end = ends[k] = clock_ns += 2000000;
+        r.addr = 0x100000;
+        r.size = 262144;
+        r.kind = NMP_KIND_MALLOC;
+        r.flags = NMP_SHIM_F_ENDED | NMP_SHIM_F_OWNER_FREED;
+        r.nframes = 1;
+        r.frames[0] = 0x400100;
+        fwrite(&r, sizeof r, 1, f);
+    }
+    /* 1000 short-lived blocks of one site */
+    r = zero;
+    r.type = NMP_SHIM_SHORT;
+    r.tid = 302;
+    r.time = 3000;
+    r.end = 900000;
+    r.addr = 0x500000;
+    r.prev = 0x600000;
+    r.size = 0x40000;
+    r.period = 1000;
+    r.extra = 5000000;
+    r.kind = NMP_KIND_MALLOC;
+    r.nframes = 1;
+    r.frames[0] = 0x400500;
+    fwrite(&r, sizeof r, 1, f);
+    fclose(f);
+    struct nmp_shim_totals tot;
+    char err[NMP_ERRLEN];
+    CHECK(nmp_shim_convert(dir, &tot, err) == 0 && err[0] == 0);
+    CHECK(tot.tracked_allocs == 3 && tot.short_lived_allocs == 1000);
+    CHECK(!exists("shim.300.bin") && !exists("shim.300.pool")); /* both converted */
+    struct objects o;
+    read_objects(&o);
+    struct col inst = read_col("objects", "instances", "<u4", 4);
+    struct col life = read_col("objects", "lifetime", "<u8", 8);
+    struct col extent = read_col("objects", "extent", "<u8", 8);
+    CHECK(o.n == 3 && inst.n == 3 && life.n == 3 && extent.n == 3);
+    size_t a = by_time(&o, times[0]), s = by_time(&o, 3000), live = by_time(&o, 5000);
+    CHECK(at(&inst, a, 4) == 2 && at(&o.free_time, a, 8) == ends[1] && at(&extent, a, 8) == 0);
+    CHECK(at(&inst, s, 4) == 1000 && at(&o.free_time, s, 8) == 900000);
+    CHECK(at(&o.addr, s, 8) == 0x500000 && at(&o.size, s, 8) == 0x40000);
+    CHECK(at(&extent, s, 8) == 0x100000 && at(&life, s, 8) == 5000000);
+    CHECK(at(&o.tid, s, 4) == 302 && at(&o.stack, s, 4) != at(&o.stack, a, 4));
+    CHECK(at(&o.free_time, live, 8) == 0 && at(&o.size, live, 8) == 1 << 20);
+    CHECK(at(&o.kind, live, 1) == NMP_KIND_CALLOC && at(&extent, live, 8) == 0);
+    free(inst.data);
+    free(life.data);
+    free(extent.data);
+    free_objects(&o);
+}
+
 int main(void)
 {
+    test_deferred();
     test_repeats();
     test_pages();
     test_pairing();

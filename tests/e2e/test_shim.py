@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -52,11 +53,19 @@ SIZE_ALTSTACK, SIZE_LEAF = 444444, 454545
 SHIM_RECORD = np.dtype([
     ("type", "<u4"), ("tid", "<u4"), ("time", "<u8"), ("addr", "<u8"), ("size", "<u8"),
     ("prev", "<u8"), ("kind", "u1"), ("nframes", "u1"), ("flags", "<u2"), ("period", "<u4"),
-    ("frames", "<u8", (16,)),
+    ("frames", "<u8", (16,)), ("end", "<u8"), ("extra", "<u8"),
 ])
-ALLOC, FREE, TOTALS, START, PAGES = 1, 2, 3, 4, 5
+ALLOC, FREE, TOTALS, START, PAGES, SHORT = 1, 2, 3, 4, 5, 6
 AT_FREE, AT_EXIT = 1, 2
-F_SAMPLED = 2
+F_SAMPLED, F_ENDED, F_OWNER_FREED = 2, 4, 8
+POOL_SLOTS = 8192  # NMP_SHIM_POOL_SLOTS
+
+
+def slots_of(path: Path) -> np.ndarray:
+    """Every slot of a shim file (claimed or not), after its header."""
+    return np.frombuffer(path.read_bytes()[4096:], SHIM_RECORD)
+
+
 # the torture run samples small allocations often, to exercise that path under threads,
 # signals, fork and exec too
 TORTURE_SMALL_SAMPLE = 4096
@@ -70,7 +79,9 @@ def _without_sampled(recs):
     for i in np.flatnonzero((recs["type"] == ALLOC) | (recs["type"] == FREE)).tolist():
         a = int(recs["addr"][i])
         if recs["type"][i] == ALLOC:
-            if recs["flags"][i] & F_SAMPLED:
+            if recs["flags"][i] & F_SAMPLED and recs["flags"][i] & F_ENDED:
+                keep[i] = False  # a deferred record: its release is in it
+            elif recs["flags"][i] & F_SAMPLED:
                 sampled_live.add(a)
                 keep[i] = False
             else:
@@ -161,9 +172,10 @@ def plain(torture):
 
 @pytest.fixture(scope="session")
 def shimmed(torture, shim_lib, tmp_path_factory):
-    # where the pages are is asked on one memory node too (it is not, by default)
+    # where the pages are is asked on one memory node too (it is not, by default); every
+    # block recorded one by one, however short its life (the summaries: test_short_lived_*)
     return Run(torture, shim_lib, tmp_path_factory.mktemp("shimmed") / "prof",
-               extra_env={"NUMAPROF_SHIM_PAGES": "1",
+               extra_env={"NUMAPROF_SHIM_PAGES": "1", "NUMAPROF_SHORT_LIVED": "0",
                           "NUMAPROF_SMALL_SAMPLE": str(TORTURE_SMALL_SAMPLE)})
 
 
@@ -180,8 +192,11 @@ def all_records(shimmed):
     for f in sorted(shimmed.dir.glob("shim.*.bin")):
         data = f.read_bytes()
         assert data[:8] == b"NMPSHIM1", f
-        version, recsize, header_size = np.frombuffer(data[8:20], "<u4")
-        assert (version, recsize, header_size) == (4, SHIM_RECORD.itemsize, 4096)
+        version, recsize, header_size, pool_slots = np.frombuffer(data[8:24], "<u4")
+        assert (version, recsize, header_size, pool_slots) == (5, SHIM_RECORD.itemsize, 4096, POOL_SLOTS)
+        # every process ended normally: the blocks still live went from the pool into slots
+        pool = np.frombuffer(f.with_suffix(".pool").read_bytes(), SHIM_RECORD)
+        assert len(pool) == POOL_SLOTS and not pool["type"].any(), f
         next_slot = int(np.frombuffer(data[24:32], "<u8")[0])
         assert (len(data) - header_size) % recsize == 0, "slots are whole"
         recs = np.frombuffer(data[header_size:], SHIM_RECORD)
@@ -189,11 +204,13 @@ def all_records(shimmed):
         assert next_slot <= len(recs) and not recs["type"][next_slot:].any()
         recs = recs[:next_slot]
         # every claimed slot was completed; the only empty ones are the unused end of the
-        # previous image's last chunk, right before the START of the exec'd image
+        # previous image's last chunk, right before the exec'd image's first records: the
+        # blocks the previous image left live (from its pool), then its START
         empty = np.flatnonzero(recs["type"] == 0)
-        if len(empty):
-            runs_end = empty[np.append(np.diff(empty) != 1, True)]
-            assert np.all(recs["type"][runs_end + 1] == START), f
+        for k in (empty[np.append(np.diff(empty) != 1, True)] if len(empty) else empty).tolist():
+            nxt = k + 1 + np.flatnonzero(recs["type"][k + 1:] != ALLOC)[0]
+            assert recs["type"][nxt] == START, f
+            assert not (recs["flags"][k + 1:nxt] & F_ENDED).any(), f
         out[int(f.name.split(".")[1])] = recs[recs["type"] != 0]
     return out
 
@@ -289,14 +306,23 @@ def test_pages_are_asked_at_release_and_at_exit(shimmed, raw_records, converted)
         asked_at.setdefault((int(r["addr"][i]), int(r["kind"][i])), []).append(i)
     last_alloc = {}
     missing = []
+    ended = 0
     for i, rec in enumerate(r):
-        if rec["type"] == ALLOC:
+        if rec["type"] == ALLOC and rec["flags"] & F_ENDED:
+            # a deferred record, written at the release: asked during the block's life,
+            # before this record
+            a, t0, t1 = int(rec["addr"]), int(rec["time"]), int(rec["end"])
+            ended += 1
+            if not any(j < i and t0 <= int(r["time"][j]) <= t1 for j in asked_at.get((a, AT_FREE), [])):
+                missing.append(a)
+        elif rec["type"] == ALLOC:
             last_alloc[int(rec["addr"])] = i
         elif rec["type"] == FREE and rec["kind"] == 1 and int(rec["addr"]) in last_alloc:
             # free() of a tracked block: asked after its allocation, before this record
             a = int(rec["addr"])
             if not any(last_alloc[a] < j < i for j in asked_at.get((a, AT_FREE), [])):
                 missing.append(a)
+    assert ended > 0
     assert not missing, [hex(a) for a in missing]
     _, objs, _ = converted
     live = objs["free_time"] == 0
@@ -314,8 +340,7 @@ def test_pages_are_not_asked_on_one_memory_node(torture, shim_lib, tmp_path):
     if len(nodes) != 1:
         pytest.skip(f"{len(nodes)} memory nodes here")
     run = Run(torture, shim_lib, tmp_path / "prof")
-    recs = np.concatenate([np.frombuffer(f.read_bytes()[4096:], SHIM_RECORD)
-                           for f in run.dir.glob("shim.*.bin")])
+    recs = np.concatenate([slots_of(f) for f in run.dir.glob("shim.*.bin")])
     assert (recs["type"] == ALLOC).sum() > 0
     assert (recs["type"] == PAGES).sum() == 0
 
@@ -366,7 +391,7 @@ def test_every_large_allocation_is_an_object(shimmed, converted):
     assert totals["tracked_allocs"] == len(objs["time"])
     assert totals["processes"] == 2
     assert totals["small_allocs"] >= NTHREADS * ITERS * 64
-    assert not list(shimmed.dir.glob("shim.*.bin")), "converted files are removed"
+    assert not list(shimmed.dir.glob("shim.*")), "converted files are removed"
 
 
 def test_realloc_chains_link_to_the_previous_block(converted):
@@ -512,20 +537,22 @@ def test_write_mode_records_the_same(torture, shim_lib, shimconv, shimmed, conve
 
 def test_many_records_cross_chunk_sizes(shim_lib, shimconv, tmp_path):
     """140000 records: past the doubling chunks of the mapped file into the fixed-size
-    ones; every allocation and free is there."""
+    ones; every allocation and its release is there."""
     exe = tmp_path / "mallocbench"
     r = _run(["gcc", "-O2", str(PROGS / "mallocbench.c"), "-o", str(exe)])
     assert r.returncode == 0, r.stderr
     out = tmp_path / "p"
     out.mkdir()
-    env = {**os.environ, "LD_PRELOAD": str(shim_lib), "NUMAPROF_DIR": str(out)}
-    assert _run([str(exe), "100000", "70000"], env=env).returncode == 0
+    # every block recorded (one deferred record each, written at its release)
+    env = {**os.environ, "LD_PRELOAD": str(shim_lib), "NUMAPROF_DIR": str(out),
+           "NUMAPROF_SHORT_LIVED": "0"}
+    assert _run([str(exe), "100000", "140000"], env=env).returncode == 0
     r = _run([str(shimconv), str(out)])
     assert r.returncode == 0, r.stdout
     objs = read_table(out, "objects")
     mine = np.asarray(objs["size"]) == 100000
     # allocations freed and made again at the same address are one row each run of them
-    assert int(np.asarray(objs["instances"])[mine].sum()) == 70000
+    assert int(np.asarray(objs["instances"])[mine].sum()) == 140000
     assert np.all(np.asarray(objs["free_time"])[mine] > 0)
     assert np.all(np.diff(np.asarray(objs["time"])[mine].astype(np.int64)) > 0)
 
@@ -556,7 +583,8 @@ def small_rows(tmp_path_factory) -> Path:
 
 
 def _small_rows_objects(exe, shim_lib, shimconv, out, period):
-    env = {**os.environ, "LD_PRELOAD": str(shim_lib), "NUMAPROF_DIR": str(out)}
+    env = {**os.environ, "LD_PRELOAD": str(shim_lib), "NUMAPROF_DIR": str(out),
+           "NUMAPROF_SHORT_LIVED": "0"}
     if period is not None:
         env["NUMAPROF_SMALL_SAMPLE"] = str(period)
     out.mkdir()
@@ -616,3 +644,91 @@ def test_per_step_temporaries_are_a_few_rows_and_every_allocation_counted(tmp_pa
     doc = json.loads(run_numaprof("report", prof, "--format", "json", check=True).stdout)
     work = [o for o in doc["objects"] if o["name"] == "work"]
     assert work and work[0]["count"] == 6000, [(o["name"], o["count"]) for o in doc["objects"]]
+
+
+def _mallocbench(shim_lib, shimconv, tmp_path, count, extra_env):
+    tmp_path.mkdir()
+    exe = tmp_path / "mallocbench"
+    r = _run(["gcc", "-O2", str(PROGS / "mallocbench.c"), "-o", str(exe)])
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "p"
+    out.mkdir()
+    env = {**os.environ, "LD_PRELOAD": str(shim_lib), "NUMAPROF_DIR": str(out), **extra_env}
+    assert _run([str(exe), "100000", str(count)], env=env).returncode == 0
+    slots = sum(int(np.frombuffer(f.read_bytes()[24:32], "<u8")[0]) for f in out.glob("shim.*.bin"))
+    r = _run([str(shimconv), str(out)])
+    assert r.returncode == 0, r.stdout
+    objs = {k: np.asarray(v) for k, v in read_table(out, "objects").items()}
+    return objs, json.loads(r.stdout), slots
+
+
+def test_short_lived_blocks_are_summarised_per_site(shim_lib, shimconv, tmp_path):
+    """A block freed within the short-lived limit (NUMAPROF_SHORT_LIVED, default 1 ms)
+    costs no record of its own: 20000 malloc/free pairs of 100000 bytes, each living a
+    few microseconds, become a summary row or two of their site (every allocation
+    counted in `instances`, the lowest address and the extent of the range they took,
+    their lifetimes' sum), from a handful of records.  With a limit of 1 ns each is a
+    record and a row again."""
+    objs, totals, slots = _mallocbench(shim_lib, shimconv, tmp_path / "short", 20000, {})
+    mine = objs["size"] == 100000
+    summary = mine & (objs["extent"] > 0)
+    assert int(objs["instances"][mine].sum()) == 20000
+    assert 1 <= int(summary.sum()) <= 4 and int(objs["instances"][summary].sum()) >= 19000
+    assert totals["short_lived_allocs"] == int(objs["instances"][summary].sum())
+    assert slots < 100, "a handful of records, not one per block"
+    assert len(np.unique(objs["stack"][mine])) == 1
+    assert np.all(objs["extent"][summary] >= 100000)
+    assert np.all(objs["free_time"][summary] > objs["time"][summary])
+    # each lived less than the limit, and some time
+    mean_life = objs["lifetime"][summary] / objs["instances"][summary]
+    assert np.all((mean_life > 0) & (mean_life < 1_000_000)), mean_life
+    one_by_one, totals, slots = _mallocbench(shim_lib, shimconv, tmp_path / "each", 20000,
+                                             {"NUMAPROF_SHORT_LIVED": "1"})
+    mine = one_by_one["size"] == 100000
+    assert not one_by_one["extent"].any() and totals["short_lived_allocs"] == 0
+    assert int(one_by_one["instances"][mine].sum()) == 20000 and slots >= 20000
+
+
+CRASH_C = r"""
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+int main(void)
+{
+    char *kept = malloc(3 << 20), *volatile gone = malloc(5 << 20);
+    memset(kept, 1, 3 << 20);
+    gone[9] = kept[7];
+    free(gone);
+    kill(getpid(), SIGKILL); /* no exit handlers: the shim cannot write anything more */
+    return kept[7];
+}
+"""
+
+
+def test_blocks_live_at_a_crash_are_in_the_profile(shim_lib, shimconv, tmp_path):
+    """The records of live blocks wait in the file's pool, which a process killed
+    without its exit handlers leaves behind: the converter takes them as live to the end.
+    (Every block recorded here: the summaries of short-lived ones are in the threads'
+    memory until they are written, and a crash loses the last ones.)"""
+    src = tmp_path / "crash.c"
+    src.write_text(CRASH_C)
+    exe = tmp_path / "crash"
+    r = _run(["gcc", "-O1", "-g", str(src), "-o", str(exe)])
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "p"
+    out.mkdir()
+    env = {**os.environ, "LD_PRELOAD": str(shim_lib), "NUMAPROF_DIR": str(out),
+           "NUMAPROF_SHORT_LIVED": "0"}
+    assert _run([str(exe)], env=env).returncode == -signal.SIGKILL
+    (f,) = out.glob("shim.*.pool")
+    pool = np.frombuffer(f.read_bytes(), SHIM_RECORD)
+    assert int((pool["type"] == ALLOC).sum()) == 1
+    r = _run([str(shimconv), str(out)])
+    assert r.returncode == 0, r.stdout
+    assert not list(out.glob("shim.*"))
+    objs = {k: np.asarray(v) for k, v in read_table(out, "objects").items()}
+    kept = np.flatnonzero(objs["size"] == 3 << 20)
+    assert len(kept) == 1 and objs["free_time"][kept[0]] == 0 and objs["stack"][kept[0]] != 0xFFFFFFFF
+    gone = np.flatnonzero(objs["size"] == 5 << 20)
+    assert len(gone) == 1 and objs["free_time"][gone[0]] > 0

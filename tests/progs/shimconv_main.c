@@ -14,9 +14,11 @@ int main(int argc, char **argv)
     char err[NMP_ERRLEN] = "";
     int rc = nmp_shim_convert(argv[1], &t, err);
     printf("{\"rc\": %d, \"err\": \"%s\", \"small_allocs\": %llu, \"small_bytes\": %llu, "
-           "\"tracked_allocs\": %llu, \"sampled_allocs\": %llu, \"processes\": %llu}\n",
+           "\"tracked_allocs\": %llu, \"sampled_allocs\": %llu, \"short_lived_allocs\": %llu, "
+           "\"processes\": %llu}\n",
            rc, err, (unsigned long long)t.small_allocs, (unsigned long long)t.small_bytes,
            (unsigned long long)t.tracked_allocs, (unsigned long long)t.sampled_allocs,
+           (unsigned long long)t.short_lived_allocs,
            (unsigned long long)t.processes);
     return rc < 0 ? 1 : 0;
 }

@@ -101,20 +101,23 @@ EXPECTED: dict[str, dict[str, tuple[str, list]]] = {
         "name": ("str", ["vmstat.numa_hit", "numastat.numa_miss", "x", ""]),
         "value": ("<u8", [12345, M8, 0, 1]),
     },
-    # through nmp_shim_convert: malloc (freed), realloc with 16 frames, mmap without stack
+    # through nmp_shim_convert: malloc (freed), realloc with 16 frames, mmap without stack,
+    # a summary of short-lived blocks
     "objects": {
-        "time": ("<u8", [2, 0x0102030405060708, 3]),
-        "free_time": ("<u8", [M8 - 1, 0, 0]),
-        "pid": ("<u4", [M4, M4, M4]),
-        "tid": ("<u4", [M4, 0x01020304, 9]),
-        "addr": ("<u8", [0xFFFFFFFFFFFFF000, 0x1122334455667788, 0x7F0000000000]),
-        "size": ("<u8", [M8, 0x0807060504030201, 65536]),
-        "kind": ("|u1", [1, 3, 5]),
-        "stack": ("<u4", [0, 1, M4]),
-        "prev": ("<u8", [0, 0xFFFFFFFFFFFFF000, 0]),
-        "holder": ("str", ["", "", ""]),  # only attach mode names what points to an object
-        "sample_period": ("<u4", [0, M4, 0]),
-        "instances": ("<u4", [1, 1, 1]),  # no block allocated again at its address
+        "time": ("<u8", [2, 0x0102030405060708, 3, 4]),
+        "free_time": ("<u8", [M8 - 1, 0, 0, M8 - 2]),
+        "pid": ("<u4", [M4, M4, M4, M4]),
+        "tid": ("<u4", [M4, 0x01020304, 9, 7]),
+        "addr": ("<u8", [0xFFFFFFFFFFFFF000, 0x1122334455667788, 0x7F0000000000, 0x10000]),
+        "size": ("<u8", [M8, 0x0807060504030201, 65536, 0x20000]),
+        "kind": ("|u1", [1, 3, 5, 2]),
+        "stack": ("<u4", [0, 1, M4, 2]),
+        "prev": ("<u8", [0, 0xFFFFFFFFFFFFF000, 0, 0]),
+        "holder": ("str", ["", "", "", ""]),  # only attach mode names what points to an object
+        "sample_period": ("<u4", [0, M4, 0, 0]),
+        "instances": ("<u4", [1, 1, 1, M4]),  # no block allocated again at its address
+        "lifetime": ("<u8", [0, 0, 0, M8]),
+        "extent": ("<u8", [0, 0, 0, M8 - 0x10000]),
     },
     # through nmp_shim_convert: one PAGES record of two node entries
     "object_pages": {
@@ -131,9 +134,9 @@ EXPECTED: dict[str, dict[str, tuple[str, list]]] = {
         "segment": ("|u1", [255, 0]),
     },
     "stack_frames": {
-        "stack": ("<u4", [0] * 3 + [1] * 16),
-        "depth": ("<u2", [0, 1, 2] + list(range(16))),
-        "ip": ("<u8", [M8, 1, 0x7FFFFFFFFFFF] + [0x400000 + 0x10 * i for i in range(16)]),
+        "stack": ("<u4", [0] * 3 + [1] * 16 + [2]),
+        "depth": ("<u2", [0, 1, 2] + list(range(16)) + [0]),
+        "ip": ("<u8", [M8, 1, 0x7FFFFFFFFFFF] + [0x400000 + 0x10 * i for i in range(16)] + [0x400ABC]),
     },
 }
 
