@@ -11,6 +11,11 @@ line, false sharing (neighbouring per-thread slots).  Either makes every write
 invalidate the other thread's copy of the line — across sockets when the threads run on
 different nodes.
 
+Where no line is shared, the pages may be: threads that write different lines of one
+page at the same time (per-thread chunks smaller than a page: `schedule(static, 16)` over
+doubles) share no line, but the page lives on one node, so the threads of the other
+nodes write it remotely whatever the placement (NumaPerf's page-level false sharing).
+
 Sampling sees a fraction of the accesses: two samples of two threads in one line within
 one window are strong evidence of heavy sharing (both accesses had to be frequent to be
 sampled), while the absence of such samples does not prove there is none.  A finding
@@ -29,14 +34,17 @@ WINDOW_NS = 10_000_000  # accesses of two threads within 10 ms count as concurre
 MIN_WINDOWS = 2  # windows with a contended line before a finding is made
 WRITE_WINDOWS = 10  # a write sampled this many windows (100 ms) away still counts
 MIN_SHARE = 0.05  # of the object's samples on contended lines
+PAGE_SHIFT = 12  # 4 KiB pages (page-level sharing)
+MIN_PAGES = 4  # contended pages before a page-level finding: an object of a few pages is
+# always shared at the boundaries of the threads' parts, and lives in the caches
 
 
 @dataclass
 class SharingFinding:
     """One object's lines accessed by several threads with writes."""
     object: str
-    kind: str  # true | false
-    lines: int  # contended cache lines
+    kind: str  # true | false | page
+    lines: int  # contended cache lines (page: the lines sampled on the contended pages)
     threads: int  # threads that accessed them
     samples: int  # samples on them
     writes: int  # of which writes (stores and read-modify-writes)
@@ -45,16 +53,23 @@ class SharingFinding:
     sources: list[str] = field(default_factory=list)  # where the accesses are, most first
     thread_index: list[int] = field(default_factory=list)  # the threads (Analysis.threads)
     hitm: int = 0  # samples on the lines that hit a modified line in another cache
+    pages: int = 0  # page: contended pages (several threads writing their own lines of each)
 
     @property
     def fix(self) -> str:
         """What to change, in words (suggest writes the padding where it can: docs/apply.md)."""
+        if self.kind == "page":
+            return ("the threads write different lines of the same pages, and a page lives on "
+                    "one node: give each thread whole pages (chunks of at least "
+                    "4 KiB per thread, e.g. a larger `schedule(static, C)` chunk, or each thread's "
+                    "part aligned to 4 KiB), or a private copy per thread combined at the end")
         if self.kind == "true":
             return ("the threads update the same bytes: accumulate in a variable of each "
                     "thread (or an OpenMP reduction clause) and combine once at the end")
         return ("each thread writes its own bytes of a shared line: give each thread's slot a "
                 "cache line of its own (pad it to 64 bytes, e.g. a struct with "
-                "`__attribute__((aligned(64)))` / `alignas(64)`), or accumulate in a local")
+                "`__attribute__((aligned(64)))` / `alignas(64)`; an array's per-thread chunks: "
+                "align it to 64 bytes and make the chunks whole lines), or accumulate in a local")
 
 
 #: perf_mem_data_src.mem_snoop (bits 19-23) HITM: the load hit a line modified in another
@@ -106,11 +121,9 @@ def object_sharing(name: str, addr: np.ndarray, tid: np.ndarray, time: np.ndarra
         lt = np.unique(np.stack([line, tid]), axis=1)
         threads_of = np.bincount(lt[0], minlength=len(n_hitm))
         hot |= ((n_hitm >= MIN_HITM) & (threads_of >= 2))[line]
-    if not hot.any():
-        return None
+    if not hot.any() or len(np.unique(win[hot])) < MIN_WINDOWS or hot.sum() < MIN_SHARE * n:
+        return _page_sharing(name, addr, tid, win, write, ip, where)
     windows = len(np.unique(win[hot]))
-    if windows < MIN_WINDOWS or hot.sum() < MIN_SHARE * n:
-        return None
     # on those lines, the same word touched by two threads in one window: true sharing
     word = np.unique(addr >> np.uint64(WORD_SHIFT), return_inverse=True)[1].reshape(-1)
     ww = np.unique(np.stack([word[hot], win[hot]]), axis=1, return_inverse=True)[1].reshape(-1)
@@ -118,18 +131,94 @@ def object_sharing(name: str, addr: np.ndarray, tid: np.ndarray, time: np.ndarra
     same_bytes = (np.bincount(wpairs[0], minlength=ww.max() + 1) >= 2)[ww]
     kind = "true" if same_bytes.sum() * 2 >= hot.sum() else "false"
     line = (addr >> np.uint64(LINE_SHIFT)).astype(np.int64)
-    sources: list[str] = []
-    if where is not None:
-        ips, counts = np.unique(np.asarray(ip)[hot], return_counts=True)
-        seen = {}
-        for k in np.argsort(-counts, kind="stable"):
-            s = where(int(ips[k]))
-            if s:
-                seen[s] = seen.get(s, 0) + int(counts[k])
-        sources = [s for s, _ in sorted(seen.items(), key=lambda kv: -kv[1])][:3]
     return SharingFinding(
         object=name, kind=kind, lines=len(np.unique(line[hot])),
         threads=len(np.unique(tid[hot])), samples=int(hot.sum()), writes=int(write[hot].sum()),
-        windows=windows, share=float(hot.sum()) / n, sources=sources,
+        windows=windows, share=float(hot.sum()) / n, sources=_sources(ip, hot, where),
         thread_index=[int(x) for x in np.unique(tid[hot])],
         hitm=int(hitm_loads[hot].sum()) if hitm_loads is not None else 0)
+
+
+def _sources(ip, hot: np.ndarray, where) -> list[str]:
+    """The source lines of the samples ``hot``, most samples first (three at most)."""
+    if where is None:
+        return []
+    ips, counts = np.unique(np.asarray(ip)[hot], return_counts=True)
+    seen: dict[str, int] = {}
+    for k in np.argsort(-counts, kind="stable"):
+        s = where(int(ips[k]))
+        if s:
+            seen[s] = seen.get(s, 0) + int(counts[k])
+    return [s for s, _ in sorted(seen.items(), key=lambda kv: -kv[1])][:3]
+
+
+def _pairs(key: np.ndarray, tid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per distinct ``key``: (the key, pairs of samples, pairs of samples of two threads)."""
+    keys, inv, cnt = np.unique(key, return_inverse=True, return_counts=True)
+    inv = inv.reshape(-1)
+    total = cnt * (cnt - 1) // 2
+    kt, kt_cnt = np.unique(np.stack([inv, tid]), axis=1, return_counts=True)
+    same = np.zeros(len(keys), dtype=np.int64)
+    np.add.at(same, kt[0], kt_cnt * (kt_cnt - 1) // 2)
+    return keys, total, total - same
+
+
+MIN_PAIRS = 20  # sample pairs on one page from one instruction before a page-level finding
+MIXED = 0.25  # of them, from two threads
+
+
+def _page_sharing(name: str, addr: np.ndarray, tid: np.ndarray, win: np.ndarray,
+                  write: np.ndarray, ip, where) -> SharingFinding | None:
+    """Pages whose lines the threads share out among themselves (kind `page`), or lines
+    so shared (`false` / `true`), seen over the whole run; or None.
+
+    Sampled at about a thousand a second, two threads' samples seldom fall on one page
+    (let alone one line) within a window, so this looks at the whole run: pairs of
+    samples on one page taken by one statement that writes the object (one loop: an
+    initialisation by one thread and a parallel loop after it are two; a loop that only
+    reads it, a gather, is left out) are of two threads in a fourth of cases
+    or more (threads taking chunks of under a page in turn: a half, with two; each thread
+    a block of pages: only the boundaries), on at least MIN_PAGES pages, and two threads
+    or more wrote the object.  That is the threads' ownership of the pages, not their
+    timing: a page used by threads of several nodes is remote to some of them whatever
+    the placement.  When pairs on one line (of one statement) are mostly of two
+    threads too, the lines themselves are shared: false sharing (true when on one word)
+    that the windows did not catch because each line is seldom sampled (chunks that do
+    not start on a line share their boundary lines)."""
+    n = len(addr)
+    if len(np.unique(tid[write])) < 2:
+        return None
+    # the statement of each sample (its source line; the instruction where unknown), and
+    # only the statements that write the object: a loop that reads it everywhere (a
+    # gather) shares its pages among readers, which is no write sharing
+    ips, ipa = np.unique(np.asarray(ip, dtype=np.uint64), return_inverse=True)
+    ipa = ipa.reshape(-1)
+    names = [(where(int(x)) if where is not None else None) or int(x) for x in ips.tolist()]
+    stmt_of = {v: k for k, v in enumerate(dict.fromkeys(names))}
+    stmt = np.array([stmt_of[v] for v in names], dtype=np.int64)[ipa]
+    writing = np.isin(stmt, np.unique(stmt[write]))
+    addr, tid, win, write, ip, stmt = (x[writing] for x in (addr, tid, win, write, np.asarray(ip), stmt))
+    ipa = stmt
+    page = (addr >> np.uint64(PAGE_SHIFT)).astype(np.int64)
+    keys, total, mixed = _pairs(page * (1 << 20) + ipa, tid)
+    if total.sum() < MIN_PAIRS or mixed.sum() < MIXED * total.sum():
+        return None
+    shared_pages = np.unique(keys[mixed > 0] >> 20)
+    if len(shared_pages) < MIN_PAGES:
+        return None
+    line = (addr >> np.uint64(LINE_SHIFT)).astype(np.int64)
+    lkeys, ltotal, lmixed = _pairs(line * (1 << 20) + ipa, tid)
+    kind, hot = "page", np.isin(page, shared_pages)
+    if ltotal.sum() >= MIN_PAIRS // 4 and lmixed.sum() * 2 > ltotal.sum():
+        word = (addr >> np.uint64(WORD_SHIFT)).astype(np.int64)
+        _, _, wmixed = _pairs(word * (1 << 20) + ipa, tid)
+        kind = "true" if wmixed.sum() * 2 >= lmixed.sum() else "false"
+        hot = np.isin(line, np.unique(lkeys[lmixed > 0] >> 20))
+    elif hot.sum() < MIN_SHARE * n:
+        return None
+    return SharingFinding(
+        object=name, kind=kind, lines=len(np.unique(line[hot])),
+        threads=len(np.unique(tid[hot])), samples=int(hot.sum()), writes=int(write[hot].sum()),
+        windows=len(np.unique(win[hot])), share=float(hot.sum()) / n,
+        sources=_sources(ip, hot, where), thread_index=[int(x) for x in np.unique(tid[hot])],
+        pages=len(shared_pages) if kind == "page" else 0)

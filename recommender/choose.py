@@ -557,15 +557,23 @@ def _sharing_on_target(plan, findings, target_name: str) -> list[str]:
     for f in findings:
         pos = sorted({int(plan.thread_node[t]) for t in f.thread_index if t < len(plan.thread_node)})
         ids = [plan.target.nodes[p].id for p in pos]
-        if len(pos) >= 2:
+        if len(pos) >= 2 and f.kind == "page":
+            worst = max(float(factor[a, b]) for a in pos for b in pos)
+            out.append(f"{f.object} on {target_name}: its {len(f.thread_index)} threads run on nodes "
+                       f"{', '.join(map(str, ids))} with this binding, and each of its {f.pages} "
+                       "shared pages lives on one of them: the threads of the others write it "
+                       f"remotely whatever the placement (NUMA factor up to {worst:.2f}).")
+        elif len(pos) >= 2:
             worst = max(float(factor[a, b]) for a in pos for b in pos)
             out.append(f"{f.object} on {target_name}: its {len(f.thread_index)} threads run on nodes "
                        f"{', '.join(map(str, ids))} with this binding, so each of its writes "
                        f"invalidates the line in another node's caches (NUMA factor up to "
                        f"{worst:.2f}); {f.writes} writes sampled in {f.windows} windows.")
         elif pos:
+            what = "its pages are local to all of them" if f.kind == "page" else \
+                "the line moves between caches of one node only"
             out.append(f"{f.object} on {target_name}: its threads share node {ids[0]} with this "
-                       "binding: the line moves between caches of one node only.")
+                       f"binding: {what}.")
     return out
 
 
@@ -586,7 +594,8 @@ def suggest(analysis: Analysis, target: Topology | None = None, *,
     hot, skipped, private, needy, contended = [], [], [], [], []
     sharing = {f.object: f for f in getattr(analysis, "sharing", [])}
     for f in sharing.values():
-        notes.append(f"{f.object}: {f.kind} sharing between threads ({f.lines} cache line(s), "
+        notes.append(f"{f.object}: {f.kind} sharing between threads ({f.lines} cache line(s)"
+                     f"{f' in {f.pages} pages' if f.kind == 'page' else ''}, "
                      f"{f.threads} threads, {f.samples} samples in {f.windows} windows of 10 ms"
                      f"{', at ' + ', '.join(f.sources) if f.sources else ''}): {f.fix}.")
     for o in sorted(analysis.objects, key=lambda o: -o.share):

@@ -197,7 +197,8 @@ def render(a: Analysis, suggestions=None, top: int = 10) -> str:
         parts.append("<h2>Sharing between threads</h2>" + _table(
             ["object", "sharing", "cache lines", "threads", "samples", "writes", "windows of 10 ms",
              "where", "fix"],
-            [[_h(f.object), f"{f.kind} sharing", str(f.lines), str(f.threads),
+            [[_h(f.object), f"{f.kind} sharing",
+              f"{f.lines} in {f.pages} pages" if f.kind == "page" else str(f.lines), str(f.threads),
               f"{f.samples} ({pct(f.share)})", str(f.writes), str(f.windows),
               _h(", ".join(f.sources)), _h(f.fix)] for f in a.sharing]))
     if suggestions is not None:

@@ -123,7 +123,8 @@ def report(a: Analysis, top: int | None = None) -> dict:
         "sharing": [
             {"object": f.object, "kind": f.kind, "lines": f.lines, "threads": f.threads,
              "samples": f.samples, "writes": f.writes, "windows": f.windows,
-             "share": _r(f.share), "sources": list(f.sources), "hitm": f.hitm, "fix": f.fix}
+             "share": _r(f.share), "sources": list(f.sources), "hitm": f.hitm, "pages": f.pages,
+             "fix": f.fix}
             for f in a.sharing
         ],
         "findings": list(a.findings),

@@ -254,13 +254,15 @@ def _threads_by_node(a: Analysis) -> Table:
 def _sharing(a: Analysis) -> Table:
     """Cache lines of an object written by one thread and accessed by another."""
     t = Table(title="sharing between threads (cache lines accessed by several threads, one "
-                    "writing, within 10 ms)", title_justify="left")
+                    "writing, within 10 ms; page: pages written by several threads, each on "
+                    "lines of its own)", title_justify="left")
     for col, just in (("object", "left"), ("sharing", "left"), ("lines", "right"),
                       ("threads", "right"), ("samples", "right"), ("writes", "right"),
                       ("windows", "right"), ("where", "left")):
         t.add_column(col, justify=just)
     for f in a.sharing:
-        t.add_row(esc(f.object), f"{f.kind} sharing", str(f.lines), str(f.threads),
+        lines = f"{f.lines} in {f.pages} pages" if f.kind == "page" else str(f.lines)
+        t.add_row(esc(f.object), f"{f.kind} sharing", lines, str(f.threads),
                   f"{f.samples} ({pct(f.share)})" + (f", {f.hitm} HITM" if f.hitm else ""),
                   str(f.writes), str(f.windows), esc(", ".join(f.sources)))
     return t

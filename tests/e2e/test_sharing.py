@@ -116,3 +116,34 @@ def test_false_sharing_is_padded_and_gone_after(tmp_path):
     after = json.loads(run_numaprof("report", "g.data", "--format", "json", cwd=tmp_path,
                                     check=True).stdout)
     assert "slot" not in {f["object"] for f in after["sharing"]}, after["sharing"]
+
+
+@pytest.fixture(scope="module")
+def page_exe(tmp_path_factory):
+    out = tmp_path_factory.mktemp("page_sharing") / "page_sharing"
+    subprocess.run(["gcc", "-O2", "-g", "-fopenmp", "-o", str(out), str(PROGS / "page_sharing.c")],
+                   check=True)
+    return out
+
+
+@pytest.mark.parametrize("schedule", ["static,16", "static"])
+def test_pages_shared_out_in_chunks_are_page_sharing(page_exe, tmp_path, schedule):
+    """tests/progs/page_sharing.c at default settings: chunks of two lines taken in turn
+    share every page of `x` and no line (page sharing, at the loop's line); blocks of
+    pages share none.  `y`, only read in the loop, is no finding either way."""
+    prof = tmp_path / "p.data"
+    run_numaprof("record", "-o", prof, "--", page_exe, "600", check=True,
+                 env={"OMP_NUM_THREADS": "2", "OMP_SCHEDULE": schedule})
+    doc = json.loads(run_numaprof("report", prof, "--format", "json", check=True).stdout)
+    found = {f["object"]: f for f in doc["sharing"]}
+    assert "y" not in found, found
+    if schedule == "static":
+        assert found == {}, found
+        return
+    f = found.get("x")
+    assert f is not None and f["kind"] == "page", doc["sharing"]
+    assert f["pages"] >= 16 and f["threads"] == 2, f
+    src = (PROGS / "page_sharing.c").read_text().splitlines()
+    assert any("the sharing line" in src[int(s.rsplit(":", 1)[1]) - 1] for s in f["sources"]), f
+    sugg = run_numaprof("suggest", prof, "--target", "2s", check=True).stdout
+    assert "x: page sharing between threads" in sugg and "whole pages" in sugg

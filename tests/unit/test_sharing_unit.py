@@ -103,3 +103,40 @@ def test_a_profile_with_hitm_data_sources_reports_them(tmp_path):
     assert len(found) == 1, found
     f = next(iter(found.values()))
     assert f.hitm > 0 and f.threads >= 2, f
+
+
+def _chunks(chunk_bytes, pages=32, n=400):
+    """Two threads writing alternate chunks of `chunk_bytes` over `pages` pages, one
+    sample a millisecond each, going through the array in turn."""
+    addr, tid, time, write = [], [], [], []
+    per_page = 4096 // chunk_bytes
+    for i in range(n):
+        t = i % 2
+        k = (i // 2) % (pages * per_page // 2)  # the thread's k-th chunk
+        chunk = 2 * k + t
+        addr.append(0x100000 + chunk * chunk_bytes + 8 * (i % 3))
+        tid.append(t)
+        time.append(i * MS // 2)
+        write.append(True)
+    return addr, tid, time, write
+
+
+def test_threads_writing_their_own_lines_of_shared_pages_is_page_sharing():
+    # chunks of 128 bytes: no line shared, every page written by both threads
+    f = _find(*_chunks(128))
+    assert f is not None and f.kind == "page", f
+    assert f.pages >= 4 and f.threads == 2 and f.windows >= 2
+    assert "whole pages" in f.fix
+
+
+def test_page_chunks_or_one_page_or_false_sharing_are_not_page_sharing():
+    # chunks of a page: each page one thread's
+    assert _find(*_chunks(4096)) is None
+    # shared pages, but only two of them (boundaries, or a small object in the caches)
+    assert _find(*_chunks(128, pages=2)) is None
+    # chunks of 8 bytes: the lines are shared, which is false sharing, not page sharing
+    f = _find(*_chunks(8, pages=8))
+    assert f is not None and f.kind == "false", f
+    # read by both, written by neither
+    addr, tid, time, _ = _chunks(128)
+    assert _find(addr, tid, time, [False] * len(addr)) is None
