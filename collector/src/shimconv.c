@@ -366,6 +366,25 @@ static uint32_t repeat_take(struct conv *c, const struct nmp_shim_record *r, uin
 
 /* ---- files ---- */
 
+/* The next object (not counted in nobjs yet) from record `r`'s time, thread, address,
+ * size, kind and call stack `sid`; NULL when out of memory. */
+static struct obj *new_obj(struct conv *c, const struct nmp_shim_record *r, uint32_t pid,
+                           uint32_t sid)
+{
+    if (NMP_GROW(c->objs, c->capobjs, c->nobjs + 1, 64) < 0)
+        return NULL;
+    struct obj *o = &c->objs[c->nobjs];
+    memset(o, 0, sizeof *o);
+    o->time = r->time;
+    o->pid = pid;
+    o->tid = r->tid;
+    o->addr = r->addr;
+    o->size = r->size;
+    o->kind = r->kind;
+    o->stack = sid;
+    return o;
+}
+
 /* One record of a file whose objects start at `first_obj`: 0, or -1 (out of memory). */
 static int convert_record(struct conv *c, const struct nmp_shim_record *r, uint32_t pid,
                           struct nmp_shim_totals *tot, size_t first_obj)
@@ -399,22 +418,14 @@ static int convert_record(struct conv *c, const struct nmp_shim_record *r, uint3
             tot->tracked_allocs++;
             break;
         }
-        if (NMP_GROW(c->objs, c->capobjs, c->nobjs + 1, 64) < 0) {
+        struct obj *o = new_obj(c, r, pid, sid);
+        if (!o) {
             rc = -1;
             break;
         }
-        struct obj *o = &c->objs[c->nobjs];
-        memset(o, 0, sizeof *o);
-        o->time = r->time;
-        o->pid = pid;
-        o->tid = r->tid;
-        o->addr = r->addr;
-        o->size = r->size;
-        o->kind = r->kind;
         o->prev = r->kind == NMP_KIND_REALLOC ? r->prev : 0;
         o->period = (r->flags & NMP_SHIM_F_SAMPLED) ? r->period : 0;
         o->instances = 1;
-        o->stack = sid;
         o->free_time = ended ? r->end : 0;
         if ((ended ? repeat_add(c, (uint32_t)c->nobjs, owner) : live_add(c, (uint32_t)c->nobjs)) < 0) {
             rc = -1;
@@ -444,21 +455,13 @@ static int convert_record(struct conv *c, const struct nmp_shim_record *r, uint3
         /* short-lived blocks of one site: one row, not matched to samples by address */
         unsigned nf0 = r->nframes > NMP_SHIM_MAX_FRAMES ? NMP_SHIM_MAX_FRAMES : r->nframes;
         uint32_t sid;
-        if (stack_id(c, r->frames, nf0, &sid) < 0 ||
-            NMP_GROW(c->objs, c->capobjs, c->nobjs + 1, 64) < 0) {
+        struct obj *o = stack_id(c, r->frames, nf0, &sid) < 0 ? NULL : new_obj(c, r, pid, sid);
+        if (!o) {
             rc = -1;
             break;
         }
-        struct obj *o = &c->objs[c->nobjs++];
-        memset(o, 0, sizeof *o);
-        o->time = r->time;
+        c->nobjs++;
         o->free_time = r->end;
-        o->pid = pid;
-        o->tid = r->tid;
-        o->addr = r->addr;
-        o->size = r->size;
-        o->kind = r->kind;
-        o->stack = sid;
         o->instances = r->period;
         o->lifetime = r->extra;
         if (r->flags & NMP_SHIM_F_SAMPLED)

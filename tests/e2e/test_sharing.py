@@ -17,12 +17,16 @@ from numaprof.analyzer.profile import open_profile
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(scope="module")
-def exe(tmp_path_factory):
-    out = tmp_path_factory.mktemp("sharing") / "sharing"
-    subprocess.run(["gcc", "-O2", "-g", "-fopenmp", "-o", str(out), str(PROGS / "sharing.c")],
+def _build(tmp_path_factory, name):
+    out = tmp_path_factory.mktemp(name) / name
+    subprocess.run(["gcc", "-O2", "-g", "-fopenmp", "-o", str(out), str(PROGS / f"{name}.c")],
                    check=True)
     return out
+
+
+@pytest.fixture(scope="module")
+def exe(tmp_path_factory):
+    return _build(tmp_path_factory, "sharing")
 
 
 def _record(exe, tmp_path, mode):
@@ -120,10 +124,7 @@ def test_false_sharing_is_padded_and_gone_after(tmp_path):
 
 @pytest.fixture(scope="module")
 def page_exe(tmp_path_factory):
-    out = tmp_path_factory.mktemp("page_sharing") / "page_sharing"
-    subprocess.run(["gcc", "-O2", "-g", "-fopenmp", "-o", str(out), str(PROGS / "page_sharing.c")],
-                   check=True)
-    return out
+    return _build(tmp_path_factory, "page_sharing")
 
 
 @pytest.mark.parametrize("schedule", ["static,16", "static"])
