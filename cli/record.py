@@ -272,7 +272,8 @@ def _manifest(cfg: RecordConfig, argv: list[str]) -> dict:
         "backend": None,
         "backend_reason": {},
         "sampling": {"freq": cfg.freq, "alloc_threshold": cfg.alloc_threshold,
-                     "small_sample": _small_sample(),
+                     "small_sample": _shim_setting("NUMAPROF_SMALL_SAMPLE", defaults.SMALL_SAMPLE),
+                     "short_lived": _shim_setting("NUMAPROF_SHORT_LIVED", defaults.SHORT_LIVED),
                      # None: the collector's default (its collector.json says which)
                      "fault_period": cfg.fault_period or None},
         "counts": {},
@@ -280,13 +281,15 @@ def _manifest(cfg: RecordConfig, argv: list[str]) -> dict:
     }
 
 
-def _small_sample() -> int | None:
-    """The allocation shim's small-allocation sampling period (bytes; 0 off), as it will
-    read it from the environment; None if the value there is not one it accepts."""
-    text = os.environ.get("NUMAPROF_SMALL_SAMPLE", "")
+def _shim_setting(name: str, default: int) -> int | None:
+    """A setting of the allocation shim (NUMAPROF_SMALL_SAMPLE: bytes, 0 off;
+    NUMAPROF_SHORT_LIVED: ns, 0 every block recorded) as it will read it from the
+    environment; None if the value there is not one it accepts."""
+    text = os.environ.get(name, "")
     if not text:
-        return defaults.SMALL_SAMPLE
-    return int(text) if text.isdigit() and int(text) <= 0x7FFFFFFF else None
+        return default
+    limit = 0x7FFFFFFF if name == "NUMAPROF_SMALL_SAMPLE" else (1 << 63) - 1
+    return int(text) if text.isdigit() and int(text) <= limit else None
 
 
 def _collector_argv(cfg: RecordConfig) -> list[str]:
@@ -683,6 +686,11 @@ SIGNAL_ONLY = "signal"
               help="Record about one smaller allocation in every BYTES a thread allocates "
               f"below the threshold, with its call stack (default {defaults.SMALL_SAMPLE}, "
               "or $NUMAPROF_SMALL_SAMPLE; 0: none).")
+@click.option("--short-lived", type=click.IntRange(min=0, max=(1 << 63) - 1), default=None,
+              metavar="NS",
+              help="Count a heap block released within NS nanoseconds in its site's summary "
+              f"instead of recording it (default {defaults.SHORT_LIVED}, or "
+              "$NUMAPROF_SHORT_LIVED; 0: record every block).")
 @click.option("--fault-period", type=click.IntRange(min=1, max=1 << 20), default=None,
               metavar="N",
               help="Record one page fault in N with its address; the first touches of the "
@@ -700,8 +708,8 @@ SIGNAL_ONLY = "signal"
               help="Keep the program name but not its arguments in the profile (passwords, "
               "paths; see docs/record.md for what a profile holds).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def command(output, backend, freq, alloc_threshold, small_sample, fault_period, pid, duration,
-            switch_output, redact_args, command):
+def command(output, backend, freq, alloc_threshold, small_sample, short_lived, fault_period, pid,
+            duration, switch_output, redact_args, command):
     """Run COMMAND with memory-access sampling and write a profile.
 
     Samples every thread and child process of COMMAND (software register sampling where
@@ -720,6 +728,8 @@ def command(output, backend, freq, alloc_threshold, small_sample, fault_period, 
         # read by the allocation shim in the program (the collector passes the
         # environment on)
         os.environ["NUMAPROF_SMALL_SAMPLE"] = str(small_sample)
+    if short_lived is not None:
+        os.environ["NUMAPROF_SHORT_LIVED"] = str(short_lived)
     cfg = RecordConfig(
         command=tuple(command),
         output=Path(expand_output(str(output))) if output else Path(DEFAULT_PROFILE),

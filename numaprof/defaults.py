@@ -29,3 +29,5 @@ ALLOC_THRESHOLD: int = _VALUES["ALLOC_THRESHOLD"]
 SMALL_SAMPLE: int = _VALUES["SMALL_SAMPLE"]
 #: One page fault in this many is recorded (first touches between are inferred).
 FAULT_PERIOD: int = _VALUES["FAULT_PERIOD"]
+#: A heap block released within this many ns is counted in its site's summary, not recorded.
+SHORT_LIVED: int = _VALUES["SHORT_LIVED"]

@@ -732,3 +732,22 @@ def test_blocks_live_at_a_crash_are_in_the_profile(shim_lib, shimconv, tmp_path)
     assert len(kept) == 1 and objs["free_time"][kept[0]] == 0 and objs["stack"][kept[0]] != 0xFFFFFFFF
     gone = np.flatnonzero(objs["size"] == 5 << 20)
     assert len(gone) == 1 and objs["free_time"][gone[0]] > 0
+
+
+def test_record_short_lived_option(tmp_path):
+    """`record --short-lived 0` records every block (no summary row); the default counts
+    a malloc/free loop's blocks in summaries; the manifest says which limit applied."""
+    exe = tmp_path / "mallocbench"
+    r = _run(["gcc", "-O2", str(PROGS / "mallocbench.c"), "-o", str(exe)])
+    assert r.returncode == 0, r.stderr
+    got = {}
+    for name, opts in (("each", ["--short-lived", "0"]), ("default", [])):
+        prof = tmp_path / f"{name}.data"
+        run_numaprof("record", "-o", prof, *opts, "--", exe, "100000", "3000", check=True)
+        objs = {k: np.asarray(v) for k, v in read_table(prof, "objects").items()}
+        mine = objs["size"] == 100000
+        assert int(objs["instances"][mine].sum()) == 3000
+        manifest = json.loads((prof / "manifest.json").read_text())
+        got[name] = (int((objs["extent"][mine] > 0).sum()), manifest["sampling"]["short_lived"])
+    assert got["each"] == (0, 0), got
+    assert got["default"][0] >= 1 and got["default"][1] == 1_000_000, got
