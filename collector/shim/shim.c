@@ -119,7 +119,17 @@ static NMP_TLS struct slot *t_slot;
 static uint64_t g_small_period = NMP_DEFAULT_SMALL_SAMPLE;
 static uintptr_t (*g_sampled)[NMP_SAMPLED_WAYS]; /* mapped in the constructor */
 static uint32_t g_sampled_live;                   /* entries in use (atomic) */
-static uint32_t g_pooled_small; /* sampled blocks whose records are in the pool (atomic) */
+/* Sampled blocks whose records are in the pool, counted per hashed address: a small
+ * block's free() looks in the pool only when its counter is not 0 (two bytes of an
+ * 8 KiB table, instead of a set of the pool's keys for every free). */
+#define NMP_POOLED_FILTER 4096
+static uint16_t g_pooled_small[NMP_POOLED_FILTER]; /* atomic */
+
+static inline uint16_t *pooled_count(uintptr_t p)
+{
+    return &g_pooled_small[((uint64_t)(p >> 4) * 0x9e3779b97f4a7c15ull) >> (64 - 12)];
+}
+_Static_assert(NMP_POOLED_FILTER == 1 << 12, "pooled_count takes the top 12 bits");
 static NMP_TLS int64_t t_small_left;              /* bytes to the next sample */
 static NMP_TLS uint64_t t_rng;                    /* 0: this thread has not drawn yet */
 
@@ -180,7 +190,7 @@ static __attribute__((noinline)) void record_alloc_at(void *p, size_t size, int 
      * and is not sampled after all if that is full too */
     int deferred = kind != NMP_KIND_MMAP && kind != NMP_KIND_NUMA && pool_put(&r);
     if (deferred && (flags & NMP_SHIM_F_SAMPLED))
-        __atomic_add_fetch(&g_pooled_small, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(pooled_count((uintptr_t)p), 1, __ATOMIC_RELAXED);
     else if (!deferred && (!(flags & NMP_SHIM_F_SAMPLED) || sampled_add(p)))
         emit(&r);
     t_guard = 0;
@@ -551,8 +561,9 @@ static __attribute__((noinline)) void record_small(void *p, size_t size, int kin
 static inline void release_small(void *p)
 {
     struct nmp_shim_record r;
-    if (__atomic_load_n(&g_pooled_small, __ATOMIC_RELAXED) && pool_take((uintptr_t)p, &r)) {
-        __atomic_sub_fetch(&g_pooled_small, 1, __ATOMIC_RELAXED);
+    uint16_t *count = pooled_count((uintptr_t)p);
+    if (__atomic_load_n(count, __ATOMIC_RELAXED) && pool_take((uintptr_t)p, &r)) {
+        __atomic_sub_fetch(count, 1, __ATOMIC_RELAXED);
         int saved = errno;
         uint64_t t = now_ns();
         if (!release_short(&r, t))
@@ -622,7 +633,7 @@ static void atfork_child(void)
     if (g_sampled)
         memset(g_sampled, 0, sizeof(uintptr_t[NMP_SAMPLED_SETS][NMP_SAMPLED_WAYS]));
     __atomic_store_n(&g_sampled_live, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&g_pooled_small, 0, __ATOMIC_RELAXED);
+    memset(g_pooled_small, 0, sizeof g_pooled_small);
     if (open_record(g_dir, g_threshold, g_small_period) < 0)
         g_active = 0;
     t_guard = 0;
