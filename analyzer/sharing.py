@@ -198,20 +198,19 @@ def _page_sharing(name: str, addr: np.ndarray, tid: np.ndarray, win: np.ndarray,
     stmt = np.array([stmt_of[v] for v in names], dtype=np.int64)[ipa]
     writing = np.isin(stmt, np.unique(stmt[write]))
     addr, tid, win, write, ip, stmt = (x[writing] for x in (addr, tid, win, write, np.asarray(ip), stmt))
-    ipa = stmt
     page = (addr >> np.uint64(PAGE_SHIFT)).astype(np.int64)
-    keys, total, mixed = _pairs(page * (1 << 20) + ipa, tid)
+    keys, total, mixed = _pairs(page * (1 << 20) + stmt, tid)
     if total.sum() < MIN_PAIRS or mixed.sum() < MIXED * total.sum():
         return None
     shared_pages = np.unique(keys[mixed > 0] >> 20)
     if len(shared_pages) < MIN_PAGES:
         return None
     line = (addr >> np.uint64(LINE_SHIFT)).astype(np.int64)
-    lkeys, ltotal, lmixed = _pairs(line * (1 << 20) + ipa, tid)
+    lkeys, ltotal, lmixed = _pairs(line * (1 << 20) + stmt, tid)
     kind, hot = "page", np.isin(page, shared_pages)
     if ltotal.sum() >= MIN_PAIRS // 4 and lmixed.sum() * 2 > ltotal.sum():
         word = (addr >> np.uint64(WORD_SHIFT)).astype(np.int64)
-        _, _, wmixed = _pairs(word * (1 << 20) + ipa, tid)
+        _, _, wmixed = _pairs(word * (1 << 20) + stmt, tid)
         kind = "true" if wmixed.sum() * 2 >= lmixed.sum() else "false"
         hot = np.isin(line, np.unique(lkeys[lmixed > 0] >> 20))
     elif hot.sum() < MIN_SHARE * n:

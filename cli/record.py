@@ -272,8 +272,10 @@ def _manifest(cfg: RecordConfig, argv: list[str]) -> dict:
         "backend": None,
         "backend_reason": {},
         "sampling": {"freq": cfg.freq, "alloc_threshold": cfg.alloc_threshold,
-                     "small_sample": _shim_setting("NUMAPROF_SMALL_SAMPLE", defaults.SMALL_SAMPLE),
-                     "short_lived": _shim_setting("NUMAPROF_SHORT_LIVED", defaults.SHORT_LIVED),
+                     "small_sample": _shim_setting("NUMAPROF_SMALL_SAMPLE", defaults.SMALL_SAMPLE,
+                                                   0x7FFFFFFF),
+                     "short_lived": _shim_setting("NUMAPROF_SHORT_LIVED", defaults.SHORT_LIVED,
+                                                  (1 << 63) - 1),
                      # None: the collector's default (its collector.json says which)
                      "fault_period": cfg.fault_period or None},
         "counts": {},
@@ -281,14 +283,13 @@ def _manifest(cfg: RecordConfig, argv: list[str]) -> dict:
     }
 
 
-def _shim_setting(name: str, default: int) -> int | None:
+def _shim_setting(name: str, default: int, limit: int) -> int | None:
     """A setting of the allocation shim (NUMAPROF_SMALL_SAMPLE: bytes, 0 off;
     NUMAPROF_SHORT_LIVED: ns, 0 every block recorded) as it will read it from the
-    environment; None if the value there is not one it accepts."""
+    environment (at most `limit`); None if the value there is not one it accepts."""
     text = os.environ.get(name, "")
     if not text:
         return default
-    limit = 0x7FFFFFFF if name == "NUMAPROF_SMALL_SAMPLE" else (1 << 63) - 1
     return int(text) if text.isdigit() and int(text) <= limit else None
 
 
