@@ -575,6 +575,47 @@ long nmp_insn_find(const struct nmp_insn *v, size_t n, uint64_t addr)
     return lo < n && v[lo].addr == addr ? (long)lo : -1;
 }
 
+/* How far after a load its statement's store of the same address is looked for. */
+#define STORE_BACK_SPAN 8
+
+static int same_operand(const struct nmp_memop *a, const struct nmp_memop *b)
+{
+    return a->base == b->base && a->index == b->index && a->scale == b->scale &&
+           a->disp == b->disp && a->addr32 == b->addr32 && a->size == b->size;
+}
+
+/* `x += y` on a double is a load, an add and a store of one address (`movsd x,%xmm1;
+ * addsd %xmm0,%xmm1; movsd %xmm1,x`): a sample on the load belongs to a statement that
+ * writes that line (what the sharing analysis and the write mix need), and a sampled ip
+ * is rarely the store (docs/backends.md).  Such a load is marked read-modify-write when
+ * the straight-line code after it (no branch, call or jump target in between, at most
+ * STORE_BACK_SPAN instructions) stores to the same operand before any of its address
+ * registers changes. */
+static void mark_stored_back(struct nmp_insn *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct nmp_memop *m = &v[i].mem;
+        if (!(v[i].flags & NMP_F_MEM) || (v[i].flags & (NMP_F_CF | NMP_F_STRING)) ||
+            m->access != NMP_ACC_LOAD || m->rule != NMP_RULE_AT_IP)
+            continue;
+        uint32_t regs = (m->base >= 0 ? 1u << m->base : 0) | (m->index >= 0 ? 1u << m->index : 0);
+        if (v[i].wregs & regs)
+            continue; /* loads over its own address register */
+        for (size_t j = i + 1; j < n && j <= i + STORE_BACK_SPAN; j++) {
+            const struct nmp_insn *s = &v[j];
+            if (s->flags & (NMP_F_TARGET | NMP_F_GAP))
+                break;
+            if ((s->flags & NMP_F_MEM) && s->mem.rule == NMP_RULE_AT_IP &&
+                s->mem.access == NMP_ACC_STORE && same_operand(m, &s->mem)) {
+                m->access = NMP_ACC_RMW;
+                break;
+            }
+            if ((s->flags & (NMP_F_CF | NMP_F_CALL)) || (s->wregs & regs))
+                break;
+        }
+    }
+}
+
 /* Linear decode of [addr, addr+len); undecodable bytes are skipped one at a time and
  * the next instruction is marked NMP_F_GAP.  Direct branches to an instruction of the
  * range link it (tgt, and the src_first / src_next chain of the target, which is marked
@@ -625,6 +666,7 @@ int nmp_cs_decode_range(struct nmp_cs *c, const uint8_t *code, size_t len, uint6
         v[t].src_first = (int32_t)i;
         v[t].flags |= NMP_F_TARGET;
     }
+    mark_stored_back(v, n);
     free(tg);
     *out = v;
     *nout = n;

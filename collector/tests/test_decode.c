@@ -229,6 +229,41 @@ static void test_strings(struct nmp_decoder *d)
                (struct expect){r.r[SI], NMP_ACC_LOAD, 1, NMP_RULE_AT_IP});
 }
 
+/* A load whose statement stores the same address back (x += y on a double: load, add,
+ * store) is a read-modify-write; not when the address register changes in between or
+ * the store goes elsewhere. */
+static void test_stored_back(struct nmp_decoder *d)
+{
+    struct nmp_regs r;
+    memset(&r, 0, sizeof r);
+    r.r[AX] = 3;
+    r.r[BX] = 0x7f0000700000;
+    /* movsd slot(,%rax,8),%xmm1; addsd %xmm0,%xmm1; movsd %xmm1,slot(,%rax,8); ret */
+    static const uint8_t add_back[] = {0xf2, 0x0f, 0x10, 0x0c, 0xc5, 0x00, 0x10, 0x40, 0x00,
+                                       0xf2, 0x0f, 0x58, 0xc8,
+                                       0xf2, 0x0f, 0x11, 0x0c, 0xc5, 0x00, 0x10, 0x40, 0x00,
+                                       0xc3};
+    check_case(d, "load, add, store back", add_back, sizeof add_back, A, A, 1, &r,
+               (struct expect){0x401000 + 3 * 8, NMP_ACC_RMW, 8, NMP_RULE_AT_IP});
+    /* addsd (%rbx),%xmm0; movsd %xmm0,(%rbx); ret */
+    static const uint8_t op_back[] = {0xf2, 0x0f, 0x58, 0x03, 0xf2, 0x0f, 0x11, 0x03, 0xc3};
+    check_case(d, "addsd mem, store back", op_back, sizeof op_back, A, A, 1, &r,
+               (struct expect){r.r[BX], NMP_ACC_RMW, 8, NMP_RULE_AT_IP});
+    /* movsd (%rbx),%xmm1; add $8,%rbx; movsd %xmm1,(%rbx): another address */
+    static const uint8_t moved[] = {0xf2, 0x0f, 0x10, 0x0b, 0x48, 0x83, 0xc3, 0x08,
+                                    0xf2, 0x0f, 0x11, 0x0b, 0xc3};
+    check_case(d, "store after the base moved", moved, sizeof moved, A, A, 1, &r,
+               (struct expect){r.r[BX], NMP_ACC_LOAD, 8, NMP_RULE_AT_IP});
+    /* movsd (%rbx),%xmm1; movsd %xmm1,8(%rbx): a copy to the next element */
+    static const uint8_t copy[] = {0xf2, 0x0f, 0x10, 0x0b, 0xf2, 0x0f, 0x11, 0x4b, 0x08, 0xc3};
+    check_case(d, "store to the next element", copy, sizeof copy, A, A, 1, &r,
+               (struct expect){r.r[BX], NMP_ACC_LOAD, 8, NMP_RULE_AT_IP});
+    /* movsd (%rbx),%xmm1; ret; movsd %xmm1,(%rbx): not on the same straight line */
+    static const uint8_t apart[] = {0xf2, 0x0f, 0x10, 0x0b, 0xc3, 0xf2, 0x0f, 0x11, 0x0b, 0xc3};
+    check_case(d, "store after a return", apart, sizeof apart, A, A, 1, &r,
+               (struct expect){r.r[BX], NMP_ACC_LOAD, 8, NMP_RULE_AT_IP});
+}
+
 /* AVX-512: masked, compressing, narrowing, broadcast; gathers and scatters. */
 static void test_vector(struct nmp_decoder *d)
 {
@@ -540,6 +575,7 @@ int main(void)
     test_paths(d);
     test_loops(d);
     test_strings(d);
+    test_stored_back(d);
     test_vector(d);
 
     /* End to end through a file mapping (no ELF: re-synchronised window). */
