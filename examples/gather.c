@@ -1,7 +1,8 @@
 /* A random gather through an index array: sum += lookup[idx[i]].
  * Known answer: lookup random and read-only; idx regular (each thread streams its own
  * static block) and read-only; hist regular and written.  Suggestion on a 2-socket
- * target: a spreading policy (cyclic / interleave family) for lookup.
+ * target: a copy of lookup per node (replicate: it is written first, then only read), and
+ * among the placements a spreading policy (cyclic / interleave family).
  * usage: gather [MiB of lookup] [iterations]
  */
 #include <stdint.h>

@@ -463,14 +463,20 @@ def _reason(o: ObjectResult, chosen: Prediction, current: Prediction, plan: _Pla
     return f"{head}; {fix} ({new})."
 
 
-def _replicate_words(name: str, size: int, rep: Prediction, chosen: Prediction) -> str:
+def replicate_words(name: str, size: int, rep: Prediction, chosen: Prediction) -> str:
+    """Why a copy per node is better than the placement `chosen`, with its memory cost."""
     return (f"it is written first, then only read (its sampled writes all come before the "
             f"last {_pct(REPLICATE_READ_AFTER)} or more of its samples) by threads on "
             f"{rep.copies} nodes, so a copy on each (replicate) makes every read local (local "
             f"{_pct(rep.local_fraction)}, score {rep.score:.3f} against {chosen.score:.3f}) at "
-            f"{rep.copies}x its memory ({human_bytes(size * rep.copies)}); it changes every read "
-            f"site, so it is not patched: by hand, {replicate_code(name)} (sampling sees a "
-            "fraction of the accesses: check that nothing writes it after the copy)")
+            f"{rep.copies}x its memory ({human_bytes(size * rep.copies)})")
+
+
+def _replicate_by_hand(sug: ObjectSuggestion, size: int) -> str:
+    why = getattr(sug, "replicate_refused", "") or "no patch could be made"
+    return (f"{replicate_words(sug.name, size, sug.replicate, sug.predicted)}; it is not "
+            f"patched ({why}): by hand, {replicate_code(sug.name)} (sampling sees a fraction "
+            "of the accesses: check that nothing writes it after the copy)")
 
 
 def replicate_code(name: str) -> str:
@@ -478,7 +484,7 @@ def replicate_code(name: str) -> str:
     ptr = name if name.isidentifier() else "ptr"
     return (f"after it is initialised call numaprof_replicate({ptr}, bytes) (#include "
             f"\"numaprof_place.h\"), read it in each thread through `const T *local = "
-            f"numaprof_local({ptr});` taken once per parallel region, and call "
+            f"NUMAPROF_LOCAL({ptr});` taken once per parallel region, and call "
             f"numaprof_replicate_free({ptr}) before it is written again or freed")
 
 
@@ -719,7 +725,7 @@ def suggest(analysis: Analysis, target: Topology | None = None, *,
     sizes = {o.name: o.size for o in hot}
     for sug in result.objects:
         if sug.replicate is not None:
-            sug.reason += f" Better still: {_replicate_words(sug.name, sizes[sug.name], sug.replicate, sug.predicted)}."
+            sug.reason += f" Better still: {_replicate_by_hand(sug, sizes[sug.name])}."
     if plan.n > 1:
         _commands(analysis, plan, result, factor)
     return result

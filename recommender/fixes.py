@@ -17,7 +17,7 @@ import os
 
 from numaprof.analyzer.model import PAGES_SOURCES, PLACING_POLICIES, Analysis
 from numaprof.errors import ProfileError
-from numaprof.recommender.choose import code_change_note, weighted_note
+from numaprof.recommender.choose import code_change_note, replicate_words, weighted_note
 from numaprof.recommender.model import Fix, SharingFix, Suggestions
 from numaprof.recommender.patch import (
     AlreadyPlaced,
@@ -85,7 +85,9 @@ def fix_words(fix: Fix) -> str:
         why = next((c for c in fix.checks if c.startswith("not compile-checked")), "")
         parts.append(why or "not compile-checked")
     scope_ok = {"parallel_first_touch": "loop proved safe in its scope",
-                "pad_slots": "every use an element, resolved in scope"}.get(
+                "pad_slots": "every use an element, resolved in scope",
+                "reduction": "every use in the construct an update, resolved in scope",
+                "replicate": "every use in one function, none a write after the copy"}.get(
         fix.kind, "names resolved in scope")
     return f"Patch: {fix.kind} ({'; '.join([scope_ok, *parts])})."
 
@@ -108,6 +110,9 @@ def attach_patches(s: Suggestions, analysis: Analysis, source_paths, root: str,
     offered: dict[str, tuple] = {}  # object name -> (suggestion, patch)
     for sug in s.objects:
         obj = objects.get(sug.name)
+        if obj is not None and sug.replicate is not None and \
+                _replicated(sug, obj, source_paths, root, hashes, build, patches, offered):
+            continue
         if obj is None or sug.policy == "first_touch" or sug.change != "patch":
             continue
         weighted = (sug.weighted_nodes, sug.weights) if sug.weights else None
@@ -167,17 +172,57 @@ def attach_patches(s: Suggestions, analysis: Analysis, source_paths, root: str,
     return patches
 
 
+def _replicated(sug, obj, paths, root, hashes, build, patches: list, offered: dict) -> bool:
+    """A copy per node (predicted better than any placement, choose.py) when the patch can
+    be made (recommender/patch/replicate.py) and compiles: the suggestion becomes
+    replicate, with that patch.  Otherwise False, and why is kept for the reason."""
+    from numaprof.recommender.patch.sites import replicate_for_object
+
+    result = replicate_for_object(obj, paths, root, hashes)
+    check = None
+    if isinstance(result, Patch) and build is not None:
+        from numaprof.recommender.patch.compile import check_patches
+
+        check = check_patches(build, [result])
+        if check.status == "failed":
+            result = Refusal(result.path, 0, f"the patch was not offered: {check.detail}", "")
+    if not isinstance(result, Patch):
+        sug.replicate_refused = result.reason
+        return False
+    rep = sug.replicate
+    sug.reason += (f" Replicated instead: {replicate_words(sug.name, sug.size, rep, sug.predicted)}"
+                   f"; the patch makes the copies and reads them ({result.info.scope}).")
+    sug.policy, sug.predicted, sug.change = "replicate", rep, "patch"
+    sug.alternatives = _chosen_first(sug.alternatives, "replicate")
+    sug.replicate = None
+    sug.patch = result.diff
+    sug.fix = _fix_of(sug.name, result, check)
+    sug.reason += " " + fix_words(sug.fix)
+    patches.append(result)
+    offered[sug.name] = (sug, result)
+    return True
+
+
 def _sharing_fixes(s: Suggestions, analysis: Analysis, objects: dict, paths, root, hashes,
                    build, patches: list, offered: dict) -> None:
     """A patch for each falsely shared static array (per-thread slots on one line): a
-    line per element (recommender/patch/pad.py), compiled like the placements."""
-    from numaprof.recommender.patch.sites import pad_for_object
+    line per element (recommender/patch/pad.py); for each truly shared accumulator (a
+    static or a local): a reduction clause (recommender/patch/reduce.py); compiled like
+    the placements."""
+    from numaprof.recommender.patch.sites import pad_for_object, reduce_for_object
 
     for f in getattr(analysis, "sharing", []):
         obj = objects.get(f.object)
-        if f.kind != "false" or obj is None or obj.kind != "static":
+        if obj is None:
             continue
-        result = pad_for_object(obj, paths, root, hashes)
+        if f.kind == "false" and obj.kind == "static":
+            kind = "pad_slots"
+            result = pad_for_object(obj, paths, root, hashes)
+        elif f.kind == "true" and obj.kind in ("static", "stack"):
+            kind = "reduction"
+            result = reduce_for_object(obj, f.sources, paths, root, hashes)
+        else:
+            continue
         check = None
         if isinstance(result, Patch) and build is not None:
             from numaprof.recommender.patch.compile import check_patches
@@ -193,7 +238,7 @@ def _sharing_fixes(s: Suggestions, analysis: Analysis, objects: dict, paths, roo
             patches.append(result)
             offered[f"sharing:{f.object}"] = (fix, result)
         else:
-            fix.fix = Fix(object=f.object, status="refused", kind="pad_slots",
+            fix.fix = Fix(object=f.object, status="refused", kind=kind,
                           by_hand=getattr(result, "by_hand", ""))
             fix.reason += f" No source patch: {result.reason}."
         s.sharing_fixes.append(fix)

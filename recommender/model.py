@@ -81,8 +81,9 @@ class ObjectSuggestion:
     weights: list[int] = field(default_factory=list)
     fix: Fix | None = None  # the source change and how it was checked (change patch/code)
     ties: list[str] = field(default_factory=list)  # policies predicted as good as the choice
-    # a copy per node, when predicted better than the choice (changed by hand, not chosen)
+    # a copy per node, when predicted better than the choice and not patched (by hand)
     replicate: Prediction | None = None
+    replicate_refused: str = ""  # why the replicate patch was not made
 
     def alternative(self, policy: str) -> Prediction | None:
         """The what-if row of ``policy`` (e.g. to switch a refused parallel_init to bind_block)."""

@@ -41,8 +41,9 @@ def render(s, analysis: Analysis, top: int | None = None) -> None:
                 con.print(line, markup=False, highlight=False)
     for f in getattr(s, "sharing_fixes", []):
         con.print()
+        what = "reduced" if f.kind == "true" else "padded"
         con.print(f"[bold]{esc(f.object)}[/bold]: {f.kind} sharing, "
-                  + ("padded" if f.patch else "to pad by hand"))
+                  + (what if f.patch else "to fix by hand"))
         con.print(f"  {f.reason}", markup=False)
         if f.patch:
             for line in f.patch.splitlines():

@@ -554,8 +554,9 @@ static inline int numaprof_place_weighted(void *ptr, size_t bytes, const int *no
  * numaprof_replicate copies [ptr, ptr + bytes) once onto each allowed memory node (fresh
  * anonymous memory bound to that node with MPOL_BIND before the copy faults it in).
  * numaprof_local(ptr) returns the calling thread's node's copy, or ptr itself (one node,
- * ptr not replicated, or a thread on a node without a copy): call it once per thread and
- * region, not per access (it asks getcpu(2)).  Writes to ptr after the copy are not seen
+ * ptr not replicated, or a thread on a node without a copy); it asks getcpu(2) once per
+ * NMP_LOCAL_REUSE calls of a thread and otherwise answers from a per-thread cache, so
+ * `NUMAPROF_LOCAL(table)[i]` at each read is affordable.  Writes to ptr after the copy are not seen
  * through the copies.  Up to NUMAPROF_MAX_REPLICATED ranges at a time; the registry is
  * shared by every translation unit of the program (a weak definition).  Call
  * numaprof_replicate and numaprof_replicate_free from one thread at a time (serial code);
@@ -573,6 +574,7 @@ struct nmp_replica {
 
 struct nmp_replica_registry {
     struct nmp_replica e[NUMAPROF_MAX_REPLICATED];
+    unsigned gen; /* changed by every numaprof_replicate and numaprof_replicate_free */
 };
 
 /* One registry for the whole program: a weak definition in every file that includes this
@@ -638,8 +640,10 @@ static inline int numaprof_replicate(const void *ptr, size_t bytes)
         nmp_replicas.e[k].map_bytes = map_bytes;
         nmp_replicas.e[k].copy = copy;
         if (__atomic_compare_exchange_n(&nmp_replicas.e[k].src, &expect, ptr, 0, __ATOMIC_RELEASE,
-                                        __ATOMIC_RELAXED))
+                                        __ATOMIC_RELAXED)) {
+            __atomic_add_fetch(&nmp_replicas.gen, 1, __ATOMIC_RELEASE);
             return 0;
+        }
     }
     errno = ENOSPC;
 fail:
@@ -651,18 +655,45 @@ fail:
     return -1;
 }
 
+/* The answers numaprof_local gave this thread lately: valid while the registry's
+ * generation is unchanged, and for NMP_LOCAL_REUSE calls (then the thread's node is asked
+ * again: a thread that moved to another node gets that node's copy). */
+#define NMP_LOCAL_WAYS 4
+#define NMP_LOCAL_REUSE 4096
+struct nmp_local_answer {
+    const void *src;
+    void *copy;
+    unsigned gen, left;
+};
+static __thread struct nmp_local_answer nmp_local_cache[NMP_LOCAL_WAYS];
 /* The calling thread's node's copy of `ptr`, or ptr itself. */
 static inline void *numaprof_local(const void *ptr)
 {
-    struct nmp_replica *r = nmp_replica_find(ptr);
+    struct nmp_local_answer *c = &nmp_local_cache[((uintptr_t)ptr >> 4) % NMP_LOCAL_WAYS];
+    unsigned gen = __atomic_load_n(&nmp_replicas.gen, __ATOMIC_ACQUIRE);
+    struct nmp_replica *r;
+    void *copy = (void *)ptr;
     int node;
+    if (c->src == ptr && c->gen == gen && c->left) {
+        c->left--;
+        return c->copy;
+    }
+    r = nmp_replica_find(ptr);
     if (r) {
         node = numaprof_current_node();
         if (node >= 0 && node < NUMAPROF_MAX_NODES && r->copy[node])
-            return r->copy[node];
+            copy = r->copy[node];
     }
-    return (void *)ptr;
+    c->src = ptr;
+    c->copy = copy;
+    c->gen = gen;
+    c->left = NMP_LOCAL_REUSE;
+    return copy;
 }
+/* numaprof_local with the type of `p` (a pointer or an array): NUMAPROF_LOCAL(table)[i]
+ * reads element i of this node's copy.  Cheap enough to use at every access (a lookup in
+ * a per-thread cache); once per region and thread is cheaper still. */
+#define NUMAPROF_LOCAL(p) ((__typeof__(&(p)[0]))numaprof_local(p))
 
 /* Drops the copies of `ptr` (no thread may still use them); 0, or -1 with errno ENOENT
  * if ptr is not replicated. */
@@ -678,6 +709,7 @@ static inline int numaprof_replicate_free(const void *ptr)
     nmp_replica_unmap(copy, r->map_bytes);
     r->copy = NULL;
     __atomic_store_n(&r->src, (const void *)NULL, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&nmp_replicas.gen, 1, __ATOMIC_RELEASE);
     return 0;
 }
 

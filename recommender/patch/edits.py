@@ -35,6 +35,8 @@ PATCH_KINDS = (
     "place_static",  # numaprof_place(a, sizeof(a), ...) before a static array's first touch
     "parallel_first_touch",  # OpenMP on the serial loop that first touched the array
     "pad_slots",  # a cache line per element of per-thread slots (false sharing)
+    "reduction",  # an OpenMP reduction clause for a shared accumulator (true sharing)
+    "replicate",  # a copy per node of data written first, then only read
 )
 
 

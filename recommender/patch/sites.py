@@ -395,6 +395,64 @@ def pad_for_object(obj, paths: list[str], root, hashes) -> Patch | Refusal:
     return pad_slots(path, obj.name, None, root=root, one_unit=len(c_paths) == 1)
 
 
+def replicate_for_object(obj, paths: list[str], root, hashes) -> Patch | Refusal:
+    """The replicate patch (recommender/patch/replicate.py) of a heap object, in the file
+    of its allocation site, or of a static array, in the recorded source defining it."""
+    from numaprof.recommender.patch.replicate import replicate_patch
+
+    c_paths = [p for p in paths if language(p) in C_FAMILY]
+    if obj.kind == "heap":
+        parsed = parse_site(obj.site)
+        if parsed is None:
+            return Refusal("", 0, f"the allocation site of `{obj.name}` has no source line", "")
+        func, file, line = parsed
+        path = _resolve(file, paths, func, line, "", hashes)
+        if isinstance(path, Refusal):
+            return path
+        var = source_variable(obj.name, func)
+        if not var:
+            return Refusal(path, line, f"`{obj.name}` is not named by a variable", "")
+        return replicate_patch(path, var, line, root=root, one_unit=len(c_paths) == 1)
+    defining = []
+    for path in c_paths:
+        src = load(path, want=C_FAMILY)
+        if not isinstance(src, Refusal) and file_scope_arrays(src, obj.name):
+            defining.append(path)
+    if len(defining) != 1:
+        return Refusal("", 0, (f"`{obj.name}` is declared in {len(defining)} of the recorded "
+                               "sources" if defining else
+                               f"no recorded C or C++ source defines `{obj.name}`"), "")
+    path = _resolve(defining[0], paths, None, 0, "", hashes)
+    if isinstance(path, Refusal):
+        return path
+    return replicate_patch(path, obj.name, None, root=root, one_unit=len(c_paths) == 1)
+
+
+def reduce_for_object(obj, sources: list[str], paths: list[str], root, hashes) -> Patch | Refusal:
+    """The reduction patch (recommender/patch/reduce.py) of a truly shared accumulator, at
+    the first of the finding's source lines (``func@file:line``, most samples first) that
+    updates it."""
+    from numaprof.recommender.patch.reduce import reduction_patch
+
+    c_paths = [p for p in paths if language(p) in C_FAMILY]
+    first: Refusal | None = None
+    for where in sources:
+        parsed = parse_site(where)
+        if parsed is None:
+            continue
+        func, file, line = parsed
+        path = _resolve(file, paths, func, line, "", hashes)
+        if isinstance(path, Refusal):
+            first = first or path
+            continue
+        got = reduction_patch(path, obj.name, line, root=root, one_unit=len(c_paths) == 1)
+        if isinstance(got, Patch):
+            return got
+        first = first or got
+    return first or Refusal("", 0, f"no source line of the accesses to `{obj.name}` is known",
+                            "")
+
+
 def _place_static_object(obj, policy: str, const: str, paths: list[str], root, hashes,
                          weighted, recorded) -> Patch | Refusal | AlreadyPlaced:
     c_paths = [p for p in paths if language(p) in C_FAMILY]

@@ -87,14 +87,20 @@ def _require_concurrent_threads(prof):
 
 
 
-def test_false_sharing_is_padded_and_gone_after(tmp_path):
-    """suggest writes the fix for the falsely shared slots (a line per element): it
-    compiles with the program's flags, --apply writes it, the rebuilt program prints what
-    the original did, and recorded again it shares no line."""
+@pytest.mark.parametrize("mode,obj,kind,changed", [
+    ("false", "slot", "pad_slots", "+double slot[8][8] __attribute__((aligned(64)));"),
+    ("true", "counter", "reduction",
+     "+#pragma omp parallel num_threads(2) reduction(+:counter)"),
+])
+def test_sharing_is_fixed_and_gone_after(tmp_path, mode, obj, kind, changed):
+    """suggest writes the fix (a line per element of the falsely shared slots; a
+    reduction for the truly shared counter): it compiles with the program's flags,
+    --apply writes it, the rebuilt program prints what the original did, and recorded
+    again the object shares no line."""
     shutil.copy(PROGS / "sharing.c", tmp_path / "sharing.c")
     build = ["gcc", "-O2", "-g", "-fopenmp", "-o"]
     subprocess.run([*build, "before", "sharing.c"], cwd=tmp_path, check=True)
-    run_numaprof("record", "-o", "f.data", "--freq", "4000", "--", "./before", "false", "40000",
+    run_numaprof("record", "-o", "f.data", "--freq", "4000", "--", "./before", mode, "40000",
                  cwd=tmp_path, check=True)
     _require_concurrent_threads(tmp_path / "f.data")
     doc = json.loads(run_numaprof("suggest", "f.data", "--target", "2s", "--format", "json",
@@ -102,24 +108,24 @@ def test_false_sharing_is_padded_and_gone_after(tmp_path):
     if not doc["sharing_fixes"]:
         report = json.loads(run_numaprof("report", "f.data", "--format", "json", cwd=tmp_path,
                                          check=True).stdout)
-        slot = next(o for o in report["objects"] if o["name"] == "slot")
-        assert slot["writes"] == 0, report["sharing"]
-        pytest.skip(f"no store to slot sampled ({slot['samples']} samples, all loads)")
+        o = next(o for o in report["objects"] if o["name"] == obj)
+        assert o["writes"] == 0, report["sharing"]
+        pytest.skip(f"no store to {obj} sampled ({o['samples']} samples, all loads)")
     fix = doc["sharing_fixes"][0]
-    assert fix["object"] == "slot" and fix["kind"] == "false", fix
-    assert fix["fix"]["kind"] == "pad_slots" and fix["fix"]["compile"] == "clean", fix
-    assert "+double slot[8][8] __attribute__((aligned(64)));" in fix["patch"]
+    assert fix["object"] == obj and fix["kind"] == mode, fix
+    assert fix["fix"]["kind"] == kind and fix["fix"]["compile"] == "clean", fix
+    assert changed in fix["patch"], fix["patch"]
     run_numaprof("suggest", "f.data", "--target", "2s", "--apply", cwd=tmp_path, check=True)
     cflags = run_numaprof("config", "--cflags", check=True).stdout.split()
     subprocess.run([*build, "after", *cflags, "sharing.c"], cwd=tmp_path, check=True)
-    outs = [subprocess.run([f"./{b}", "false", "2000"], cwd=tmp_path, capture_output=True,
+    outs = [subprocess.run([f"./{b}", mode, "2000"], cwd=tmp_path, capture_output=True,
                            text=True, check=True).stdout for b in ("before", "after")]
     assert outs[0] == outs[1], outs
-    run_numaprof("record", "-o", "g.data", "--freq", "4000", "--", "./after", "false", "40000",
+    run_numaprof("record", "-o", "g.data", "--freq", "4000", "--", "./after", mode, "40000",
                  cwd=tmp_path, check=True)
     after = json.loads(run_numaprof("report", "g.data", "--format", "json", cwd=tmp_path,
                                     check=True).stdout)
-    assert "slot" not in {f["object"] for f in after["sharing"]}, after["sharing"]
+    assert obj not in {f["object"] for f in after["sharing"]}, after["sharing"]
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ static void *reader(void *arg)
         printf("replica node %d bind failed\n", node);
         return NULL;
     }
-    const unsigned char *t = numaprof_local(table);
+    const unsigned char *t = NUMAPROF_LOCAL(table);
     int *w = where[node];
     int ok = numaprof_page_nodes(t, bytes, w, pages) == 0;
     printf("replica node %d copy %d equal %d nodes", node, t != table,
@@ -58,6 +58,9 @@ int main(int argc, char **argv)
             return 3;
         pthread_join(th, NULL);
     }
+    /* the main thread's answer is cached now: freeing must invalidate it */
+    const unsigned char *before = NUMAPROF_LOCAL(table);
+    printf("main copy %d\n", before != table);
     int freed = numaprof_replicate_free(table);
     printf("freed %d local_after_free %d\n", freed, numaprof_local(table) == table);
     free(table);

@@ -39,15 +39,17 @@ def _suggest(acc, t=16, target="2s", size_pages=None):
 def test_read_only_table_gets_replicate_beside_its_placement(target, nodes):
     s, _ = _suggest(table_access(BIG, 16), target=target)
     o = s.objects[0]
-    # the choice stays a placement numaprof applies; the copy per node is compared in the
-    # what-if table and offered beside it, by hand
+    # without a replicate patch the choice stays a placement numaprof applies; the copy per
+    # node is compared in the what-if table and offered beside it, by hand
     assert o.policy != "replicate" and o.change in ("patch", "numactl")
     rep = o.alternative("replicate")
     assert rep is not None and rep.local_fraction == 1.0 and rep.copies == nodes
     assert o.replicate is rep and rep.score < o.predicted.score
     assert o.alternative("cyclic").copies == 1
     assert f"{nodes}x its memory" in o.reason
-    assert "numaprof_replicate(table, bytes)" in o.reason and "numaprof_local(table)" in o.reason
+    assert "numaprof_replicate(table, bytes)" in o.reason and "NUMAPROF_LOCAL(table)" in o.reason
+    # no sources to patch here: the reason says why it is by hand
+    assert "it is not patched (no patch could be made)" in o.reason
 
 
 def test_written_throughout_is_not_replicated():
@@ -106,5 +108,5 @@ def test_json_carries_the_replicate_offer():
     doc = suggestion(s, an)["objects"][0]
     assert doc["replicate"]["copies"] == 2 and doc["replicate"]["local_fraction"] == 1.0
     assert doc["replicate"]["bytes"] == 2 * BIG * PAGE
-    assert "numaprof_local(table)" in doc["replicate"]["by_hand"]
+    assert "NUMAPROF_LOCAL(table)" in doc["replicate"]["by_hand"]
     assert any(a["policy"] == "replicate" and a["copies"] == 2 for a in doc["alternatives"])

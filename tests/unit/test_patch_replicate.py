@@ -1,0 +1,165 @@
+"""A copy per node of data written first and then only read (recommender/patch/replicate.py):
+the copy after the last write, the parallel reads through a per-thread pointer to this
+node's copy, the copies dropped before a free; refused with the reason when a write could
+follow the copy; the patched file compiles and computes what the original did."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+from helpers import PROGS, run_numaprof
+
+from numaprof.recommender.patch.edits import Patch, Refusal
+from numaprof.recommender.patch.replicate import replicate_patch
+
+TABLE = (PROGS / "replicate_table.c").read_text()
+
+STATIC = """#include <stdio.h>
+static double table[4096];
+static void fill(void) { }
+int main(void)
+{
+    for (int i = 0; i < 4096; i++)
+        table[i] = i * 0.25;
+    double sum = 0;
+#pragma omp parallel reduction(+:sum)
+    {
+        for (int k = 0; k < 100000; k++)
+            sum += table[(k * 7919) % 4096];
+    }
+    fill();
+    printf("%.2f\\n", sum);
+    return 0;
+}
+"""
+
+
+def _line(text: str, needle: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+def _write(tmp_path, text, name="t.c"):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def _same_output(tmp_path, original: str, patched: str, args=()) -> list[str]:
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc not installed")
+    cflags = run_numaprof("config", "--cflags", check=True).stdout.split()
+    outs = []
+    for name, text in (("a", original), ("b", patched)):
+        (tmp_path / f"{name}.c").write_text(text)
+        subprocess.run(["gcc", "-O2", "-fopenmp", "-Wall", "-Werror", *cflags, "-o",
+                        str(tmp_path / name), str(tmp_path / f"{name}.c")], check=True)
+        outs.append(subprocess.run([str(tmp_path / name), *args], capture_output=True,
+                                   text=True, check=True).stdout)
+    return outs
+
+
+def test_heap_table_read_in_a_parallel_loop(tmp_path):
+    p = _write(tmp_path, TABLE)
+    got = replicate_patch(str(p), "table", _line(TABLE, "malloc("), root=str(tmp_path))
+    assert isinstance(got, Patch), got
+    new = got.new_text
+    # the copy right after the filling loop, before anything else
+    fill = "        table[i] = (double)(i % 1000) * 0.5;\n"
+    assert fill + "    numaprof_replicate(table, malloc_usable_size(table));\n" in new
+    # each thread takes its node's copy once, in its first iteration
+    assert "__typeof__(&(table)[0]) table_local = 0;\n#pragma omp parallel for" in new
+    assert "reduction(+:total) firstprivate(table_local)\n" in new
+    assert "{ if (!table_local) table_local = NUMAPROF_LOCAL(table);" in new
+    assert "total += table_local[x % (unsigned long)n];" in new
+    assert "(void)numaprof_replicate_free(table), free(table);" in new
+    assert got.info.kind == "replicate"
+    outs = _same_output(tmp_path, TABLE, new, ["4096", "100000"])
+    assert outs[0] == outs[1] and float(outs[0]) > 0, outs
+
+
+def test_static_array_read_in_a_parallel_region(tmp_path):
+    p = _write(tmp_path, STATIC)
+    got = replicate_patch(str(p), "table", None, root=str(tmp_path), one_unit=True)
+    assert isinstance(got, Patch), got
+    new = got.new_text
+    assert "numaprof_replicate(table, sizeof(table));" in new
+    # the function may run again: no write under live copies
+    assert "numaprof_replicate_free(table);\n    for (int i = 0; i < 4096; i++)" in new
+    assert "    {\n        __typeof__(&(table)[0]) table_local = NUMAPROF_LOCAL(table);" in new
+    assert "sum += table_local[(k * 7919) % 4096];" in new
+    assert "malloc.h" not in new
+    outs = _same_output(tmp_path, STATIC, new)
+    assert outs[0] == outs[1], outs
+
+
+def test_local_name_taken(tmp_path):
+    text = STATIC.replace("static void fill(void) { }",
+                          "static int table_local;\nstatic void fill(void) { table_local++; }")
+    got = replicate_patch(str(_write(tmp_path, text)), "table", None, root=str(tmp_path),
+                          one_unit=True)
+    assert isinstance(got, Patch), got
+    assert "table_local2[(k * 7919) % 4096]" in got.new_text
+
+
+@pytest.mark.parametrize("change, why", [
+    # written again after the reads (in the same loop): not written first, then read
+    (("    fill();\n", "    table[0] = 1;\n"), "follows its last write"),
+    # passed to a function, which may write it
+    (("    fill();\n", "    fill2(table);\n"), "passed, copied or offset"),
+    # copied into another pointer
+    (("    double sum = 0;", "    double *alias = table; (void)alias;\n    double sum = 0;"),
+     "passed, copied or offset"),
+    # used in two functions: the order of their writes and reads is not seen
+    (("static void fill(void) { }", "static void fill(void) { table[1] = 2; }"),
+     "2 functions"),
+    # read only in serial code
+    (("#pragma omp parallel reduction(+:sum)\n", ""), "follows its last write"),
+    (("static double table", "double table"), "other files"),
+])
+def test_refused_with_the_reason(tmp_path, change, why):
+    text = STATIC.replace(*change)
+    if "fill2" in text:
+        text = text.replace("static void fill(void) { }",
+                            "void fill2(double *t);\nstatic void fill(void) { }")
+    assert text != STATIC
+    got = replicate_patch(str(_write(tmp_path, text)), "table", None, root=str(tmp_path),
+                          one_unit="static double table" in text)
+    assert isinstance(got, Refusal), got.diff
+    assert why in got.reason, got.reason
+    assert "numaprof_replicate(table, bytes)" in got.by_hand
+
+
+def test_heap_refusals(tmp_path):
+    # written in the parallel loop that reads it
+    text = TABLE.replace("total += table[x % (unsigned long)n];",
+                         "total += table[x % (unsigned long)n];\n        table[k % n] = 0;")
+    got = replicate_patch(str(_write(tmp_path, text)), "table", _line(text, "malloc("),
+                          root=str(tmp_path))
+    assert isinstance(got, Refusal) and "follows its last write" in got.reason, got
+    # the allocation line names another variable
+    got = replicate_patch(str(_write(tmp_path, TABLE)), "other", _line(TABLE, "malloc("),
+                          root=str(tmp_path))
+    assert isinstance(got, Refusal) and "no allocation" in got.reason, got
+    # collapse(2): no statement may go between the loops
+    text = TABLE.replace("schedule(static) reduction(+:total)",
+                         "schedule(static) collapse(1) reduction(+:total)")
+    got = replicate_patch(str(_write(tmp_path, text)), "table", _line(text, "malloc("),
+                          root=str(tmp_path))
+    assert isinstance(got, Refusal) and "collapses" in got.reason, got
+
+
+def test_member_and_row_writes_are_writes(tmp_path):
+    # x[i].v = ... and x[i][j] = ... after the reads: written again, refused
+    text = STATIC.replace("static double table[4096];",
+                          "struct e { double v; };\nstatic struct e table[4096];")
+    text = text.replace("table[i] = i * 0.25;", "table[i].v = i * 0.25;")
+    text = text.replace("sum += table[(k * 7919) % 4096];", "sum += table[(k * 7919) % 4096].v;")
+    got = replicate_patch(str(_write(tmp_path, text)), "table", None, root=str(tmp_path),
+                          one_unit=True)
+    assert isinstance(got, Patch), got
+    assert "table_local[(k * 7919) % 4096].v" in got.new_text
+    later = text.replace("    fill();\n", "    table[3].v = 1;\n")
+    got = replicate_patch(str(_write(tmp_path, later)), "table", None, root=str(tmp_path),
+                          one_unit=True)
+    assert isinstance(got, Refusal) and "follows its last write" in got.reason, got
