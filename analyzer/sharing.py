@@ -54,6 +54,18 @@ class SharingFinding:
     thread_index: list[int] = field(default_factory=list)  # the threads (Analysis.threads)
     hitm: int = 0  # samples on the lines that hit a modified line in another cache
     pages: int = 0  # page: contended pages (several threads writing their own lines of each)
+    # successive sampled accesses to one of its lines (time order): how many pairs there
+    # are, and those by two threads with a write among them, as (thread, thread, count):
+    # each of these moves the line between the threads' caches
+    pairs: int = 0
+    handoffs: list[tuple[int, int, int]] = field(default_factory=list)
+
+    def cross_node(self, thread_node) -> int:
+        """Of the handoffs, those between threads on different nodes (`thread_node`:
+        node per thread index): each a transfer of the line across the interconnect."""
+        return sum(n for a, b, n in self.handoffs
+                   if a < len(thread_node) and b < len(thread_node)
+                   and thread_node[a] != thread_node[b])
 
     @property
     def fix(self) -> str:
@@ -131,12 +143,28 @@ def object_sharing(name: str, addr: np.ndarray, tid: np.ndarray, time: np.ndarra
     same_bytes = (np.bincount(wpairs[0], minlength=ww.max() + 1) >= 2)[ww]
     kind = "true" if same_bytes.sum() * 2 >= hot.sum() else "false"
     line = (addr >> np.uint64(LINE_SHIFT)).astype(np.int64)
+    pairs, handoffs = _handoffs(line, tid, np.asarray(time, dtype=np.int64), write, hot)
     return SharingFinding(
         object=name, kind=kind, lines=len(np.unique(line[hot])),
         threads=len(np.unique(tid[hot])), samples=int(hot.sum()), writes=int(write[hot].sum()),
         windows=windows, share=float(hot.sum()) / n, sources=_sources(ip, hot, where),
         thread_index=[int(x) for x in np.unique(tid[hot])],
-        hitm=int(hitm_loads[hot].sum()) if hitm_loads is not None else 0)
+        hitm=int(hitm_loads[hot].sum()) if hitm_loads is not None else 0,
+        pairs=pairs, handoffs=handoffs)
+
+
+def _handoffs(line, tid, time, write, hot) -> tuple[int, list[tuple[int, int, int]]]:
+    """Successive samples on one contended line, in time order: how many pairs, and the
+    pairs of two threads with a write among them, counted per (earlier, later) thread."""
+    idx = np.flatnonzero(hot)
+    order = idx[np.lexsort((time[idx], line[idx]))]
+    same = line[order][1:] == line[order][:-1]
+    a, b = tid[order][:-1][same], tid[order][1:][same]
+    moved = (a != b) & (write[order][:-1] | write[order][1:])[same]
+    if not moved.any():
+        return int(same.sum()), []
+    keys, counts = np.unique(np.stack([a[moved], b[moved]]), axis=1, return_counts=True)
+    return int(same.sum()), [(int(x), int(y), int(c)) for x, y, c in zip(keys[0], keys[1], counts, strict=True)]
 
 
 def _sources(ip, hot: np.ndarray, where) -> list[str]:

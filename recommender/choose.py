@@ -571,15 +571,39 @@ def _sharing_on_target(plan, findings, target_name: str) -> list[str]:
                        f"remotely whatever the placement (NUMA factor up to {worst:.2f}).")
         elif len(pos) >= 2:
             worst = max(float(factor[a, b]) for a in pos for b in pos)
+            moves = ""
+            if f.pairs:
+                cross = f.cross_node(plan.thread_node)
+                moves = (f" Of the {f.pairs} successive sampled accesses to its lines, "
+                         f"{cross} ({_pct(cross / f.pairs)}) are by a thread of another node "
+                         f"than the access before, one of them a write: that share of the "
+                         f"line's moves between caches would cross the interconnect "
+                         f"(sampling sees one access in many: a rate, not a count).")
             out.append(f"{f.object} on {target_name}: its {len(f.thread_index)} threads run on nodes "
                        f"{', '.join(map(str, ids))} with this binding, so each of its writes "
                        f"invalidates the line in another node's caches (NUMA factor up to "
-                       f"{worst:.2f}); {f.writes} writes sampled in {f.windows} windows.")
+                       f"{worst:.2f}); {f.writes} writes sampled in {f.windows} windows.{moves}")
         elif pos:
             what = "its pages are local to all of them" if f.kind == "page" else \
                 "the line moves between caches of one node only"
+            spread = ""
+            if plan.n > 1 and f.kind != "page" and f.pairs:
+                # what the same threads would pay spread over the target's nodes
+                places = binding_places("spread", len(plan.compute), plan.target)
+                node = np.zeros(len(plan.thread_node), dtype=np.int64)
+                for k, t in enumerate(plan.compute):
+                    node[t] = places[k]
+                over = sorted({int(node[t]) for t in f.thread_index if t < len(node)})
+                if len(over) >= 2:
+                    cross = f.cross_node(node)
+                    worst = max(float(factor[a, b]) for a in over for b in over)
+                    spread = (f" Spread over the nodes (OMP_PROC_BIND=spread) they would run on "
+                              f"{_node_label(over, plan.target)}: {cross} of the {f.pairs} "
+                              f"successive sampled accesses to its lines ({_pct(cross / f.pairs)}) "
+                              f"would then move the line across the interconnect (NUMA factor "
+                              f"up to {worst:.2f}).")
             out.append(f"{f.object} on {target_name}: its threads share node {ids[0]} with this "
-                       f"binding: {what}.")
+                       f"binding: {what}.{spread}")
     return out
 
 
@@ -638,6 +662,10 @@ def suggest(analysis: Analysis, target: Topology | None = None, *,
         notes.append(f"{cold} object(s) below {_pct(min_share)} of the samples not considered.")
     result = Suggestions(target=target, target_name=target_name, objects=[], notes=notes)
     if not hot:
+        if sharing:
+            # where the sharing threads would run: the binding of a plan with no data
+            notes.extend(_sharing_on_target(_Plan(analysis, target, []), sharing.values(),
+                                            target_name))
         if fixer is not None and sharing:
             fixer(result)  # the sharing fixes (padding) need no placement
         return result

@@ -87,7 +87,8 @@ def fix_words(fix: Fix) -> str:
     scope_ok = {"parallel_first_touch": "loop proved safe in its scope",
                 "pad_slots": "every use an element, resolved in scope",
                 "reduction": "every use in the construct an update, resolved in scope",
-                "replicate": "every use in one function, none a write after the copy"}.get(
+                "replicate": "every use in one function, none a write after the copy",
+                "page_chunks": "the loop's literal chunk, element size resolved in scope"}.get(
         fix.kind, "names resolved in scope")
     return f"Patch: {fix.kind} ({'; '.join([scope_ok, *parts])})."
 
@@ -207,9 +208,14 @@ def _sharing_fixes(s: Suggestions, analysis: Analysis, objects: dict, paths, roo
                    build, patches: list, offered: dict) -> None:
     """A patch for each falsely shared static array (per-thread slots on one line): a
     line per element (recommender/patch/pad.py); for each truly shared accumulator (a
-    static or a local): a reduction clause (recommender/patch/reduce.py); compiled like
-    the placements."""
-    from numaprof.recommender.patch.sites import pad_for_object, reduce_for_object
+    static or a local): a reduction clause (recommender/patch/reduce.py); for pages
+    several threads write: whole pages per chunk of the loop (recommender/patch/chunk.py);
+    compiled like the placements."""
+    from numaprof.recommender.patch.sites import (
+        pad_for_object,
+        page_chunks_for_object,
+        reduce_for_object,
+    )
 
     for f in getattr(analysis, "sharing", []):
         obj = objects.get(f.object)
@@ -221,6 +227,9 @@ def _sharing_fixes(s: Suggestions, analysis: Analysis, objects: dict, paths, roo
         elif f.kind == "true" and obj.kind in ("static", "stack"):
             kind = "reduction"
             result = reduce_for_object(obj, f.sources, paths, root, hashes)
+        elif f.kind == "page":
+            kind = "page_chunks"
+            result = page_chunks_for_object(obj, f.sources, paths, root, hashes)
         else:
             continue
         check = None

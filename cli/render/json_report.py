@@ -124,6 +124,8 @@ def report(a: Analysis, top: int | None = None) -> dict:
             {"object": f.object, "kind": f.kind, "lines": f.lines, "threads": f.threads,
              "samples": f.samples, "writes": f.writes, "windows": f.windows,
              "share": _r(f.share), "sources": list(f.sources), "hitm": f.hitm, "pages": f.pages,
+             "pairs": f.pairs,
+             "handoffs": [{"from": a_, "to": b_, "count": n} for a_, b_, n in f.handoffs],
              "fix": f.fix}
             for f in a.sharing
         ],

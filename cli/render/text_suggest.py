@@ -41,7 +41,7 @@ def render(s, analysis: Analysis, top: int | None = None) -> None:
                 con.print(line, markup=False, highlight=False)
     for f in getattr(s, "sharing_fixes", []):
         con.print()
-        what = "reduced" if f.kind == "true" else "padded"
+        what = {"true": "reduced", "page": "whole pages per chunk"}.get(f.kind, "padded")
         con.print(f"[bold]{esc(f.object)}[/bold]: {f.kind} sharing, "
                   + (what if f.patch else "to fix by hand"))
         con.print(f"  {f.reason}", markup=False)

@@ -37,6 +37,7 @@ PATCH_KINDS = (
     "pad_slots",  # a cache line per element of per-thread slots (false sharing)
     "reduction",  # an OpenMP reduction clause for a shared accumulator (true sharing)
     "replicate",  # a copy per node of data written first, then only read
+    "page_chunks",  # a loop's schedule chunk scaled to whole pages (page sharing)
 )
 
 

@@ -395,6 +395,32 @@ def pad_for_object(obj, paths: list[str], root, hashes) -> Patch | Refusal:
     return pad_slots(path, obj.name, None, root=root, one_unit=len(c_paths) == 1)
 
 
+def page_chunks_for_object(obj, sources: list[str], paths: list[str], root,
+                           hashes) -> Patch | Refusal:
+    """The page-chunk patch (recommender/patch/chunk.py) of an object whose pages several
+    threads write, at the first of the finding's lines that writes it."""
+    from numaprof.recommender.patch.chunk import page_chunk_patch
+
+    var = source_variable(obj.name, None)
+    if not var:
+        return Refusal("", 0, f"`{obj.name}` is not named by a variable", "")
+    first: Refusal | None = None
+    for where in sources:
+        parsed = parse_site(where)
+        if parsed is None:
+            continue
+        func, file, line = parsed
+        path = _resolve(file, paths, func, line, "", hashes)
+        if isinstance(path, Refusal):
+            first = first or path
+            continue
+        got = page_chunk_patch(path, var, line, root=root)
+        if isinstance(got, Patch):
+            return got
+        first = first or got
+    return first or Refusal("", 0, f"no source line of the writes to `{obj.name}` is known", "")
+
+
 def replicate_for_object(obj, paths: list[str], root, hashes) -> Patch | Refusal:
     """The replicate patch (recommender/patch/replicate.py) of a heap object, in the file
     of its allocation site, or of a static array, in the recorded source defining it."""

@@ -154,3 +154,9 @@ def test_pages_shared_out_in_chunks_are_page_sharing(page_exe, tmp_path, schedul
     assert any("the sharing line" in src[int(s.rsplit(":", 1)[1]) - 1] for s in f["sources"]), f
     sugg = run_numaprof("suggest", prof, "--target", "2s", check=True).stdout
     assert "x: page sharing between threads" in sugg and "whole pages" in sugg
+    # the loop takes its schedule from OMP_SCHEDULE: no source patch, what to set instead
+    sj = json.loads(run_numaprof("suggest", prof, "--target", "2s", "--format", "json",
+                                 check=True).stdout)
+    fix = next(x for x in sj["sharing_fixes"] if x["object"] == "x")
+    assert fix["patch"] is None and fix["fix"]["kind"] == "page_chunks", fix
+    assert "OMP_SCHEDULE=static" in fix["fix"]["by_hand"], fix

@@ -140,3 +140,54 @@ def test_page_chunks_or_one_page_or_false_sharing_are_not_page_sharing():
     # read by both, written by neither
     addr, tid, time, _ = _chunks(128)
     assert _find(addr, tid, time, [False] * len(addr)) is None
+
+
+def test_line_moves_between_threads_are_counted_and_placed_on_the_target():
+    """Successive samples on the line by two threads, one writing, move the line: counted
+    per pair of threads; on a target whose binding puts the threads on two nodes every
+    such move crosses the interconnect, on one node none does."""
+    import synth_analysis as sa
+
+    from numaprof.recommender import suggest
+    from numaprof.recommender.targets import preset_topology
+
+    n = 40
+    # threads 0,1 alternate on one word, all writes: 39 successive pairs, all moves
+    f = _find([0x10000] * n, [i % 2 for i in range(n)], [i * MS for i in range(n)], [True] * n)
+    assert f.pairs == n - 1
+    assert sorted(f.handoffs) == [(0, 1, 20), (1, 0, 19)]
+    assert f.cross_node([0, 1]) == n - 1 and f.cross_node([0, 0]) == 0
+    # reads only between the writes of one thread: a read by the other thread after a
+    # write moves the line, two reads in a row by the same thread do not
+    line = np.zeros(6, dtype=np.int64)
+    tid = np.array([0, 1, 1, 0, 0, 1])
+    write = np.array([True, False, False, True, False, False])
+    pairs, moves = sharing._handoffs(line, tid, np.arange(6) * MS, write, np.ones(6, bool))
+    # 0w->1r moves, 1r->1r no, 1r->0w moves, 0w->0r no, 0r->1r no (no write)
+    assert pairs == 5 and sorted(moves) == [(0, 1, 1), (1, 0, 1)]
+
+    a = sa.analysis([sa.obj("u", "regular", sa.access_regular(sa.BIG, 2), serial=True,
+                            n_threads=2)], sa.threads(2))
+    f.object, f.thread_index = "acc", [0, 1]
+    a.sharing = [f]
+    on = [x for x in suggest(a, preset_topology("2s")).notes if x.startswith("acc on 2s:")]
+    assert on and f"{n - 1} (100%) are by a thread of another node" in on[0], on
+
+
+def test_with_no_data_to_place_the_note_says_what_spreading_would_cost():
+    """A program whose only hot object is a shared accumulator: the plan's binding keeps
+    its threads on one node (small data), and the note says how many of the line's moves
+    would cross nodes if the threads were spread."""
+    import synth_analysis as sa
+
+    from numaprof.recommender import suggest
+    from numaprof.recommender.targets import preset_topology
+
+    n = 40
+    f = _find([0x10000] * n, [i % 2 for i in range(n)], [i * MS for i in range(n)], [True] * n)
+    f.object, f.thread_index = "acc", [0, 1]
+    a = sa.analysis([], sa.threads(2))
+    a.sharing = [f]
+    on = [x for x in suggest(a, preset_topology("2s")).notes if x.startswith("acc on 2s:")]
+    assert on and "share node 0" in on[0], on
+    assert f"they would run on nodes 0, 1: {n - 1} of the {n - 1}" in on[0], on
