@@ -56,6 +56,30 @@ def build_program(tmp_path: Path, name: str, src: str, compiler: str, flags: lis
     return exe
 
 
+def write_source(tmp_path: Path, text: str, name: str = "t.c") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def line_of(text: str, needle: str) -> int:
+    """The 1-based number of the first line of ``text`` containing ``needle``."""
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+def outputs_before_after(tmp_path: Path, original: str, patched: str, flags=(),
+                         args=()) -> list[str]:
+    """A C source and its patched version, each built with gcc -O2 -fopenmp -Wall -Werror
+    (and ``flags``) and run with ``args``: their two outputs."""
+    outs = []
+    for name, text in (("before.c", original), ("after.c", patched)):
+        exe = build_program(tmp_path, name, text, "gcc",
+                            ["-O2", "-fopenmp", "-Wall", "-Werror", *flags])
+        outs.append(subprocess.run([str(exe), *args], capture_output=True, text=True,
+                                   check=True).stdout)
+    return outs
+
+
 def fill_disk(disk: Path, leave: int) -> Path:
     """Fills the file system holding ``disk`` but for ``leave`` bytes, with the file
     ``disk/filler`` (written unbuffered: a buffered file would fail again at its close,

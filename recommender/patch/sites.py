@@ -374,11 +374,8 @@ def patch_for_object(obj, policy: str, source_paths: Iterable[str], *,
     return None
 
 
-def pad_for_object(obj, paths: list[str], root, hashes) -> Patch | Refusal:
-    """The padding patch (recommender/patch/pad.py) of a falsely shared static array, in
-    the recorded C or C++ source that defines it."""
-    from numaprof.recommender.patch.pad import pad_slots
-
+def _defining_source(obj, paths: list[str], hashes) -> str | Refusal:
+    """The one recorded C or C++ source that defines the static array `obj` at file scope."""
     c_paths = [p for p in paths if language(p) in C_FAMILY]
     defining = []
     for path in c_paths:
@@ -389,10 +386,40 @@ def pad_for_object(obj, paths: list[str], root, hashes) -> Patch | Refusal:
         return Refusal("", 0, (f"`{obj.name}` is declared in {len(defining)} of the recorded "
                                "sources" if defining else
                                f"no recorded C or C++ source defines `{obj.name}`"), "")
-    path = _resolve(defining[0], paths, None, 0, "", hashes)
+    return _resolve(defining[0], paths, None, 0, "", hashes)
+
+
+def _at_finding_lines(obj, sources: list[str], paths: list[str], hashes, make) -> Patch | Refusal:
+    """``make(path, line)`` at each of a sharing finding's source lines (``func@file:line``,
+    most samples first) until one gives a patch; else the first refusal."""
+    first: Refusal | None = None
+    for where in sources:
+        parsed = parse_site(where)
+        if parsed is None:
+            continue
+        func, file, line = parsed
+        path = _resolve(file, paths, func, line, "", hashes)
+        got = path if isinstance(path, Refusal) else make(path, line)
+        if isinstance(got, Patch):
+            return got
+        first = first or got
+    return first or Refusal("", 0, f"no source line of the accesses to `{obj.name}` is known",
+                            "")
+
+
+def _one_unit(paths: list[str]) -> bool:
+    return sum(1 for p in paths if language(p) in C_FAMILY) == 1
+
+
+def pad_for_object(obj, paths: list[str], root, hashes) -> Patch | Refusal:
+    """The padding patch (recommender/patch/pad.py) of a falsely shared static array, in
+    the recorded C or C++ source that defines it."""
+    from numaprof.recommender.patch.pad import pad_slots
+
+    path = _defining_source(obj, paths, hashes)
     if isinstance(path, Refusal):
         return path
-    return pad_slots(path, obj.name, None, root=root, one_unit=len(c_paths) == 1)
+    return pad_slots(path, obj.name, None, root=root, one_unit=_one_unit(paths))
 
 
 def page_chunks_for_object(obj, sources: list[str], paths: list[str], root,
@@ -404,21 +431,8 @@ def page_chunks_for_object(obj, sources: list[str], paths: list[str], root,
     var = source_variable(obj.name, None)
     if not var:
         return Refusal("", 0, f"`{obj.name}` is not named by a variable", "")
-    first: Refusal | None = None
-    for where in sources:
-        parsed = parse_site(where)
-        if parsed is None:
-            continue
-        func, file, line = parsed
-        path = _resolve(file, paths, func, line, "", hashes)
-        if isinstance(path, Refusal):
-            first = first or path
-            continue
-        got = page_chunk_patch(path, var, line, root=root)
-        if isinstance(got, Patch):
-            return got
-        first = first or got
-    return first or Refusal("", 0, f"no source line of the writes to `{obj.name}` is known", "")
+    return _at_finding_lines(obj, sources, paths, hashes,
+                             lambda path, line: page_chunk_patch(path, var, line, root=root))
 
 
 def replicate_for_object(obj, paths: list[str], root, hashes) -> Patch | Refusal:
@@ -426,7 +440,6 @@ def replicate_for_object(obj, paths: list[str], root, hashes) -> Patch | Refusal
     of its allocation site, or of a static array, in the recorded source defining it."""
     from numaprof.recommender.patch.replicate import replicate_patch
 
-    c_paths = [p for p in paths if language(p) in C_FAMILY]
     if obj.kind == "heap":
         parsed = parse_site(obj.site)
         if parsed is None:
@@ -438,45 +451,21 @@ def replicate_for_object(obj, paths: list[str], root, hashes) -> Patch | Refusal
         var = source_variable(obj.name, func)
         if not var:
             return Refusal(path, line, f"`{obj.name}` is not named by a variable", "")
-        return replicate_patch(path, var, line, root=root, one_unit=len(c_paths) == 1)
-    defining = []
-    for path in c_paths:
-        src = load(path, want=C_FAMILY)
-        if not isinstance(src, Refusal) and file_scope_arrays(src, obj.name):
-            defining.append(path)
-    if len(defining) != 1:
-        return Refusal("", 0, (f"`{obj.name}` is declared in {len(defining)} of the recorded "
-                               "sources" if defining else
-                               f"no recorded C or C++ source defines `{obj.name}`"), "")
-    path = _resolve(defining[0], paths, None, 0, "", hashes)
+        return replicate_patch(path, var, line, root=root, one_unit=_one_unit(paths))
+    path = _defining_source(obj, paths, hashes)
     if isinstance(path, Refusal):
         return path
-    return replicate_patch(path, obj.name, None, root=root, one_unit=len(c_paths) == 1)
+    return replicate_patch(path, obj.name, None, root=root, one_unit=_one_unit(paths))
 
 
 def reduce_for_object(obj, sources: list[str], paths: list[str], root, hashes) -> Patch | Refusal:
     """The reduction patch (recommender/patch/reduce.py) of a truly shared accumulator, at
-    the first of the finding's source lines (``func@file:line``, most samples first) that
-    updates it."""
+    the first of the finding's source lines that updates it."""
     from numaprof.recommender.patch.reduce import reduction_patch
 
-    c_paths = [p for p in paths if language(p) in C_FAMILY]
-    first: Refusal | None = None
-    for where in sources:
-        parsed = parse_site(where)
-        if parsed is None:
-            continue
-        func, file, line = parsed
-        path = _resolve(file, paths, func, line, "", hashes)
-        if isinstance(path, Refusal):
-            first = first or path
-            continue
-        got = reduction_patch(path, obj.name, line, root=root, one_unit=len(c_paths) == 1)
-        if isinstance(got, Patch):
-            return got
-        first = first or got
-    return first or Refusal("", 0, f"no source line of the accesses to `{obj.name}` is known",
-                            "")
+    one = _one_unit(paths)
+    return _at_finding_lines(obj, sources, paths, hashes, lambda path, line: reduction_patch(
+        path, obj.name, line, root=root, one_unit=one))
 
 
 def _place_static_object(obj, policy: str, const: str, paths: list[str], root, hashes,

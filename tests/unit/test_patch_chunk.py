@@ -3,10 +3,8 @@
 what to do otherwise; the patched file compiles and computes what the original did."""
 from __future__ import annotations
 
-import shutil
-import subprocess
-
 import pytest
+from helpers import line_of, outputs_before_after, write_source
 
 from numaprof.recommender.patch.chunk import page_chunk_patch
 from numaprof.recommender.patch.edits import Patch, Refusal
@@ -34,38 +32,20 @@ int main(void)
 """
 
 
-def _write(tmp_path, text, name="p.c"):
-    p = tmp_path / name
-    p.write_text(text)
-    return p
-
-
-def _line(text: str, needle: str) -> int:
-    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
-
-
 def test_static_chunk_scaled_to_whole_pages(tmp_path):
-    p = _write(tmp_path, LOOP)
-    got = page_chunk_patch(str(p), "x", _line(LOOP, "x[i] = 0.5"), root=str(tmp_path))
+    p = write_source(tmp_path, LOOP)
+    got = page_chunk_patch(str(p), "x", line_of(LOOP, "x[i] = 0.5"), root=str(tmp_path))
     assert isinstance(got, Patch), got
     # 16 doubles are 128 bytes: times 512, 64 KiB
     assert "#pragma omp parallel for schedule(static, 16 * 512)\n" in got.new_text
     assert got.info.kind == "page_chunks" and got.info.size_bytes == 65536
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc not installed")
-    outs = []
-    for name, text in (("a", LOOP), ("b", got.new_text)):
-        (tmp_path / f"{name}.c").write_text(text)
-        subprocess.run(["gcc", "-O2", "-fopenmp", "-Wall", "-Werror", "-o", str(tmp_path / name),
-                        str(tmp_path / f"{name}.c")], check=True)
-        outs.append(subprocess.run([str(tmp_path / name)], capture_output=True, text=True,
-                                   check=True).stdout)
+    outs = outputs_before_after(tmp_path, LOOP, got.new_text)
     assert outs[0] == outs[1], outs
 
 
 def test_dynamic_without_chunk_gets_one(tmp_path):
     text = LOOP.replace("schedule(static, 16)", "schedule(dynamic)")
-    got = page_chunk_patch(str(_write(tmp_path, text)), "x", _line(text, "x[i] = 0.5"),
+    got = page_chunk_patch(str(write_source(tmp_path, text)), "x", line_of(text, "x[i] = 0.5"),
                            root=str(tmp_path))
     assert isinstance(got, Patch), got
     assert "schedule(dynamic, 8192)" in got.new_text  # 8192 doubles: 64 KiB
@@ -81,7 +61,7 @@ def test_dynamic_without_chunk_gets_one(tmp_path):
 ])
 def test_refused_with_what_to_do(tmp_path, change, why, hand):
     text = LOOP.replace(*change)
-    got = page_chunk_patch(str(_write(tmp_path, text)), "x", _line(text, "x[i] = 0.5"),
+    got = page_chunk_patch(str(write_source(tmp_path, text)), "x", line_of(text, "x[i] = 0.5"),
                            root=str(tmp_path))
     assert isinstance(got, Refusal), got.diff
     assert why in got.reason and hand in got.by_hand, (got.reason, got.by_hand)

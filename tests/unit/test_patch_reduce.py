@@ -4,10 +4,8 @@ reason when the threads' private copies would change what the program computes; 
 patched file compiles and computes what the original did."""
 from __future__ import annotations
 
-import shutil
-import subprocess
-
 import pytest
+from helpers import line_of, outputs_before_after, write_source
 
 from numaprof.recommender.patch.edits import Patch, Refusal
 from numaprof.recommender.patch.reduce import reduction_patch
@@ -48,50 +46,27 @@ int main(void)
 """
 
 
-def _write(tmp_path, text, name="s.c"):
-    p = tmp_path / name
-    p.write_text(text)
-    return p
-
-
-def _line(text: str, needle: str) -> int:
-    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
-
-
-def _run_both(tmp_path, original: str, patched: str) -> list[str]:
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc not installed")
-    outs = []
-    for name, text in (("a", original), ("b", patched)):
-        (tmp_path / f"{name}.c").write_text(text)
-        subprocess.run(["gcc", "-O2", "-fopenmp", "-Wall", "-Werror", "-o", str(tmp_path / name),
-                        str(tmp_path / f"{name}.c")], check=True)
-        outs.append(subprocess.run([str(tmp_path / name)], capture_output=True, text=True,
-                                   check=True).stdout)
-    return outs
-
-
 def test_scalar_in_a_parallel_region(tmp_path):
-    p = _write(tmp_path, COUNTER)
-    got = reduction_patch(str(p), "counter", _line(COUNTER, "counter +="), root=str(tmp_path))
+    p = write_source(tmp_path, COUNTER)
+    got = reduction_patch(str(p), "counter", line_of(COUNTER, "counter +="), root=str(tmp_path))
     assert isinstance(got, Patch), got
     # the clause goes before the directive's comment, the atomic is commented out
     assert "#pragma omp parallel num_threads(2) reduction(+:counter) // the workers" \
         in got.new_text
     assert "// #pragma omp atomic\n            counter += i % 7;" in got.new_text
     assert got.info.kind == "reduction" and "1 update(s)" in got.info.scope
-    outs = _run_both(tmp_path, COUNTER, got.new_text)
+    outs = outputs_before_after(tmp_path, COUNTER, got.new_text)
     assert outs[0] == outs[1] and outs[0].strip() != "0", outs
 
 
 def test_array_in_a_parallel_loop(tmp_path):
-    p = _write(tmp_path, HISTOGRAM)
-    got = reduction_patch(str(p), "hist", _line(HISTOGRAM, "hist[b]++"), root=str(tmp_path))
+    p = write_source(tmp_path, HISTOGRAM)
+    got = reduction_patch(str(p), "hist", line_of(HISTOGRAM, "hist[b]++"), root=str(tmp_path))
     assert isinstance(got, Patch), got
     assert "#pragma omp parallel for schedule(static) reduction(+:hist)" in got.new_text
     assert "// #pragma omp atomic update" in got.new_text
     assert got.info.size_bytes == 256
-    outs = _run_both(tmp_path, HISTOGRAM, got.new_text)
+    outs = outputs_before_after(tmp_path, HISTOGRAM, got.new_text)
     assert outs[0] == outs[1], outs
 
 
@@ -106,8 +81,8 @@ def test_local_accumulator_without_atomic(tmp_path):
     return s;
 }
 """
-    p = _write(tmp_path, text)
-    got = reduction_patch(str(p), "s", _line(text, "s = s +"), root=str(tmp_path))
+    p = write_source(tmp_path, text)
+    got = reduction_patch(str(p), "s", line_of(text, "s = s +"), root=str(tmp_path))
     assert isinstance(got, Patch), got
     assert "#pragma omp parallel for reduction(+:s)\n" in got.new_text
     assert "local scope" in got.info.scope
@@ -134,8 +109,8 @@ def test_local_accumulator_without_atomic(tmp_path):
 def test_refused_with_the_reason(tmp_path, change, why):
     text = COUNTER.replace(*change)
     assert text != COUNTER
-    p = _write(tmp_path, text)
-    got = reduction_patch(str(p), "counter", _line(text, "counter"
+    p = write_source(tmp_path, text)
+    got = reduction_patch(str(p), "counter", line_of(text, "counter"
                                                    if "i + counter" in text else "counter +="),
                           root=str(tmp_path))
     assert isinstance(got, Refusal), got.diff
@@ -145,17 +120,17 @@ def test_refused_with_the_reason(tmp_path, change, why):
 
 def test_large_array_and_bitwise_float_refused(tmp_path):
     text = HISTOGRAM.replace("hist[64]", "hist[1 << 20]")
-    got = reduction_patch(str(_write(tmp_path, text)), "hist", _line(text, "hist[b]++"),
+    got = reduction_patch(str(write_source(tmp_path, text)), "hist", line_of(text, "hist[b]++"),
                           root=str(tmp_path))
     assert isinstance(got, Refusal) and "private copy per thread" in got.reason, got
     text = COUNTER.replace("static long", "static double").replace("+= i % 7", "|= 1")
-    got = reduction_patch(str(_write(tmp_path, text)), "counter", _line(text, "counter |="),
+    got = reduction_patch(str(write_source(tmp_path, text)), "counter", line_of(text, "counter |="),
                           root=str(tmp_path))
     assert isinstance(got, Refusal) and "integer type" in got.reason, got
 
 
 def test_one_unit_program_global(tmp_path):
     text = COUNTER.replace("static long counter;", "long counter;")
-    got = reduction_patch(str(_write(tmp_path, text)), "counter", _line(text, "counter +="),
+    got = reduction_patch(str(write_source(tmp_path, text)), "counter", line_of(text, "counter +="),
                           root=str(tmp_path), one_unit=True)
     assert isinstance(got, Patch), got

@@ -4,11 +4,8 @@ node's copy, the copies dropped before a free; refused with the reason when a wr
 follow the copy; the patched file compiles and computes what the original did."""
 from __future__ import annotations
 
-import shutil
-import subprocess
-
 import pytest
-from helpers import PROGS, run_numaprof
+from helpers import PROGS, line_of, outputs_before_after, run_numaprof, write_source
 
 from numaprof.recommender.patch.edits import Patch, Refusal
 from numaprof.recommender.patch.replicate import replicate_patch
@@ -35,33 +32,14 @@ int main(void)
 """
 
 
-def _line(text: str, needle: str) -> int:
-    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
-
-
-def _write(tmp_path, text, name="t.c"):
-    p = tmp_path / name
-    p.write_text(text)
-    return p
-
-
 def _same_output(tmp_path, original: str, patched: str, args=()) -> list[str]:
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc not installed")
     cflags = run_numaprof("config", "--cflags", check=True).stdout.split()
-    outs = []
-    for name, text in (("a", original), ("b", patched)):
-        (tmp_path / f"{name}.c").write_text(text)
-        subprocess.run(["gcc", "-O2", "-fopenmp", "-Wall", "-Werror", *cflags, "-o",
-                        str(tmp_path / name), str(tmp_path / f"{name}.c")], check=True)
-        outs.append(subprocess.run([str(tmp_path / name), *args], capture_output=True,
-                                   text=True, check=True).stdout)
-    return outs
+    return outputs_before_after(tmp_path, original, patched, cflags, args)
 
 
 def test_heap_table_read_in_a_parallel_loop(tmp_path):
-    p = _write(tmp_path, TABLE)
-    got = replicate_patch(str(p), "table", _line(TABLE, "malloc("), root=str(tmp_path))
+    p = write_source(tmp_path, TABLE)
+    got = replicate_patch(str(p), "table", line_of(TABLE, "malloc("), root=str(tmp_path))
     assert isinstance(got, Patch), got
     new = got.new_text
     # the copy right after the filling loop, before anything else
@@ -79,7 +57,7 @@ def test_heap_table_read_in_a_parallel_loop(tmp_path):
 
 
 def test_static_array_read_in_a_parallel_region(tmp_path):
-    p = _write(tmp_path, STATIC)
+    p = write_source(tmp_path, STATIC)
     got = replicate_patch(str(p), "table", None, root=str(tmp_path), one_unit=True)
     assert isinstance(got, Patch), got
     new = got.new_text
@@ -96,7 +74,7 @@ def test_static_array_read_in_a_parallel_region(tmp_path):
 def test_local_name_taken(tmp_path):
     text = STATIC.replace("static void fill(void) { }",
                           "static int table_local;\nstatic void fill(void) { table_local++; }")
-    got = replicate_patch(str(_write(tmp_path, text)), "table", None, root=str(tmp_path),
+    got = replicate_patch(str(write_source(tmp_path, text)), "table", None, root=str(tmp_path),
                           one_unit=True)
     assert isinstance(got, Patch), got
     assert "table_local2[(k * 7919) % 4096]" in got.new_text
@@ -123,7 +101,7 @@ def test_refused_with_the_reason(tmp_path, change, why):
         text = text.replace("static void fill(void) { }",
                             "void fill2(double *t);\nstatic void fill(void) { }")
     assert text != STATIC
-    got = replicate_patch(str(_write(tmp_path, text)), "table", None, root=str(tmp_path),
+    got = replicate_patch(str(write_source(tmp_path, text)), "table", None, root=str(tmp_path),
                           one_unit="static double table" in text)
     assert isinstance(got, Refusal), got.diff
     assert why in got.reason, got.reason
@@ -134,17 +112,17 @@ def test_heap_refusals(tmp_path):
     # written in the parallel loop that reads it
     text = TABLE.replace("total += table[x % (unsigned long)n];",
                          "total += table[x % (unsigned long)n];\n        table[k % n] = 0;")
-    got = replicate_patch(str(_write(tmp_path, text)), "table", _line(text, "malloc("),
+    got = replicate_patch(str(write_source(tmp_path, text)), "table", line_of(text, "malloc("),
                           root=str(tmp_path))
     assert isinstance(got, Refusal) and "follows its last write" in got.reason, got
     # the allocation line names another variable
-    got = replicate_patch(str(_write(tmp_path, TABLE)), "other", _line(TABLE, "malloc("),
+    got = replicate_patch(str(write_source(tmp_path, TABLE)), "other", line_of(TABLE, "malloc("),
                           root=str(tmp_path))
     assert isinstance(got, Refusal) and "no allocation" in got.reason, got
     # collapse(2): no statement may go between the loops
     text = TABLE.replace("schedule(static) reduction(+:total)",
                          "schedule(static) collapse(1) reduction(+:total)")
-    got = replicate_patch(str(_write(tmp_path, text)), "table", _line(text, "malloc("),
+    got = replicate_patch(str(write_source(tmp_path, text)), "table", line_of(text, "malloc("),
                           root=str(tmp_path))
     assert isinstance(got, Refusal) and "collapses" in got.reason, got
 
@@ -155,11 +133,11 @@ def test_member_and_row_writes_are_writes(tmp_path):
                           "struct e { double v; };\nstatic struct e table[4096];")
     text = text.replace("table[i] = i * 0.25;", "table[i].v = i * 0.25;")
     text = text.replace("sum += table[(k * 7919) % 4096];", "sum += table[(k * 7919) % 4096].v;")
-    got = replicate_patch(str(_write(tmp_path, text)), "table", None, root=str(tmp_path),
+    got = replicate_patch(str(write_source(tmp_path, text)), "table", None, root=str(tmp_path),
                           one_unit=True)
     assert isinstance(got, Patch), got
     assert "table_local[(k * 7919) % 4096].v" in got.new_text
     later = text.replace("    fill();\n", "    table[3].v = 1;\n")
-    got = replicate_patch(str(_write(tmp_path, later)), "table", None, root=str(tmp_path),
+    got = replicate_patch(str(write_source(tmp_path, later)), "table", None, root=str(tmp_path),
                           one_unit=True)
     assert isinstance(got, Refusal) and "follows its last write" in got.reason, got
