@@ -5,6 +5,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -298,3 +299,41 @@ def test_guest_script_runs_every_check_and_stops_a_stuck_one(tmp_path):
     # nothing of the stuck check is left running
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert "sleep 30" not in ps.split("\n") and "sleep 31" not in ps.split("\n")
+
+
+def _fake_lab(tmp_path, monkeypatch, script: str):
+    """labkit's `numaprof lab` replaced by a shell script standing for the guest."""
+    import labkit
+
+    monkeypatch.setattr(labkit, "numaprof_argv", lambda: ["sh", "-c", script, "lab"])
+    (tmp_path / "checks.sh").write_text("")
+    return labkit
+
+
+def test_a_guest_that_never_starts_is_killed_with_its_processes(tmp_path, monkeypatch):
+    """The labkit watchdog: a guest whose script never starts (a stalled TCG boot) is
+    killed, with everything it started, once the boot deadline has passed."""
+    kit = _fake_lab(tmp_path, monkeypatch, "sleep 600 & echo $! > child; wait")
+    proc, why = kit.run_watched(tmp_path, [], boot_deadline=1, stall_deadline=60, poll=0.2)
+    assert proc is None and "no check started" in why
+    child = int((tmp_path / "child").read_text())
+    for _ in range(50):  # the kill is asynchronous: give the child its moment
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the guest's child {child} survived the kill")
+
+
+def test_a_guest_whose_checks_stop_ending_is_killed(tmp_path, monkeypatch):
+    kit = _fake_lab(tmp_path, monkeypatch, ": > started; echo 0 > a.rc; sleep 600")
+    proc, why = kit.run_watched(tmp_path, [], boot_deadline=60, stall_deadline=1, poll=0.2)
+    assert proc is None and "no check ended" in why
+
+
+def test_a_guest_that_ends_is_returned(tmp_path, monkeypatch):
+    kit = _fake_lab(tmp_path, monkeypatch, ": > started; echo 0 > a.rc; echo done")
+    proc, why = kit.run_watched(tmp_path, [], boot_deadline=5, stall_deadline=5, poll=0.2)
+    assert why is None and proc.returncode == 0 and proc.stdout == "done\n"
