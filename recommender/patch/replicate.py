@@ -134,6 +134,10 @@ def _local_copy_edits(src: Source, pragma, node, symbol: str, local: str) -> lis
     return edits
 
 
+def at_line(node) -> int:
+    return node.end_point[0] + 1
+
+
 def _top_statement(body, node):
     """The statement of the function body `body` that holds `node`."""
     n = node
@@ -179,6 +183,10 @@ def _use_kind(src: Source, ident, allocation) -> tuple[str, object]:
         name = src.text(fn) if fn is not None else ""
         if name in ("free", "std::free") and len(parent.named_children) == 1:
             return "free", call
+        if fn is not None and fn.type == "identifier":
+            param = _const_pointer_parameter(src, name, parent.named_children.index(node))
+            if param is not None:
+                return "pass", param
         return "other", call
     if parent.type in ("sizeof_expression",):
         return "neutral", parent
@@ -194,6 +202,52 @@ def _use_kind(src: Source, ident, allocation) -> tuple[str, object]:
             parent.type == "condition_clause"):
         return "neutral", parent
     return "other", parent
+
+
+def _const_pointer_parameter(src: Source, func_name: str, index: int):
+    """The `index`-th parameter of the one function `func_name` defined in the file, when
+    it is a pointer to const (``const T *p``, ``const T p[]``): (function, declaration,
+    its identifier); else None."""
+    defs = [f for f in walk(src.root) if f.type == "function_definition"
+            and function_name(f) == func_name]
+    if len(defs) != 1:
+        return None
+    params = scope.function_parameters(defs[0])
+    if index >= len(params):
+        return None
+    param = params[index]
+    decl = param.child_by_field_name("declarator")
+    if decl is None or decl.type not in ("pointer_declarator", "array_declarator"):
+        return None
+    inner = decl.child_by_field_name("declarator")
+    if inner is None or inner.type != "identifier":
+        return None  # T **p, T (*p)[n]: not one level of pointer
+    # the pointee is const: `const T *p`, `T const *p`, `const T p[]`
+    if "const" not in src.text(param)[:decl.start_byte - param.start_byte].split():
+        return None
+    ident = inner
+    return defs[0], param, ident
+
+
+def _callee_reads(src: Source, callee, param, ident) -> list | str:
+    """The parameter's element reads in parallel code of `callee`, or why the callee is
+    not patched (a use that could write through it or copy it)."""
+    pname = src.text(ident)
+    reads = []
+    for n in walk(callee):
+        if n.type != "identifier" or n == ident or src.text(n) != pname:
+            continue
+        found = scope.lookup(src, pname, n.start_byte)
+        if found is None or found.node != param:
+            continue
+        kind, _ = _use_kind(src, n, None)
+        if kind == "other" or kind == "write":
+            line = n.start_point[0] + 1
+            return (f"`{pname}` of {function_name(callee)}() is used as "
+                    f"`{' '.join(src.text(n.parent).split())[:60]}` at line {line}")
+        if kind == "read" and _in_parallel(src, n, callee):
+            reads.append(n)
+    return reads
 
 
 def replicate_patch(path: str, symbol: str, alloc_line: int | None = None, *,
@@ -284,9 +338,22 @@ def replicate_patch(path: str, symbol: str, alloc_line: int | None = None, *,
     tops = {id(u[1]): _top_statement(body, u[1]) for u in uses}
     last_write = max((tops[id(u[1])] for u in writes), key=lambda n: n.start_byte)
     first_write = min((tops[id(u[1])] for u in writes), key=lambda n: n.start_byte)
-    reads = [u for u in uses if u[0] == "read" and u[1].start_byte >= last_write.end_byte
-             and _in_parallel(src, u[1], func)]
-    if not reads:
+    after = [u for u in uses if u[1].start_byte >= last_write.end_byte]
+    # passed to a function's `const T *` parameter: in parallel code, the argument is
+    # this node's copy; in serial code, the callee's parallel reads of the parameter are
+    callees: dict[int, tuple] = {}
+    for u in after:
+        if u[0] == "pass" and not _in_parallel(src, u[1], func):
+            callees.setdefault(u[2][1].start_byte, u[2])
+    callee_reads = {}
+    for key, (callee, param, pident) in callees.items():
+        got = _callee_reads(src, callee, param, pident)
+        if isinstance(got, str):
+            return refuse(pident.start_point[0] + 1, got)
+        if got:
+            callee_reads[key] = (callee, pident, got)
+    reads = [u for u in after if u[0] in ("read", "pass") and _in_parallel(src, u[1], func)]
+    if not reads and not callee_reads:
         line = last_write.end_point[0] + 1
         return refuse(line, f"no read of `{symbol}` in parallel code follows its last write "
                             f"(the statement ending at {name}:{line}) in {fname}(): "
@@ -323,8 +390,25 @@ def replicate_patch(path: str, symbol: str, alloc_line: int | None = None, *,
         edits += got
         edits += [Edit(i.end_byte, local[len(symbol):]) for i in idents]
         routed += len(idents)
+    in_callees = []
+    for callee, pident, preads in callee_reads.values():
+        pname = src.text(pident)
+        plocal = _local_name(src, pname)
+        by_construct: dict[int, tuple] = {}
+        for r in preads:
+            pragma, node = _parallel_construct(src, r, callee)
+            by_construct.setdefault(pragma.start_byte, (pragma, node, []))[2].append(r)
+        for pragma, node, idents in by_construct.values():
+            got = _local_copy_edits(src, pragma, node, pname, plocal)
+            if isinstance(got, str):
+                why = why or got
+                continue
+            edits += got
+            edits += [Edit(i.end_byte, plocal[len(pname):]) for i in idents]
+            routed += len(idents)
+            in_callees.append(function_name(callee) or "?")
     if not routed:
-        return refuse(reads[0][3], why)
+        return refuse(reads[0][3] if reads else at_line(last_write), why)
     frees = [u for u in uses if u[0] == "free"]
     for _, _, call, _ in frees:
         edits.append(Edit(call.start_byte, f"(void)numaprof_replicate_free({symbol}), "))
@@ -332,10 +416,12 @@ def replicate_patch(path: str, symbol: str, alloc_line: int | None = None, *,
     statement = f"numaprof_replicate({symbol}, {size});"
     info = PatchInfo("replicate", statement, f"{name}:{at}", target=symbol, size=size,
                      scope=f"every use of `{symbol}` in {fname}(): {len(writes)} write(s), the "
-                           f"last ending at line {at}; {routed} of the {len(reads)} read(s) in "
-                           f"parallel code after it read this node's copy through `{local}`, "
-                           f"taken once per thread; {len(frees)} free(s) drop the copies "
-                           "first")
+                           f"last ending at line {at}; {routed} read(s) in "
+                           f"parallel code after it read this node's copy, taken once per "
+                           f"thread" + (f" (also in {', '.join(sorted(set(in_callees)))}(), "
+                                        "through its const pointer parameter)"
+                                        if in_callees else "")
+                           + f"; {len(frees)} free(s) drop the copies first")
     return make_patch(path, src.data, edits, root,
                       f"replicate {symbol}: a copy per node after line {at}, "
                       f"{routed} parallel read(s) of this node's copy", info)

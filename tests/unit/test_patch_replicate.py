@@ -141,3 +141,59 @@ def test_member_and_row_writes_are_writes(tmp_path):
     got = replicate_patch(str(write_source(tmp_path, later)), "table", None, root=str(tmp_path),
                           one_unit=True)
     assert isinstance(got, Refusal) and "follows its last write" in got.reason, got
+
+
+KERNEL = """#include <stdio.h>
+#include <stdlib.h>
+static double kernel(const double *t, long n, long m)
+{
+    double s = 0;
+#pragma omp parallel for reduction(+:s)
+    for (long k = 0; k < m; k++)
+        s += t[(k * 7919) % n];
+    return s;
+}
+int main(void)
+{
+    long n = 4096;
+    double *table = malloc(n * sizeof *table);
+    for (long i = 0; i < n; i++)
+        table[i] = i * 0.25;
+    printf("%.2f\\n", kernel(table, n, 100000));
+    free(table);
+    return 0;
+}
+"""
+
+
+def test_reads_through_a_const_pointer_parameter(tmp_path):
+    """The common shape: main fills the table and passes it to a kernel taking
+    `const double *`: the copy goes after the fill, the kernel's parallel reads of its
+    parameter go to this node's copy."""
+    got = replicate_patch(str(write_source(tmp_path, KERNEL)), "table", line_of(KERNEL, "malloc("),
+                          root=str(tmp_path))
+    assert isinstance(got, Patch), got
+    new = got.new_text
+    assert "        table[i] = i * 0.25;\n    numaprof_replicate(table, malloc_usable_size(table));" in new
+    assert "__typeof__(&(t)[0]) t_local = 0;\n#pragma omp parallel for reduction(+:s) " \
+           "firstprivate(t_local)" in new
+    assert "s += t_local[(k * 7919) % n];" in new
+    assert "kernel() " in got.info.scope or "kernel()" in got.info.scope
+    outs = _same_output(tmp_path, KERNEL, new)
+    assert outs[0] == outs[1], outs
+
+
+@pytest.mark.parametrize("change, why", [
+    # a non-const parameter may write
+    (("kernel(const double *t", "kernel(double *t"), "passed, copied or offset"),
+    # the kernel casts the const away
+    (("        s += t[(k * 7919) % n];", "        s += ((double *)t)[(k * 7919) % n];"),
+     "used as"),
+])
+def test_const_parameter_refusals(tmp_path, change, why):
+    text = KERNEL.replace(*change)
+    assert text != KERNEL
+    got = replicate_patch(str(write_source(tmp_path, text)), "table", line_of(text, "malloc("),
+                          root=str(tmp_path))
+    assert isinstance(got, Refusal), got.diff
+    assert why in got.reason, got.reason
