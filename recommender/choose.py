@@ -607,6 +607,15 @@ def _sharing_on_target(plan, findings, target_name: str) -> list[str]:
     return out
 
 
+def _is_replica(o) -> bool:
+    """Whether the object is memory numaprof_replicate (numaprof_place.h) mapped: its
+    allocation site is in that function or that header."""
+    site = getattr(o, "site", "") or ""
+    func, _, where = site.partition("@")
+    return func.startswith("numaprof_replicate") or \
+        where.rpartition(":")[0].endswith("numaprof_place.h")
+
+
 def suggest(analysis: Analysis, target: Topology | None = None, *,
             min_share: float = 0.02, fixer=None) -> Suggestions:
     """A placement per hot object of ``analysis`` for ``target`` (default: the recorded machine).
@@ -621,7 +630,7 @@ def suggest(analysis: Analysis, target: Topology | None = None, *,
     target = analysis.topology if target is None else target
     target_name = target.name or "recorded machine"
     notes: list[str] = []
-    hot, skipped, private, needy, contended = [], [], [], [], []
+    hot, skipped, private, needy, contended, copies = [], [], [], [], [], []
     sharing = {f.object: f for f in getattr(analysis, "sharing", [])}
     for f in sharing.values():
         notes.append(f"{f.object}: {f.kind} sharing between threads ({f.lines} cache line(s)"
@@ -634,6 +643,9 @@ def suggest(analysis: Analysis, target: Topology | None = None, *,
         if o.name in sharing and o.size <= SHARED_SMALL:
             # a few lines written by every thread: where its pages live cannot help
             contended.append(o.name)
+            continue
+        if _is_replica(o):
+            copies.append(o.name)  # numaprof_replicate's copies: each bound to its node
             continue
         if o.thread_private:
             private.append(o.name)  # on its own thread's stack: first touch keeps it local
@@ -653,6 +665,9 @@ def suggest(analysis: Analysis, target: Topology | None = None, *,
                      f"for --freq): {', '.join(needy)}.")
     if skipped:
         notes.append(f"not placed (pattern unknown or no sampled addresses): {', '.join(skipped)}.")
+    if copies:
+        notes.append("not placed (copies per node made by numaprof_replicate, each bound to its "
+                     f"node and read by that node's threads): {', '.join(copies)}.")
     if private:
         notes.append("not placed (thread-private: each instance is used by one thread, on its own "
                      "stack or a heap buffer it allocated, and first touch keeps it on that thread's "

@@ -90,7 +90,7 @@ def loop(request, tmp_path_factory, labkit):
     after = labkit.run_group(work, _lab_args(labkit, nodes), _records(True))
     outputs = {case: (before.out(case), after.out(f"{case}_after")) for case in CASES}
     after_reports = {case: _report(work / f"fix-{case}" / f"{case}.data") for case in CASES}
-    return nodes, reports, fixes, after_reports, outputs
+    return nodes, reports, fixes, after_reports, outputs, work
 
 
 def _nodes_of_threads(doc) -> set[int]:
@@ -100,7 +100,7 @@ def _nodes_of_threads(doc) -> set[int]:
 
 @pytest.mark.parametrize("case", ["false", "true"])
 def test_sharing_found_with_kind_line_and_nodes(loop, case):
-    nodes, reports, _, _, _ = loop
+    nodes, reports, _, _, _, _ = loop
     doc, obj = reports[case], CASES[case][2]
     found = {f["object"]: f for f in doc["sharing"]}
     assert obj in found, (nodes, doc["sharing"],
@@ -116,7 +116,7 @@ def test_sharing_found_with_kind_line_and_nodes(loop, case):
 
 @pytest.mark.parametrize("case,kind", [("false", "pad_slots"), ("true", "reduction")])
 def test_sharing_fixed_and_no_longer_shared(loop, case, kind):
-    nodes, _, fixes, after, outputs = loop
+    nodes, _, fixes, after, outputs, _ = loop
     obj = CASES[case][2]
     fix = next((f for f in fixes[case]["sharing_fixes"] if f["object"] == obj), None)
     assert fix is not None and fix["fix"]["kind"] == kind, fixes[case]["sharing_fixes"]
@@ -130,7 +130,7 @@ def test_sharing_fixed_and_no_longer_shared(loop, case, kind):
 
 
 def test_table_replicated_and_read_locally(loop):
-    nodes, reports, fixes, after, outputs = loop
+    nodes, reports, fixes, after, outputs, work = loop
     before = next(o for o in reports["table"]["objects"] if o["name"] == "table")
     sug = next(o for o in fixes["table"]["objects"] if o["name"] == "table")
     assert sug["policy"] == "replicate", (sug["policy"], sug["reason"])
@@ -154,3 +154,9 @@ def test_table_replicated_and_read_locally(loop):
         # a copy on every node, each whole on its node (what the threads read: local)
         assert all(k > 0 for k in o["pages_by_node"]), o["pages_by_node"]
     assert len(_nodes_of_threads(doc)) == 2, doc["threads"]
+    # and suggest leaves the copies alone: no placement, no patch of the header
+    again = json.loads(run_numaprof("suggest", work / "fix-table" / "table.data", "--format",
+                                    "json", check=True).stdout)
+    names = {o["name"] for o in copies}
+    assert not names & {o["name"] for o in again["objects"]}, again["objects"]
+    assert any("made by numaprof_replicate" in n for n in again["notes"]), again["notes"]

@@ -110,3 +110,19 @@ def test_json_carries_the_replicate_offer():
     assert doc["replicate"]["bytes"] == 2 * BIG * PAGE
     assert "NUMAPROF_LOCAL(table)" in doc["replicate"]["by_hand"]
     assert any(a["policy"] == "replicate" and a["copies"] == 2 for a in doc["alternatives"])
+
+
+def test_the_copies_of_an_applied_replicate_are_not_placed():
+    """After the replicate patch, the copies numaprof_replicate maps (one allocation site
+    in numaprof_place.h, one instance per node, each bound to its node) are no object to
+    place: suggest says what they are instead of offering a placement (or patching the
+    header)."""
+    import synth_analysis as sa
+
+    acc = table_access(BIG, 16)
+    copies = sa.obj("c", "random", acc, serial=False, n_threads=16)
+    copies.site = "numaprof_replicate@numaprof_place.h:636"
+    s = suggest(sa.analysis([copies], threads(16)), resolve_target("2s", None))
+    assert s.objects == []
+    assert any(n.startswith("not placed (copies per node made by numaprof_replicate")
+               and n.endswith(": c.") for n in s.notes), s.notes
