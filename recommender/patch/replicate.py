@@ -204,6 +204,55 @@ def _use_kind(src: Source, ident, allocation) -> tuple[str, object]:
     return "other", parent
 
 
+def _factory(src: Source, call):
+    """The function a call calls, when it is defined in the file and returns a block it
+    allocates (malloc & co.) into a local pointer that it only fills, reads, tests and
+    returns; else None."""
+    fn = call.child_by_field_name("function")
+    if fn is None or fn.type != "identifier":
+        return None
+    defs = [f for f in walk(src.root) if f.type == "function_definition"
+            and function_name(f) == src.text(fn)]
+    if len(defs) != 1:
+        return None
+    func = defs[0]
+    returns = [n for n in walk(func) if n.type == "return_statement"]
+    values = [scope._unparen(r.named_children[0]) if r.named_children else None
+              for r in returns]
+    if not values or any(v is None or v.type != "identifier" for v in values) or \
+            len({src.text(v) for v in values}) != 1:
+        return None
+    var = src.text(values[0])
+    allocs = [n for n in walk(func) if allocator_name(src, n) in _HEAP_ALLOCATORS]
+    owner = None
+    for a in allocs:
+        t = allocation_target_node(src, a)
+        ident = scope.declarator_identifier(t) if t is not None and \
+            t.type == "init_declarator" else t
+        if ident is not None and ident.type == "identifier" and src.text(ident) == var:
+            owner = ident
+    if owner is None:
+        return None
+    decl = scope.lookup(src, var, values[0].start_byte)
+    if decl is None or decl.scope != "local":
+        return None
+    for n in walk(func):
+        if n.type != "identifier" or src.text(n) != var or n == owner:
+            continue
+        found = scope.lookup(src, var, n.start_byte)
+        if found is None or found.node != decl.node or \
+                (decl.declarator is not None and scope.declarator_identifier(decl.declarator) == n):
+            continue
+        kind, _ = _use_kind(src, n, owner)
+        if kind == "other" and not (n.parent is not None and
+                                    (n.parent.type == "return_statement" or
+                                     scope._unparen(n.parent) in values)):
+            return None
+        if kind in ("free", "pass"):
+            return None
+    return func
+
+
 def _const_pointer_parameter(src: Source, func_name: str, index: int):
     """The `index`-th parameter of the one function `func_name` defined in the file, when
     it is a pointer to const (``const T *p``, ``const T p[]``): (function, declaration,
@@ -271,10 +320,17 @@ def replicate_patch(path: str, symbol: str, alloc_line: int | None = None, *,
         targets = [(c, allocation_target_node(src, c)) for c in calls]
         targets = [(c, t) for c, t in targets if t is not None and
                    (scope.declarator_identifier(t) if t.type == "init_declarator" else t) is not None]
+        if not targets:
+            # `double *t = build_table(n);`: a function of the file that allocates the
+            # block, fills it and returns it
+            calls = [n for n in walk(src.root) if n.start_point[0] <= row <= n.end_point[0]
+                     and n.type == "call_expression" and _factory(src, n) is not None]
+            targets = [(c, allocation_target_node(src, c)) for c in calls]
+            targets = [(c, t) for c, t in targets if t is not None]
         hits = []
         for c, t in targets:
             ident = scope.declarator_identifier(t) if t.type == "init_declarator" else t
-            if ident.type == "identifier" and src.text(ident) == symbol:
+            if ident is not None and ident.type == "identifier" and src.text(ident) == symbol:
                 hits.append((c, ident))
         if len(hits) != 1:
             return refuse(alloc_line, f"{name}:{alloc_line} has no allocation by malloc & co. "
@@ -320,6 +376,10 @@ def replicate_patch(path: str, symbol: str, alloc_line: int | None = None, *,
             return refuse(line, f"`{symbol}` is used as `{text}` at {name}:{line}: a pointer "
                                 "passed, copied or offset may be written through")
         uses.append((kind, ident, node, line))
+    if allocation is not None and allocation == own:
+        # `T *x = malloc(...)` / `= build_table(...)`: the declaration sets (and, through a
+        # function that fills the block, writes) the object
+        uses.append(("alloc", allocation, allocation.parent, allocation.start_point[0] + 1))
     if not uses:
         return refuse(decl.line, f"`{symbol}` is not used in {name}")
     funcs = {scope.enclosing_function(u[1]) for u in uses}

@@ -197,3 +197,39 @@ def test_const_parameter_refusals(tmp_path, change, why):
                           root=str(tmp_path))
     assert isinstance(got, Refusal), got.diff
     assert why in got.reason, got.reason
+
+
+FACTORY = KERNEL.replace("""int main(void)""", """static double *build(long n)
+{
+    double *t = malloc(n * sizeof *t);
+    if (!t)
+        exit(2);
+    for (long i = 0; i < n; i++)
+        t[i] = i * 0.25;
+    return t;
+}
+int main(void)""").replace("""    double *table = malloc(n * sizeof *table);
+    for (long i = 0; i < n; i++)
+        table[i] = i * 0.25;
+""", """    double *table = build(n);
+""")
+
+
+def test_a_table_a_function_builds_and_returns(tmp_path):
+    """`double *table = build(n);` where build allocates, fills and returns the block:
+    the copy goes right after that call."""
+    assert "= build(n);" in FACTORY
+    got = replicate_patch(str(write_source(tmp_path, FACTORY)), "table",
+                          line_of(FACTORY, "= build(n);"), root=str(tmp_path))
+    assert isinstance(got, Patch), got
+    assert "    double *table = build(n);\n    numaprof_replicate(table, " \
+           "malloc_usable_size(table));\n" in got.new_text
+    assert "s += t_local[(k * 7919) % n];" in got.new_text
+    outs = _same_output(tmp_path, FACTORY, got.new_text)
+    assert outs[0] == outs[1], outs
+    # a builder that also hands the block to someone else is no plain factory
+    leaky = FACTORY.replace("    return t;\n}", "    keep(t);\n    return t;\n}").replace(
+        "static double *build", "void keep(double *p);\nstatic double *build")
+    got = replicate_patch(str(write_source(tmp_path, leaky)), "table",
+                          line_of(leaky, "= build(n);"), root=str(tmp_path))
+    assert isinstance(got, Refusal) and "no allocation" in got.reason, got
