@@ -9,6 +9,7 @@ import itertools
 import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -476,6 +477,9 @@ def name_object(o: Obj, resolver: symbols.CodeResolver, prof: Profile) -> None:
         return
     o.site = site.site
     var = None
+    if site.function.startswith("numaprof_replicate") or site.file.endswith("numaprof_place.h"):
+        o.name = _replica_name(resolver, o, ips, roots)
+        return
     if site.line > 0:
         var, named_at = _assigned(site, roots, resolver.archive)
         # an allocation wrapper (it returns the block): its caller's variable names the
@@ -502,6 +506,28 @@ def name_object(o: Obj, resolver: symbols.CodeResolver, prof: Profile) -> None:
                                        symbols.source_language(named_at[1].file), resolver.archive) + suffix
             var = element_name(var, o.count)
     o.name = var or o.site
+
+
+_REPLICATE_CALL = re.compile(r"\bnumaprof_replicate\s*\(\s*([A-Za-z_][\w.>-]*)")
+
+
+def _replica_name(resolver, o, ips, roots: list[str]) -> str:
+    """The copies numaprof_replicate (numaprof_place.h) maps for each node: named after
+    the pointer its caller passed (``table (copies)``), read from the caller's line."""
+    for frame in itertools.islice(resolver.user_frames(o.pid, ips), 1, 4):
+        if frame.file.endswith("numaprof_place.h"):
+            continue
+        src = srcnames.find_source(frame.file, [r for r in roots if r], resolver.archive)
+        try:
+            lines = Path(src).read_text(errors="replace").splitlines() if src else []
+        except OSError:
+            lines = []
+        text = lines[frame.line - 1] if 0 < frame.line <= len(lines) else ""
+        m = _REPLICATE_CALL.search(text)
+        if m:
+            return f"{m.group(1)} (copies)"
+        break
+    return "numaprof_replicate copies"
 
 
 _ANY_SUBSCRIPT = re.compile(r"\[([^\[\]]*)\]")

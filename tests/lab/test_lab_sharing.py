@@ -150,6 +150,8 @@ def test_table_replicated_and_read_locally(loop):
     on_copies = sum(o["samples"] for o in copies)
     assert on_copies > 5 * table_after["samples"], (on_copies, table_after)
     for o in copies:
+        # named after the pointer the program passed to numaprof_replicate
+        assert o["name"] == "table (copies)", o["name"]
         assert o["local_fraction"] == 1.0, (o["name"], o["traffic"], o["pages_by_node"])
         # a copy on every node, each whole on its node (what the threads read: local)
         assert all(k > 0 for k in o["pages_by_node"]), o["pages_by_node"]
