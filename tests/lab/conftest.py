@@ -47,13 +47,13 @@ def guest4(tmp_path_factory) -> kit.GuestRun:
 def guest8(tmp_path_factory) -> kit.GuestRun:
     """8 nodes x 1 cpu with the SLIT of suggest --target 2s-snc4 (two sockets of four
     sub-NUMA clusters: 10 / 12 / 21), 256 MiB a node: the same checks on a large server's
-    layout.  Opt-in (NUMAPROF_LAB_8NODES=1): it passed in 58 s here twice, but in a full
-    `make test` run its guest once showed nothing after 7 minutes (one QEMU thread busy,
-    no check started: the 8-vcpu TCG boot stalled), which would cost the tier its 900 s
-    timeout; until that is understood it is not part of `make test`."""
-    if os.environ.get("NUMAPROF_LAB_8NODES") != "1":
-        pytest.skip("the 8-node guest is opt-in: NUMAPROF_LAB_8NODES=1 (its TCG boot stalled "
-                    "once in a full test run)")
+    layout.  Its TCG boot once stalled in a full `make test` run (nothing after 7 minutes,
+    one QEMU thread busy), as 4- and 2-node guests have since; labkit.run_group now kills
+    a guest that starts no check within 300 s and boots it once more, so it is part of
+    the tier again (about 60 s when it boots: 2 of 2 runs on 2026-11-27).
+    NUMAPROF_LAB_8NODES=0 leaves it out."""
+    if os.environ.get("NUMAPROF_LAB_8NODES") == "0":
+        pytest.skip("the 8-node guest is left out: NUMAPROF_LAB_8NODES=0")
     work = tmp_path_factory.mktemp("lab8")
     kit.build_prog("lab_place", work)
     kit.build_policies(work)
