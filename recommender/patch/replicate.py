@@ -138,6 +138,26 @@ def at_line(node) -> int:
     return node.end_point[0] + 1
 
 
+def _route_reads(src: Source, idents, func, name: str) -> tuple[list[Edit], int, str]:
+    """The edits sending the reads `idents` of `name` (in parallel constructs of `func`)
+    to this node's copy, through one per-thread pointer per construct: (edits, reads
+    routed, why a construct could not be)."""
+    local = _local_name(src, name)
+    constructs: dict[int, tuple] = {}
+    for ident in idents:
+        pragma, node = _parallel_construct(src, ident, func)
+        constructs.setdefault(pragma.start_byte, (pragma, node, []))[2].append(ident)
+    edits, routed, why = [], 0, ""
+    for pragma, node, found in constructs.values():
+        got = _local_copy_edits(src, pragma, node, name, local)
+        if isinstance(got, str):
+            why = why or got
+            continue
+        edits += got + [Edit(i.end_byte, local[len(name):]) for i in found]
+        routed += len(found)
+    return edits, routed, why
+
+
 def _top_statement(body, node):
     """The statement of the function body `body` that holds `node`."""
     n = node
@@ -436,36 +456,15 @@ def replicate_patch(path: str, symbol: str, alloc_line: int | None = None, *,
         # the function may run again: its writes must not go under live copies
         edits.append(Edit(first_write.start_byte,
                           f"numaprof_replicate_free({symbol});{src.nl}{src.indent(first_write)}"))
-    local = _local_name(src, symbol)
-    constructs: dict[int, tuple] = {}
-    for _, ident, _, _ in reads:
-        pragma, node = _parallel_construct(src, ident, func)
-        constructs.setdefault(pragma.start_byte, (pragma, node, []))[2].append(ident)
-    routed, why = 0, ""
-    for pragma, node, idents in constructs.values():
-        got = _local_copy_edits(src, pragma, node, symbol, local)
-        if isinstance(got, str):
-            why = why or got
-            continue
-        edits += got
-        edits += [Edit(i.end_byte, local[len(symbol):]) for i in idents]
-        routed += len(idents)
+    edits_main, routed, why = _route_reads(src, [u[1] for u in reads], func, symbol)
+    edits += edits_main
     in_callees = []
     for callee, pident, preads in callee_reads.values():
-        pname = src.text(pident)
-        plocal = _local_name(src, pname)
-        by_construct: dict[int, tuple] = {}
-        for r in preads:
-            pragma, node = _parallel_construct(src, r, callee)
-            by_construct.setdefault(pragma.start_byte, (pragma, node, []))[2].append(r)
-        for pragma, node, idents in by_construct.values():
-            got = _local_copy_edits(src, pragma, node, pname, plocal)
-            if isinstance(got, str):
-                why = why or got
-                continue
-            edits += got
-            edits += [Edit(i.end_byte, plocal[len(pname):]) for i in idents]
-            routed += len(idents)
+        more, n, why2 = _route_reads(src, preads, callee, src.text(pident))
+        edits += more
+        routed += n
+        why = why or why2
+        if n:
             in_callees.append(function_name(callee) or "?")
     if not routed:
         return refuse(reads[0][3] if reads else at_line(last_write), why)
