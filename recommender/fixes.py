@@ -173,6 +173,19 @@ def attach_patches(s: Suggestions, analysis: Analysis, source_paths, root: str,
     return patches
 
 
+def _compiled(result, build):
+    """(result, CheckResult or None): a patch compiled with the program's flags when
+    `build` is known; one that fails becomes a Refusal with the compiler's reason."""
+    if not isinstance(result, Patch) or build is None:
+        return result, None
+    from numaprof.recommender.patch.compile import check_patches
+
+    check = check_patches(build, [result])
+    if check.status == "failed":
+        result = Refusal(result.path, 0, f"the patch was not offered: {check.detail}", "")
+    return result, check
+
+
 def _replicated(sug, obj, paths, root, hashes, build, patches: list, offered: dict) -> bool:
     """A copy per node (predicted better than any placement, choose.py) when the patch can
     be made (recommender/patch/replicate.py) and compiles: the suggestion becomes
@@ -180,13 +193,7 @@ def _replicated(sug, obj, paths, root, hashes, build, patches: list, offered: di
     from numaprof.recommender.patch.sites import replicate_for_object
 
     result = replicate_for_object(obj, paths, root, hashes)
-    check = None
-    if isinstance(result, Patch) and build is not None:
-        from numaprof.recommender.patch.compile import check_patches
-
-        check = check_patches(build, [result])
-        if check.status == "failed":
-            result = Refusal(result.path, 0, f"the patch was not offered: {check.detail}", "")
+    result, check = _compiled(result, build)
     if not isinstance(result, Patch):
         sug.replicate_refused = result.reason
         return False
@@ -232,13 +239,7 @@ def _sharing_fixes(s: Suggestions, analysis: Analysis, objects: dict, paths, roo
             result = page_chunks_for_object(obj, f.sources, paths, root, hashes)
         else:
             continue
-        check = None
-        if isinstance(result, Patch) and build is not None:
-            from numaprof.recommender.patch.compile import check_patches
-
-            check = check_patches(build, [result])
-            if check.status == "failed":
-                result = Refusal(result.path, 0, f"the patch was not offered: {check.detail}", "")
+        result, check = _compiled(result, build)
         fix = SharingFix(f.object, f.kind, f"{f.object}: {f.fix}.")
         if isinstance(result, Patch):
             fix.patch = result.diff

@@ -25,7 +25,14 @@ import re
 
 from numaprof.recommender.patch import scope
 from numaprof.recommender.patch.edits import Edit, Patch, PatchInfo, Refusal, make_patch
-from numaprof.recommender.patch.source import C_FAMILY, load, walk
+from numaprof.recommender.patch.source import (
+    C_FAMILY,
+    load,
+    omp_words,
+    pragma_before,
+    pragma_clauses,
+    walk,
+)
 
 PAGE = 4096
 #: Bytes each chunk covers after the patch: 16 pages.
@@ -38,7 +45,6 @@ _SCHEDULE = re.compile(r"\bschedule\s*\(\s*(?:(?:monotonic|nonmonotonic)\s*:\s*)
 def page_chunk_patch(path: str, symbol: str, line: int, *, root: str | None = None,
                      elem_size: int | None = None) -> Patch | Refusal:
     """The patch scaling the schedule chunk of the loop that writes `symbol` at `line`."""
-    from numaprof.recommender.patch.reduce import _clauses_text, _omp_words, _pragma_before
 
     path = os.path.abspath(path)
     name = os.path.basename(path)
@@ -67,8 +73,8 @@ def page_chunk_patch(path: str, symbol: str, line: int, *, root: str | None = No
     stmt, ident = writes[0]
     n, pragma, words = stmt, None, None
     while n is not None:
-        p = _pragma_before(n)
-        w = _omp_words(src, p)
+        p = pragma_before(n)
+        w = omp_words(src, p)
         if w and w[0] in ("parallel", "for"):
             pragma, words = p, w
             break
@@ -80,7 +86,7 @@ def page_chunk_patch(path: str, symbol: str, line: int, *, root: str | None = No
                       "not a loop")
     at = pragma.start_point[0] + 1
     arg = pragma.child_by_field_name("argument")
-    text = _clauses_text(src.text(arg))
+    text = pragma_clauses(src.text(arg))
     m = _SCHEDULE.search(text)
     if m is None:
         return refuse(at, f"the loop at {name}:{at} has no schedule clause (the default gives "

@@ -19,8 +19,10 @@ from numaprof.recommender.patch.source import (
     function_at,
     has_side_effects,
     is_cxx_cast,
+    omp_words,
     parse_refusal,
     parser,
+    pragma_before,
     strip_parens,
     subscript_index,
     walk,
@@ -536,15 +538,9 @@ def _c_omp_context(src: Source, node, func) -> str | None:
     """The OpenMP pragma already governing `node` (on it or an enclosing statement)."""
     n = node
     while n is not None and n != func:
-        prev = n.prev_named_sibling
-        while prev is not None and prev.type == "comment":
-            prev = prev.prev_named_sibling
-        if prev is not None and prev.type == "preproc_call":
-            d = prev.child_by_field_name("directive")
-            arg = prev.child_by_field_name("argument")
-            if d is not None and src.text(d) == "#pragma" and arg is not None and \
-                    src.text(arg).split()[:1] == ["omp"]:
-                return f"#pragma {src.text(arg).strip()}"
+        prev = pragma_before(n)
+        if omp_words(src, prev) is not None:
+            return f"#pragma {src.text(prev.child_by_field_name('argument')).strip()}"
         n = n.parent
     return None
 

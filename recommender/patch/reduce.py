@@ -32,7 +32,18 @@ import re
 
 from numaprof.recommender.patch import scope
 from numaprof.recommender.patch.edits import Edit, Patch, PatchInfo, Refusal, make_patch
-from numaprof.recommender.patch.source import C_FAMILY, PLAIN_TYPEDEFS, Source, language, load, walk
+from numaprof.recommender.patch.source import (
+    C_FAMILY,
+    OMP_STANDALONE,
+    PLAIN_TYPEDEFS,
+    Source,
+    language,
+    load,
+    omp_words,
+    pragma_before,
+    pragma_clauses,
+    walk,
+)
 
 #: The largest array given a private copy per thread by the patch.
 MAX_ARRAY = 64 << 10
@@ -47,52 +58,8 @@ _ARITHMETIC = frozenset({"char", "short", "int", "long", "float", "double", "uns
                          "signed", "_Bool", "bool"}) | PLAIN_TYPEDEFS
 _FLOATING = ("float", "double")
 
-#: The words of OpenMP directive names (what follows is clauses).
-_DIRECTIVE_WORDS = frozenset({
-    "parallel", "for", "do", "simd", "atomic", "update", "read", "write", "capture",
-    "compare", "critical", "single", "master", "masked", "task", "taskloop", "taskgroup",
-    "sections", "section", "target", "teams", "distribute", "loop", "ordered", "barrier",
-    "flush", "taskwait", "taskyield", "threadprivate", "declare", "scope", "workshare",
-    "data", "enter", "exit"})
-#: Directives that govern no statement.
-_STANDALONE = ("barrier", "flush", "taskwait", "taskyield", "threadprivate", "declare")
 #: OpenMP constructs the clause may be added to (the words after ``omp``).
 _TAKES_REDUCTION = (("parallel",), ("for",), ("parallel", "for"))
-
-
-def _omp_words(src: Source, node) -> list[str] | None:
-    """The directive words of ``#pragma omp ...`` (``["parallel", "for"]``), else None."""
-    if node is None or node.type != "preproc_call":
-        return None
-    d = node.child_by_field_name("directive")
-    arg = node.child_by_field_name("argument")
-    if d is None or arg is None or src.text(d) != "#pragma":
-        return None
-    words = re.findall(r"[A-Za-z_]+|[(,]", _clauses_text(src.text(arg)))
-    if words[:1] != ["omp"]:
-        return None
-    out = []
-    for w in words[1:]:
-        if w not in _DIRECTIVE_WORDS:
-            break
-        out.append(w)
-    return out
-
-
-def _clauses_text(arg: str) -> str:
-    """The pragma's text without a trailing comment."""
-    for mark in ("//", "/*"):
-        i = arg.find(mark)
-        if i >= 0:
-            arg = arg[:i]
-    return arg.rstrip()
-
-
-def _pragma_before(node):
-    prev = node.prev_named_sibling
-    while prev is not None and prev.type == "comment":
-        prev = prev.prev_named_sibling
-    return prev if prev is not None and prev.type == "preproc_call" else None
 
 
 def _update(src: Source, node, symbol: str):
@@ -219,9 +186,9 @@ def reduction_patch(path: str, symbol: str, line: int, *, root: str | None = Non
     n, construct, pragma = stmt_node, None, None
     func = scope.enclosing_function(stmt_node)
     while n is not None and n != func:
-        p = _pragma_before(n)
-        w = _omp_words(src, p)
-        if w is not None and w[:1] and w[0] not in _STANDALONE:
+        p = pragma_before(n)
+        w = omp_words(src, p)
+        if w is not None and w[:1] and w[0] not in OMP_STANDALONE:
             if w[:1] == ["atomic"] and n.type == "expression_statement" and atomic is None \
                     and construct is None:
                 atomic = p
@@ -244,9 +211,9 @@ def reduction_patch(path: str, symbol: str, line: int, *, root: str | None = Non
     at = pragma.start_point[0] + 1
     arg = pragma.child_by_field_name("argument")
     text = src.text(arg)
-    if "\\" in _clauses_text(text):
+    if "\\" in pragma_clauses(text):
         return refuse(at, f"the directive at {name}:{at} continues over several lines", clause)
-    if re.search(rf"\b{re.escape(symbol)}\b", _clauses_text(text)):
+    if re.search(rf"\b{re.escape(symbol)}\b", pragma_clauses(text)):
         return refuse(at, f"`{symbol}` already appears in a clause of the directive at "
                           f"{name}:{at}", clause)
     if decl.scope == "local" and construct.start_byte <= decl.node.start_byte:
@@ -292,15 +259,15 @@ def reduction_patch(path: str, symbol: str, line: int, *, root: str | None = Non
             continue  # the x of x = x + e, counted with its update
         count += 1
         holder = up.parent
-        p = _pragma_before(holder) if holder is not None and \
+        p = pragma_before(holder) if holder is not None and \
             holder.type == "expression_statement" else None
-        if _omp_words(src, p) is not None and _omp_words(src, p)[:1] == ["atomic"]:
+        if omp_words(src, p) is not None and omp_words(src, p)[:1] == ["atomic"]:
             atomics.append(p)
-    end = arg.start_byte + len(_clauses_text(text).encode("utf-8", "surrogateescape"))
+    end = arg.start_byte + len(pragma_clauses(text).encode("utf-8", "surrogateescape"))
     edits = [Edit(end, f" {clause}")]
     for p in dict.fromkeys(atomics):
         edits.append(Edit(p.start_byte, "// "))
-    directive = f"#pragma {_clauses_text(text)}"
+    directive = f"#pragma {pragma_clauses(text)}"
     info = PatchInfo("reduction", f"{directive} {clause}", f"{name}:{at}", target=symbol,
                      size=str(size) if size is not None else "",
                      size_bytes=size,

@@ -43,7 +43,16 @@ from numaprof.recommender.patch.place import (
     include_edit,
 )
 from numaprof.recommender.patch.place_static import file_scope_arrays
-from numaprof.recommender.patch.source import C_FAMILY, Source, function_name, load, walk
+from numaprof.recommender.patch.source import (
+    C_FAMILY,
+    Source,
+    function_name,
+    load,
+    omp_words,
+    pragma_before,
+    pragma_clauses,
+    walk,
+)
 
 _WRITE_PARENTS = ("assignment_expression", "update_expression")
 _HEAP_ALLOCATORS = ("malloc", "calloc", "realloc", "aligned_alloc", "posix_memalign",
@@ -58,20 +67,13 @@ def _by_hand(symbol: str) -> str:
 
 
 def _pragma_words(src: Source, node) -> list[str] | None:
-    from numaprof.recommender.patch.reduce import _omp_words, _pragma_before
 
-    return _omp_words(src, _pragma_before(node))
+    return omp_words(src, pragma_before(node))
 
 
 def _in_parallel(src: Source, node, stop) -> bool:
     """Whether an OpenMP ``parallel`` construct between `node` and `stop` runs it."""
-    n = node
-    while n is not None and n != stop:
-        w = _pragma_words(src, n)
-        if w and w[0] == "parallel":
-            return True
-        n = n.parent
-    return False
+    return _parallel_construct(src, node, stop)[0] is not None
 
 
 def _parallel_construct(src: Source, node, stop):
@@ -80,9 +82,7 @@ def _parallel_construct(src: Source, node, stop):
     while n is not None and n != stop:
         w = _pragma_words(src, n)
         if w and w[0] == "parallel":
-            from numaprof.recommender.patch.reduce import _pragma_before
-
-            return _pragma_before(n), n
+            return pragma_before(n), n
         n = n.parent
     return None, None
 
@@ -101,9 +101,8 @@ def _local_copy_edits(src: Source, pragma, node, symbol: str, local: str) -> lis
     `symbol`, taken once per thread: declared at the start of a ``parallel`` region's
     block; for a ``parallel for`` loop, a ``firstprivate`` null pointer set in the
     thread's first iteration.  A string says why neither applies."""
-    from numaprof.recommender.patch.reduce import _clauses_text, _omp_words
 
-    words = _omp_words(src, pragma)
+    words = omp_words(src, pragma)
     at = pragma.start_point[0] + 1
     typed = f"__typeof__(&({symbol})[0]) {local}"
     take = f"NUMAPROF_LOCAL({symbol})"
@@ -113,7 +112,7 @@ def _local_copy_edits(src: Source, pragma, node, symbol: str, local: str) -> lis
         return (f"the reads are in `#pragma omp {' '.join(words)}` at line {at}: only a "
                 "parallel region's block or a parallel for loop is given a copy per thread")
     arg = pragma.child_by_field_name("argument")
-    clauses = _clauses_text(src.text(arg))
+    clauses = pragma_clauses(src.text(arg))
     if "\\" in clauses or "collapse" in clauses:
         return (f"the directive at line {at} continues over several lines or collapses "
                 "loops")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 
 from numaprof.analyzer.profile_io import read_bytes
@@ -239,3 +240,51 @@ def function_name(func) -> str | None:
     if d is None:
         return None
     return declarator_name(d.child_by_field_name("declarator"))
+
+
+# ------------------------------------------------------------------ OpenMP directives
+
+#: The words of OpenMP directive names (what follows is clauses).
+_OMP_DIRECTIVE_WORDS = frozenset({
+    "parallel", "for", "do", "simd", "atomic", "update", "read", "write", "capture",
+    "compare", "critical", "single", "master", "masked", "task", "taskloop", "taskgroup",
+    "sections", "section", "target", "teams", "distribute", "loop", "ordered", "barrier",
+    "flush", "taskwait", "taskyield", "threadprivate", "declare", "scope", "workshare",
+    "data", "enter", "exit"})
+#: Directives that govern no statement.
+OMP_STANDALONE = ("barrier", "flush", "taskwait", "taskyield", "threadprivate", "declare")
+
+
+def omp_words(src: Source, node) -> list[str] | None:
+    """The directive words of ``#pragma omp ...`` (``["parallel", "for"]``), else None."""
+    if node is None or node.type != "preproc_call":
+        return None
+    d = node.child_by_field_name("directive")
+    arg = node.child_by_field_name("argument")
+    if d is None or arg is None or src.text(d) != "#pragma":
+        return None
+    words = re.findall(r"[A-Za-z_]+|[(,]", pragma_clauses(src.text(arg)))
+    if words[:1] != ["omp"]:
+        return None
+    out = []
+    for w in words[1:]:
+        if w not in _OMP_DIRECTIVE_WORDS:
+            break
+        out.append(w)
+    return out
+
+
+def pragma_clauses(arg: str) -> str:
+    """The pragma's text without a trailing comment."""
+    for mark in ("//", "/*"):
+        i = arg.find(mark)
+        if i >= 0:
+            arg = arg[:i]
+    return arg.rstrip()
+
+
+def pragma_before(node):
+    prev = node.prev_named_sibling
+    while prev is not None and prev.type == "comment":
+        prev = prev.prev_named_sibling
+    return prev if prev is not None and prev.type == "preproc_call" else None
