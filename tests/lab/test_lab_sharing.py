@@ -152,7 +152,10 @@ def test_table_replicated_and_read_locally(loop):
     for o in copies:
         # named after the pointer the program passed to numaprof_replicate
         assert o["name"] == "table (copies)", o["name"]
-        assert o["local_fraction"] == 1.0, (o["name"], o["traffic"], o["pages_by_node"])
+        # every read is local; numaprof_replicate's own copying (the main thread filling
+        # each node's copy) is remote by nature and can be sampled: 1 of 1179 samples in
+        # one 4-node CI run
+        assert o["local_fraction"] >= 0.99, (o["name"], o["traffic"], o["pages_by_node"])
         # a copy on every node, each whole on its node (what the threads read: local)
         assert all(k > 0 for k in o["pages_by_node"]), o["pages_by_node"]
     assert len(_nodes_of_threads(doc)) == 2, doc["threads"]
