@@ -7,8 +7,10 @@ the submodules are imported lazily so that the result model stays cheap to impor
 from __future__ import annotations
 
 
-def analyze(path_or_profile, *, top=None, object_name=None, progress=None):
+def analyze(path_or_profile, *, top=None, object_name=None, progress=None, budget=None):
     """Analyse a profile directory or an opened Profile; see :func:`numaprof.analyzer.core.analyze`."""
     from numaprof.analyzer.core import analyze as _analyze
+    from numaprof.analyzer.stream import BUDGET
 
-    return _analyze(path_or_profile, top=top, object_name=object_name, progress=progress)
+    return _analyze(path_or_profile, top=top, object_name=object_name, progress=progress,
+                    budget=BUDGET if budget is None else budget)

@@ -16,7 +16,7 @@ import numpy as np
 
 from numaprof import defaults
 from numaprof.analyzer import attribution as att
-from numaprof.analyzer import classifier, counters, patterns, symbols, varattr
+from numaprof.analyzer import classifier, counters, patterns, stream, symbols, varattr
 from numaprof.analyzer import features as feat
 from numaprof.analyzer import format as fmt
 from numaprof.analyzer import sharing as sharing_
@@ -79,11 +79,13 @@ RULE_NAMES = _rule_names(fmt.header_path().read_text())
 
 
 def analyze(path_or_profile, *, top: int | None = None, object_name: str | None = None,
-            progress=None) -> Analysis:
+            progress=None, budget: int = stream.BUDGET) -> Analysis:
     """Analyse a profile (a path or an opened :class:`Profile`); see docs/analyzer.md.
 
     ``top`` keeps the N objects with most samples, ``object_name`` only objects with that
-    name (or site); ``progress(step, fraction)`` is called as the work advances.
+    name (or site); ``progress(step, fraction)`` is called as the work advances.  A
+    profile of more than ``budget`` samples is analysed from a weighted sub-sample of
+    about that many, every sample still counted (analyzer/stream.py).
     """
     prof = path_or_profile if isinstance(path_or_profile, Profile) else open_profile(path_or_profile)
     # binaries and sources as they were at record time (rebuilt or patched since?)
@@ -92,8 +94,28 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     # what the source of the profile warned about (e.g. perf.data without cpus)
     findings: list[str] = [str(w) for w in prof.manifest.get("warnings") or []]
     step("loading", 0.0)
+    # ---- objects by address: allocations, statics, mappings --------------------------
+    mappings = symbols.Mappings(prof.table("mappings"))
+    resolver = symbols.CodeResolver(mappings, archive)
+    objs: list[Obj] = []
+    heap_iv = heap_intervals(prof.table("objects"), objs, thread_sites(prof, mappings))
+    # the ranges of short-lived blocks' summaries and the statics do not overlap: one
+    # layer, after the recorded blocks
+    static_iv = att.Intervals.concat([short_intervals(prof.table("objects"), objs),
+                                      static_intervals(mappings, objs, archive)])
+    map_iv = mapping_intervals(prof.table("mappings"), objs)
+    layers = [heap_iv, static_iv, map_iv]
+    ivs = att.Intervals.concat(layers)
+
     s = prof.table("samples")
-    n_all = len(s["time"])
+    sub = None  # a large profile: every sample counted, about stream.BUDGET analysed
+    if len(s["time"]) > budget:
+        sub = stream.subsample(s, layers, len(objs), budget, lambda f: step("sampling", 0.1 * f))
+        s = sub.table
+        findings.append(f"{sub.rows} samples: every one counted; {sub.kept} analysed for patterns, "
+                        "sharing and the per-sample statistics (all of an object's when it has few, "
+                        "an unbiased sub-sample of the large ones, weighted)")
+    n_all = sub.rows if sub is not None else len(s["time"])
     if prof.has_topology():
         topo = prof.topology()  # a damaged one is refused, not replaced by a guess
     else:
@@ -110,19 +132,25 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     tt = prof.table("threads")
     s_tid = np.asarray(s["tid"]).astype(np.int64)
     tids = thr.thread_ids(tt, s_tid)
+    if sub is not None:
+        tids = np.union1d(tids, sub.tids)
     s_tidx = np.searchsorted(tids, s_tid).astype(np.int32)
     s_cpu = np.asarray(s["cpu"])
     step("threads", 0.1)
     threads, tfind = thr.analyze_threads(tt, tids, s_tidx, s_cpu, s["time"], topo)
     findings.extend(tfind)
+    if sub is not None:
+        exact = dict(zip(sub.tids.tolist(), sub.tid_counts.tolist(), strict=True))
+        for th in threads:
+            th.samples = exact.get(th.tid, 0)
     cpu_row = _cpu_rows(topo, int(s_cpu.max()) + 1 if n_all else 1, node_index)
 
     # ---- samples with a data address ----------------------------------------------------
     step("attributing", 0.2)
     addr_all = s["addr"]
     has = addr_all != 0
-    with_address = int(has.sum())
-    if with_address == n_all:
+    with_address = int(has.sum()) if sub is None else sub.with_address
+    if bool(has.all()):
         sel = slice(None)
     else:
         sel = has  # a boolean mask copies the same rows without an index array
@@ -140,6 +168,10 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         if w_raw.any():
             a_weight = np.where(w_raw > 0, w_raw, 1).astype(np.float64)
         del w_raw
+    # how many samples each kept one stands for (None: 1, the whole profile is analysed)
+    a_count = sub.weight[sel] if sub is not None else None
+    if a_count is not None:
+        a_weight = a_count if a_weight is None else a_weight * a_count
     # HITM loads (the hardware backends' and perf c2c's data source): the line was
     # modified in another core's cache, direct evidence of sharing
     a_hitm = None
@@ -153,13 +185,15 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     # numaprof's own work in the program: accesses by the allocation shim's code, and to
     # its record buffers (memcpy in libc writes them).  Counted, never an object.
     own = own_samples(prof.table("mappings"), a_pid, a_addr, a_ip, a_time)
-    n_own = int(own.sum()) if own is not None else 0
-    if n_own:
+    n_own = _count(own, a_count) if own is not None else 0
+    if own is not None and own.any():
         keep = ~own
         a_addr, a_time, a_pid, a_tidx = a_addr[keep], a_time[keep], a_pid[keep], a_tidx[keep]
         a_trow, a_access, a_ip = a_trow[keep], a_access[keep], a_ip[keep]
         if a_weight is not None:
             a_weight = a_weight[keep]
+        if a_count is not None:
+            a_count = a_count[keep]
         if a_hitm is not None:
             a_hitm = a_hitm[keep]
         if a_regs is not None:
@@ -169,25 +203,8 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
                         "and record buffers): left out of the objects and the traffic")
     del own
 
-    mappings = symbols.Mappings(prof.table("mappings"))
-    resolver = symbols.CodeResolver(mappings, archive)
-    objs: list[Obj] = []
-    heap_iv = heap_intervals(prof.table("objects"), objs, thread_sites(prof, mappings))
-    # the ranges of short-lived blocks' summaries and the statics do not overlap: one
-    # layer, after the recorded blocks
-    static_iv = att.Intervals.concat([short_intervals(prof.table("objects"), objs),
-                                      static_intervals(mappings, objs, archive)])
-    map_iv = mapping_intervals(prof.table("mappings"), objs)
-    ivs = att.Intervals.concat([heap_iv, static_iv, map_iv])
     # Priority: heap allocations, then statics, then whole mappings (which contain both).
-    a_iv = np.full(len(a_addr), -1, dtype=np.int32)
-    offset = 0
-    for part in (heap_iv, static_iv, map_iv):
-        todo = np.flatnonzero(a_iv < 0) if offset else slice(None)
-        if len(part):
-            loc = att.locate(a_pid[todo], a_addr[todo], a_time[todo], part)
-            a_iv[todo] = np.where(loc >= 0, loc + offset, -1)
-        offset += len(part)
+    a_iv = stream.locate_layers(a_pid, a_addr, a_time, layers)
     if len(ivs):
         a_obj = np.where(a_iv >= 0, ivs.obj[np.maximum(a_iv, 0)], -1).astype(np.int32)
     else:
@@ -198,7 +215,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         var_iv = _variable_objects(a_regs, a_pid, a_tidx, tids, a_time, a_ip, a_addr, a_obj, a_iv,
                                    len(ivs), objs, resolver)
         ivs = att.Intervals.concat([heap_iv, static_iv, map_iv, var_iv])
-    outside = int((a_obj < 0).sum())
+    outside = _count(a_obj < 0, a_count)
 
     # ---- page nodes -------------------------------------------------------------------
     step("placement", 0.4)
@@ -277,12 +294,12 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     # ---- objects with samples --------------------------------------------------------
     step("objects", 0.5)
     n_obj = len(objs)
-    o_counts = np.bincount(a_obj[a_obj >= 0], minlength=n_obj) if n_obj else np.zeros(0, dtype=np.int64)
+    o_counts = _object_counts(a_obj, a_count, n_obj)
     hot = [int(i) for i in np.argsort(-o_counts, kind="stable") if o_counts[i] > 0]
     for oi in hot:
         name_object(objs[oi], resolver, prof)
     if _merge_into_sites(objs, hot, a_obj, a_pid, a_addr, ivs):
-        o_counts = np.bincount(a_obj[a_obj >= 0], minlength=n_obj)
+        o_counts = _object_counts(a_obj, a_count, n_obj)
         hot = [int(i) for i in np.argsort(-o_counts, kind="stable") if o_counts[i] > 0]
     if object_name is not None:
         hot = [oi for oi in hot if object_name in (objs[oi].name, objs[oi].site)]
@@ -306,7 +323,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         step("objects", 0.5 + 0.45 * k / max(len(hot), 1))
         idx = order[bounds[oi + 1] : bounds[oi + 2]]
         results.append(_object_result(
-            objs[oi], oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow, a_access, a_weight, a_iv, ivs,
+            objs[oi], oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow, a_access, a_weight, a_count, a_iv, ivs,
             N, page, with_address, ft, ft_rows, inferred, obj_kernel.get(oi), topo, node_index, threads, resolver,
             n_program_threads, t_origin, pn_index, iv_members(oi), prof.table("objects")["time"]))
         if len(idx) > 1:
@@ -316,15 +333,16 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
                 a_ip[idx], lambda ip, pid=pid: _site_of(resolver, pid, ip),
                 hitm_loads=a_hitm[idx] if a_hitm is not None else None)
             if found is not None:
+                if len(idx) != results[-1].samples:  # a sub-sample of the object's samples
+                    scale = results[-1].samples / len(idx)
+                    found.samples, found.writes = round(found.samples * scale), round(found.writes * scale)
                 shared.append(found)
     step("done", 1.0)
 
     m = prof.manifest
     counts = m.get("counts") or {}
-    rules = {}
-    if n_all:
-        rc = np.bincount(np.asarray(s["rule"]), minlength=17)
-        rules = {RULE_NAMES.get(i, str(i)): int(c) for i, c in enumerate(rc) if c}
+    rc = sub.rules if sub is not None else np.bincount(np.asarray(s["rule"]), minlength=17)
+    rules = {RULE_NAMES.get(i, str(i)): int(c) for i, c in enumerate(rc) if c}
     info = ProfileInfo(
         path=str(prof.path),
         command=list(m.get("command") or []),
@@ -365,6 +383,20 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     return Analysis(profile=info, topology=topo, objects=results, threads=threads, traffic=traffic,
                     local_fraction=g_local, load_per_node=g_load, imbalance=g_imb, findings=findings,
                     node_counters=node_counts, sharing=shared)
+
+
+def _count(mask: np.ndarray, a_count: np.ndarray | None) -> int:
+    """Samples of a mask over the analysed samples: each stands for its ``a_count``."""
+    if a_count is None:
+        return int(np.count_nonzero(mask))
+    return int(round(float(a_count[mask].sum())))
+
+
+def _object_counts(a_obj: np.ndarray, a_count: np.ndarray | None, n_obj: int) -> np.ndarray:
+    if not n_obj:
+        return np.zeros(0, dtype=np.int64)
+    on = a_obj >= 0
+    return np.bincount(a_obj[on], weights=None if a_count is None else a_count[on], minlength=n_obj)
 
 
 def _site_of(resolver, pid: int, ip: int) -> str | None:
@@ -624,10 +656,11 @@ def _logical_offsets(addr: np.ndarray, start: np.ndarray, end: np.ndarray) -> tu
     return off.astype(np.int64), int(before[-1])
 
 
-def _object_result(o: Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow, a_access, a_weight, a_iv, ivs,
-                   N, page, with_address, ft, ft_rows, inferred, kernel, topo, node_index, threads, resolver,
+def _object_result(o: Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow, a_access, a_weight, a_count,
+                   a_iv, ivs, N, page, with_address, ft, ft_rows, inferred, kernel, topo, node_index, threads, resolver,
                    n_program_threads, t_origin, pn_index, members, alloc_times) -> ObjectResult:
-    n = len(idx)
+    n = len(idx)  # samples analysed; ``count`` the samples they stand for
+    count = n if a_count is None else int(round(float(a_count[idx].sum())))
     iv = a_iv[idx]
     shift = np.uint64(page.bit_length() - 1)
     length = 0  # the bytes every position is relative to, when they are all the same
@@ -690,8 +723,8 @@ def _object_result(o: Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow
         kind=o.kind,
         address=int(o.address),
         size=int(o.size),
-        samples=n,
-        share=n / with_address if with_address else 0.0,
+        samples=count,
+        share=count / with_address if with_address else 0.0,
         pattern=pattern,
         pattern_confidence=conf,
         samples_needed=needed,
@@ -709,8 +742,8 @@ def _object_result(o: Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow
         phases=patterns.phases(windows, t_origin, pattern),
         features=features,
         access=access,
-        unplaced_samples=int(n - known.sum()),
-        inferred_samples=int(inferred[idx].sum()),
+        unplaced_samples=_count(~known, None if a_count is None else a_count[idx]),
+        inferred_samples=_count(inferred[idx], None if a_count is None else a_count[idx]),
         pages_source=pages_source,
         alloc_time=(int(np.min(np.asarray(alloc_times)[o.alloc_rows]))
                     if o.alloc_rows else 0),
@@ -738,7 +771,7 @@ def _private_instances(instance: np.ndarray, thread: np.ndarray) -> bool:
     inst, inv = np.unique(instance, return_inverse=True)
     if len(inst) < 2:
         return False
-    pairs, counts = np.unique(np.stack([inv.reshape(-1), thread]), axis=1, return_counts=True)
+    pairs, counts = sharing_.unique_pairs(inv, thread, counts=True)
     top = np.zeros(len(inst), dtype=np.int64)
     owner = np.full(len(inst), -1, dtype=np.int64)
     for (k, t), c in zip(pairs.T.tolist(), counts.tolist(), strict=True):

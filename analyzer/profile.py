@@ -8,6 +8,7 @@ line naming the file and the problem.
 
 from __future__ import annotations
 
+import mmap
 import os
 from pathlib import Path
 
@@ -78,6 +79,37 @@ def _map_column(f, dtype: str, rows: int) -> np.ndarray:
         raise ProfileError(f"{f.name}: cannot map ({getattr(e, 'strerror', None) or e})") from None
     finally:
         f.close()
+
+
+def chunks(n: int, size: int):
+    """(start, end) of the consecutive row ranges of at most ``size`` rows of a table of
+    ``n`` rows."""
+    for a in range(0, n, size):
+        yield a, min(a + size, n)
+
+
+def rows_of(col: np.ndarray, a: int, b: int) -> np.ndarray:
+    """Rows [a, b) of a column, copied, after which the pages of a memory-mapped column
+    leave this process's resident set: a column of any length is read for one chunk of
+    memory."""
+    out = np.array(col[a:b])
+    release(col, a, b)
+    return out
+
+
+def release(col: np.ndarray, a: int, b: int) -> None:
+    """Drop the pages of rows [a, b) of a memory-mapped column from this process's
+    resident set (madvise MADV_DONTNEED: the file's pages stay in the page cache and are
+    mapped again if touched)."""
+    m = getattr(col, "_mmap", None)
+    if not isinstance(col, np.memmap) or m is None or b <= a:
+        return
+    size = col.dtype.itemsize
+    delta = col.offset % mmap.ALLOCATIONGRANULARITY  # where row 0 is in the mapping
+    lo = (delta + a * size) // mmap.PAGESIZE * mmap.PAGESIZE
+    hi = min(len(m), -(-(delta + b * size) // mmap.PAGESIZE) * mmap.PAGESIZE)
+    if hi > lo:
+        m.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
 
 
 def _read_strings(col: Path, offsets: np.ndarray, max_len: int) -> np.ndarray:
@@ -202,10 +234,12 @@ def _check_values(d: Path, name: str, t: Table) -> None:
         raise ProfileError(f"{d}/{name}.{col}.col: row {row}: {int(t[col][row])} {what}")
 
     for col in TIME_COLUMNS.get(name, ()):
-        if len(t[col]):
-            bad = np.asarray(t[col], dtype=np.uint64) >= np.uint64(2**63)
+        for a, b in chunks(len(t[col]), CHECK_CHUNK):  # a long column a chunk at a time
+            bad = rows_of(t[col], a, b).astype(np.uint64) >= np.uint64(2**63)
             if bad.any():
-                refuse(col, bad, "ns: beyond 63 bits (times are CLOCK_MONOTONIC nanoseconds)")
+                row = a + int(np.argmax(bad))
+                raise ProfileError(f"{d}/{name}.{col}.col: row {row}: {int(t[col][row])} ns: beyond 63 "
+                                   "bits (times are CLOCK_MONOTONIC nanoseconds)")
     if name == "faults" and len(t["page_size"]):
         size = np.asarray(t["page_size"], dtype=np.uint64)
         bad = (size != 0) & (((size & (size - np.uint64(1))) != 0) | (size < np.uint64(4096))
@@ -230,6 +264,7 @@ def _check_values(d: Path, name: str, t: Table) -> None:
                 refuse(length, bad, "bytes: beyond the address space")
 
 
+CHECK_CHUNK = 1 << 22
 TIME_COLUMNS = {"samples": ("time",), "faults": ("time",), "page_nodes": ("time",),
                 "object_pages": ("time",),
                 "mappings": ("time",), "objects": ("time", "free_time"),

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from numaprof.analyzer import stream
+
 LINE_SHIFT = 6  # 64-byte cache lines
 WORD_SHIFT = 3  # "the same bytes": the same aligned 8-byte word
 WINDOW_NS = 10_000_000  # accesses of two threads within 10 ms count as concurrent
@@ -35,6 +37,7 @@ MIN_WINDOWS = 2  # windows with a contended line before a finding is made
 WRITE_WINDOWS = 10  # a write sampled this many windows (100 ms) away still counts
 MIN_SHARE = 0.05  # of the object's samples on contended lines
 PAGE_SHIFT = 12  # 4 KiB pages (page-level sharing)
+MAX_SAMPLES = 1 << 18  # an object's samples beyond this: a uniform sub-sample of them
 MIN_PAGES = 4  # contended pages before a page-level finding: an object of a few pages is
 # always shared at the boundaries of the threads' parts, and lives in the caches
 
@@ -90,6 +93,24 @@ SNOOP_HITM = 0x10 << 19
 MIN_HITM = 2  # HITM samples on a line that alone make it contended
 
 
+def unique_pairs(a, b, *, inverse: bool = False, counts: bool = False):
+    """``np.unique(np.stack([a, b]), axis=1, ...)`` for non-negative integers, through one
+    int64 key per pair: a sort of one column instead of the rows' lexicographic sort, ten
+    times faster on millions of samples.  Returns the (2, k) pairs, then the inverse and
+    the counts when asked."""
+    a = np.asarray(a, dtype=np.int64).reshape(-1)
+    b = np.asarray(b, dtype=np.int64).reshape(-1)
+    m = int(b.max()) + 1 if len(b) else 1
+    res = np.unique(a * m + b, return_inverse=inverse, return_counts=counts)
+    keys = res[0] if inverse or counts else res
+    out = [np.stack([keys // m, keys % m])]
+    if inverse:
+        out.append(res[1].reshape(-1))
+    if counts:
+        out.append(res[-1])
+    return out[0] if len(out) == 1 else tuple(out)
+
+
 def hitm(data_src: np.ndarray) -> np.ndarray:
     """Whether each sample's data source says HITM (0 or an NA data source: no)."""
     return (np.asarray(data_src, dtype=np.uint64) & np.uint64(SNOOP_HITM)) != 0
@@ -106,15 +127,24 @@ def object_sharing(name: str, addr: np.ndarray, tid: np.ndarray, time: np.ndarra
     n = len(addr)
     if n < 2:
         return None
+    if n > MAX_SAMPLES:
+        # a uniform sub-sample (the same on every run): as recorded at a lower rate, the
+        # counts of the finding scaled back
+        keep = stream.uniform(np.arange(n, dtype=np.uint64)) < MAX_SAMPLES / n
+        found = object_sharing(name, *(np.asarray(x)[keep] for x in (addr, tid, time, write, ip)), where,
+                               None if hitm_loads is None else np.asarray(hitm_loads)[keep])
+        if found is not None:
+            scale = n / max(int(keep.sum()), 1)
+            found.samples, found.writes = round(found.samples * scale), round(found.writes * scale)
+        return found
     addr = np.asarray(addr, dtype=np.uint64)
     tid = np.asarray(tid, dtype=np.int64)
     write = np.asarray(write, dtype=bool)
     line = np.unique((addr >> np.uint64(LINE_SHIFT)), return_inverse=True)[1].reshape(-1)
     win = (np.asarray(time, dtype=np.int64) - int(np.min(time))) // WINDOW_NS
     # per (line, window): the threads that accessed it
-    uniq, lw = np.unique(np.stack([line, win]), axis=1, return_inverse=True)
-    lw = lw.reshape(-1)
-    pairs = np.unique(np.stack([lw, tid]), axis=1)
+    uniq, lw = unique_pairs(line, win, inverse=True)
+    pairs = unique_pairs(lw, tid)
     multi = np.bincount(pairs[0], minlength=uniq.shape[1]) >= 2
     # ... and written within WRITE_WINDOWS of it (the software backend samples few of the
     # stores of a `slot[t] += x`: the write need not fall in the very same window)
@@ -130,7 +160,7 @@ def object_sharing(name: str, addr: np.ndarray, tid: np.ndarray, time: np.ndarra
     if hitm_loads is not None:
         hitm_loads = np.asarray(hitm_loads, dtype=bool)
         n_hitm = np.bincount(line[hitm_loads], minlength=int(line.max()) + 1)
-        lt = np.unique(np.stack([line, tid]), axis=1)
+        lt = unique_pairs(line, tid)
         threads_of = np.bincount(lt[0], minlength=len(n_hitm))
         hot |= ((n_hitm >= MIN_HITM) & (threads_of >= 2))[line]
     if not hot.any() or len(np.unique(win[hot])) < MIN_WINDOWS or hot.sum() < MIN_SHARE * n:
@@ -138,8 +168,8 @@ def object_sharing(name: str, addr: np.ndarray, tid: np.ndarray, time: np.ndarra
     windows = len(np.unique(win[hot]))
     # on those lines, the same word touched by two threads in one window: true sharing
     word = np.unique(addr >> np.uint64(WORD_SHIFT), return_inverse=True)[1].reshape(-1)
-    ww = np.unique(np.stack([word[hot], win[hot]]), axis=1, return_inverse=True)[1].reshape(-1)
-    wpairs = np.unique(np.stack([ww, tid[hot]]), axis=1)
+    ww = unique_pairs(word[hot], win[hot], inverse=True)[1]
+    wpairs = unique_pairs(ww, tid[hot])
     same_bytes = (np.bincount(wpairs[0], minlength=ww.max() + 1) >= 2)[ww]
     kind = "true" if same_bytes.sum() * 2 >= hot.sum() else "false"
     line = (addr >> np.uint64(LINE_SHIFT)).astype(np.int64)
@@ -163,7 +193,7 @@ def _handoffs(line, tid, time, write, hot) -> tuple[int, list[tuple[int, int, in
     moved = (a != b) & (write[order][:-1] | write[order][1:])[same]
     if not moved.any():
         return int(same.sum()), []
-    keys, counts = np.unique(np.stack([a[moved], b[moved]]), axis=1, return_counts=True)
+    keys, counts = unique_pairs(a[moved], b[moved], counts=True)
     return int(same.sum()), [(int(x), int(y), int(c)) for x, y, c in zip(keys[0], keys[1], counts, strict=True)]
 
 
@@ -185,7 +215,7 @@ def _pairs(key: np.ndarray, tid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
     keys, inv, cnt = np.unique(key, return_inverse=True, return_counts=True)
     inv = inv.reshape(-1)
     total = cnt * (cnt - 1) // 2
-    kt, kt_cnt = np.unique(np.stack([inv, tid]), axis=1, return_counts=True)
+    kt, kt_cnt = unique_pairs(inv, tid, counts=True)
     same = np.zeros(len(keys), dtype=np.int64)
     np.add.at(same, kt[0], kt_cnt * (kt_cnt - 1) // 2)
     return keys, total, total - same

@@ -327,3 +327,34 @@ def _emit(cols, wts, rng, t, phase_ns, off, thr, tids, thread_cpus, a, mix, ai, 
     cols["access"].append(rng.choice([1, 2, 3], n, p=p / p.sum()))
     if weight:
         wts.append(rng.integers(50, 300, n))
+
+
+def repeat_samples(path: str | os.PathLike, times: int) -> int:
+    """Make the samples of the profile at ``path`` ``times`` times as many: the run played
+    again ``times - 1`` times after itself (each copy's times shifted past the previous
+    one's), a column at a time, so a profile larger than memory can be written.  The
+    manifest's counts and the threads' samples follow.  Returns the rows written."""
+    path = Path(path)
+    cols = sorted(path.glob("samples.*.col"))
+    t = np.memmap(path / "samples.time.col", dtype="<u8", mode="r", offset=16)
+    span = int(t[-1]) - int(t[0]) + 1_000_000
+    n = len(t)
+    del t
+    for col in cols:
+        head = col.read_bytes()[:16]
+        dtype = head[8:].rstrip(b"\0").decode()
+        values = np.fromfile(col, dtype=dtype, offset=16)
+        tmp = col.with_suffix(".tmp")
+        with open(tmp, "wb") as f:
+            f.write(head)
+            for k in range(times):
+                (values + np.asarray(k * span, dtype=dtype) if col.name == "samples.time.col" else values).tofile(f)
+        os.replace(tmp, col)
+    m = json.loads((path / "manifest.json").read_text())
+    for key in ("samples", "with_address", "unresolved"):
+        m["counts"][key] = int(m["counts"].get(key, 0)) * times
+    (path / "manifest.json").write_text(json.dumps(m, indent=1))
+    th = path / "threads.samples.col"
+    if th.exists():
+        write_column(th, np.fromfile(th, dtype="<u8", offset=16) * times, "<u8")
+    return n * times

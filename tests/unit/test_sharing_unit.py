@@ -191,3 +191,18 @@ def test_with_no_data_to_place_the_note_says_what_spreading_would_cost():
     on = [x for x in suggest(a, preset_topology("2s")).notes if x.startswith("acc on 2s:")]
     assert on and "share node 0" in on[0], on
     assert f"they would run on nodes 0, 1: {n - 1} of the {n - 1}" in on[0], on
+
+
+def test_an_object_of_many_samples_is_judged_on_a_subsample_with_counts_scaled(monkeypatch):
+    """Past MAX_SAMPLES an object's sharing is found on a uniform sub-sample (bounded
+    time): the same kind, the counts scaled back to the object's samples."""
+    n = 4000
+    rng = np.random.default_rng(1)
+    tid = rng.integers(0, 2, n)
+    args = (0x10000 + 8 * tid, tid, np.arange(n) * (MS // 10), np.ones(n, dtype=bool))
+    whole = _find(*args)
+    monkeypatch.setattr(sharing, "MAX_SAMPLES", 1000)
+    part = _find(*args)
+    assert whole is not None and part is not None
+    assert part.kind == whole.kind == "false" and part.lines == 1
+    assert abs(part.samples - whole.samples) < 0.1 * whole.samples
