@@ -35,10 +35,10 @@ import numpy as np
 from numaprof.analyzer import attribution as att
 from numaprof.analyzer.profile import chunks, rows_of
 
-#: Rows analysed whole; a larger profile keeps about this many (in ≤ 2 GiB: ≈ 130 B a
-#: kept row in the analysis, plus one chunk of the passes).
-BUDGET = 8_000_000
-#: Rows read at a time by the passes.
+#: Rows analysed whole; a larger profile keeps about this many (the analysis costs about
+#: 200 bytes of memory a kept row: 0.9 GiB at 4 M, with the pass's chunk).
+BUDGET = 4_000_000
+#: Rows read at a time by the pass.
 CHUNK = 1 << 20
 
 
