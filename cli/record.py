@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import json
 import os
@@ -14,7 +13,6 @@ import stat
 import subprocess
 import sys
 import threading
-import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -702,9 +700,10 @@ SIGNAL_ONLY = "signal"
 @click.option("--duration", type=click.FloatRange(min=0.1), default=None,
               help="With -p: seconds to record (default 10).")
 @click.option("--switch-output", type=_SwitchOutput(), default=None, metavar="SECONDS|signal",
-              help="With -p: a new profile every SECONDS and whenever numaprof record gets "
-              "SIGUSR2 (`signal`: on SIGUSR2 only; -o DIR gives DIR.0001, DIR.0002, ...) until "
-              "the process ends, --duration passes, or Ctrl-C; `report DIR.*` merges them.")
+              help="A new profile every SECONDS and whenever numaprof record gets SIGUSR2 "
+              "(`signal`: on SIGUSR2 only; -o DIR gives DIR.0001, DIR.0002, ...) until the "
+              "process ends, --duration passes, or Ctrl-C; `report DIR.*` merges them.  A "
+              "COMMAND is started, then recorded as with -p.")
 @click.option("--redact-args", is_flag=True,
               help="Keep the program name but not its arguments in the profile (passwords, "
               "paths; see docs/record.md for what a profile holds).")
@@ -744,65 +743,10 @@ def command(output, backend, freq, alloc_threshold, small_sample, short_lived, f
         fault_period=fault_period or 0,
     )
     if switch_output is not None:
-        if not pid:
-            raise UsageError("--switch-output slices a recording of a running process: give "
-                             "-p PID")
-        sys.exit(run_slices(cfg, switch_output, ["numaprof", *sys.argv[1:]]))
+        from numaprof.cli import slices
+
+        argv = ["numaprof", *sys.argv[1:]]
+        sys.exit(slices.run_slices(cfg, switch_output, argv) if pid else
+                 slices.run_launched(cfg, switch_output, argv))
     rc = run_record(cfg, ["numaprof", *sys.argv[1:]])
     sys.exit(rc)
-
-
-def slice_path(output: Path, k: int) -> Path:
-    """The profile of slice ``k`` (from 1) of `--switch-output`: prof.data.0001, ..."""
-    return output.with_name(f"{output.name}.{k:04d}")
-
-
-def run_slices(cfg: RecordConfig, every, argv: list[str]) -> int:
-    """`record -p PID --switch-output SECONDS|signal`: one whole profile per slice
-    (attach, sample, read the heap, detach), one after the other, until the process ends,
-    --duration (the whole) passes, or a slice is stopped (Ctrl-C).  A slice ends after
-    SECONDS, or when numaprof record gets SIGUSR2 (perf record's --switch-output=signal):
-    then the next one starts.  Between two slices the collector detaches and attaches
-    again: a few tens of milliseconds are not sampled (docs/record.md)."""
-    end = time.monotonic() + cfg.duration if cfg.duration else None
-    # SIGUSR2 between two slices (or before the first) must not end numaprof record:
-    # its default action would.  During a slice the collector's supervisor relays it.
-    previous = signal.signal(signal.SIGUSR2, lambda signum, frame: None)
-    done = []
-    try:
-        while True:
-            length = None if every == SIGNAL_ONLY else float(every)
-            if end is not None:
-                length = end - time.monotonic() if length is None else min(length, end - time.monotonic())
-                if length < 0.1:
-                    break
-            out = slice_path(cfg.output, len(done) + 1)
-            started = time.monotonic()
-            # no duration: until SIGUSR2, Ctrl-C or the process's end (the collector's 0)
-            rc = run_record(dataclasses.replace(cfg, output=out, duration=length,
-                                                rotate_on=signal.SIGUSR2), argv)
-            if rc != 0:
-                return rc
-            done.append(out)
-            if not process_alive(cfg.pid):
-                break
-            if _slice_interrupted(out) == "SIGUSR2":
-                continue  # asked for the next slice
-            if length is None or time.monotonic() - started < 0.9 * length:
-                break  # stopped early: Ctrl-C, or the collector lost the process
-    finally:
-        signal.signal(signal.SIGUSR2, previous)
-    if done:
-        print(f"numaprof: {len(done)} slice(s): {done[0]}" + (f" .. {done[-1].name}" if len(done) > 1 else "")
-              + f"; next: numaprof report {cfg.output}.*", file=sys.stderr)
-    return 0
-
-
-def _slice_interrupted(out: Path) -> str | None:
-    """What ended the recording of slice ``out`` early, as its collector said."""
-    try:
-        doc = json.loads((out / "collector.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return doc.get("interrupted") if isinstance(doc, dict) else None
-

@@ -133,7 +133,9 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
     p = a.profile
     t = a.topology
     con.print(f"[bold]numaprof report[/bold]  {esc(p.path)}")
-    con.print(f"command      {esc(' '.join(p.command))}   (exit {p.exit_status}, {p.duration_s:.2f} s)")
+    # no exit status: a running process was attached to (record -p, or a slice)
+    ended = f"exit {p.exit_status}" if p.exit_status is not None else "attached"
+    con.print(f"command      {esc(' '.join(p.command))}   ({ended}, {p.duration_s:.2f} s)")
     if not p.complete:
         con.print(f"[yellow]incomplete profile: {esc(str(p.incomplete_reason))}[/yellow]")
     con.print(f"backend      {esc(p.backend)}")

@@ -153,3 +153,29 @@ def test_switch_output_on_sigusr2(tmp_path):
         doc = json.loads(run_numaprof("report", s, "--format", "json", check=True).stdout)
         assert doc["profile"]["samples"] > 0, s
     assert "3 slice(s)" in err
+
+
+def test_switch_output_slices_a_launched_command(tmp_path):
+    """`record --switch-output 1 -- COMMAND`: COMMAND started, then recorded in slices as
+    with -p, each slice a whole profile naming the arrays; numaprof record ends with
+    COMMAND and returns its exit status."""
+    exe = tmp_path / "attach_heap"
+    subprocess.run(["gcc", "-O2", "-g", "-pthread", "-o", str(exe), str(PROGS / "attach_heap.c")],
+                   check=True)
+    go = tmp_path / "go"
+    go.touch()  # no waiting: the work starts at once
+    proc = run_numaprof("record", "-o", tmp_path / "p.data", "--switch-output", "1", "--",
+                        str(exe), str(go), "2.5", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    slices = sorted(tmp_path.glob("p.data.*"))
+    assert 2 <= len(slices) <= 3 and slices[0].name == "p.data.0001", (slices, proc.stderr)
+    assert f"{len(slices)} slice(s)" in proc.stderr
+    for s in slices[:2]:  # the last may hold only the end
+        doc = json.loads(run_numaprof("report", s, "--format", "json", check=True).stdout)
+        assert doc["profile"]["samples"] > 0 and "big_a" in {o["name"] for o in doc["objects"]}, s
+    # its exit status, whether it ends during a slice or between two
+    proc = run_numaprof("record", "-o", tmp_path / "q.data", "--switch-output", "1", "--",
+                        "sh", "-c", "sleep 1.5; exit 3", timeout=300)
+    assert proc.returncode == 3, proc.stderr
+    assert (tmp_path / "q.data.0001" / "manifest.json").exists()
+

@@ -175,9 +175,12 @@ def test_full_disk_keeps_the_previous_profile(small_disk, examples_built):
     assert sorted(p.name for p in small_disk.iterdir()) == ["filler", "p.data"]
 
 
-def test_switch_output_needs_a_pid(tmp_path):
-    proc = run_numaprof("record", "-o", tmp_path / "p.data", "--switch-output", "1", "--", "true")
-    assert proc.returncode == 2 and "-p PID" in proc.stderr
+def test_switch_output_of_a_command_that_cannot_run(tmp_path):
+    """A COMMAND recorded in slices is started by numaprof record: one that cannot be
+    run gets a shell's 127, one line, and no profile."""
+    proc = run_numaprof("record", "-o", tmp_path / "p.data", "--switch-output", "1", "--",
+                        str(tmp_path / "missing"))
+    assert proc.returncode == 127 and "cannot run" in proc.stderr, (proc.returncode, proc.stderr)
     _one_clean_line(proc)
     assert not list(tmp_path.iterdir())
 

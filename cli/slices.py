@@ -1,0 +1,155 @@
+"""`record --switch-output`: a recording in slices, one whole profile each
+(docs/record.md, "Long runs in slices").
+
+A running process (`-p PID`) is attached to, sampled, its heap read, and detached from,
+slice after slice.  A COMMAND is started first, then recorded the same way: its exit
+status is numaprof record's, as when it is recorded whole.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from numaprof.cli.record import SIGNAL_ONLY, RecordConfig, run_record
+from numaprof.cli.supervise import STOP_SIGNALS, process_alive
+from numaprof.errors import NumaprofError
+
+
+def slice_path(output: Path, k: int) -> Path:
+    """The profile of slice ``k`` (from 1) of `--switch-output`: prof.data.0001, ..."""
+    return output.with_name(f"{output.name}.{k:04d}")
+
+
+def run_slices(cfg: RecordConfig, every, argv: list[str]) -> int:
+    """`record -p PID --switch-output SECONDS|signal`: one whole profile per slice
+    (attach, sample, read the heap, detach), one after the other, until the process ends,
+    --duration (the whole) passes, or a slice is stopped (Ctrl-C).  A slice ends after
+    SECONDS, or when numaprof record gets SIGUSR2 (perf record's --switch-output=signal):
+    then the next one starts.  Between two slices the collector detaches and attaches
+    again: a few tens of milliseconds are not sampled (docs/record.md)."""
+    end = time.monotonic() + cfg.duration if cfg.duration else None
+    # SIGUSR2 between two slices (or before the first) must not end numaprof record:
+    # its default action would.  During a slice the collector's supervisor relays it.
+    previous = signal.signal(signal.SIGUSR2, lambda signum, frame: None)
+    done = []
+    try:
+        while True:
+            length = None if every == SIGNAL_ONLY else float(every)
+            if end is not None:
+                length = end - time.monotonic() if length is None else min(length, end - time.monotonic())
+                if length < 0.1:
+                    break
+            out = slice_path(cfg.output, len(done) + 1)
+            started = time.monotonic()
+            # no duration: until SIGUSR2, Ctrl-C or the process's end (the collector's 0)
+            try:
+                rc = run_record(dataclasses.replace(cfg, output=out, duration=length,
+                                                    rotate_on=signal.SIGUSR2), argv)
+            except NumaprofError:
+                if done and not process_alive(cfg.pid):
+                    break  # it ended between two slices: nothing to attach to
+                raise
+            if rc != 0:
+                return rc
+            done.append(out)
+            if not process_alive(cfg.pid):
+                break
+            if _slice_interrupted(out) == "SIGUSR2":
+                continue  # asked for the next slice
+            if length is None or time.monotonic() - started < 0.9 * length:
+                break  # stopped early: Ctrl-C, or the collector lost the process
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+    if done:
+        print(f"numaprof: {len(done)} slice(s): {done[0]}" + (f" .. {done[-1].name}" if len(done) > 1 else "")
+              + f"; next: numaprof report {cfg.output}.*", file=sys.stderr)
+    return 0
+
+
+def _slice_interrupted(out: Path) -> str | None:
+    """What ended the recording of slice ``out`` early, as its collector said."""
+    try:
+        doc = json.loads((out / "collector.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return doc.get("interrupted") if isinstance(doc, dict) else None
+
+
+
+def run_launched(cfg: RecordConfig, every, argv: list[str]) -> int:
+    """`record --switch-output SECONDS|signal -- COMMAND`: COMMAND started, then recorded
+    in slices as a running process is (run_slices); returns COMMAND's exit status.
+
+    COMMAND is the child of a keeper process that waits for it and reports its end
+    through a pipe, so that its status reaches numaprof record whichever wait runs when
+    it ends (a slice's supervisor reaps every child of numaprof record).  Attached, not
+    launched by the collector: what COMMAND did before the first slice (tens of
+    milliseconds) is not sampled, its allocations from then are found by reading its
+    heap, and it runs without the allocation shim (docs/record.md)."""
+    rfd, wfd = os.pipe()
+    keeper = os.fork()
+    if keeper == 0:  # the keeper: COMMAND's parent, single-threaded
+        os.close(rfd)
+        _keep(cfg.command, wfd)  # never returns
+    os.close(wfd)
+    with os.fdopen(rfd) as report:
+        first = report.readline().split()
+        if first[:1] != ["pid"]:
+            _reap(keeper)
+            err = int(first[1]) if len(first) > 1 else 0
+            print(f"numaprof: cannot run {cfg.command[0]}: {os.strerror(err) if err else 'unknown error'}",
+                  file=sys.stderr)
+            return 126 if err in (errno.EACCES, errno.ENOEXEC) else 127  # as a shell says
+        pid = int(first[1])
+        rc = run_slices(dataclasses.replace(cfg, pid=pid), every, argv)
+        last = report.readline().split()  # blocks until COMMAND ends
+    _reap(keeper)
+    status = int(last[1]) if last[:1] == ["status"] else None
+    if not slice_path(cfg.output, 1).exists():
+        print(f"numaprof: {cfg.command[0]} ended before its first slice was recorded", file=sys.stderr)
+    if status is None:
+        print("numaprof: the program's exit status is unknown", file=sys.stderr)
+        return rc or 1
+    return status
+
+
+def _keep(command, wfd: int) -> None:
+    """In the keeper: start COMMAND, report its pid, wait, report its exit status
+    (128 + N when killed by signal N), exit.  The stopping signals reach COMMAND (it
+    is in the same process group); the keeper ignores them, to report its end."""
+    code = 0
+    try:
+        for s in STOP_SIGNALS:
+            signal.signal(s, signal.SIG_IGN)
+        try:
+            prog = subprocess.Popen(command, preexec_fn=_default_signals)  # noqa: PLW1509 (no threads here)
+        except OSError as e:
+            os.write(wfd, f"error {e.errno or 0}\n".encode())
+            return
+        os.write(wfd, f"pid {prog.pid}\n".encode())
+        rc = prog.wait()
+        os.write(wfd, f"status {128 - rc if rc < 0 else rc}\n".encode())
+    except BaseException:  # noqa: BLE001 - the keeper never returns into numaprof record
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _default_signals() -> None:
+    for s in STOP_SIGNALS:
+        signal.signal(s, signal.SIG_DFL)
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass  # already reaped by a slice's supervisor
