@@ -23,6 +23,7 @@ from numaprof.analyzer import sharing as sharing_
 from numaprof.analyzer import threads as thr
 from numaprof.analyzer.archive import Archive
 from numaprof.analyzer.firsttouch import (
+    fault_count,
     first_touch_of,
     first_touches,
 )
@@ -368,7 +369,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         env=dict(m.get("env") or {}),
         freq=int((m.get("sampling") or {}).get("freq", 0) or 0),
         rules=rules,
-        faults=len(prof.table("faults")["time"]),
+        faults=fault_count(prof.table("faults")),
         throttled=int(counts.get("throttled", 0) or 0),
         host=str(m.get("host") or ""),
     )

@@ -11,10 +11,11 @@ from numaprof.analyzer import attribution as att
 from numaprof.analyzer.model import (
     FirstTouch,
 )
+from numaprof.analyzer.profile import ADDRESS_SPACE
 from numaprof.errors import ProfileError
 
 SERIAL_MASTER = 0.9
-FAULT_PAGES_LIMIT = 1 << 27  # base pages the huge-page faults may expand to (512 GiB of 4 KiB)
+FAULT_PAGES_LIMIT = 1 << 27  # base pages the huge-page faults (and the runs' faults) may expand to
 
 
 @dataclass
@@ -49,6 +50,7 @@ def first_touches(ft: dict, ivs, heap_iv, static_iv, map_iv, page_shift,
     `period` pages of its block."""
     if len(ft["time"]) == 0 or len(ivs) == 0:
         return None
+    ft = fault_records(ft, where)
     row, addr = fault_pages(ft, page_shift, where)
     n = len(row)
     time = np.asarray(ft["time"], dtype=np.uint64)[row]
@@ -131,6 +133,41 @@ def _fill(iv, pg, ok, limit, n_pages, lo):
     iv, pg, ok = np.concatenate(parts_iv), np.concatenate(parts_pg), np.concatenate(parts_ok)
     order = np.lexsort((pg, iv))
     return iv[order], pg[order], ok[order], inferred[order]
+
+
+def fault_records(ft: dict, where="faults") -> dict:
+    """The faults table with its runs (docs/profile-format.md, "faults") laid out: one row
+    per recorded fault, the k-th of a run at its first page + k x `stride`, its time
+    spread evenly over the run's `span`."""
+    run = ft.get("run")
+    if run is None or len(run) == 0:
+        return ft
+    n = np.maximum(np.asarray(run, dtype=np.int64), 1)
+    if (n == 1).all():
+        return ft
+    total = int(n.sum())
+    stride = np.asarray(ft["stride"], dtype=np.uint64)
+    if total > FAULT_PAGES_LIMIT:
+        raise ProfileError(f"{where}: the runs of faults hold {total} faults, more than the "
+                           f"{FAULT_PAGES_LIMIT} the analyzer handles")
+    if ((n - 1).astype(np.uint64) * stride > np.uint64(ADDRESS_SPACE)).any():
+        raise ProfileError(f"{where}: a run of faults reaches beyond the address space")
+    rows = np.repeat(np.arange(len(n)), n)
+    k = np.arange(total) - np.repeat(np.cumsum(n) - n, n)
+    out = {col: np.asarray(v)[rows] for col, v in ft.items() if len(v) == len(n)}
+    out["addr"] = out["addr"].astype(np.uint64) + k.astype(np.uint64) * stride[rows]
+    span = np.asarray(ft["span"], dtype=np.float64)[rows]
+    out["time"] = out["time"].astype(np.uint64) + (span * k / np.maximum(n[rows] - 1, 1)).astype(np.uint64)
+    out["run"] = np.ones(total, dtype=np.uint32)
+    return out
+
+
+def fault_count(ft: dict) -> int:
+    """Recorded faults: a row stands for its run's."""
+    run = ft.get("run")
+    if run is None or len(run) == 0:
+        return len(ft["time"])
+    return int(np.maximum(np.asarray(run, dtype=np.int64), 1).sum())
 
 
 def fault_pages(ft: dict, page_shift: int, where="faults") -> tuple[np.ndarray, np.ndarray]:

@@ -60,7 +60,10 @@
     COL(faults, addr, U64, REQ) \
     COL(faults, flags, U8, OPT) \
     COL(faults, source, U8, OPT) \
-    COL(faults, page_size, U32, OPT)
+    COL(faults, page_size, U32, OPT) \
+    COL(faults, run, U32, OPT) \
+    COL(faults, stride, U32, OPT) \
+    COL(faults, span, U32, OPT)
 
 /* The node of a page, queried with move_pages(2) while the program runs. */
 #define NMP_TABLE_page_nodes(COL) \

@@ -155,8 +155,7 @@ static void on_fault(struct nmp_collector *c, const struct nmp_ev *e, const uint
         [NMP_faults_cpu] = ps.cpu, [NMP_faults_ip] = ip, [NMP_faults_addr] = addr,
         [NMP_faults_flags] = flags, [NMP_faults_source] = (uint64_t)source,
         [NMP_faults_page_size] = ps.data_page_size};
-    if (nmp_table_append(c->t.faults, v) != 0)
-        nmp_table_failed(c, "faults");
+    nmp_fault_add(c, v);
 }
 
 static void on_sample(struct nmp_collector *c, uint16_t misc, const uint8_t *b, size_t blen)

@@ -71,6 +71,7 @@ static int open_tables(struct nmp_collector *c)
 
 static void flush_tables(struct nmp_collector *c)
 {
+    nmp_fault_runs_close(c);
     if (nmp_table_flush(c->t.samples) || nmp_table_flush(c->t.faults) ||
         nmp_table_flush(c->t.pages) || nmp_table_flush(c->t.maps))
         nmp_table_failed(c, "profile");
@@ -79,6 +80,7 @@ static void flush_tables(struct nmp_collector *c)
 static int close_tables(struct nmp_collector *c)
 {
     int first = 0; /* errno of the first table that failed */
+    nmp_fault_runs_close(c);
     struct nmp_table **ts[] = {&c->t.samples, &c->t.faults, &c->t.pages, &c->t.maps,
                                &c->t.counters};
     for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) {
@@ -328,6 +330,8 @@ static void free_collector(struct nmp_collector *c)
         nmp_hw_node_counters_close(c->nodes.h);
     nmp_decoder_free(c->dec);
     free(c->maps_seen);
+    free(c->runs);
+    c->runs = NULL;
     nmp_aff_free(c->aff);
     nmp_tasks_free(&c->tasks);
     nmp_pages_free(&c->pages);

@@ -68,16 +68,17 @@ static void samples(const char *dir)
     write_table(dir, NMP_TABLE_ID_samples, rows, 3);
 }
 
-#define FAULT(t, p, ti, c, i, a, fl, so, ps)                                                    \
+#define FAULT(t, p, ti, c, i, a, fl, so, ps, r, st, sp)                                         \
     {[NMP_faults_time] = t, [NMP_faults_pid] = p, [NMP_faults_tid] = ti, [NMP_faults_cpu] = c, \
      [NMP_faults_ip] = i, [NMP_faults_addr] = a, [NMP_faults_flags] = fl,                      \
-     [NMP_faults_source] = so, [NMP_faults_page_size] = ps}
+     [NMP_faults_source] = so, [NMP_faults_page_size] = ps, [NMP_faults_run] = r,              \
+     [NMP_faults_stride] = st, [NMP_faults_span] = sp}
 
 static void faults(const char *dir)
 {
     const uint64_t rows[][W] = {
-        FAULT(10, 11, 12, 1, 0x401234, 0x7f0000001000, 3, 1, 4096),
-        FAULT(M8, M4, M4, 0xffff, M8, M8, 0xff, 2, M4),
+        FAULT(10, 11, 12, 1, 0x401234, 0x7f0000001000, 3, 1, 4096, 1, 0, 0),
+        FAULT(M8, M4, M4, 0xffff, M8, M8, 0xff, 2, M4, M4, M4, M4),
     };
     write_table(dir, NMP_TABLE_ID_faults, rows, 2);
 }

@@ -60,6 +60,26 @@ def test_every_column_a_recording_writes_is_defined_with_its_type(examples_built
     assert sampling["alloc_threshold"] == defaults.ALLOC_THRESHOLD
 
 
+def test_initialisation_faults_are_written_as_runs(examples_built, tmp_path):
+    """collector/src/faultruns.c: the master thread's loop first-touching three 64 MiB
+    arrays is a few rows of the faults table, not one per recorded fault; every recorded
+    fault is still counted, and each array's 16384 pages are first-touched by it."""
+    from numaprof.analyzer.firsttouch import fault_count
+    from numaprof.analyzer.profile import open_profile
+
+    prof = tmp_path / "p"
+    run_numaprof("record", "-o", prof, "--", EXAMPLES / "serial_init", "64", "2",
+                 env={"OMP_NUM_THREADS": "2"}, check=True)
+    ft = open_profile(prof).table("faults")
+    recorded = json.loads((prof / "manifest.json").read_text())["counts"]["faults"]
+    assert fault_count(ft) == recorded > 1000
+    assert len(ft["time"]) < recorded / 20, (len(ft["time"]), recorded)
+    doc = json.loads(run_numaprof("report", prof, "--format", "json", check=True).stdout)
+    for name in ("a", "b", "c"):
+        o = next(o for o in doc["objects"] if o["name"] == name)
+        assert o["first_touch"]["pages"] == 16384 and o["first_touch"]["serial"], o["first_touch"]
+
+
 HEADER = (fmt.header_path()).read_text()
 
 

@@ -5,6 +5,8 @@ ones (pattern), which assert with margins.
 """
 
 
+import json
+
 import numpy as np
 import profgen  # noqa: E402
 import pytest
@@ -506,3 +508,76 @@ def test_numaprofs_own_mappings_are_counted_not_objects(tmp_path):
     assert sum(o.samples for o in a.objects) + a.profile.outside_objects + 5 == a.profile.with_address
     assert any(f.startswith("5 samples") and "numaprof's own work" in f for f in a.findings)
     assert int(a.traffic.sum()) == 3
+
+
+def _as_runs(path):
+    """Rewrite a profile's faults table the way the collector writes it
+    (collector/src/faultruns.c): a thread's faults from one instruction, of one cpu and
+    kind, whose pages are evenly spaced become one row (`run`, `stride`, `span`).  Returns the rows
+    before and after."""
+    from numaprof.analyzer.profile import open_profile
+    from numaprof.analyzer.writer import DTYPES, write_column
+
+    ft = {k: np.asarray(v) for k, v in open_profile(path).table("faults").items()}
+    n = len(ft["time"])
+    order = np.lexsort((ft["time"], ft["ip"], ft["tid"]))
+    rows, run, stride, span = [], [], [], []
+    same_cols = ("pid", "tid", "cpu", "ip", "flags", "source", "page_size")
+    for i in order.tolist():
+        if rows:
+            r = rows[-1]
+            d = (int(ft["addr"][i]) >> 12) - (int(ft["addr"][r]) >> 12) - (run[-1] - 1) * stride[-1] // 4096
+            if all(ft[c][i] == ft[c][r] for c in same_cols) and d > 0 and (
+                    run[-1] == 1 or d * 4096 == stride[-1]):
+                stride[-1] = d * 4096
+                run[-1] += 1
+                span[-1] = int(ft["time"][i]) - int(ft["time"][r])
+                continue
+        rows.append(i)
+        run.append(1)
+        stride.append(0)
+        span.append(0)
+    rows = np.array(rows)
+    types = DTYPES["faults"]
+    for col, v in ft.items():
+        write_column(path / f"faults.{col}.col", v[rows], types[col])
+    for col, v in (("run", run), ("stride", stride), ("span", span)):
+        write_column(path / f"faults.{col}.col", np.array(v), types[col])
+    m = json.loads((path / "manifest.json").read_text())
+    return n, len(rows), m
+
+
+@pytest.mark.parametrize("period", [1, 17])
+def test_faults_in_runs_give_the_same_first_touches(tmp_path, period):
+    """The collector writes a thread's evenly spaced faults as one row (a run): laid
+    out again by the analyzer, the first touches are those of one row per fault."""
+    def run(name):
+        return profgen.synth_run(tmp_path / name, [
+            Array("serial", 8 * MiB, ["serial_init", "regular"], samples=500),
+            Array("parallel", 8 * MiB, ["parallel_init", "regular"], samples=500),
+        ], fault_period=period, seed=5)
+    whole, runs = run("whole"), run("runs")
+    before, after, _ = _as_runs(runs.path)
+    assert after < before / 8  # initialisation loops: long runs
+    a_whole, a_runs = analyze(whole.path), analyze(runs.path)
+    assert a_runs.profile.faults == a_whole.profile.faults == before
+    for name in ("serial", "parallel"):
+        f, r = by_addr(a_whole, whole)[name].first_touch, by_addr(a_runs, runs)[name].first_touch
+        assert (r.pages, r.inferred_pages, r.threads, r.serial, sorted(r.nodes)) == \
+            (f.pages, f.inferred_pages, f.threads, f.serial, sorted(f.nodes)), name
+        assert r.master_fraction == pytest.approx(f.master_fraction)
+
+
+def test_a_run_of_faults_beyond_the_address_space_is_refused(tmp_path):
+    from numaprof.analyzer.writer import write_column
+    from numaprof.errors import ProfileError
+
+    run = profgen.synth_run(tmp_path / "p", [Array("a", 1 * MiB, ["serial_init", "regular"], samples=200)])
+    _as_runs(run.path)
+    stride = np.fromfile(run.path / "faults.stride.col", dtype="<u4", offset=16)
+    runs = np.fromfile(run.path / "faults.run.col", dtype="<u4", offset=16)
+    runs[0], stride[0] = 2**26, 2**32 - 4096  # 2^58 bytes from its first page
+    write_column(run.path / "faults.run.col", runs, "<u4")
+    write_column(run.path / "faults.stride.col", stride, "<u4")
+    with pytest.raises(ProfileError, match="beyond the address space"):
+        analyze(run.path)

@@ -65,6 +65,9 @@ EXPECTED: dict[str, dict[str, tuple[str, list]]] = {
         "flags": ("|u1", [3, M1]),
         "source": ("|u1", [1, 2]),
         "page_size": ("<u4", [4096, M4]),
+        "run": ("<u4", [1, M4]),
+        "stride": ("<u4", [0, M4]),
+        "span": ("<u4", [0, M4]),
     },
     "page_nodes": {
         "time": ("<u8", [5, 6, M8, 7]),
