@@ -90,6 +90,20 @@ def locate(pid: np.ndarray, addr: np.ndarray, time: np.ndarray, iv: Intervals) -
     return out
 
 
+def locate_layers(pid, addr, time, layers: list[Intervals]) -> np.ndarray:
+    """Index of the interval holding each (pid, addr, time) in the layers laid end to
+    end, the first layer that holds it winning; −1 where none does."""
+    out = np.full(len(addr), -1, dtype=np.int32)
+    offset = 0
+    for part in layers:
+        todo = np.flatnonzero(out < 0) if offset else slice(None)
+        if len(part):
+            loc = locate(pid[todo], addr[todo], time[todo], part)
+            out[todo] = np.where(loc >= 0, loc + offset, -1)
+        offset += len(part)
+    return out
+
+
 def _prepare(iv: Intervals, members: np.ndarray):
     order = members[np.argsort(iv.start[members], kind="stable")]
     st, en = iv.start[order], iv.end[order]

@@ -205,7 +205,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     del own
 
     # Priority: heap allocations, then statics, then whole mappings (which contain both).
-    a_iv = stream.locate_layers(a_pid, a_addr, a_time, layers)
+    a_iv = att.locate_layers(a_pid, a_addr, a_time, layers)
     if len(ivs):
         a_obj = np.where(a_iv >= 0, ivs.obj[np.maximum(a_iv, 0)], -1).astype(np.int32)
     else:

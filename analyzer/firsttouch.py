@@ -52,17 +52,9 @@ def first_touches(ft: dict, ivs, heap_iv, static_iv, map_iv, page_shift,
         return None
     ft = fault_records(ft, where)
     row, addr = fault_pages(ft, page_shift, where)
-    n = len(row)
     time = np.asarray(ft["time"], dtype=np.uint64)[row]
     pid = np.asarray(ft["pid"])[row]
-    where = np.full(n, -1, dtype=np.int64)
-    offset = 0
-    for part in (heap_iv, static_iv, map_iv):
-        todo = np.flatnonzero(where < 0)
-        if len(part) and len(todo):
-            loc = att.locate(pid[todo], addr[todo], time[todo], part)
-            where[todo] = np.where(loc >= 0, loc + offset, -1)
-        offset += len(part)
+    where = att.locate_layers(pid, addr, time, [heap_iv, static_iv, map_iv]).astype(np.int64)
     ok = np.flatnonzero(where >= 0)
     if len(ok) == 0:
         return None

@@ -161,24 +161,10 @@ def uniform(rows: np.ndarray) -> np.ndarray:
     return (z >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
 
 
-def locate_layers(pid, addr, time, layers: list[att.Intervals]) -> np.ndarray:
-    """Index of the interval holding each (pid, addr, time) in the layers laid end to
-    end, the first layer that holds it winning; −1 where none does."""
-    out = np.full(len(addr), -1, dtype=np.int32)
-    offset = 0
-    for part in layers:
-        todo = np.flatnonzero(out < 0) if offset else slice(None)
-        if len(part):
-            loc = att.locate(pid[todo], addr[todo], time[todo], part)
-            out[todo] = np.where(loc >= 0, loc + offset, -1)
-        offset += len(part)
-    return out
-
-
 def _strata(c: dict[str, np.ndarray], layers, outside: int, no_addr: int) -> np.ndarray:
     has = np.flatnonzero(c["addr"] != 0)
     out = np.full(len(c["addr"]), no_addr, dtype=np.int64)
-    iv = locate_layers(c["pid"][has], c["addr"][has].astype(np.uint64), c["time"][has].astype(np.uint64),
+    iv = att.locate_layers(c["pid"][has], c["addr"][has].astype(np.uint64), c["time"][has].astype(np.uint64),
                        layers)
     obj = np.concatenate([part.obj for part in layers]) if layers else np.zeros(0, dtype=np.int64)
     out[has] = np.where(iv >= 0, obj[np.maximum(iv, 0)] if len(obj) else outside, outside)

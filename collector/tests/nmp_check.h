@@ -4,6 +4,7 @@
 #define NMP_CHECK_H
 
 #include <stdio.h>
+#include <stdlib.h>
 
 static int failures;
 
@@ -34,6 +35,18 @@ static int failures;
             failures++;                                                             \
         }                                                                           \
     } while (0)
+
+/* An empty directory for a test's files: $NMP_TEST_TMP (or /tmp)/<name>, its path in
+ * `dir` (`len` bytes). */
+static inline void check_fresh_dir(char *dir, size_t len, const char *name)
+{
+    const char *tmp = getenv("NMP_TEST_TMP");
+    snprintf(dir, len, "%s/%s", tmp ? tmp : "/tmp", name);
+    char cmd[2 * 4096 + 64];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
+    if (system(cmd) != 0)
+        abort();
+}
 
 /* main()'s exit status: 0, or 1 after printing how many checks failed. */
 static inline int check_result(void)

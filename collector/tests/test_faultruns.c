@@ -11,12 +11,7 @@ static char dir[2048];
 
 static void fresh(const char *name)
 {
-    const char *tmp = getenv("NMP_TEST_TMP");
-    snprintf(dir, sizeof dir, "%s/%s", tmp ? tmp : "/tmp", name);
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
-    if (system(cmd) != 0)
-        abort();
+    check_fresh_dir(dir, sizeof dir, name);
 }
 
 /* The values of one u4/u8 column of the faults table, after the 16-byte header. */

@@ -145,12 +145,7 @@ static int exists(const char *name)
 
 static void fresh_dir(const char *name)
 {
-    const char *tmp = getenv("NMP_TEST_TMP");
-    snprintf(dir, sizeof dir, "%s/%s", tmp ? tmp : "/tmp", name);
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
-    if (system(cmd) != 0)
-        abort();
+    check_fresh_dir(dir, sizeof dir, name);
 }
 
 static void test_pairing(void)

@@ -28,12 +28,7 @@ static long slurp(const char *name, unsigned char *buf, size_t len)
 
 static void fresh(const char *name)
 {
-    const char *tmp = getenv("NMP_TEST_TMP");
-    snprintf(dir, sizeof dir, "%s/%s", tmp ? tmp : "/tmp", name);
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
-    if (system(cmd) != 0)
-        abort();
+    check_fresh_dir(dir, sizeof dir, name);
 }
 
 static const struct nmp_coldef cols[] = {
