@@ -94,7 +94,7 @@ def subsample(s: dict[str, np.ndarray], layers: list[att.Intervals], n_obj: int,
         kept_stratum.append(stratum[keep])
         kept_u.append(u[keep])
         held += len(keep)
-        if held > budget + budget // 4:
+        if held > 2 * budget:
             held = _prune(kept, kept_stratum, kept_u, p)
     _prune(kept, kept_stratum, kept_u, keep_probabilities(per_stratum, budget))
     step(1.0)

@@ -118,3 +118,32 @@ def _rss_file() -> int:
         if line.startswith("RssFile:"):
             return int(line.split()[1]) * 1024
     raise AssertionError("no RssFile in /proc/self/status")
+
+
+def test_pruning_as_the_counts_grow_leaves_the_final_caps_sample(big, monkeypatch):
+    """Small chunks make the held rows pile up and be pruned many times: what is left is
+    exactly the rows that the final caps keep (each row's hash below its stratum's final
+    probability), in row order."""
+    from numaprof.analyzer import attribution as att
+    from numaprof.analyzer.archive import Archive
+    from numaprof.analyzer.core import heap_intervals, mapping_intervals, static_intervals
+    from numaprof.analyzer.objects import short_intervals, thread_sites
+    from numaprof.analyzer.symbols import Mappings
+
+    run, _whole, _part = big
+    prof = open_profile(run.path)
+    mappings = Mappings(prof.table("mappings"))
+    objs = []
+    layers = [heap_intervals(prof.table("objects"), objs, thread_sites(prof, mappings)),
+              att.Intervals.concat([short_intervals(prof.table("objects"), objs),
+                                    static_intervals(mappings, objs, Archive.read(run.path))]),
+              mapping_intervals(prof.table("mappings"), objs)]
+    s = prof.table("samples")
+    monkeypatch.setattr(stream, "CHUNK", 5000)
+    sub = stream.subsample(s, layers, len(objs), 20_000)
+    whole = {k: np.asarray(v) for k, v in s.items()}
+    strata = stream._strata(whole, layers, len(objs), len(objs) + 1)
+    p = stream.keep_probabilities(np.bincount(strata, minlength=len(objs) + 2), 20_000)
+    expected = np.flatnonzero(stream.uniform(np.arange(len(strata), dtype=np.uint64)) < p[strata])
+    for col in ("time", "addr", "tid"):
+        assert np.array_equal(sub.table[col], whole[col][expected]), col
