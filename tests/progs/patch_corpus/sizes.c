@@ -1,7 +1,8 @@
 /* Sizes from macros and from a variable.  `mat` is a file-scope float[ROWS][COLS] whose
  * dimensions are macros of macros; `vec` is malloc'd with a macro length, `dyn` with a
  * length read at run time.  Each is filled serially by a recurrence (no parallel loop
- * possible) and then streamed by every thread's static block: bind_block, with the
+ * possible) and then streamed and updated by every thread's static block (updated, so
+ * that no copy per node, replicate, can serve it): bind_block, with the
  * placement's byte count equal to what the profile recorded (evaluated from the macros
  * for mat and vec, the allocation's own expression for dyn).
  *
@@ -42,14 +43,20 @@ int main(int argc, char **argv)
     for (int it = 0; it < iters; it++) {
 #pragma omp parallel for schedule(static) reduction(+ : total)
         for (long r = 0; r < ROWS; r++)
-            for (long c = 0; c < COLS; c++)
+            for (long c = 0; c < COLS; c++) {
+                mat[r][c] = mat[r][c] * 0.9999f + 1e-6f;
                 total += mat[r][c];
+            }
 #pragma omp parallel for schedule(static) reduction(+ : total)
-        for (long i = 0; i < NVEC; i++)
-            total += vec[i] * 1.0001;
+        for (long i = 0; i < NVEC; i++) {
+            vec[i] = vec[i] * 1.0001 - 1e-6;
+            total += vec[i];
+        }
 #pragma omp parallel for schedule(static) reduction(+ : total)
-        for (size_t i = 0; i < n; i++)
-            total += dyn[i] * 0.9999;
+        for (size_t i = 0; i < n; i++) {
+            dyn[i] = dyn[i] * 0.9999 + 1e-6;
+            total += dyn[i];
+        }
     }
     printf("checksum %.3f\n", total);
     return 0;
