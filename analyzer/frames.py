@@ -455,7 +455,11 @@ class FrameIndex:
         fr = self.frame_at(pc, pc)
         if fr is None:
             return None
-        return next((h.var for h in fr.held if h.reg == reg and h.add == 0), None)
+        held = [h.var for h in fr.held if h.reg == reg and h.add == 0]
+        # one value in several variables (`struct work *w = arg;` of a thread's start
+        # routine): the one whose type says what it points to, not the `void *`
+        typed = [v for v in held if v.type is not None and v.type.pointer and v.type.target is not None]
+        return (typed or held or [None])[0]
 
     def _slot_at(self, pc: int, reg: int, disp: int) -> Variable | None:
         """The variable stored at ``reg`` + ``disp`` (the stack or frame pointer) at pc."""

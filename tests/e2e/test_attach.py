@@ -70,6 +70,25 @@ def test_arrays_allocated_before_the_attach_are_separate_named_objects(attached)
     assert "small_e" not in objs  # 6 KiB: below the tracking threshold, as with the shim
 
 
+def test_blocks_no_global_points_to_are_named_by_the_code_that_reads_them(attached):
+    """local_h, tab_s and tab_t are held only by main's locals: no global names them.
+    local_h is read as `w->local` (a member of the workers' `struct work`), both tables
+    only inside sum_table through its parameter `tab`; one name for two blocks keeps
+    each block's address beside it."""
+    objs = attached["objects"]
+    local = [o for o in objs if o["name"] == "struct work.local"]
+    assert len(local) == 1, [(o["name"], o["size"]) for o in objs]
+    assert local[0]["kind"] == "heap" and local[0]["attribution"] == "type", local[0]
+    assert 2 << 20 <= local[0]["size"] <= (2 << 20) + 4096, local[0]
+    tabs = sorted((o for o in objs if o["name"].startswith("tab@0x")), key=lambda o: o["size"])
+    assert len(tabs) == 2, [(o["name"], o["size"]) for o in objs]
+    for o, asked in zip(tabs, (1 << 20, 3 << 20), strict=True):
+        assert asked <= o["size"] <= asked + 4096 and o["attribution"] == "register", o
+        assert o["name"] == f"tab@{o['address']}", o
+        assert "sum_table" in o["site"], o
+    assert not [o for o in objs if o["name"].startswith("heap@")], [(o["name"], o["size"]) for o in objs]
+
+
 def test_arrays_allocated_after_the_attach_are_found_at_its_end(attached):
     """late_m and late_k were allocated after numaprof attached: the heap read when it
     stopped finds them, named, allocated during the recording."""

@@ -8,9 +8,11 @@
  * prints "ready" with its pid, then waits until GOFILE exists.  Two worker threads then
  * stream over the arrays, each over its half of every array (a static partition: the
  * same half in every pass), for SECONDS seconds.  The main thread waits in
- * pthread_join all along, holding the local `local_h`.  Once GOFILE exists, after the
- * attach, the first worker maps `late_m` and the second allocates `late_k` in an arena
- * of its own; both stream over them too.
+ * pthread_join all along, holding the local `local_h` (which the workers read through
+ * their `struct work`) and two tables no global points to (`tab_s`, `tab_t`: mmapped,
+ * read only inside sum_table, through its parameter `tab`).  Once GOFILE exists, after
+ * the attach, the first worker maps `late_m` and the second allocates `late_k` in an
+ * arena of its own; both stream over them too.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -43,6 +45,7 @@ static pthread_barrier_t allocated, late;
 struct work {
     int id;
     double *local; /* the main thread's local_h */
+    double *tab_s, *tab_t; /* 3 MiB and 1 MiB, the main thread's locals too */
     double sum;
 };
 
@@ -62,6 +65,15 @@ static void *xmalloc(size_t n)
     }
     memset(p, 1, n);
     return p;
+}
+
+/* The only code that reads tab_s and tab_t: named by code, both are `tab`. */
+static __attribute__((noinline)) double sum_table(const double *tab, long lo, long hi)
+{
+    double s = 0;
+    for (long i = lo; i < hi; i++)
+        s += tab[i];
+    return s;
 }
 
 /* The half [lo, hi) of n elements of thread id. */
@@ -102,6 +114,10 @@ static void *worker(void *arg)
         half(2 * MIB / 8, w->id, &lo, &hi);
         for (long i = lo; i < hi; i++)
             s += w->local[i];
+        half(3 * MIB / 8, w->id, &lo, &hi);
+        s += sum_table(w->tab_s, lo, hi);
+        half(1 * MIB / 8, w->id, &lo, &hi);
+        s += sum_table(w->tab_t, lo, hi);
         for (long i = 0; i < 96 * KIB / 8; i++)
             s += mid_c[i];
         for (long i = 0; i < 72 * KIB / 4; i++)
@@ -138,11 +154,12 @@ int main(int argc, char **argv)
     grid.energy = xmalloc(80 * KIB);
     free(hole); /* a free chunk between two arrays: no object */
     double *local_h = xmalloc(2 * MIB);
+    double *tab_s = xmalloc(3 * MIB), *tab_t = xmalloc(1 * MIB);
 
     pthread_barrier_init(&allocated, NULL, 3);
     pthread_barrier_init(&late, NULL, 2);
     pthread_t t[2];
-    struct work w[2] = {{0, local_h, 0}, {1, local_h, 0}};
+    struct work w[2] = {{0, local_h, tab_s, tab_t, 0}, {1, local_h, tab_s, tab_t, 0}};
     for (int i = 0; i < 2; i++)
         pthread_create(&t[i], NULL, worker, &w[i]);
     pthread_barrier_wait(&allocated);
@@ -151,6 +168,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < 2; i++)
         pthread_join(t[i], NULL);
     printf("%g\n", w[0].sum + w[1].sum + small_e[0]);
+    free(tab_t);
+    free(tab_s);
     free(local_h);
     return 0;
 }
