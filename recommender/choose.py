@@ -68,6 +68,12 @@ REPLICATE_MEMORY_SHARE = 0.25
 #: replicate pages read at least 90 % of the time).
 REPLICATE_READ_AFTER = 0.9
 REPLICATE_MIN_READS = 100
+#: ... and its predicted score must be at least this share below the best placement's:
+#: the what-if does not charge a copy's memory on every node, nor the change at every
+#: read, so a placement that is nearly as local (a statically partitioned array read
+#: where it was placed) stays the answer instead of flipping to replicate from one
+#: recording to the next on a few percent of reads across the partition.
+REPLICATE_GAIN = 0.10
 
 
 def replicable(o: ObjectResult, plan) -> bool:
@@ -758,7 +764,8 @@ def suggest(analysis: Analysis, target: Topology | None = None, *,
             result.objects[-1].weighted_nodes = list(result.weighted_nodes)
             result.objects[-1].weights = list(result.weights)
         rep = next((p for p in preds if p.policy == "replicate"), None)
-        if rep is not None and plan.n > 1 and rep.score < chosen.score and not ties(chosen, rep):
+        if rep is not None and plan.n > 1 and rep.score <= (1.0 - REPLICATE_GAIN) * chosen.score \
+                and not ties(chosen, rep):
             # better than any placement, but a change at every read: offered beside the
             # placement, by hand (docs/recommender.md, "replicate")
             result.objects[-1].replicate = rep

@@ -52,6 +52,40 @@ def test_read_only_table_gets_replicate_beside_its_placement(target, nodes):
     assert "it is not patched (no patch could be made)" in o.reason
 
 
+def partitioned_access(n_pages, n_threads, across, *, n=8000, init=400, seed=5):
+    """An array the master thread writes, then each thread reads in its own block of
+    pages, except a share `across` of the reads, at random pages of the whole array."""
+    rng = np.random.default_rng(seed)
+    th = rng.integers(0, n_threads, n - init).astype(np.int32)
+    per = n_pages // n_threads
+    later = th.astype(np.int64) * per + rng.integers(0, per, n - init)
+    cross = rng.random(n - init) < across
+    later[cross] = rng.integers(0, n_pages, int(cross.sum()))
+    page = np.concatenate([np.linspace(0, n_pages - 1, init).astype(np.int64), later])
+    thread = np.concatenate([np.zeros(init, np.int32), th])
+    write = np.zeros(n, bool)
+    write[:init] = True
+    acc = ObjectAccess(page=page, thread=thread, weight=np.ones(n), write=write, n_pages=n_pages)
+    acc.time = np.arange(n, dtype=np.int64) * 1000
+    return acc
+
+
+@pytest.mark.parametrize("across, offered", [(0.0, False), (0.03, False), (0.06, False), (0.4, True)])
+def test_replicate_must_clearly_beat_the_placement(across, offered):
+    """A statically partitioned read: a block placement is as local as the copies, less the
+    reads across the partition.  A few percent of those (a gain of 2-4 %) do not buy a copy
+    on every node and a change at every read; 40 % do."""
+    o = obj("dyn", "regular", partitioned_access(BIG, 16, across), serial=True, n_threads=16)
+    an = analysis([o], threads(16))
+    sug = suggest(an, resolve_target("2s", an.topology)).objects[0]
+    rep = sug.alternative("replicate")
+    assert rep is not None and rep.local_fraction == 1.0  # still a row of the what-if
+    assert sug.policy != "replicate"
+    assert (sug.replicate is not None) == offered, (across, sug.predicted.score, rep.score)
+    if offered:
+        assert rep.score <= 0.9 * sug.predicted.score
+
+
 def test_written_throughout_is_not_replicated():
     # 3 % of the reads' time still writes: not read-only after initialisation
     s, _ = _suggest(table_access(BIG, 16, writes_later=240))
