@@ -127,18 +127,27 @@ def _fill(iv, pg, ok, limit, n_pages, lo):
     return iv[order], pg[order], ok[order], inferred[order]
 
 
+#: A row of repeats (`stride` 0: one page faulted again and again by one thread and
+#: instruction) is laid out as at most this many faults, spread over its span: its page's
+#: first toucher is known, the times of the repeats between are not (the collector
+#: counts them, docs/profile-format.md).
+REPEAT_POINTS = 16
+
+
 def fault_records(ft: dict, where="faults") -> dict:
     """The faults table with its runs (docs/profile-format.md, "faults") laid out: one row
     per recorded fault, the k-th of a run at its first page + k x `stride`, its time
-    spread evenly over the run's `span`."""
+    spread evenly over the run's `span`; a row of repeats of one page (`stride` 0) as at
+    most REPEAT_POINTS of them (fault_count counts them all)."""
     run = ft.get("run")
     if run is None or len(run) == 0:
         return ft
     n = np.maximum(np.asarray(run, dtype=np.int64), 1)
     if (n == 1).all():
         return ft
-    total = int(n.sum())
     stride = np.asarray(ft["stride"], dtype=np.uint64)
+    n = np.where(stride == 0, np.minimum(n, REPEAT_POINTS), n)
+    total = int(n.sum())
     if total > FAULT_PAGES_LIMIT:
         raise ProfileError(f"{where}: the runs of faults hold {total} faults, more than the "
                            f"{FAULT_PAGES_LIMIT} the analyzer handles")

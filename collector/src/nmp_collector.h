@@ -160,7 +160,7 @@ struct nmp_tables {
     struct nmp_table *samples, *faults, *pages, *maps, *counters;
 };
 
-struct nmp_fault_run; /* faultruns.c */
+struct nmp_fault_state; /* faultruns.c */
 
 /* The program and how its run ended (sampler.c, signals.c). */
 struct nmp_run {
@@ -200,7 +200,7 @@ struct nmp_collector {
     struct nmp_drain drain;
     struct nmp_decoder *dec;
     struct nmp_tables t;
-    struct nmp_fault_run *runs; /* open runs of faults, one slot per thread (faultruns.c) */
+    struct nmp_fault_state *fault_state; /* open runs and repeats of faults (faultruns.c) */
     /* data mappings written already (hashes; 0 empty): a heap that glibc grows and trims
      * with brk repeats a few ranges 10^5 times a second, each a PERF_RECORD_MMAP2 */
     uint64_t *maps_seen;
@@ -256,8 +256,10 @@ const struct nmp_ev *nmp_ev_of(const struct nmp_events *ev, uint64_t id);
 void nmp_drain(struct nmp_collector *c);
 void nmp_drain_free(struct nmp_drain *d);
 
-/* faultruns.c: a fault's row (NMP_faults_* columns), joined to its thread's open run when
- * it continues it; nmp_fault_runs_close writes the open runs (before a flush, at the end). */
+/* faultruns.c: a fault's row (NMP_faults_* columns), counted with its page's repeats in
+ * the window or joined to its thread's open run when it continues it; nmp_fault_runs_close
+ * writes the open runs and the repeats, and starts a new window (before a flush, at the
+ * end). */
 void nmp_fault_add(struct nmp_collector *c, const uint64_t *row);
 void nmp_fault_runs_close(struct nmp_collector *c);
 

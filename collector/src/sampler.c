@@ -330,8 +330,8 @@ static void free_collector(struct nmp_collector *c)
         nmp_hw_node_counters_close(c->nodes.h);
     nmp_decoder_free(c->dec);
     free(c->maps_seen);
-    free(c->runs);
-    c->runs = NULL;
+    free(c->fault_state);
+    c->fault_state = NULL;
     nmp_aff_free(c->aff);
     nmp_tasks_free(&c->tasks);
     nmp_pages_free(&c->pages);

@@ -63,7 +63,7 @@ static void test_runs(void)
     fault(&c, 5003, 11, 0x400300, 0x30001000); /* below: a new run */
     nmp_fault_runs_close(&c);
     CHECK(nmp_table_close(c.t.faults) == 0);
-    free(c.runs);
+    free(c.fault_state);
 
     uint64_t run[16], stride[16], span[16], addr[16], time[16];
     size_t n = column("run", 4, run, 16);
@@ -96,8 +96,95 @@ static void test_runs(void)
     }
 }
 
+/* A temporary allocated and freed again and again: its two pages faulted by one thread
+ * from two instructions (malloc's chunk header, the program's store), 1000 times each in
+ * one window, and by another thread once.  The first fault of each page and instruction
+ * is a row of its own; the repeats are one row each (stride 0), all counted.  After a
+ * flush the page is still known: its next fault is a row of repeats of one. */
+static void test_repeats(void)
+{
+    fresh("faultrepeats");
+    struct nmp_collector c;
+    memset(&c, 0, sizeof c);
+    c.t.faults = nmp_table_open(dir, NMP_TABLE_ID_faults, (uint64_t)-1);
+    CHECK(c.t.faults != NULL);
+    if (!c.t.faults)
+        return;
+    for (int k = 0; k < 1000; k++) {
+        fault(&c, 100000 + 50 * k, 10, 0x7f0000001000, 0x40000010);      /* header */
+        fault(&c, 100010 + 50 * k, 10, 0x400500, 0x40000000 + 0x3fff8); /* p[size - 1] */
+    }
+    fault(&c, 200000, 11, 0x400500, 0x40000000 + 0x3fff8); /* another thread: its own */
+    nmp_fault_runs_close(&c);
+    fault(&c, 300000, 10, 0x7f0000001000, 0x40000010); /* after the flush */
+    nmp_fault_runs_close(&c);
+    CHECK(nmp_table_close(c.t.faults) == 0);
+    free(c.fault_state);
+
+    uint64_t run[16], stride[16], span[16], addr[16], time[16], tid[16];
+    size_t n = column("run", 4, run, 16);
+    CHECK_EQ(n, 6); /* 2 first faults + 2 rows of repeats, thread 11's, the one after */
+    CHECK_EQ(column("stride", 4, stride, 16), n);
+    CHECK_EQ(column("span", 4, span, 16), n);
+    CHECK_EQ(column("addr", 8, addr, 16), n);
+    CHECK_EQ(column("time", 8, time, 16), n);
+    CHECK_EQ(column("tid", 4, tid, 16), n);
+    uint64_t total = 0;
+    int repeats = 0;
+    for (size_t i = 0; i < n; i++) {
+        total += run[i];
+        CHECK_EQ(stride[i], 0);
+        if (run[i] > 1) {
+            repeats++;
+            CHECK_EQ(run[i], 999);
+            CHECK_EQ(tid[i], 10);
+            CHECK(time[i] == 100050 || time[i] == 100060); /* the first repeat's */
+            CHECK_EQ(span[i], 998 * 50);
+        }
+    }
+    CHECK_EQ(repeats, 2);
+    CHECK_EQ(total, 2002); /* every fault counted once */
+    CHECK_EQ(time[n - 1], 300000); /* the repeat after the flush: a row of its own, stride 0 */
+    CHECK_EQ(run[n - 1], 1);
+}
+
+/* An array of 100 pages filled again at each of 3 steps (recorded faults 17 pages apart):
+ * a run a step, its beginnings' pages as repeats, every fault counted. */
+static void test_refills(void)
+{
+    fresh("faultrefills");
+    struct nmp_collector c;
+    memset(&c, 0, sizeof c);
+    c.t.faults = nmp_table_open(dir, NMP_TABLE_ID_faults, (uint64_t)-1);
+    CHECK(c.t.faults != NULL);
+    if (!c.t.faults)
+        return;
+    for (int step = 0; step < 3; step++)
+        for (int k = 0; k < 100; k++)
+            fault(&c, 1000000 * (uint64_t)(step + 1) + 10 * k, 10, 0x400600,
+                  0x50000000 + (uint64_t)k * 17 * 4096);
+    nmp_fault_runs_close(&c);
+    CHECK(nmp_table_close(c.t.faults) == 0);
+    free(c.fault_state);
+
+    uint64_t run[16], stride[16];
+    size_t n = column("run", 4, run, 16);
+    CHECK_EQ(column("stride", 4, stride, 16), n);
+    uint64_t total = 0, in_runs = 0;
+    for (size_t i = 0; i < n; i++) {
+        total += run[i];
+        if (stride[i] == 17 * 4096)
+            in_runs += run[i];
+    }
+    CHECK_EQ(total, 300);
+    CHECK_EQ(in_runs, 297); /* runs of 100, 99, 98; 3 faults repeat a run's first page */
+    CHECK(n <= 5);
+}
+
 int main(void)
 {
     test_runs();
+    test_repeats();
+    test_refills();
     return check_result();
 }

@@ -10,7 +10,7 @@ import json
 import subprocess
 
 import pytest
-from helpers import EXAMPLES, run_numaprof
+from helpers import EXAMPLES, ROOT, run_numaprof
 
 from numaprof import defaults, paths
 from numaprof.analyzer import core
@@ -117,3 +117,29 @@ def test_the_rule_list_is_refused_outside_its_grammar(edit, why):
     assert old in HEADER
     with pytest.raises(fmt.FormatDefinitionError, match=why):
         core._rule_names(HEADER.replace(old, new))
+
+
+def test_scattered_faults_on_the_same_pages_are_repeats(tmp_path):
+    """collector/src/faultruns.c: bench/alloc_heavy allocates and frees scattered blocks
+    whose pages malloc trims and grows back, so its threads fault the same few pages
+    again and again.  The repeats of a page in a window are one row of the faults table
+    (stride 0), every recorded fault still counted; the blocks' site still has both
+    threads as its first touchers."""
+    import numpy as np
+
+    from numaprof.analyzer.firsttouch import fault_count
+    from numaprof.analyzer.profile import open_profile
+
+    exe = tmp_path / "alloc_heavy"
+    subprocess.run(["gcc", "-O2", "-g", "-fopenmp", "-o", str(exe), str(ROOT / "bench" / "alloc_heavy.c")],
+                   check=True)
+    prof = tmp_path / "p"
+    run_numaprof("record", "-o", prof, "--", exe, "40000000", env={"OMP_NUM_THREADS": "2"}, check=True)
+    ft = open_profile(prof).table("faults")
+    recorded = json.loads((prof / "manifest.json").read_text())["counts"]["faults"]
+    assert fault_count(ft) == recorded > 2000
+    repeats = (np.asarray(ft["stride"]) == 0) & (np.asarray(ft["run"]) > 1)
+    assert repeats.any() and len(ft["time"]) < recorded / 4, (len(ft["time"]), int(repeats.sum()), recorded)
+    doc = json.loads(run_numaprof("report", prof, "--format", "json", check=True).stdout)
+    site = max((o for o in doc["objects"] if o["kind"] == "heap"), key=lambda o: o["samples"])
+    assert site["count"] > 1000 and site["first_touch"]["threads"] == 2, site

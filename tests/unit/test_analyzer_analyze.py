@@ -568,6 +568,28 @@ def test_faults_in_runs_give_the_same_first_touches(tmp_path, period):
         assert r.master_fraction == pytest.approx(f.master_fraction)
 
 
+def test_repeats_of_a_page_are_counted_and_laid_out_bounded():
+    """collector/src/faultruns.c writes a page faulted again and again by one thread and
+    instruction in one window as one row of repeats (stride 0): all counted, laid out as
+    at most REPEAT_POINTS faults on that page, spread over its span."""
+    from numaprof.analyzer.firsttouch import REPEAT_POINTS, fault_count, fault_records
+
+    ft = {"time": np.array([1000, 5000, 9000], dtype=np.uint64),
+          "tid": np.array([1, 1, 2], dtype=np.uint32),
+          "addr": np.array([0x10000, 0x10010, 0x20000], dtype=np.uint64),
+          "run": np.array([1, 1_000_000, 3], dtype=np.uint32),
+          "stride": np.array([0, 0, 4096], dtype=np.uint32),
+          "span": np.array([0, 800_000, 200], dtype=np.uint32)}
+    assert fault_count(ft) == 1 + 1_000_000 + 3
+    out = fault_records(ft)
+    rep = out["addr"] == 0x10010
+    assert int(rep.sum()) == REPEAT_POINTS and (out["tid"][rep] == 1).all()
+    t = out["time"][rep].astype(np.int64)
+    assert t.min() == 5000 and t.max() == 5000 + 800_000 and (np.diff(t) > 0).all()
+    assert sorted(out["addr"][out["tid"] == 2].tolist()) == [0x20000, 0x21000, 0x22000]  # a run: every fault
+    assert len(out["time"]) == 1 + REPEAT_POINTS + 3
+
+
 def test_a_run_of_faults_beyond_the_address_space_is_refused(tmp_path):
     from numaprof.analyzer.writer import write_column
     from numaprof.errors import ProfileError
