@@ -367,7 +367,7 @@ class FrameIndex:
             ins = insns[k]
             if reg not in ins.writes:
                 if ins.op == "call" and reg in datatype.CALLER_SAVED:
-                    return None
+                    return self._named_after(insns, k, reg)  # a call's result: `p = malloc(n)`
                 continue
             if ins.op == "step" and ins.dst == reg:
                 if ins.src < 0 or steps <= 0:
@@ -385,12 +385,25 @@ class FrameIndex:
                 continue
             if ins.op == "load" and ins.dst == reg:
                 return self._loaded(ins, steps - 1)
-            return None
+            return self._named_after(insns, k, reg)
         if start >= 0 and start < datatype.WALK and addrs[0] == min(lo for lo, _ in f.ranges):
             # back at the function's entry without a write: a parameter's register
             v = self._held_at(addrs[0], reg)
             if v is not None and v.name:
                 return Origin(v.name, ("var", *v.key), v.site, v.type, "register")
+        return None
+
+    def _named_after(self, insns: list[datatype.Insn], k: int, reg: int) -> Origin | None:
+        """The variable whose location is ``reg`` after ``insns[k]`` set it, as long as
+        nothing sets it again: the value a call returned (``scratch = malloc(n)``, its
+        location list starting an instruction or two after the call) or an instruction
+        computed, which the walk back cannot follow further."""
+        for ins in insns[k + 1 : k + 1 + datatype.WALK]:
+            v = self._held_at(ins.addr, reg)
+            if v is not None and v.name:
+                return Origin(v.name, ("var", *v.key), v.site, v.type, "register")
+            if reg in ins.writes or ins.op == "call":
+                return None
         return None
 
     def _loaded(self, ins: datatype.Insn, steps: int) -> Origin | None:

@@ -89,6 +89,16 @@ def test_blocks_no_global_points_to_are_named_by_the_code_that_reads_them(attach
     assert not [o for o in objs if o["name"].startswith("heap@")], [(o["name"], o["size"]) for o in objs]
 
 
+def test_a_buffer_made_and_freed_between_the_heap_walks_is_named_by_code(attached):
+    """Each pass of the workers mallocs, fills, reads and frees `scratch`: neither walk
+    of the heap sees it, and its samples fall in a mapping of the heap.  They are named
+    by the variable the code held its address in (the value malloc returned)."""
+    scratch = [o for o in attached["objects"] if o["name"] == "scratch"]
+    assert scratch, [(o["name"], o["samples"]) for o in attached["objects"]]
+    assert scratch[0]["kind"] == "heap" and scratch[0]["attribution"] == "register", scratch[0]
+    assert scratch[0]["samples"] > 0
+
+
 def test_arrays_allocated_after_the_attach_are_found_at_its_end(attached):
     """late_m and late_k were allocated after numaprof attached: the heap read when it
     stopped finds them, named, allocated during the recording."""

@@ -12,7 +12,8 @@
  * their `struct work`) and two tables no global points to (`tab_s`, `tab_t`: mmapped,
  * read only inside sum_table, through its parameter `tab`).  Once GOFILE exists, after
  * the attach, the first worker maps `late_m` and the second allocates `late_k` in an
- * arena of its own; both stream over them too.
+ * arena of its own; both stream over them too, and each pass allocates, fills, reads
+ * and frees a `scratch` buffer, which neither reading of the heap finds.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -131,6 +132,15 @@ static void *worker(void *arg)
             s += late_m[i];
         for (long i = 0; i < 160 * KIB / 8; i++)
             s += late_k[i];
+        /* made and freed in every pass: no heap walk sees it */
+        double *scratch = malloc(384 * KIB);
+        if (!scratch)
+            abort();
+        for (long i = 0; i < 384 * KIB / 8; i++)
+            scratch[i] = s * 1e-9 + (double)i;
+        for (long i = 0; i < 384 * KIB / 8; i += 3)
+            s += scratch[i];
+        free(scratch);
     }
     w->sum = s;
     return NULL;
