@@ -64,7 +64,8 @@ def profile_rate(seconds: float, tmp: Path) -> None:
     for k, v in sizes.items():
         tables[k.split(".")[0]] = tables.get(k.split(".")[0], 0) + v
     print(f"{wall:.1f} s recorded: {total / 1e6:.1f} MB ({total / 1e6 / wall * 60:.0f} MB per minute); "
-          f"{n} samples, {samples_bytes / max(n, 1):.0f} bytes each in the samples table; by table: "
+          f"{n} samples, {total / max(n, 1):.0f} bytes each in all, {samples_bytes / max(n, 1):.0f} in the "
+          f"samples table; by table: "
           + ", ".join(f"{k} {v / 1e6:.1f} MB" for k, v in sorted(tables.items(), key=lambda kv: -kv[1])[:5]))
 
 

@@ -48,6 +48,9 @@ class RecordConfig:
     redact_args: bool = False
     fault_period: int = 0  # 0: the collector's default (17, or 1 where THP is "always")
     rotate_on: int = 0  # with -p: a signal that ends this recording early (a slice's end)
+    # with -p: the allocation shim's directory of a command numaprof record started to
+    # record in slices (cli/slices.py): its allocations are known, no heap is read
+    alloc_dir: Path | None = None
 
 
 RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
@@ -277,7 +280,9 @@ def _manifest(cfg: RecordConfig, argv: list[str]) -> dict:
                      # None: the collector's default (its collector.json says which)
                      "fault_period": cfg.fault_period or None},
         "counts": {},
-        "attach": {"pid": cfg.pid, "duration": cfg.duration} if cfg.pid else None,
+        # a slice of a launched command: its allocations from the shim, since its start
+        "attach": ({"pid": cfg.pid, "duration": cfg.duration}
+                   | ({"allocations": "shim"} if cfg.alloc_dir is not None else {})) if cfg.pid else None,
     }
 
 
@@ -305,6 +310,8 @@ def _collector_argv(cfg: RecordConfig) -> list[str]:
         # rotate_on without a duration: until that signal (or Ctrl-C, or the process's end)
         until_stopped = cfg.rotate_on and not cfg.duration
         argv += ["-p", str(cfg.pid), "--duration", "0" if until_stopped else str(cfg.duration or 10)]
+        if cfg.alloc_dir is not None:
+            argv += ["--alloc-dir", str(cfg.alloc_dir)]
     else:
         argv += ["--", *cfg.command]
     return argv
@@ -569,7 +576,7 @@ def run_record(cfg: RecordConfig, argv: list[str]) -> int:
     except NumaprofError as e:
         raise NumaprofError(f"{e}{_discard(cfg.output, old)}", COLLECTOR_FAILED) from e
     prefetch = _Prefetch(cfg)
-    heap = _HeapSnapshot(cfg) if cfg.pid else None
+    heap = _HeapSnapshot(cfg) if cfg.pid and cfg.alloc_dir is None else None
 
     def collector_died(signum: int, pid: int) -> None:
         print(f"numaprof: numaprof-collect was killed by {signal_name(signum)} (out of "

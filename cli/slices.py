@@ -2,8 +2,9 @@
 (docs/record.md, "Long runs in slices").
 
 A running process (`-p PID`) is attached to, sampled, its heap read, and detached from,
-slice after slice.  A COMMAND is started first, then recorded the same way: its exit
-status is numaprof record's, as when it is recorded whole.
+slice after slice.  A COMMAND is started first, with the allocation shim, then recorded
+the same way, its allocations from the shim instead of its heap: its exit status is
+numaprof record's, as when it is recorded whole.
 """
 
 from __future__ import annotations
@@ -12,12 +13,15 @@ import dataclasses
 import errno
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
+from numaprof import paths
 from numaprof.cli.record import SIGNAL_ONLY, RecordConfig, run_record
 from numaprof.cli.supervise import STOP_SIGNALS, process_alive
 from numaprof.errors import NumaprofError
@@ -90,15 +94,47 @@ def run_launched(cfg: RecordConfig, every, argv: list[str]) -> int:
 
     COMMAND is the child of a keeper process that waits for it and reports its end
     through a pipe, so that its status reaches numaprof record whichever wait runs when
-    it ends (a slice's supervisor reaps every child of numaprof record).  Attached, not
-    launched by the collector: what COMMAND did before the first slice (tens of
-    milliseconds) is not sampled, its allocations from then are found by reading its
-    heap, and it runs without the allocation shim (docs/record.md)."""
+    it ends (a slice's supervisor reaps every child of numaprof record).  It runs with
+    the allocation shim, which writes into a directory of its own beside the slices
+    for the whole run; each slice's collector takes from it the allocations alive during
+    the slice (numaprof-collect --alloc-dir).  Attached, not launched by the collector:
+    what COMMAND did before the first slice (tens of milliseconds) is not sampled
+    (docs/record.md)."""
+    alloc_dir, env = _shim_directory(cfg)
+    try:
+        return _launch(dataclasses.replace(cfg, alloc_dir=alloc_dir), env, every, argv)
+    finally:
+        if alloc_dir is not None:
+            shutil.rmtree(alloc_dir, ignore_errors=True)
+
+
+def _shim_directory(cfg: RecordConfig) -> tuple[Path | None, dict | None]:
+    """The directory the allocation shim of a sliced COMMAND writes into (hidden, beside
+    the slices, removed at the end) and COMMAND's environment with the shim preloaded, as
+    numaprof-collect gives a command it launches (collector/src/launch.c); (None, None)
+    when the shim is not built or the directory cannot be made (then the heap is read)."""
+    shim = paths.shim()
+    if not shim.exists():
+        return None, None
+    try:
+        alloc_dir = Path(tempfile.mkdtemp(prefix=f".{cfg.output.name}.alloc-", dir=cfg.output.parent))
+    except OSError as e:
+        print(f"numaprof: warning: cannot make the allocation shim's directory in {cfg.output.parent}: "
+              f"{e.strerror}; the program's arrays are found by reading its heap", file=sys.stderr)
+        return None, None
+    env = dict(os.environ)
+    preload = env.get("LD_PRELOAD")
+    env.update(NUMAPROF_DIR=str(alloc_dir), NUMAPROF_ALLOC_THRESHOLD=str(cfg.alloc_threshold),
+               LD_PRELOAD=f"{shim}:{preload}" if preload else str(shim))
+    return alloc_dir, env
+
+
+def _launch(cfg: RecordConfig, env: dict | None, every, argv: list[str]) -> int:
     rfd, wfd = os.pipe()
     keeper = os.fork()
     if keeper == 0:  # the keeper: COMMAND's parent, single-threaded
         os.close(rfd)
-        _keep(cfg.command, wfd)  # never returns
+        _keep(cfg.command, env, wfd)  # never returns
     os.close(wfd)
     with os.fdopen(rfd) as report:
         first = report.readline().split()
@@ -121,7 +157,7 @@ def run_launched(cfg: RecordConfig, every, argv: list[str]) -> int:
     return status
 
 
-def _keep(command, wfd: int) -> None:
+def _keep(command, env: dict | None, wfd: int) -> None:
     """In the keeper: start COMMAND, report its pid, wait, report its exit status
     (128 + N when killed by signal N), exit.  The stopping signals reach COMMAND (it
     is in the same process group); the keeper ignores them, to report its end."""
@@ -130,7 +166,7 @@ def _keep(command, wfd: int) -> None:
         for s in STOP_SIGNALS:
             signal.signal(s, signal.SIG_IGN)
         try:
-            prog = subprocess.Popen(command, preexec_fn=_default_signals)  # noqa: PLW1509 (no threads here)
+            prog = subprocess.Popen(command, env=env, preexec_fn=_default_signals)  # noqa: PLW1509 (no threads here)
         except OSError as e:
             os.write(wfd, f"error {e.errno or 0}\n".encode())
             return

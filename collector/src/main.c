@@ -2,7 +2,7 @@
  *
  *   numaprof-collect -o DIR [--freq HZ] [--backend auto|soft|pebs|ibs]
  *                    [--shim LIB] [--alloc-threshold BYTES] [--fault-period N]
- *                    [-p PID --duration SECONDS] [--error-fd FD] [--control-fd FD]
+ *                    [-p PID --duration SECONDS [--alloc-dir DIR]] [--error-fd FD] [--control-fd FD]
  *                    -- CMD ARGS...
  *   numaprof-collect --list-events [--json]
  *   numaprof-collect --schema     (the profile tables and sample rules, as JSON)
@@ -18,6 +18,9 @@
  * (signals.c).  Both descriptors are close-on-exec: the command never sees them.
  * --convert-shim turns the allocation shim's files of DIR into the objects table, for a
  * profile whose collector was killed before it could (numaprof record does it then).
+ * --alloc-dir DIR (with -p): the program runs with the allocation shim writing into DIR
+ * (a command numaprof record started to record in slices); the allocations alive during
+ * this recording become its objects, and DIR is left as it is.
  */
 #include "nmp_hw.h"
 #include "nmp_sampler.h"
@@ -105,6 +108,7 @@ int main(int argc, char **argv)
         {"list-events", no_argument, 0, 'L'},    {"json", no_argument, 0, 'J'},
         {"error-fd", required_argument, 0, 'E'}, {"control-fd", required_argument, 0, 'C'},
         {"convert-shim", no_argument, 0, 'S'},   {"schema", no_argument, 0, 'D'},
+        {"alloc-dir", required_argument, 0, 'A'},
         {0, 0, 0, 0},
     };
     int ch, list_events = 0, json = 0, convert_shim = 0, schema = 0;
@@ -180,6 +184,9 @@ int main(int argc, char **argv)
         case 'S':
             convert_shim = 1;
             break;
+        case 'A':
+            cfg.alloc_dir = optarg;
+            break;
         default:
             return fail("unknown or incomplete option", argv[optind - 1]);
         }
@@ -201,6 +208,8 @@ int main(int argc, char **argv)
             return fail("allocation shim data", err[0] ? err : strerror(errno));
         return 0;
     }
+    if (cfg.alloc_dir && (cfg.attach_pid <= 0 || stat(cfg.alloc_dir, &st) != 0 || !S_ISDIR(st.st_mode)))
+        return fail("--alloc-dir needs -p and an existing directory", cfg.alloc_dir);
     if (cfg.attach_pid > 0) {
         if (optind < argc)
             return fail("give either -p PID or a command, not both", NULL);

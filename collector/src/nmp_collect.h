@@ -71,6 +71,12 @@ struct nmp_shim_totals {
     uint64_t processes;
 };
 int nmp_shim_convert(const char *dir, struct nmp_shim_totals *totals, char *err);
+/* The same from the shim's files in `dir`, of a program that may still be running (the
+ * blocks in its pool are live), into the tables of `out`: only the objects alive at some
+ * time in [lo, hi] (CLOCK_MONOTONIC ns) and the page counts asked in it; the files are
+ * removed unless `keep`.  A slice of a recording (`record --switch-output -- CMD`). */
+int nmp_shim_convert_window(const char *dir, const char *out, uint64_t lo, uint64_t hi, int keep,
+                            struct nmp_shim_totals *totals, char *err);
 
 /* util.c: small helpers shared by the modules */
 uint64_t nmp_now_ns(void); /* CLOCK_MONOTONIC */

@@ -182,8 +182,8 @@ struct nmp_relay {
 /* numaprof's own files in the program: the profile directory (the shim's record files)
  * and the shim library; their mappings are flagged NMP_MAP_NUMAPROF (records.c). */
 struct nmp_own_files {
-    char dir[4096], shim[4096];
-    size_t dir_len;
+    char dir[4096], shim[4096], alloc_dir[4096];
+    size_t dir_len, alloc_dir_len;
 };
 
 struct nmp_node_counters {

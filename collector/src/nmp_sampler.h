@@ -21,6 +21,7 @@ struct nmp_config {
     uint64_t alloc_threshold;
     unsigned fault_period;    /* record one page fault in this many (per thread and cpu) */
     pid_t attach_pid;         /* -p: attach instead of launching */
+    const char *alloc_dir;    /* with -p: the shim's files of the program (--alloc-dir) */
     double duration;          /* seconds, with -p (0: until it exits) */
     char **cmd;               /* NULL-terminated command to run */
     int control_fd;           /* socket to numaprof record, or -1 (see main.c) */

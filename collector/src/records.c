@@ -222,6 +222,8 @@ void nmp_mapping_add(struct nmp_collector *c, uint64_t time, uint32_t pid, uint6
     /* the kernel names a mapping by its canonical path (d_path), as realpath() does */
     if (path && ((own->dir_len && !strncmp(path, own->dir, own->dir_len) &&
                   path[own->dir_len] == '/') ||
+                 (own->alloc_dir_len && !strncmp(path, own->alloc_dir, own->alloc_dir_len) &&
+                  path[own->alloc_dir_len] == '/') ||
                  (own->shim[0] && !strcmp(path, own->shim))))
         flags |= NMP_MAP_NUMAPROF;
     if (!(prot & PROT_EXEC) && mapping_seen(c, pid, start, len, pgoff, prot, flags, path))

@@ -196,6 +196,8 @@ static int prepare(struct nmp_collector *c)
         c->own.dir_len = strlen(c->own.dir);
     if (!cfg->shim || !realpath(cfg->shim, c->own.shim))
         c->own.shim[0] = 0;
+    if (cfg->alloc_dir && realpath(cfg->alloc_dir, c->own.alloc_dir))
+        c->own.alloc_dir_len = strlen(c->own.alloc_dir);
     if (!(c->dec = nmp_decoder_new())) {
         snprintf(c->err, NMP_ERRLEN, "cannot initialise the Capstone x86-64 decoder");
         return -1;
@@ -302,7 +304,12 @@ static void finish(struct nmp_collector *c)
     struct nmp_shim_totals shim;
     memset(&shim, 0, sizeof shim);
     char serr[NMP_ERRLEN] = "";
-    if (nmp_shim_convert(cfg->dir, &shim, serr) != 0)
+    /* a slice of a launched command: the allocations its shim recorded since its start,
+     * those alive during the slice (the files stay for the next one) */
+    int conv = cfg->alloc_dir ? nmp_shim_convert_window(cfg->alloc_dir, cfg->dir, c->run.start_ns,
+                                                        c->run.end_ns, 1, &shim, serr)
+                              : nmp_shim_convert(cfg->dir, &shim, serr);
+    if (conv != 0)
         nmp_warn(c, "allocation shim data: %s", serr[0] ? serr : strerror(errno));
     if (c->n.lost)
         nmp_warn(c, "%" PRIu64 " records lost (ring buffer overflow)", c->n.lost);

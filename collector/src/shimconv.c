@@ -618,7 +618,9 @@ static int by_pid(const struct dirent **a, const struct dirent **b)
     return (x > y) - (x < y);
 }
 
-static int write_tables(const struct conv *c, const char *dir, char *err)
+/* The objects and page counts of the window [lo, hi] (CLOCK_MONOTONIC ns) into dir: the
+ * objects alive at some time in it, the page counts asked in it. */
+static int write_tables(const struct conv *c, const char *dir, uint64_t lo, uint64_t hi, char *err)
 {
     struct nmp_table *t = nmp_table_open(dir, NMP_TABLE_ID_objects, -1);
     if (!t) {
@@ -627,6 +629,8 @@ static int write_tables(const struct conv *c, const char *dir, char *err)
     }
     for (size_t k = 0; k < c->nobjs; k++) {
         const struct obj *o = &c->objs[k];
+        if (o->time > hi || (o->free_time != 0 && o->free_time < lo))
+            continue;
         uint64_t row[NMP_objects_NCOLS] = {
             [NMP_objects_time] = o->time, [NMP_objects_free_time] = o->free_time,
             [NMP_objects_pid] = o->pid, [NMP_objects_tid] = o->tid, [NMP_objects_addr] = o->addr,
@@ -646,7 +650,8 @@ static int write_tables(const struct conv *c, const char *dir, char *err)
         return -1;
     }
     for (size_t k = 0; k < c->npages; k++)
-        nmp_table_append(t, c->pages[k]);
+        if (c->pages[k][NMP_object_pages_time] >= lo && c->pages[k][NMP_object_pages_time] <= hi)
+            nmp_table_append(t, c->pages[k]);
     if (nmp_table_close(t) < 0) {
         nmp_set_err(err, "%s/object_pages: write failed: %s", dir, strerror(errno ? errno : EIO));
         return -1;
@@ -671,6 +676,12 @@ static int write_tables(const struct conv *c, const char *dir, char *err)
 }
 
 int nmp_shim_convert(const char *dir, struct nmp_shim_totals *totals, char *err)
+{
+    return nmp_shim_convert_window(dir, dir, 0, UINT64_MAX, 0, totals, err);
+}
+
+int nmp_shim_convert_window(const char *dir, const char *out, uint64_t lo, uint64_t hi, int keep,
+                            struct nmp_shim_totals *totals, char *err)
 {
     struct nmp_shim_totals tot = {0};
     struct conv c = {0};
@@ -704,13 +715,13 @@ int nmp_shim_convert(const char *dir, struct nmp_shim_totals *totals, char *err)
     }
     if (rc == 0) {
         char werr[NMP_ERRLEN] = "";
-        if (write_tables(&c, dir, werr) < 0) {
+        if (write_tables(&c, out, lo, hi, werr) < 0) {
             nmp_set_err(err, "%s", werr);
             rc = -1;
         }
     }
     for (int i = 0; i < n; i++) {
-        if (rc == 0 && done[i]) {
+        if (rc == 0 && done[i] && !keep) {
             snprintf(path, sizeof path, "%s/%s", dir, ents[i]->d_name);
             unlink(path);
             char pool[4096];

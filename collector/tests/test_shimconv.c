@@ -593,8 +593,47 @@ static void test_deferred(void)
     free_objects(&o);
 }
 
+/* A slice of a sliced launch (nmp_shim_convert_window): from the files of a program
+ * still running, into another profile, only the objects alive during [lo, hi]; the files
+ * stay for the next slice. */
+static void test_window(void)
+{
+    fresh_dir("shimconv_window_src");
+    char src[2048];
+    snprintf(src, sizeof src, "%s", dir);
+    FILE *f = shim_open(400);
+    rec(f, NMP_SHIM_START, 400, 65536, 0, 0, 0, 0, 0, 0);
+    uint64_t tA = ALLOC(f, 401, 0x100000, 100000, NMP_KIND_MALLOC, 0x400100); /* ends before */
+    FREE(f, 0x100000);
+    uint64_t tB = ALLOC(f, 401, 0x200000, 100000, NMP_KIND_MALLOC, 0x400200); /* ends inside */
+    uint64_t lo = clock_ns + 5;
+    uint64_t tC = ALLOC(f, 401, 0x300000, 100000, NMP_KIND_MALLOC, 0x400300); /* live */
+    FREE(f, 0x200000);
+    uint64_t hi = clock_ns + 5;
+    uint64_t tD = ALLOC(f, 401, 0x400000, 100000, NMP_KIND_MALLOC, 0x400400); /* after */
+    fclose(f);
+    fresh_dir("shimconv_window_out");
+    struct nmp_shim_totals tot;
+    char err[NMP_ERRLEN];
+    CHECK(nmp_shim_convert_window(src, dir, lo, hi, 1, &tot, err) == 0 && err[0] == 0);
+    char path[2300];
+    snprintf(path, sizeof path, "%s/shim.400.bin", src);
+    CHECK(access(path, F_OK) == 0); /* kept */
+    CHECK(!exists("shim.400.bin"));
+    struct objects o;
+    read_objects(&o);
+    CHECK(o.n == 2);
+    size_t b = by_time(&o, tB), c = by_time(&o, tC);
+    CHECK(b < o.n && c < o.n && at(&o.addr, b, 8) == 0x200000 && at(&o.free_time, b, 8) > lo);
+    CHECK(at(&o.addr, c, 8) == 0x300000 && at(&o.free_time, c, 8) == 0);
+    for (size_t i = 0; i < o.n; i++)
+        CHECK(at(&o.time, i, 8) != tA && at(&o.time, i, 8) != tD);
+    free_objects(&o);
+}
+
 int main(void)
 {
+    test_window();
     test_deferred();
     test_repeats();
     test_pages();

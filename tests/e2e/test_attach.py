@@ -202,6 +202,16 @@ def test_switch_output_slices_a_launched_command(tmp_path):
     for s in slices[:2]:  # the last may hold only the end
         doc = json.loads(run_numaprof("report", s, "--format", "json", check=True).stdout)
         assert doc["profile"]["samples"] > 0 and "big_a" in {o["name"] for o in doc["objects"]}, s
+        # its allocations come from the allocation shim, since its start: each array by
+        # its allocation site, `scratch` (made and freed in every pass) too, no heap read
+        manifest = json.loads((s / "manifest.json").read_text())
+        assert manifest["attach"]["allocations"] == "shim" and "heap" not in manifest["attach"], manifest
+        objs = {o["name"]: o for o in doc["objects"] if o["kind"] == "heap"}
+        assert "xmalloc" in objs["big_a"]["site"] or "main" in objs["big_a"]["site"], objs["big_a"]
+        assert objs["big_a"]["attribution"] == "address", objs["big_a"]
+        assert "scratch" in objs and objs["scratch"]["count"] > 1, sorted(objs)
+        assert not [n for n in objs if n.startswith("heap@")], sorted(objs)
+    assert not list(tmp_path.glob(".p.data.alloc-*"))  # the shim's directory is gone
     # its exit status, whether it ends during a slice or between two
     proc = run_numaprof("record", "-o", tmp_path / "q.data", "--switch-output", "1", "--",
                         "sh", "-c", "sleep 1.5; exit 3", timeout=300)
