@@ -375,6 +375,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         faults=fault_count(prof.table("faults")),
         throttled=int(counts.get("throttled", 0) or 0),
         host=str(m.get("host") or ""),
+        attached_pid=_attached_pid(m),
     )
     more = _more_samples(results, info.freq or defaults.FREQ, info.duration_s)
     if more:
@@ -387,6 +388,12 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     return Analysis(profile=info, topology=topo, objects=results, threads=threads, traffic=traffic,
                     local_fraction=g_local, load_per_node=g_load, imbalance=g_imb, findings=findings,
                     node_counters=node_counts, sharing=shared)
+
+
+def _attached_pid(manifest: dict) -> int | None:
+    attach = manifest.get("attach")
+    pid = attach.get("pid") if isinstance(attach, dict) else None
+    return pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
 
 
 def _count(mask: np.ndarray, a_count: np.ndarray | None) -> int:

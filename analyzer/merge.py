@@ -1,9 +1,15 @@
-"""Combining the analyses of several profiles (MPI ranks: `report prof.*`).
+"""Combining the analyses of several profiles (MPI ranks, or the slices of one run:
+`report prof.*`).
 
 Each rank is its own process with its own profile; the combined view adds up, per object
 name, the samples, traffic matrices, pages per node and first-touch pages, and
 recomputes the shares and fractions from the sums.  Ranks must have been recorded on
-machines with the same number of NUMA nodes.
+machines with the same number of NUMA nodes.  The slices of one process (`record
+--switch-output`: one host, one attached pid) hold the same memory, slice after slice:
+an array alive across them is one array, so its size, count and pages by node are not
+added up (the largest; the pages of the last slice that saw any), its first-touch pages are (each page
+is first touched in one slice), and a slice with too few of its samples to tell its
+pattern (`unknown`) does not make it `mixed`.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ def _load(t: np.ndarray) -> tuple[list[float], float]:
     return [float(v) for v in share], float(share.max() / share.mean())
 
 
-def _merge_objects(objs: list[ObjectResult], total_samples: int) -> ObjectResult:
+def _merge_objects(objs: list[ObjectResult], total_samples: int, slices: bool = False) -> ObjectResult:
     first = objs[0]
     samples = sum(o.samples for o in objs)
     traffic = sum((np.asarray(o.traffic, float) for o in objs), np.zeros_like(first.traffic,
@@ -50,22 +56,36 @@ def _merge_objects(objs: list[ObjectResult], total_samples: int) -> ObjectResult
         master_tid=None,
         sites=list(dict.fromkeys(s for o in objs for s in o.first_touch.sites)),
         pages=ft_pages,
-        serial=all(o.first_touch.serial for o in objs),
+        # a profile in which it was first-touched nowhere (a later slice) says nothing
+        serial=any(o.first_touch.pages for o in objs)
+        and all(o.first_touch.serial for o in objs if o.first_touch.pages),
         inferred_pages=sum(o.first_touch.inferred_pages for o in objs),
     )
     patterns = {o.pattern for o in objs}
+    if slices and len(patterns) > 1:
+        patterns.discard("unknown")
+    pattern = min(patterns) if len(patterns) == 1 else "mixed:" + "/".join(sorted(patterns))
+    if slices:
+        told = [o for o in objs if o.pattern == pattern] or objs
+        first = replace(max(told, key=lambda o: o.samples), name=first.name)
+        # where its pages are at the last slice that saw any (not one after its release)
+        seen = [o for o in objs if sum(o.pages_by_node)] or objs
+        pages_by_node = [int(v) for v in seen[-1].pages_by_node]
+    else:
+        pages_by_node = [int(v) for v in np.sum([o.pages_by_node for o in objs], axis=0)]
     return replace(
         first,
         samples=samples,
         share=samples / total_samples if total_samples else 0.0,
-        size=sum(o.size for o in objs),
-        count=sum(o.count for o in objs),
-        threads=sum(o.threads for o in objs),
-        pattern=first.pattern if len(patterns) == 1 else "mixed:" + "/".join(sorted(patterns)),
-        pattern_confidence=min(o.pattern_confidence for o in objs),
+        size=max(o.size for o in objs) if slices else sum(o.size for o in objs),
+        count=max(o.count for o in objs) if slices else sum(o.count for o in objs),
+        threads=max(o.threads for o in objs) if slices else sum(o.threads for o in objs),
+        pattern=pattern,
+        pattern_confidence=min(o.pattern_confidence for o in objs if o.pattern == pattern)
+        if pattern in {o.pattern for o in objs} else min(o.pattern_confidence for o in objs),
         reads=mix("reads"), writes=mix("writes"), rmw=mix("rmw"),
         first_touch=ft,
-        pages_by_node=[int(v) for v in np.sum([o.pages_by_node for o in objs], axis=0)],
+        pages_by_node=pages_by_node,
         traffic=traffic,
         local_fraction=_local(traffic),
         load_per_node=load,
@@ -86,7 +106,9 @@ def merge(analyses: list[Analysis]) -> Analysis:
     for a in analyses:
         for o in a.objects:
             by_name.setdefault(o.name, []).append(o)
-    objects = sorted((_merge_objects(v, with_address) for v in by_name.values()),
+    processes = {(a.profile.host, a.profile.attached_pid) for a in analyses}
+    slices = len(processes) == 1 and None not in next(iter(processes))
+    objects = sorted((_merge_objects(v, with_address, slices) for v in by_name.values()),
                      key=lambda o: -o.samples)
     traffic = sum((np.asarray(a.traffic, float) for a in analyses),
                   np.zeros_like(analyses[0].traffic, dtype=float))

@@ -194,6 +194,7 @@ class ProfileInfo:
     throttled: int = 0
     host: str = ""  # hostname of the recording machine ("" in profiles before it was kept)
     numaprof_own: int = 0  # samples with an address that were numaprof's own work (not objects)
+    attached_pid: int | None = None  # the process recorded by `-p` (and each slice of a run in slices)
 
 
 @dataclass

@@ -51,6 +51,8 @@ class RecordConfig:
     # with -p: the allocation shim's directory of a command numaprof record started to
     # record in slices (cli/slices.py): its allocations are known, no heap is read
     alloc_dir: Path | None = None
+    # with -p: a pipe the process waits on before its exec, written once attached
+    release_fd: int | None = None
 
 
 RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
@@ -312,6 +314,8 @@ def _collector_argv(cfg: RecordConfig) -> list[str]:
         argv += ["-p", str(cfg.pid), "--duration", "0" if until_stopped else str(cfg.duration or 10)]
         if cfg.alloc_dir is not None:
             argv += ["--alloc-dir", str(cfg.alloc_dir)]
+        if cfg.release_fd is not None:
+            argv += ["--release-fd", str(cfg.release_fd)]
     else:
         argv += ["--", *cfg.command]
     return argv

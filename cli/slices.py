@@ -32,13 +32,15 @@ def slice_path(output: Path, k: int) -> Path:
     return output.with_name(f"{output.name}.{k:04d}")
 
 
-def run_slices(cfg: RecordConfig, every, argv: list[str]) -> int:
+def run_slices(cfg: RecordConfig, every, argv: list[str], release_fd: int | None = None) -> int:
     """`record -p PID --switch-output SECONDS|signal`: one whole profile per slice
     (attach, sample, read the heap, detach), one after the other, until the process ends,
     --duration (the whole) passes, or a slice is stopped (Ctrl-C).  A slice ends after
     SECONDS, or when numaprof record gets SIGUSR2 (perf record's --switch-output=signal):
     then the next one starts.  Between two slices the collector detaches and attaches
-    again: a few tens of milliseconds are not sampled (docs/record.md)."""
+    again: a few tens of milliseconds are not sampled (docs/record.md).  ``release_fd``:
+    the process waits before its exec for a byte on that pipe, which the first slice's
+    collector writes once attached (closed here after that slice, whatever happened)."""
     end = time.monotonic() + cfg.duration if cfg.duration else None
     # SIGUSR2 between two slices (or before the first) must not end numaprof record:
     # its default action would.  During a slice the collector's supervisor relays it.
@@ -54,13 +56,19 @@ def run_slices(cfg: RecordConfig, every, argv: list[str]) -> int:
             out = slice_path(cfg.output, len(done) + 1)
             started = time.monotonic()
             # no duration: until SIGUSR2, Ctrl-C or the process's end (the collector's 0)
+            if release_fd is not None:
+                os.set_inheritable(release_fd, True)
             try:
                 rc = run_record(dataclasses.replace(cfg, output=out, duration=length,
-                                                    rotate_on=signal.SIGUSR2), argv)
+                                                    rotate_on=signal.SIGUSR2, release_fd=release_fd), argv)
             except NumaprofError:
                 if done and not process_alive(cfg.pid):
                     break  # it ended between two slices: nothing to attach to
                 raise
+            finally:
+                if release_fd is not None:
+                    os.close(release_fd)  # the program goes on, recorded or not
+                    release_fd = None
             if rc != 0:
                 return rc
             done.append(out)
@@ -72,6 +80,8 @@ def run_slices(cfg: RecordConfig, every, argv: list[str]) -> int:
                 break  # stopped early: Ctrl-C, or the collector lost the process
     finally:
         signal.signal(signal.SIGUSR2, previous)
+        if release_fd is not None:
+            os.close(release_fd)  # no slice was recorded: the program goes on all the same
     if done:
         print(f"numaprof: {len(done)} slice(s): {done[0]}" + (f" .. {done[-1].name}" if len(done) > 1 else "")
               + f"; next: numaprof report {cfg.output}.*", file=sys.stderr)
@@ -97,9 +107,10 @@ def run_launched(cfg: RecordConfig, every, argv: list[str]) -> int:
     it ends (a slice's supervisor reaps every child of numaprof record).  It runs with
     the allocation shim, which writes into a directory of its own beside the slices
     for the whole run; each slice's collector takes from it the allocations alive during
-    the slice (numaprof-collect --alloc-dir).  Attached, not launched by the collector:
-    what COMMAND did before the first slice (tens of milliseconds) is not sampled
-    (docs/record.md)."""
+    the slice (numaprof-collect --alloc-dir).  It is held before its exec until the first
+    slice's collector has attached (numaprof-collect --release-fd), so that it is
+    recorded from its first instruction (docs/record.md).  Without the shim it is not
+    held (the first slice would read the heap of the image before the exec)."""
     alloc_dir, env = _shim_directory(cfg)
     try:
         return _launch(dataclasses.replace(cfg, alloc_dir=alloc_dir), env, every, argv)
@@ -130,22 +141,29 @@ def _shim_directory(cfg: RecordConfig) -> tuple[Path | None, dict | None]:
 
 
 def _launch(cfg: RecordConfig, env: dict | None, every, argv: list[str]) -> int:
+    go_r, go_w = os.pipe() if cfg.alloc_dir is not None else (None, None)
     rfd, wfd = os.pipe()
     keeper = os.fork()
     if keeper == 0:  # the keeper: COMMAND's parent, single-threaded
         os.close(rfd)
-        _keep(cfg.command, env, wfd)  # never returns
+        if go_w is not None:
+            os.close(go_w)
+        _keep(cfg.command, env, go_r, wfd)  # never returns
     os.close(wfd)
+    if go_r is not None:
+        os.close(go_r)
     with os.fdopen(rfd) as report:
         first = report.readline().split()
         if first[:1] != ["pid"]:
+            if go_w is not None:
+                os.close(go_w)
             _reap(keeper)
             err = int(first[1]) if len(first) > 1 else 0
             print(f"numaprof: cannot run {cfg.command[0]}: {os.strerror(err) if err else 'unknown error'}",
                   file=sys.stderr)
             return 126 if err in (errno.EACCES, errno.ENOEXEC) else 127  # as a shell says
         pid = int(first[1])
-        rc = run_slices(dataclasses.replace(cfg, pid=pid), every, argv)
+        rc = run_slices(dataclasses.replace(cfg, pid=pid), every, argv, release_fd=go_w)
         last = report.readline().split()  # blocks until COMMAND ends
     _reap(keeper)
     status = int(last[1]) if last[:1] == ["status"] else None
@@ -157,26 +175,62 @@ def _launch(cfg: RecordConfig, env: dict | None, every, argv: list[str]) -> int:
     return status
 
 
-def _keep(command, env: dict | None, wfd: int) -> None:
+def _keep(command, env: dict | None, go: int | None, wfd: int) -> None:
     """In the keeper: start COMMAND, report its pid, wait, report its exit status
     (128 + N when killed by signal N), exit.  The stopping signals reach COMMAND (it
-    is in the same process group); the keeper ignores them, to report its end."""
+    is in the same process group); the keeper ignores them, to report its end.  With
+    ``go``, COMMAND waits before its exec for a byte on that pipe (or its end)."""
     code = 0
     try:
         for s in STOP_SIGNALS:
             signal.signal(s, signal.SIG_IGN)
         try:
-            prog = subprocess.Popen(command, env=env, preexec_fn=_default_signals)  # noqa: PLW1509 (no threads here)
+            if go is None:
+                pid = subprocess.Popen(command, env=env, preexec_fn=_default_signals).pid  # noqa: PLW1509 (no threads here)
+            else:
+                pid = _held(command, env, go)
         except OSError as e:
             os.write(wfd, f"error {e.errno or 0}\n".encode())
             return
-        os.write(wfd, f"pid {prog.pid}\n".encode())
-        rc = prog.wait()
+        os.write(wfd, f"pid {pid}\n".encode())
+        _, st = os.waitpid(pid, 0)
+        rc = os.waitstatus_to_exitcode(st)
         os.write(wfd, f"status {128 - rc if rc < 0 else rc}\n".encode())
     except BaseException:  # noqa: BLE001 - the keeper never returns into numaprof record
         code = 1
     finally:
         os._exit(code)
+
+
+def _held(command, env: dict | None, go: int) -> int:
+    """COMMAND forked, held before its exec until a byte (or the end) comes on ``go``;
+    its pid.  A command that cannot be found or run is an OSError here, before any
+    slice, as Popen's would be; an exec that fails after the release ends the process
+    with 127 (not found) or 126, as a shell does."""
+    environ = os.environ if env is None else env
+    path = command[0] if "/" in command[0] else shutil.which(command[0], path=environ.get("PATH", os.defpath))
+    if path is None or not os.path.exists(path):
+        raise OSError(errno.ENOENT, os.strerror(errno.ENOENT), command[0])
+    if os.path.isdir(path) or not os.access(path, os.X_OK):
+        raise OSError(errno.EACCES, os.strerror(errno.EACCES), command[0])
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _default_signals()
+            while True:
+                try:
+                    os.read(go, 1)
+                    break
+                except InterruptedError:
+                    continue
+            os.close(go)
+            os.execve(path, list(command), environ)
+        except OSError as e:
+            os._exit(127 if e.errno == errno.ENOENT else 126)
+        finally:
+            os._exit(127)
+    os.close(go)
+    return pid
 
 
 def _default_signals() -> None:

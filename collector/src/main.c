@@ -2,7 +2,8 @@
  *
  *   numaprof-collect -o DIR [--freq HZ] [--backend auto|soft|pebs|ibs]
  *                    [--shim LIB] [--alloc-threshold BYTES] [--fault-period N]
- *                    [-p PID --duration SECONDS [--alloc-dir DIR]] [--error-fd FD] [--control-fd FD]
+ *                    [-p PID --duration SECONDS [--alloc-dir DIR] [--release-fd FD]]
+ *                    [--error-fd FD] [--control-fd FD]
  *                    -- CMD ARGS...
  *   numaprof-collect --list-events [--json]
  *   numaprof-collect --schema     (the profile tables and sample rules, as JSON)
@@ -20,7 +21,9 @@
  * profile whose collector was killed before it could (numaprof record does it then).
  * --alloc-dir DIR (with -p): the program runs with the allocation shim writing into DIR
  * (a command numaprof record started to record in slices); the allocations alive during
- * this recording become its objects, and DIR is left as it is.
+ * this recording become its objects, and DIR is left as it is.  --release-fd FD (with
+ * -p): once attached, one byte is written to FD (and FD closed): the process waits for it
+ * before its exec, so that it is recorded from its first instruction.
  */
 #include "nmp_hw.h"
 #include "nmp_sampler.h"
@@ -98,7 +101,8 @@ static unsigned default_fault_period(void)
 int main(int argc, char **argv)
 {
     struct nmp_config cfg = {.freq = NMP_DEFAULT_FREQ, .backend = NMP_REQ_AUTO,
-                             .alloc_threshold = NMP_DEFAULT_ALLOC_THRESHOLD, .control_fd = -1};
+                             .alloc_threshold = NMP_DEFAULT_ALLOC_THRESHOLD, .control_fd = -1,
+                             .release_fd = -1};
     static const struct option opts[] = {
         {"output", required_argument, 0, 'o'},   {"freq", required_argument, 0, 'F'},
         {"backend", required_argument, 0, 'b'},  {"shim", required_argument, 0, 's'},
@@ -108,7 +112,7 @@ int main(int argc, char **argv)
         {"list-events", no_argument, 0, 'L'},    {"json", no_argument, 0, 'J'},
         {"error-fd", required_argument, 0, 'E'}, {"control-fd", required_argument, 0, 'C'},
         {"convert-shim", no_argument, 0, 'S'},   {"schema", no_argument, 0, 'D'},
-        {"alloc-dir", required_argument, 0, 'A'},
+        {"alloc-dir", required_argument, 0, 'A'}, {"release-fd", required_argument, 0, 'R'},
         {0, 0, 0, 0},
     };
     int ch, list_events = 0, json = 0, convert_shim = 0, schema = 0;
@@ -187,6 +191,11 @@ int main(int argc, char **argv)
         case 'A':
             cfg.alloc_dir = optarg;
             break;
+        case 'R':
+            if (parse_u64(optarg, &v) || v > 0x7fffffff || fcntl((int)v, F_SETFD, FD_CLOEXEC) != 0)
+                return fail("--release-fd needs an open file descriptor", optarg);
+            cfg.release_fd = (int)v;
+            break;
         default:
             return fail("unknown or incomplete option", argv[optind - 1]);
         }
@@ -210,6 +219,8 @@ int main(int argc, char **argv)
     }
     if (cfg.alloc_dir && (cfg.attach_pid <= 0 || stat(cfg.alloc_dir, &st) != 0 || !S_ISDIR(st.st_mode)))
         return fail("--alloc-dir needs -p and an existing directory", cfg.alloc_dir);
+    if (cfg.release_fd >= 0 && cfg.attach_pid <= 0)
+        return fail("--release-fd needs -p", NULL);
     if (cfg.attach_pid > 0) {
         if (optind < argc)
             return fail("give either -p PID or a command, not both", NULL);

@@ -22,6 +22,7 @@ struct nmp_config {
     unsigned fault_period;    /* record one page fault in this many (per thread and cpu) */
     pid_t attach_pid;         /* -p: attach instead of launching */
     const char *alloc_dir;    /* with -p: the shim's files of the program (--alloc-dir) */
+    int release_fd;           /* with -p: a byte written to it once attached, or -1 */
     double duration;          /* seconds, with -p (0: until it exits) */
     char **cmd;               /* NULL-terminated command to run */
     int control_fd;           /* socket to numaprof record, or -1 (see main.c) */

@@ -383,6 +383,15 @@ int nmp_collect_run(const struct nmp_config *cfg, char *err)
     if (cfg->attach_pid > 0) {
         if (attach(c, &pidfd, &deadline) != 0)
             goto out;
+        if (cfg->release_fd >= 0) {
+            /* a command numaprof record holds before its exec until it is attached to:
+             * it goes on from its first instruction (its end of the pipe then closes) */
+            ssize_t w;
+            do
+                w = write(cfg->release_fd, "g", 1);
+            while (w < 0 && errno == EINTR);
+            close(cfg->release_fd);
+        }
     } else {
         if (!(envp = nmp_child_env(cfg->shim, cfg->dir, cfg->alloc_threshold))) {
             snprintf(err, NMP_ERRLEN, "cannot start %s: %s", cfg->cmd[0], strerror(errno));

@@ -108,7 +108,7 @@ static void test_collect(void)
     char *cmd[] = {"sh", "-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; exit 3", NULL};
     struct nmp_config cfg = {.dir = dir, .freq = 997, .backend = NMP_REQ_SOFT,
                              .alloc_threshold = NMP_DEFAULT_ALLOC_THRESHOLD, .cmd = cmd,
-                             .control_fd = -1};
+                             .control_fd = -1, .release_fd = -1};
     char err[NMP_ERRLEN];
     int rc = nmp_collect_run(&cfg, err);
     CHECK_MSG(rc == 3, "exit status %d (%s)", rc, err);

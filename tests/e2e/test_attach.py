@@ -212,6 +212,15 @@ def test_switch_output_slices_a_launched_command(tmp_path):
         assert "scratch" in objs and objs["scratch"]["count"] > 1, sorted(objs)
         assert not [n for n in objs if n.startswith("heap@")], sorted(objs)
     assert not list(tmp_path.glob(".p.data.alloc-*"))  # the shim's directory is gone
+    # held before its exec until the first slice attached: recorded from its first
+    # instruction, so big_a's first touch (xmalloc's memset in main) is in slice 1
+    doc = json.loads(run_numaprof("report", slices[0], "--format", "json", check=True).stdout)
+    big_a = next(o for o in doc["objects"] if o["name"] == "big_a")
+    assert big_a["first_touch"]["pages"] == (24 << 20) // 4096 and big_a["first_touch"]["serial"], big_a
+    # report over the slices: the arrays alive across them once each, not once a slice
+    doc = json.loads(run_numaprof("report", *slices, "--format", "json", check=True).stdout)
+    big_a = next(o for o in doc["objects"] if o["name"] == "big_a")
+    assert big_a["size"] < (25 << 20) and big_a["count"] == 1, big_a
     # its exit status, whether it ends during a slice or between two
     proc = run_numaprof("record", "-o", tmp_path / "q.data", "--switch-output", "1", "--",
                         "sh", "-c", "sleep 1.5; exit 3", timeout=300)
