@@ -82,6 +82,16 @@ static int parse_u64(const char *s, uint64_t *out)
     return 0;
 }
 
+/* An open descriptor given on the command line, made close-on-exec (not inherited by the
+ * command); -1 if it is not one. */
+static int parse_fd(const char *s)
+{
+    uint64_t v;
+    if (parse_u64(s, &v) || v > 0x7fffffff || fcntl((int)v, F_SETFD, FD_CLOEXEC) != 0)
+        return -1;
+    return (int)v;
+}
+
 /* The recorded share of page faults when --fault-period is not given: every fault where
  * transparent huge pages are "always" on (an array's faults are then 2 MiB each, few and
  * cheap to record, and one in 17 would leave arrays of tens of MiB with a record or
@@ -174,16 +184,16 @@ int main(int argc, char **argv)
         case 'D':
             schema = 1;
             break;
-        case 'E':
-            /* not inherited by the command; a bad fd leaves errors on stderr */
-            if (parse_u64(optarg, &v) || v > 0x7fffffff || fcntl((int)v, F_SETFD, FD_CLOEXEC) != 0)
+        case 'E': {
+            int fd = parse_fd(optarg); /* a bad fd leaves errors on stderr */
+            if (fd < 0)
                 return fail("--error-fd needs an open file descriptor", optarg);
-            error_fd = (int)v;
+            error_fd = fd;
             break;
+        }
         case 'C':
-            if (parse_u64(optarg, &v) || v > 0x7fffffff || fcntl((int)v, F_SETFD, FD_CLOEXEC) != 0)
+            if ((cfg.control_fd = parse_fd(optarg)) < 0)
                 return fail("--control-fd needs an open file descriptor", optarg);
-            cfg.control_fd = (int)v;
             break;
         case 'S':
             convert_shim = 1;
@@ -192,9 +202,8 @@ int main(int argc, char **argv)
             cfg.alloc_dir = optarg;
             break;
         case 'R':
-            if (parse_u64(optarg, &v) || v > 0x7fffffff || fcntl((int)v, F_SETFD, FD_CLOEXEC) != 0)
+            if ((cfg.release_fd = parse_fd(optarg)) < 0)
                 return fail("--release-fd needs an open file descriptor", optarg);
-            cfg.release_fd = (int)v;
             break;
         default:
             return fail("unknown or incomplete option", argv[optind - 1]);

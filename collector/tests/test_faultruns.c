@@ -42,14 +42,28 @@ static void fault(struct nmp_collector *c, uint64_t time, uint32_t tid, uint64_t
     nmp_fault_add(c, v);
 }
 
+/* A collector with only its faults table, in a fresh directory; 0, or -1. */
+static int open_faults(struct nmp_collector *c, const char *name)
+{
+    fresh(name);
+    memset(c, 0, sizeof *c);
+    c->t.faults = nmp_table_open(dir, NMP_TABLE_ID_faults, (uint64_t)-1);
+    CHECK(c->t.faults != NULL);
+    return c->t.faults ? 0 : -1;
+}
+
+/* Closes what open_faults made: the last runs and repeats written, the table closed. */
+static void close_faults(struct nmp_collector *c)
+{
+    nmp_fault_runs_close(c);
+    CHECK(nmp_table_close(c->t.faults) == 0);
+    free(c->fault_state);
+}
+
 static void test_runs(void)
 {
-    fresh("faultruns");
     struct nmp_collector c;
-    memset(&c, 0, sizeof c);
-    c.t.faults = nmp_table_open(dir, NMP_TABLE_ID_faults, (uint64_t)-1);
-    CHECK(c.t.faults != NULL);
-    if (!c.t.faults)
+    if (open_faults(&c, "faultruns") != 0)
         return;
     /* thread 10: two arrays initialised in lockstep (two stores), 17 pages apart each */
     for (int k = 0; k < 100; k++) {
@@ -61,9 +75,7 @@ static void test_runs(void)
     fault(&c, 5001, 11, 0x400300, 0x30005000);
     fault(&c, 5002, 11, 0x400300, 0x30007000); /* 5 pages, then 2: a new run */
     fault(&c, 5003, 11, 0x400300, 0x30001000); /* below: a new run */
-    nmp_fault_runs_close(&c);
-    CHECK(nmp_table_close(c.t.faults) == 0);
-    free(c.fault_state);
+    close_faults(&c);
 
     uint64_t run[16], stride[16], span[16], addr[16], time[16];
     size_t n = column("run", 4, run, 16);
@@ -103,12 +115,8 @@ static void test_runs(void)
  * flush the page is still known: its next fault is a row of repeats of one. */
 static void test_repeats(void)
 {
-    fresh("faultrepeats");
     struct nmp_collector c;
-    memset(&c, 0, sizeof c);
-    c.t.faults = nmp_table_open(dir, NMP_TABLE_ID_faults, (uint64_t)-1);
-    CHECK(c.t.faults != NULL);
-    if (!c.t.faults)
+    if (open_faults(&c, "faultrepeats") != 0)
         return;
     for (int k = 0; k < 1000; k++) {
         fault(&c, 100000 + 50 * k, 10, 0x7f0000001000, 0x40000010);      /* header */
@@ -117,9 +125,7 @@ static void test_repeats(void)
     fault(&c, 200000, 11, 0x400500, 0x40000000 + 0x3fff8); /* another thread: its own */
     nmp_fault_runs_close(&c);
     fault(&c, 300000, 10, 0x7f0000001000, 0x40000010); /* after the flush */
-    nmp_fault_runs_close(&c);
-    CHECK(nmp_table_close(c.t.faults) == 0);
-    free(c.fault_state);
+    close_faults(&c);
 
     uint64_t run[16], stride[16], span[16], addr[16], time[16], tid[16];
     size_t n = column("run", 4, run, 16);
@@ -152,20 +158,14 @@ static void test_repeats(void)
  * a run a step, its beginnings' pages as repeats, every fault counted. */
 static void test_refills(void)
 {
-    fresh("faultrefills");
     struct nmp_collector c;
-    memset(&c, 0, sizeof c);
-    c.t.faults = nmp_table_open(dir, NMP_TABLE_ID_faults, (uint64_t)-1);
-    CHECK(c.t.faults != NULL);
-    if (!c.t.faults)
+    if (open_faults(&c, "faultrefills") != 0)
         return;
     for (int step = 0; step < 3; step++)
         for (int k = 0; k < 100; k++)
             fault(&c, 1000000 * (uint64_t)(step + 1) + 10 * k, 10, 0x400600,
                   0x50000000 + (uint64_t)k * 17 * 4096);
-    nmp_fault_runs_close(&c);
-    CHECK(nmp_table_close(c.t.faults) == 0);
-    free(c.fault_state);
+    close_faults(&c);
 
     uint64_t run[16], stride[16];
     size_t n = column("run", 4, run, 16);
