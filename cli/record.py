@@ -53,6 +53,7 @@ class RecordConfig:
     alloc_dir: Path | None = None
     # with -p: a pipe the process waits on before its exec, written once attached
     release_fd: int | None = None
+    children: bool = False  # with -p: the processes it started before too (a launched command)
 
 
 RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
@@ -316,6 +317,8 @@ def _collector_argv(cfg: RecordConfig) -> list[str]:
             argv += ["--alloc-dir", str(cfg.alloc_dir)]
         if cfg.release_fd is not None:
             argv += ["--release-fd", str(cfg.release_fd)]
+        if cfg.children:
+            argv += ["--children"]
     else:
         argv += ["--", *cfg.command]
     return argv

@@ -110,10 +110,12 @@ def run_launched(cfg: RecordConfig, every, argv: list[str]) -> int:
     the slice (numaprof-collect --alloc-dir).  It is held before its exec until the first
     slice's collector has attached (numaprof-collect --release-fd), so that it is
     recorded from its first instruction (docs/record.md).  Without the shim it is not
-    held (the first slice would read the heap of the image before the exec)."""
+    held (the first slice would read the heap of the image before the exec).  Each slice
+    also attaches to the processes below it (numaprof-collect --children), as a whole
+    recording follows what the command starts."""
     alloc_dir, env = _shim_directory(cfg)
     try:
-        return _launch(dataclasses.replace(cfg, alloc_dir=alloc_dir), env, every, argv)
+        return _launch(dataclasses.replace(cfg, alloc_dir=alloc_dir, children=True), env, every, argv)
     finally:
         if alloc_dir is not None:
             shutil.rmtree(alloc_dir, ignore_errors=True)

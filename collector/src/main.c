@@ -2,7 +2,7 @@
  *
  *   numaprof-collect -o DIR [--freq HZ] [--backend auto|soft|pebs|ibs]
  *                    [--shim LIB] [--alloc-threshold BYTES] [--fault-period N]
- *                    [-p PID --duration SECONDS [--alloc-dir DIR] [--release-fd FD]]
+ *                    [-p PID --duration SECONDS [--alloc-dir DIR] [--release-fd FD] [--children]]
  *                    [--error-fd FD] [--control-fd FD]
  *                    -- CMD ARGS...
  *   numaprof-collect --list-events [--json]
@@ -23,7 +23,9 @@
  * (a command numaprof record started to record in slices); the allocations alive during
  * this recording become its objects, and DIR is left as it is.  --release-fd FD (with
  * -p): once attached, one byte is written to FD (and FD closed): the process waits for it
- * before its exec, so that it is recorded from its first instruction.
+ * before its exec, so that it is recorded from its first instruction.  --children (with
+ * -p): the processes PID started before the attach, and theirs, are recorded too (those
+ * it starts after are followed in any case).
  */
 #include "nmp_hw.h"
 #include "nmp_sampler.h"
@@ -123,6 +125,7 @@ int main(int argc, char **argv)
         {"error-fd", required_argument, 0, 'E'}, {"control-fd", required_argument, 0, 'C'},
         {"convert-shim", no_argument, 0, 'S'},   {"schema", no_argument, 0, 'D'},
         {"alloc-dir", required_argument, 0, 'A'}, {"release-fd", required_argument, 0, 'R'},
+        {"children", no_argument, 0, 'K'},
         {0, 0, 0, 0},
     };
     int ch, list_events = 0, json = 0, convert_shim = 0, schema = 0;
@@ -201,6 +204,9 @@ int main(int argc, char **argv)
         case 'A':
             cfg.alloc_dir = optarg;
             break;
+        case 'K':
+            cfg.children = 1;
+            break;
         case 'R':
             if ((cfg.release_fd = parse_fd(optarg)) < 0)
                 return fail("--release-fd needs an open file descriptor", optarg);
@@ -228,8 +234,8 @@ int main(int argc, char **argv)
     }
     if (cfg.alloc_dir && (cfg.attach_pid <= 0 || stat(cfg.alloc_dir, &st) != 0 || !S_ISDIR(st.st_mode)))
         return fail("--alloc-dir needs -p and an existing directory", cfg.alloc_dir);
-    if (cfg.release_fd >= 0 && cfg.attach_pid <= 0)
-        return fail("--release-fd needs -p", NULL);
+    if ((cfg.release_fd >= 0 || cfg.children) && cfg.attach_pid <= 0)
+        return fail(cfg.children ? "--children needs -p" : "--release-fd needs -p", NULL);
     if (cfg.attach_pid > 0) {
         if (optind < argc)
             return fail("give either -p PID or a command, not both", NULL);

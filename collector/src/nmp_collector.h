@@ -32,6 +32,7 @@
 
 #define NMP_MAX_CPUS 4096
 #define NMP_MAX_HW_ATTRS 8
+#define NMP_MAX_CHILDREN 256 /* --children: processes below the attached one, at most */
 #define NMP_REASON_LEN 256
 #define NMP_NBACKENDS 3 /* enum nmp_backend */
 #define NMP_COMM_LEN 16 /* a thread's name: the kernel's TASK_COMM_LEN without its NUL */
@@ -312,6 +313,9 @@ void nmp_pages_free(struct nmp_pages *p);
 void nmp_mappings_from_proc(struct nmp_collector *c, uint32_t pid);
 /* Copies numa_maps of every process still running. */
 void nmp_numa_maps_copy_all(struct nmp_collector *c);
+/* The processes `pid` started, and theirs, running now (from each one's parent in
+ * /proc/<pid>/stat), into out[0..max); how many there are (may exceed max). */
+size_t nmp_descendants(pid_t pid, pid_t *out, size_t max);
 
 /* signals.c: read what is pending; *done is set when the recording must stop. */
 void nmp_signals_read(struct nmp_collector *c, int sfd, int *done);

@@ -23,6 +23,7 @@ struct nmp_config {
     pid_t attach_pid;         /* -p: attach instead of launching */
     const char *alloc_dir;    /* with -p: the shim's files of the program (--alloc-dir) */
     int release_fd;           /* with -p: a byte written to it once attached, or -1 */
+    int children;             /* with -p: also the processes it started (--children) */
     double duration;          /* seconds, with -p (0: until it exits) */
     char **cmd;               /* NULL-terminated command to run */
     int control_fd;           /* socket to numaprof record, or -1 (see main.c) */

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <unistd.h>
 
 int nmp_numa_maps_copy(pid_t pid, const char *dir)
@@ -126,4 +127,73 @@ void nmp_mappings_from_proc(struct nmp_collector *c, uint32_t pid)
     struct from_proc x = {c, pid, nmp_now_ns()};
     if (nmp_proc_maps_each(pid, add_proc_mapping, &x) < 0)
         nmp_warn(c, "cannot read /proc/%" PRIu32 "/maps: %s", pid, strerror(errno));
+}
+
+/* The parent of process `pid` from /proc/<pid>/stat (after the command name, which may
+ * hold spaces and parentheses: the last ')'), or -1. */
+static pid_t parent_of(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')');
+    int ppid;
+    char state;
+    if (!p || sscanf(p + 1, " %c %d", &state, &ppid) != 2)
+        return -1;
+    return (pid_t)ppid;
+}
+
+size_t nmp_descendants(pid_t pid, pid_t *out, size_t max)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    size_t cap = 256, n = 0;
+    pid_t(*pairs)[2] = malloc(cap * sizeof *pairs); /* (pid, parent) of every process */
+    struct dirent *de;
+    while (pairs && (de = readdir(d))) {
+        if (de->d_name[0] < '1' || de->d_name[0] > '9')
+            continue;
+        pid_t p = (pid_t)strtol(de->d_name, NULL, 10), pp = parent_of(p);
+        if (pp <= 0)
+            continue;
+        if (n == cap) {
+            pid_t(*more)[2] = realloc(pairs, 2 * cap * sizeof *pairs);
+            if (!more)
+                break;
+            pairs = more;
+            cap *= 2;
+        }
+        pairs[n][0] = p;
+        pairs[n++][1] = pp;
+    }
+    closedir(d);
+    /* breadth first from pid: out[] is the queue; past max the found ones are counted */
+    size_t found = 0, head = 0;
+    pid_t *queue = malloc((n + 1) * sizeof *queue);
+    if (queue && pairs) {
+        queue[0] = pid;
+        size_t tail = 1;
+        while (head < tail) {
+            pid_t parent = queue[head++];
+            for (size_t i = 0; i < n; i++)
+                if (pairs[i][1] == parent && tail <= n) {
+                    queue[tail++] = pairs[i][0];
+                    if (found < max)
+                        out[found] = pairs[i][0];
+                    found++;
+                }
+        }
+    }
+    free(queue);
+    free(pairs);
+    return found;
 }

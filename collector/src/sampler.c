@@ -247,6 +247,23 @@ static int attach(struct nmp_collector *c, int *pidfd, uint64_t *deadline)
         return -1;
     started(c, (uint32_t)pid);
     nmp_mappings_from_proc(c, (uint32_t)pid);
+    if (c->cfg->children) {
+        /* what a launched command started before this recording, as if it had been
+         * followed since (its events inherit to what it starts from now on) */
+        pid_t kids[NMP_MAX_CHILDREN];
+        size_t n = nmp_descendants(pid, kids, NMP_MAX_CHILDREN);
+        if (n > NMP_MAX_CHILDREN)
+            nmp_warn(c, "process %d has %zu processes below it: the first %d are recorded",
+                     (int)pid, n, NMP_MAX_CHILDREN);
+        for (size_t i = 0; i < n && i < NMP_MAX_CHILDREN; i++) {
+            if (nmp_events_open(c, kids[i], 0) != 0) {
+                c->err[0] = 0; /* ended meanwhile */
+                continue;
+            }
+            nmp_process_add(c, (uint32_t)kids[i]);
+            nmp_mappings_from_proc(c, (uint32_t)kids[i]);
+        }
+    }
     mark_start(c);
     if (c->cfg->duration > 0)
         *deadline = c->run.start_ns + (uint64_t)(c->cfg->duration * 1e9);
