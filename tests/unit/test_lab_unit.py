@@ -327,6 +327,27 @@ def test_a_guest_that_never_starts_is_killed_with_its_processes(tmp_path, monkey
         pytest.fail(f"the guest's child {child} survived the kill")
 
 
+def test_a_stalled_guest_in_a_session_of_its_own_is_stopped_too(tmp_path, monkeypatch):
+    """numaprof lab runs its guest (vng, QEMU) in a session of its own and kills it when
+    it is terminated (lab/runner.py): the watchdog terminates numaprof lab before it kills
+    it, so that no QEMU outlives a stalled guest (SIGKILL alone left one running)."""
+    kit = _fake_lab(tmp_path, monkeypatch,
+                    "setsid sleep 600 & g=$!; echo $g > child; trap 'kill $g; exit 143' TERM; "
+                    ": > started; echo 0 > a.rc; wait")
+    proc, why = kit.run_watched(tmp_path, [], boot_deadline=60, stall_deadline=1, poll=0.2)
+    assert proc is None and "no check ended" in why
+    child = int((tmp_path / "child").read_text())
+    for _ in range(50):
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(child, 9)
+        pytest.fail(f"the guest {child} in its own session survived the watchdog")
+
+
 def test_a_guest_whose_checks_stop_ending_is_killed(tmp_path, monkeypatch):
     kit = _fake_lab(tmp_path, monkeypatch, ": > started; echo 0 > a.rc; sleep 600")
     proc, why = kit.run_watched(tmp_path, [], boot_deadline=60, stall_deadline=1, poll=0.2)
