@@ -81,8 +81,8 @@ def _merge_objects(objs: list[ObjectResult], total_samples: int, slices: bool = 
         count=max(o.count for o in objs) if slices else sum(o.count for o in objs),
         threads=max(o.threads for o in objs) if slices else sum(o.threads for o in objs),
         pattern=pattern,
-        pattern_confidence=min(o.pattern_confidence for o in objs if o.pattern == pattern)
-        if pattern in {o.pattern for o in objs} else min(o.pattern_confidence for o in objs),
+        pattern_confidence=min((o.pattern_confidence for o in objs if o.pattern == pattern),
+                               default=min(o.pattern_confidence for o in objs)),
         reads=mix("reads"), writes=mix("writes"), rmw=mix("rmw"),
         first_touch=ft,
         pages_by_node=pages_by_node,

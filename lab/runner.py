@@ -257,9 +257,10 @@ def build_vng_command(tools: LabTools, topo: LabTopology, cwd: Path, state_dir: 
     ]
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    """Stops vng and everything it started (QEMU, file servers): they share its session."""
-    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+def kill_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
+    """Stops `proc` (the leader of a session of its own: vng) and everything it started
+    (QEMU, file servers): SIGTERM to the group, SIGKILL after ``grace`` seconds."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
@@ -337,18 +338,18 @@ def run(config: LabConfig, tools: LabTools | None = None) -> int:
         try:
             rc = proc.wait(timeout=config.timeout)
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
+            kill_group(proc)
             raise NumaprofError(
                 f"lab: the command did not finish within {config.timeout:g} s; the guest "
                 "was killed (TCG guests run programs about 20x slower: raise --timeout)",
                 exit_code=TIMEOUT_EXIT,
             ) from None
         except KeyboardInterrupt:
-            _kill_group(proc)
+            kill_group(proc)
             raise NumaprofError("lab: interrupted; the guest was killed",
                                 exit_code=INTERRUPT_EXIT) from None
         except _Terminated as t:
-            _kill_group(proc)
+            kill_group(proc)
             raise NumaprofError(f"lab: terminated by signal {t.signum}; the guest was killed",
                                 exit_code=128 + t.signum) from None
         finally:

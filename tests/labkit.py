@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import signal
 import subprocess
 import sys
 import threading
@@ -23,6 +22,8 @@ from pathlib import Path
 
 import pytest
 from helpers import PROGS, ROOT, numaprof_argv
+
+from numaprof.lab.runner import kill_group
 
 LAB_TIMEOUT = 900  # whole guest run, boot included (TCG: programs run ~20x slower)
 
@@ -140,23 +141,6 @@ STALL_DEADLINE = CHECK_TIMEOUT + 180  # s with no check ending: the guest-side w
 STALL_ATTEMPTS = 2
 
 
-def _stop(proc: subprocess.Popen, grace: float = 20.0) -> None:
-    """Stops `numaprof lab` and its guest.  SIGTERM first: the guest (vng, QEMU) runs in
-    a session of its own, which numaprof lab kills when it is terminated (lab/runner.py);
-    SIGKILL alone would leave that QEMU running, orphaned, taking the cpus from the next
-    guest (seen in CI: a stalled guest's QEMU at 170 % for minutes after its retry)."""
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 def run_watched(workdir: Path, lab_args: list[str], timeout: float = LAB_TIMEOUT, *,
                 boot_deadline: float = BOOT_DEADLINE, stall_deadline: float = STALL_DEADLINE,
                 poll: float = 5.0):
@@ -186,7 +170,12 @@ def run_watched(workdir: Path, lab_args: list[str], timeout: float = LAB_TIMEOUT
         elif marks and time.time() - max(marks) > stall_deadline:
             why = f"no check ended for {stall_deadline:.0f} s"
         if why:
-            _stop(proc)
+            # SIGTERM first, as lab/runner.py stops its own guest: the guest (vng, QEMU)
+            # runs in a session of its own, which numaprof lab kills when it is
+            # terminated; SIGKILL alone left a stalled guest's QEMU running, orphaned,
+            # beside its retry (in CI, at 170 % cpu).  numaprof lab's own stop takes up
+            # to 10 s: give it 20.
+            kill_group(proc, grace=20.0)
             reader.join(30)
             return None, why
     return subprocess.CompletedProcess(proc.args, proc.returncode, out.get("stdout", ""),

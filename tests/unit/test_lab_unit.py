@@ -310,6 +310,18 @@ def _fake_lab(tmp_path, monkeypatch, script: str):
     return labkit
 
 
+def _ends(pid: int, within: float = 5.0) -> bool:
+    """Whether process ``pid`` is gone within ``within`` seconds (a kill is asynchronous:
+    give it its moment)."""
+    for _ in range(int(within / 0.1)):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
 def test_a_guest_that_never_starts_is_killed_with_its_processes(tmp_path, monkeypatch):
     """The labkit watchdog: a guest whose script never starts (a stalled TCG boot) is
     killed, with everything it started, once the boot deadline has passed."""
@@ -317,13 +329,7 @@ def test_a_guest_that_never_starts_is_killed_with_its_processes(tmp_path, monkey
     proc, why = kit.run_watched(tmp_path, [], boot_deadline=1, stall_deadline=60, poll=0.2)
     assert proc is None and "no check started" in why
     child = int((tmp_path / "child").read_text())
-    for _ in range(50):  # the kill is asynchronous: give the child its moment
-        try:
-            os.kill(child, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.1)
-    else:
+    if not _ends(child):
         pytest.fail(f"the guest's child {child} survived the kill")
 
 
@@ -337,13 +343,7 @@ def test_a_stalled_guest_in_a_session_of_its_own_is_stopped_too(tmp_path, monkey
     proc, why = kit.run_watched(tmp_path, [], boot_deadline=60, stall_deadline=1, poll=0.2)
     assert proc is None and "no check ended" in why
     child = int((tmp_path / "child").read_text())
-    for _ in range(50):
-        try:
-            os.kill(child, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.1)
-    else:
+    if not _ends(child):
         os.kill(child, 9)
         pytest.fail(f"the guest {child} in its own session survived the watchdog")
 
