@@ -63,9 +63,10 @@ ONE_NODE_MEMORY_SHARE = 0.8
 
 #: replicate (a copy per node): the copy must take at most this share of each node's memory,
 REPLICATE_MEMORY_SHARE = 0.25
-#: at least this share of the object's samples (and REPLICATE_MIN_READS of them) must come
-#: after its last sampled write: initialised, then only read (Dashti et al. 2013, §3.3,
-#: replicate pages read at least 90 % of the time).
+#: at least this share of the object's sampled reads (and REPLICATE_MIN_READS of them) must
+#: come after its last sampled write: initialised, then only read (Dashti et al. 2013,
+#: §3.3, replicate pages read at least 90 % of the time).  Of its reads, not of all its
+#: samples: how long the initialisation took says nothing of what comes after it.
 REPLICATE_READ_AFTER = 0.9
 REPLICATE_MIN_READS = 100
 #: ... and its predicted score must be at least this share below the best placement's:
@@ -79,7 +80,7 @@ REPLICATE_GAIN = 0.10
 def replicable(o: ObjectResult, plan) -> bool:
     """Whether a copy per node is a candidate for ``o`` on the plan's target: a heap or
     static array read by threads on two nodes or more, whose sampled writes all come
-    before at least 90 % of its samples (it was written, then only read), and whose copy
+    before at least 90 % of its sampled reads (it was written, then only read), and whose copy
     fits in a quarter of each of those nodes' memory.  An object with no sampled write
     is not taken as read-only: the software backend under-samples stores, so no write
     seen is no evidence, while writes seen at its start and none after are."""
@@ -93,7 +94,7 @@ def replicable(o: ObjectResult, plan) -> bool:
     if not write.any():
         return False
     after = int((time > time[write].max()).sum())
-    if after < REPLICATE_MIN_READS or after < REPLICATE_READ_AFTER * len(time):
+    if after < REPLICATE_MIN_READS or after < REPLICATE_READ_AFTER * int((~write).sum()):
         return False
     return all(not plan.target.nodes[int(p)].memory_bytes
                or o.size <= REPLICATE_MEMORY_SHARE * plan.target.nodes[int(p)].memory_bytes

@@ -86,6 +86,13 @@ def test_replicate_must_clearly_beat_the_placement(across, offered):
         assert rep.score <= 0.9 * sug.predicted.score
 
 
+def test_a_long_initialisation_does_not_hide_the_reads_after_it():
+    """The serial fill took 15 % of the table's samples (in the NUMA lab, under TCG, a
+    fill took 10 %): every read still comes after the last write, so it is replicable."""
+    s, _ = _suggest(table_access(BIG, 16, init=1200))
+    assert s.objects[0].alternative("replicate") is not None and s.objects[0].replicate is not None
+
+
 def test_written_throughout_is_not_replicated():
     # 3 % of the reads' time still writes: not read-only after initialisation
     s, _ = _suggest(table_access(BIG, 16, writes_later=240))
