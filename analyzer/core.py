@@ -493,20 +493,29 @@ def _duration(manifest: dict, times) -> float:
     return float(int(times[len(times) - 1]) - int(times[0])) / 1e9
 
 
-_REGISTER_COLUMNS = ("sp", "bp", "insn_off", "base_reg", "base_off", "size")
+_REGISTER_COLUMNS = ("insn_off", "base_reg", "base_off", "size")
+#: samples.bp_sp where rbp was no frame pointer (too far from rsp to store)
+BP_SP_UNKNOWN = -(2**31)
 
 
 def _access_registers(prof: Profile, s, sel) -> dict[str, np.ndarray] | None:
     """The register columns of the samples with an address (docs/profile-format.md), or
-    None for a profile without them (hardware backends, older profiles)."""
+    None for a profile without them (hardware backends, older profiles).  ``bp`` is rbp:
+    ``sp + bp_sp``, 0 where it was not stored; profiles written before ``bp_sp`` have
+    rbp itself."""
     if not (prof.path / "samples.sp.col").exists():
         return None
     sp = np.asarray(s["sp"][sel])
     if not sp.any():
         return None
     out = {"sp": sp}
-    for col in _REGISTER_COLUMNS[1:]:
+    for col in _REGISTER_COLUMNS:
         out[col] = np.asarray(s[col][sel])
+    if (prof.path / "samples.bp.col").exists():
+        out["bp"] = np.asarray(s["bp"][sel])
+    else:
+        d = np.asarray(s["bp_sp"][sel]).astype(np.int64)
+        out["bp"] = np.where(d == BP_SP_UNKNOWN, 0, sp.astype(np.int64) + d).astype(np.uint64)
     return out
 
 

@@ -175,14 +175,16 @@ def attribute(s: Samples, candidate: np.ndarray, in_stack: np.ndarray, resolver)
     g = np.full(n, -1, dtype=np.int64)
     g[idx] = inv
     gg = np.maximum(g, 0)
-    cfa_ok = (g >= 0) & (cfa_reg[gg] >= 0)
+    bp_ok = bp != 0  # rbp not stored (no frame pointer then: docs/profile-format.md, bp_sp)
+    cfa_ok = (g >= 0) & ((cfa_reg[gg] == frames.DW_SP) | ((cfa_reg[gg] == frames.DW_BP) & bp_ok))
     cfa = np.where(cfa_reg[gg] == frames.DW_SP, sp, bp) + cfa_off[gg]
     fbr = fb_reg[gg]
     fb = np.where(fbr == frames.BASIS_FB, cfa, np.where(fbr == frames.DW_SP, sp, bp)) + fb_off[gg]
-    fb_ok = (g >= 0) & (((fbr == frames.BASIS_FB) & cfa_ok) | (fbr == frames.DW_SP) | (fbr == frames.DW_BP))
+    fb_ok = (g >= 0) & (((fbr == frames.BASIS_FB) & cfa_ok) | (fbr == frames.DW_SP)
+                        | ((fbr == frames.DW_BP) & bp_ok))
     # the sample's own frame (its owner is the sampled thread): [sp - red zone, CFA)
     own = cfa_ok & (addr >= sp - RED_ZONE) & (addr < cfa)
-    basis = {frames.BASIS_FB: (fb, fb_ok), frames.DW_SP: (sp, g >= 0), frames.DW_BP: (bp, g >= 0)}
+    basis = {frames.BASIS_FB: (fb, fb_ok), frames.DW_SP: (sp, g >= 0), frames.DW_BP: (bp, (g >= 0) & bp_ok)}
 
     found = _Found()
     left = np.asarray(candidate, dtype=bool) & (g >= 0)

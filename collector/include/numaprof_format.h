@@ -28,8 +28,9 @@
 #define NMP_COL_HEADER 16
 
 /* One row per sample.  The software backend writes the columns up to `rule` and the
- * registers of the access (`sp` to `base_off`), the hardware backends those up to
- * `phys_addr` (docs/profile-format.md). */
+ * registers of the access (`sp`, `bp_sp` to `base_off`), the hardware backends those up
+ * to `phys_addr` (docs/profile-format.md).  `bp` is read in profiles written before
+ * `bp_sp` (rbp as rbp - rsp in 4 bytes, not 8). */
 #define NMP_TABLE_samples(COL) \
     COL(samples, time, U64, REQ) \
     COL(samples, pid, U32, REQ) \
@@ -45,6 +46,7 @@
     COL(samples, phys_addr, U64, OPT) \
     COL(samples, sp, U64, OPT) \
     COL(samples, bp, U64, OPT) \
+    COL(samples, bp_sp, I32, OPT) \
     COL(samples, insn_off, I16, OPT) \
     COL(samples, base_reg, U8, OPT) \
     COL(samples, index_reg, U8, OPT) \

@@ -34,6 +34,16 @@ struct nmp_sample {
 
 #define NMP_BASE_OFF_UNKNOWN INT32_MIN
 #define NMP_INSN_OFF_UNKNOWN INT16_MIN
+#define NMP_BP_SP_UNKNOWN INT32_MIN
+
+/* The `bp_sp` column: rbp - rsp, which fits in 4 bytes wherever rbp is a frame pointer
+ * (both in one thread's stack); NMP_BP_SP_UNKNOWN where rbp holds some other value,
+ * which no frame is then computed from. */
+static inline int32_t nmp_bp_sp(uint64_t sp, uint64_t bp)
+{
+    int64_t d = (int64_t)(bp - sp);
+    return d > INT32_MIN && d <= INT32_MAX ? (int32_t)d : NMP_BP_SP_UNKNOWN;
+}
 
 enum { NMP_ACC_NONE = 0, NMP_ACC_LOAD = 1, NMP_ACC_STORE = 2, NMP_ACC_RMW = 3 };
 /* NMP_RULE_*: enum nmp_rule, generated (nmp_schema.h) from the one list of the sample

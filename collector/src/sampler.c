@@ -52,12 +52,12 @@ static int open_tables(struct nmp_collector *c)
     const char *dir = c->cfg->dir;
     /* the software backend has no latency, data source or physical address columns; the
      * hardware backends sample no registers */
-    uint64_t regs = NMP_COLUMN(NMP_samples_sp) | NMP_COLUMN(NMP_samples_bp) |
+    uint64_t regs = NMP_COLUMN(NMP_samples_sp) | NMP_COLUMN(NMP_samples_bp_sp) |
                     NMP_COLUMN(NMP_samples_insn_off) | NMP_COLUMN(NMP_samples_base_reg) |
                     NMP_COLUMN(NMP_samples_index_reg) | NMP_COLUMN(NMP_samples_base_off);
     uint64_t cols = c->be.backend == NMP_BACKEND_SOFT
                         ? (NMP_COLUMN(NMP_samples_rule + 1) - 1) | regs
-                        : (NMP_COLUMN(NMP_samples_NCOLS) - 1) & ~regs;
+                        : (NMP_COLUMN(NMP_samples_NCOLS) - 1) & ~regs & ~NMP_COLUMN(NMP_samples_bp);
     if (!(c->t.samples = nmp_table_open(dir, NMP_TABLE_ID_samples, cols)) ||
         !(c->t.faults = nmp_table_open(dir, NMP_TABLE_ID_faults, -1)) ||
         !(c->t.pages = nmp_table_open(dir, NMP_TABLE_ID_page_nodes, -1)) ||

@@ -44,12 +44,12 @@ static void write_table(const char *dir, enum nmp_table_id id, const uint64_t (*
     CHECK(nmp_table_close(t) == 0);
 }
 
-#define SAMPLE(t, p, ti, c, i, a, ac, sz, ru, w, ds, pa, sp, bp, io, br, ir, bo)                \
+#define SAMPLE(t, p, ti, c, i, a, ac, sz, ru, w, ds, pa, sp, bp, bs, io, br, ir, bo)            \
     {[NMP_samples_time] = t, [NMP_samples_pid] = p, [NMP_samples_tid] = ti,                    \
      [NMP_samples_cpu] = c, [NMP_samples_ip] = i, [NMP_samples_addr] = a,                      \
      [NMP_samples_access] = ac, [NMP_samples_size] = sz, [NMP_samples_rule] = ru,              \
      [NMP_samples_weight] = w, [NMP_samples_data_src] = ds, [NMP_samples_phys_addr] = pa,      \
-     [NMP_samples_sp] = sp, [NMP_samples_bp] = bp,                                             \
+     [NMP_samples_sp] = sp, [NMP_samples_bp] = bp, [NMP_samples_bp_sp] = (uint64_t)(int64_t)(bs), \
      [NMP_samples_insn_off] = (uint64_t)(int64_t)(io), [NMP_samples_base_reg] = br,            \
      [NMP_samples_index_reg] = ir, [NMP_samples_base_off] = (uint64_t)(int64_t)(bo)}
 
@@ -57,13 +57,13 @@ static void samples(const char *dir)
 {
     const uint64_t rows[][W] = {
         SAMPLE(1, 2, 3, 4, 0x401000, 0x7ffd0000, NMP_ACC_LOAD, 8, NMP_RULE_AT_IP, 30, 0x68100142,
-               0x1234000, 0x7ffd0010, 0x7ffd0040, 0, 8, 1, -16),
+               0x1234000, 0x7ffd0010, 0x7ffd0040, 0x30, 0, 8, 1, -16),
         SAMPLE(M8, M4, M4, 0xffff, M8, M8, NMP_ACC_RMW, 0xff, NMP_RULE_CLOBBERED, M4, M8, M8, M8,
-               M8, INT16_MIN, 0xff, 0xff, INT32_MIN),
+               M8, INT32_MIN, INT16_MIN, 0xff, 0xff, INT32_MIN),
         SAMPLE(0x0102030405060708, 0x01020304, 0x05060708, 0x0102, 0x1122334455667788,
                0x8877665544332211, NMP_ACC_STORE, 64, NMP_RULE_SKID, 0x01020304,
                0x0807060504030201, 0xdeadbeefcafef00d, 0x0102030405060708, 0x1020304050607080,
-               INT16_MAX, 16, 0, INT32_MAX),
+               INT32_MAX, INT16_MAX, 16, 0, INT32_MAX),
     };
     write_table(dir, NMP_TABLE_ID_samples, rows, 3);
 }

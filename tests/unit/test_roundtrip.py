@@ -50,6 +50,7 @@ EXPECTED: dict[str, dict[str, tuple[str, list]]] = {
         "phys_addr": ("<u8", [0x1234000, M8, 0xDEADBEEFCAFEF00D]),
         "sp": ("<u8", [0x7FFD0010, M8, 0x0102030405060708]),
         "bp": ("<u8", [0x7FFD0040, M8, 0x1020304050607080]),
+        "bp_sp": ("<i4", [0x30, -(2**31), 2**31 - 1]),
         "insn_off": ("<i2", [0, -(2**15), 2**15 - 1]),
         "base_reg": ("|u1", [8, M1, 16]),
         "index_reg": ("|u1", [1, M1, 0]),

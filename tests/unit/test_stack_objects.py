@@ -82,9 +82,16 @@ def _run(exe):
     return maps, probes
 
 
-def _profile(path, maps, samples):
+def _bp_sp(sp: int, bp: int) -> int:
+    """The collector's samples.bp_sp: rbp - rsp, -2^31 where it does not fit."""
+    d = bp - sp
+    return d if -(2**31) < d < 2**31 else -(2**31)
+
+
+def _profile(path, maps, samples, *, old_bp: bool = False):
     """A soft-backend profile: the program's mappings and the given samples (thread,
-    ip, sp, bp, addr, base_reg, base_off)."""
+    ip, sp, bp, addr, base_reg, base_off); rbp as the collector writes it (bp_sp), or
+    with ``old_bp`` as profiles before that did (bp)."""
     w = profgen.ProfileWriter(path)
     w.manifest(cwd=str(path.parent))
     w.topology([[0, 1]])
@@ -98,9 +105,10 @@ def _profile(path, maps, samples):
     w.table("samples", time=list(range(1000, 1000 + 10 * k, 10)), pid=[7] * k,
             tid=[7 + s[0] for s in samples], cpu=[s[0] for s in samples], ip=[s[1] for s in samples],
             addr=[s[4] for s in samples], access=[3] * k, size=[4] * k, rule=[1] * k,
-            sp=[s[2] for s in samples], bp=[s[3] for s in samples], insn_off=[0] * k,
+            sp=[s[2] for s in samples], insn_off=[0] * k,
             base_reg=[s[5] if len(s) > 5 else 0 for s in samples],
-            index_reg=[0] * k, base_off=[s[6] if len(s) > 6 else -(2**31) for s in samples])
+            index_reg=[0] * k, base_off=[s[6] if len(s) > 6 else -(2**31) for s in samples],
+            **({"bp": [s[3] for s in samples]} if old_bp else {"bp_sp": [_bp_sp(s[2], s[3]) for s in samples]}))
     return path
 
 
@@ -235,7 +243,7 @@ def test_profiles_without_registers_are_unchanged(tmp_path):
     exe = build_program(tmp_path, "priv.c", C_PRIVATE, "gcc", ["-g", "-O2", "-fopenmp", *SIZES])
     maps, probes = _run(exe)
     path = _profile(tmp_path / "p", maps, probes)
-    for col in ("sp", "bp", "insn_off", "base_reg", "index_reg", "base_off"):
+    for col in ("sp", "bp_sp", "insn_off", "base_reg", "index_reg", "base_off"):
         (path / f"samples.{col}.col").unlink()
     a = analyze(path)
     assert not any(o.name == "hist" for o in a.objects)
@@ -328,6 +336,22 @@ def test_c_variable_length_array(tmp_path, opt):
     assert len(vla) == 1, [(o.name, o.kind, o.samples) for o in a.objects]
     assert (vla[0].kind, vla[0].attribution, vla[0].samples) == ("stack", "frame", PROBES)
     assert vla[0].site.startswith("smooth@vla.c:")
+
+
+def test_frame_pointer_columns(tmp_path):
+    """The VLA's frame is found from rbp (its CFA rule at -O2): the same from the
+    collector's 4-byte `bp_sp` as from the 8-byte `bp` of older profiles; where rbp
+    was not stored (`bp_sp` -2^31) that frame is not guessed."""
+    exe = build_program(tmp_path, "vla.c", C_VLA, "gcc", ["-g", "-O2", f"-DNP={PROBES}"])
+    maps, probes = _run(exe)
+    found = {}
+    for how, rows, old in (("bp_sp", probes, False), ("bp", probes, True),
+                           ("unknown", [(t, ip, sp, sp + 2**40, addr) for t, ip, sp, _, addr in probes], False)):
+        a = analyze(_profile(tmp_path / how, maps, rows, old_bp=old))
+        found[how] = sorted((o.name, o.kind, o.attribution, o.samples) for o in a.objects)
+    assert found["bp_sp"] == found["bp"]
+    assert ("a", "stack", "frame", PROBES) in found["bp"]
+    assert not any(name == "a" for name, *_ in found["unknown"]), found["unknown"]
 
 
 def test_a_pointer_variables_own_slot_is_not_named_like_its_array():
