@@ -50,6 +50,9 @@ class TypeInfo:
     count: int = 0  # array: elements, 0 unknown
     members: tuple[Member, ...] = ()  # record
     fortran: bool = False
+    # array: a Fortran allocatable or pointer array (DW_AT_data_location), whose storage
+    # is a descriptor that starts with the address of the elements
+    descriptor: bool = False
     artificial: bool = False  # made by the compiler (GCC's OpenMP data record)
     file: str = ""  # record: where it is declared (DW_AT_decl_file, DW_AT_decl_line)
     line: int = 0
@@ -129,7 +132,8 @@ class Types:
             count = _element_count(d, fortran)
             esize = elem.size if elem is not None else 0
             total = size or (count * esize if count and esize else 0)
-            return TypeInfo("array", "", total, d.offset, target=tgt, count=count, fortran=fortran)
+            return TypeInfo("array", "", total, d.offset, target=tgt, count=count, fortran=fortran,
+                            descriptor="DW_AT_data_location" in a)
         if d.tag in _RECORDS:
             members = []
             for ch in d.iter_children():
@@ -190,6 +194,8 @@ class Types:
             if cur is None:
                 break
             if cur.kind == "array":
+                if cur.descriptor:
+                    break  # its storage is the descriptor, not the elements
                 elem = self.by_offset(cur.target)
                 if elem is None or elem.size <= 0:
                     break
@@ -214,6 +220,12 @@ class Types:
             offset -= m.offset
             cur = inner
         return path[: user if user is not None else len(path)], cur
+
+
+def pointer_to(t: TypeInfo) -> TypeInfo:
+    """A pointer to ``t`` (the address of a variable passed by reference), which no DIE
+    describes."""
+    return TypeInfo("pointer", "", 8, -1, target=t.offset, fortran=t.fortran)
 
 
 def member_name(record: TypeInfo, path: list[str]) -> str:
@@ -380,7 +392,7 @@ class Insn:
     addr: int
     next: int  # address of the following instruction
     writes: frozenset[int]
-    op: str  # copy | lea | step | load | store | call | other
+    op: str  # copy | lea | step | load | addload | store | call | other
     dst: int = -1
     src: int = -1  # copy: the source register; store: the register stored
     base: int = -1  # lea, load, store: the memory operand's base register
@@ -419,6 +431,8 @@ def decode(code: bytes, addr: int) -> list[Insn]:
                     op = "lea"
                 elif i.id == x86.X86_INS_MOV and size == 8:
                     op = "load"
+                elif i.id == x86.X86_INS_ADD and size == 8:
+                    op = "addload"  # reg += a word from memory: either may be the pointer
             elif s.type == x86.X86_OP_REG and s.reg in table and size == 8:
                 if i.id == x86.X86_INS_MOV:
                     op, src = "copy", table[s.reg]

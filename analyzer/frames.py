@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import bisect
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from elftools.common.exceptions import DWARFError, ELFError
@@ -215,6 +215,10 @@ class FrameIndex:
                 if t is not None and (t.size > 0 or t.kind == "array"):
                     in_scope = v.scope is None or any(a <= charged < b for a, b in v.scope)
                     slots.append(Slot(loc.basis, loc.off, t.size, v.var, in_scope, loc.expr))
+            elif loc.kind == "ref" and t is not None:
+                # the register holds the variable's address: a pointer to it, as far as
+                # what is reached through the register goes
+                held.append(Held(loc.basis, loc.off, replace(v.var, type=datatype.pointer_to(t))))
             elif t is not None and t.pointer:
                 held.append(Held(loc.basis, loc.off, v.var))
         # in scope first; an array without a known size (to the CFA) after the others
@@ -385,6 +389,12 @@ class FrameIndex:
                 continue
             if ins.op == "load" and ins.dst == reg:
                 return self._loaded(ins, steps - 1)
+            if ins.op == "addload" and ins.dst == reg:
+                # an element's offset plus the elements' address read from a structure (a
+                # Fortran array component: `add (descriptor of g%perm), %r9`), or the
+                # pointer plus an offset read from memory
+                o = self._loaded(ins, steps - 1)
+                return o if o is not None else self._walk(ins.addr, reg, steps - 1)
             return self._named_after(insns, k, reg)
         if start >= 0 and start < datatype.WALK and addrs[0] == min(lo for lo, _ in f.ranges):
             # back at the function's entry without a write: a parameter's register
@@ -435,7 +445,7 @@ class FrameIndex:
         if pointee.kind == "record":
             off = ins.disp % pointee.size if ins.index >= 0 and pointee.size else ins.disp
             path, mtype = self.types.member_path(pointee, off)
-            if not path or mtype is None or not mtype.pointer:
+            if not path or mtype is None or not (mtype.pointer or mtype.descriptor):
                 return None
             return Origin(datatype.member_name(pointee, path), ("type", pointee.name, *path),
                           _type_site(pointee, o.site), mtype, "type")
@@ -594,7 +604,8 @@ def _classify(ops) -> tuple | None:
     """("mem", basis, k): the variable is stored at basis + k (DW_OP_fbreg k: the frame
     base; DW_OP_bregN k with N rsp or rbp); ("mem", BASIS_EXPR, 0, ops): at the address
     an expression of those computes (evaluate()); ("val", N, k): its value is register
-    N + k (DW_OP_regN; DW_OP_bregN k, DW_OP_stack_value); None for anything else
+    N + k (DW_OP_regN; DW_OP_bregN k, DW_OP_stack_value); ("ref", N, k): it is stored at
+    register N + k, N another register (DW_OP_bregN k); None for anything else
     (constants, pieces, values computed from memory or other registers)."""
     if not ops:
         return None
@@ -603,7 +614,11 @@ def _classify(ops) -> tuple | None:
         return "mem", BASIS_FB, int(ops[0].args[0])
     if len(ops) == 1 and name.startswith("DW_OP_breg"):
         r = _register(ops)
-        return ("mem", r[0], r[1]) if r is not None and r[0] in (DW_SP, DW_BP) else None
+        if r is not None and r[0] in (DW_SP, DW_BP):
+            return "mem", r[0], r[1]
+        # stored at another register + k: the register holds its address (a Fortran
+        # argument, passed by reference)
+        return ("ref", r[0], r[1]) if r is not None and r[0] < 16 else None
     if len(ops) == 1 and name.startswith("DW_OP_reg"):
         r = _register(ops)
         return ("val", r[0], 0) if r is not None and r[0] < 16 else None

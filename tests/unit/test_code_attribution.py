@@ -42,6 +42,15 @@ __attribute__((noinline)) double strided(const double *tw, int n, int stride)
     return s;
 }
 
+/* the elements' address as an offset plus a member read from memory, `add 8(%rdi),%rax`
+ * (what gfortran emits for an array component's elements inside a loop nest) */
+__attribute__((noinline)) double shifted(const struct grid *g, long i)
+{
+    const double *p;
+    __asm__("lea (,%1,8), %0\n\tadd 8(%2), %0" : "=&r"(p) : "r"(i), "r"(g));
+    return p[0] * 3.0;
+}
+
 int main(int argc, char **argv)
 {
     struct grid g = {1000 + argc, 0, 0};
@@ -49,7 +58,7 @@ int main(int argc, char **argv)
     g.xs = malloc((size_t)g.n * sizeof *g.xs);
     for (long i = 0; i < g.n; i++)
         g.energy[i] = g.xs[i] = (double)i;
-    printf("%f %f\n", total(&g), strided(g.xs, 100, argc + 1));
+    printf("%f %f %f\n", total(&g), strided(g.xs, 100, argc + 1), shifted(&g, argc));
     return 0;
 }
 """
@@ -90,6 +99,42 @@ DWARF = {r: n for n, regs in enumerate([("rax", "eax"), ("rdx", "edx"), ("rcx", 
          for r in regs} | {f"r{k}": k for k in range(8, 16)}
 _LOAD = re.compile(r"^\s*([0-9a-f]+):\s+(?:v?movsd|v?movupd|v?addsd|v?mulsd|v?movapd|v?addpd|v?mulpd)\s+"
                    r"(?:-?0x[0-9a-f]+)?\(%(\w+)(?:,%(\w+),(\d))?\)")
+
+
+F_GRID = r"""
+module fields
+  implicit none
+  type :: grid_t
+    integer :: n
+    double precision, allocatable :: energy(:)
+    double precision, allocatable :: xs(:)
+  end type grid_t
+contains
+  function total(g) result(s)
+    type(grid_t), intent(in) :: g
+    double precision :: s
+    integer :: i
+    s = 0.0d0
+    do i = 1, g%n
+      s = s + g%energy(i) * 2.0d0
+    end do
+  end function total
+end module fields
+
+program grid
+  use fields
+  implicit none
+  type(grid_t) :: g
+  integer :: i
+  g%n = 1000 + command_argument_count()
+  allocate(g%energy(g%n), g%xs(g%n))
+  do i = 1, g%n
+    g%energy(i) = dble(i)
+    g%xs(i) = dble(2 * i)
+  end do
+  print *, total(g), sum(g%xs)
+end program grid
+"""
 
 
 def _loads(exe, function):
@@ -161,6 +206,19 @@ def test_structure_member_and_pointer_parameter(tmp_path, opt):
 
 
 @pytest.mark.parametrize("opt", ["-O2", "-O3"])
+def test_member_added_to_an_offset(tmp_path, opt):
+    """A register set by `lea (,i,8)` and then `add 8(%rdi)` (g->energy added from
+    memory): the member read, `struct grid.energy`, not the offset, names the access."""
+    exe = build_program(tmp_path, "grid.c", C_GRID, "gcc", ["-g", opt], ("objdump",))
+    load = _loads(exe, "shifted")[0]
+    assert load[2] is None  # through the register alone: (%rax)
+    accesses = [(load[0], load[1], None, HEAP + 0x1000 + 8 * i, HEAP + 0x1000 + 8 * i) for i in range(60)]
+    a = analyze(_profile(tmp_path / "p", exe, accesses))
+    named = [(o.name, o.attribution, o.samples) for o in a.objects if o.samples]
+    assert named == [("struct grid.energy", "type", 60)], named
+
+
+@pytest.mark.parametrize("opt", ["-O2", "-O3"])
 def test_cxx_vector_members(tmp_path, opt):
     """`m_pos[i] * m_mass[i]` in `Mesh::moment`: the data pointers are loaded from
     `this`; the accesses are named by the class and member, `Mesh::m_pos` and
@@ -176,6 +234,21 @@ def test_cxx_vector_members(tmp_path, opt):
     assert names["Mesh::m_pos"].samples == len(pos) and names["Mesh::m_mass"].samples == len(mass)
     assert {o.attribution for o in names.values()} == {"type"}
     assert all(o.site.startswith("Mesh@mesh.cpp:") for o in names.values())
+
+
+@pytest.mark.parametrize("opt", ["-O2", "-O3"])
+def test_fortran_allocatable_component(tmp_path, opt):
+    """`g%energy(i)` of a derived type's allocatable component: the elements' address is
+    the first word of the component's descriptor, loaded from `g` (`mov 0x8(%rdi)`, then
+    offset by the descriptor's `offset` word): named by the type and component,
+    `grid_t%energy`, as a C structure's pointer member is."""
+    exe = build_program(tmp_path, "grid.f90", F_GRID, "gfortran", ["-g", opt, "-fno-inline"], ("objdump",))
+    energy = _samples(_loads(exe, "__fields_MOD_total")[0], HEAP + 0x3000)
+    a = analyze(_profile(tmp_path / "p", exe, energy))
+    named = [o for o in a.objects if o.samples]
+    assert [(o.name, o.kind, o.attribution, o.samples) for o in named] == \
+        [("grid_t%energy", "heap", "type", len(energy))], [(o.name, o.samples) for o in a.objects]
+    assert named[0].site.startswith("grid_t@grid.f90:")
 
 
 def _var_samples(region, stack_addr=False):
