@@ -25,6 +25,14 @@
  * free_time moves on and `instances` counts the allocations it stands for.  An
  * allocation-heavy program's 600 K rows of one site become a row or two per thread.
  *
+ * The slices of a running program (nmp_shim_convert_window with `keep`) do not read a
+ * file again from its start: each resumes where the previous one stopped (shimstate.c).
+ * A slot still being written when a slice reads the file (type 0 before a completed one)
+ * is where the next slice resumes, the completed ones after it listed as read; a slot
+ * still incomplete at the next slice was abandoned (its writer died) and is passed over.
+ * What a slice boundary loses: a repeat (see below) that continues across it starts a
+ * new row.
+ *
  * A file with a foreign header is left in place and named in `err`, and the conversion of
  * the others still succeeds (returns 0 with err set); so does a file whose records become
  * invalid part-way (what precedes is kept).  The converted files are removed only after
@@ -33,6 +41,7 @@
 #include "nmp_collect.h"
 #include "nmp_schema.h"
 #include "nmp_shim_format.h"
+#include "shimconv_int.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -41,44 +50,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
-
-#define NO_STACK 0xffffffffu
-#define NONE 0xffffffffu
-
-struct obj {
-    uint64_t time, free_time, addr, size, prev;
-    uint64_t lifetime, extent; /* a summary of short-lived blocks (extent > 0) */
-    uint32_t pid, tid, stack, period, instances;
-    uint32_t next_same_addr; /* live chain per address, newest first */
-    uint8_t kind, live;
-};
-
-struct stack {
-    uint32_t nframes;
-    uint64_t frames[NMP_SHIM_MAX_FRAMES];
-};
-
-struct conv {
-    struct obj *objs;
-    size_t nobjs, capobjs;
-    struct stack *stacks;
-    size_t nstacks, capstacks;
-    uint32_t *stack_slots; /* open addressing: stack id + 1, 0 empty */
-    size_t nstack_slots;
-    /* per file: address -> newest live object (open addressing, tombstones) */
-    uint64_t *live_keys;
-    uint32_t *live_vals; /* object index, NONE empty, NONE-1 tombstone */
-    size_t nlive_slots, nlive_used, nlive_keys; /* used counts tombstones, keys not */
-    uint32_t *live_mmaps; /* live objects of mmap / numa kind (munmap ranges) */
-    size_t nlive_mmaps, caplive_mmaps;
-    uint64_t (*pages)[NMP_object_pages_NCOLS]; /* object_pages rows */
-    size_t npages, cappages;
-    uint64_t small_period; /* of the current image (its START) */
-    /* per file: blocks just freed that their thread may allocate again (see the top) */
-    uint32_t *repeat;
-    size_t nrepeat, caprepeat;
-};
 
 #define MERGE_GAP_NS 100000ULL          /* 100 us between a free and the next allocation */
 #define MERGE_MAX_SIZE (64ULL << 20)     /* larger blocks stay one row each */
@@ -137,7 +110,7 @@ static int stack_rehash(struct conv *c, size_t nslots)
 }
 
 /* Returns the id of this call stack, adding it if new; NO_STACK for an empty one. */
-static int stack_id(struct conv *c, const uint64_t *frames, unsigned n, uint32_t *id)
+int nmp_conv_stack_id(struct conv *c, const uint64_t *frames, unsigned n, uint32_t *id)
 {
     if (n == 0) {
         *id = NO_STACK;
@@ -212,7 +185,7 @@ static int live_rehash(struct conv *c, size_t nslots)
     return 0;
 }
 
-static void live_reset(struct conv *c)
+void nmp_conv_live_reset(struct conv *c)
 {
     if (c->live_vals)
         memset(c->live_vals, 0xff, c->nlive_slots * sizeof *c->live_vals);
@@ -221,7 +194,7 @@ static void live_reset(struct conv *c)
     c->nlive_mmaps = 0;
 }
 
-static int live_add(struct conv *c, uint32_t idx)
+int nmp_conv_live_add(struct conv *c, uint32_t idx)
 {
     struct obj *o = &c->objs[idx];
     if ((c->nlive_used + 1) * 2 > c->nlive_slots) {
@@ -311,7 +284,7 @@ static void close_all(struct conv *c, size_t first_obj, uint64_t t)
             c->objs[k].live = 0;
             c->objs[k].free_time = t;
         }
-    live_reset(c);
+    nmp_conv_live_reset(c);
 }
 
 /* ---- repeats ---- */
@@ -368,8 +341,8 @@ static uint32_t repeat_take(struct conv *c, const struct nmp_shim_record *r, uin
 
 /* The next object (not counted in nobjs yet) from record `r`'s time, thread, address,
  * size, kind and call stack `sid`; NULL when out of memory. */
-static struct obj *new_obj(struct conv *c, const struct nmp_shim_record *r, uint32_t pid,
-                           uint32_t sid)
+struct obj *nmp_conv_new_obj(struct conv *c, const struct nmp_shim_record *r, uint32_t pid,
+                             uint32_t sid)
 {
     if (NMP_GROW(c->objs, c->capobjs, c->nobjs + 1, 64) < 0)
         return NULL;
@@ -400,7 +373,7 @@ static int convert_record(struct conv *c, const struct nmp_shim_record *r, uint3
             close_mapped_range(c, r->addr, r->size, r->time);
         unsigned nf0 = r->nframes > NMP_SHIM_MAX_FRAMES ? NMP_SHIM_MAX_FRAMES : r->nframes;
         uint32_t sid;
-        if (stack_id(c, r->frames, nf0, &sid) < 0) {
+        if (nmp_conv_stack_id(c, r->frames, nf0, &sid) < 0) {
             rc = -1;
             break;
         }
@@ -411,14 +384,14 @@ static int convert_record(struct conv *c, const struct nmp_shim_record *r, uint3
         if (again != NONE) {
             c->objs[again].free_time = ended ? r->end : 0;
             c->objs[again].instances++;
-            if ((ended ? repeat_add(c, again, owner) : live_add(c, again)) < 0) {
+            if ((ended ? repeat_add(c, again, owner) : nmp_conv_live_add(c, again)) < 0) {
                 rc = -1;
                 break;
             }
             tot->tracked_allocs++;
             break;
         }
-        struct obj *o = new_obj(c, r, pid, sid);
+        struct obj *o = nmp_conv_new_obj(c, r, pid, sid);
         if (!o) {
             rc = -1;
             break;
@@ -427,7 +400,8 @@ static int convert_record(struct conv *c, const struct nmp_shim_record *r, uint3
         o->period = (r->flags & NMP_SHIM_F_SAMPLED) ? r->period : 0;
         o->instances = 1;
         o->free_time = ended ? r->end : 0;
-        if ((ended ? repeat_add(c, (uint32_t)c->nobjs, owner) : live_add(c, (uint32_t)c->nobjs)) < 0) {
+        if ((ended ? repeat_add(c, (uint32_t)c->nobjs, owner)
+                   : nmp_conv_live_add(c, (uint32_t)c->nobjs)) < 0) {
             rc = -1;
             break;
         }
@@ -455,7 +429,9 @@ static int convert_record(struct conv *c, const struct nmp_shim_record *r, uint3
         /* short-lived blocks of one site: one row, not matched to samples by address */
         unsigned nf0 = r->nframes > NMP_SHIM_MAX_FRAMES ? NMP_SHIM_MAX_FRAMES : r->nframes;
         uint32_t sid;
-        struct obj *o = stack_id(c, r->frames, nf0, &sid) < 0 ? NULL : new_obj(c, r, pid, sid);
+        struct obj *o = nmp_conv_stack_id(c, r->frames, nf0, &sid) < 0
+                            ? NULL
+                            : nmp_conv_new_obj(c, r, pid, sid);
         if (!o) {
             rc = -1;
             break;
@@ -493,14 +469,13 @@ static int convert_record(struct conv *c, const struct nmp_shim_record *r, uint3
 /* shim.<pid>.pool beside shim.<pid>.bin (nmp_shim_format.h, "Deferred records"). */
 static void pool_of(const char *bin, char *out, size_t len)
 {
-    snprintf(out, len, "%s", bin);
-    size_t n = strlen(out);
-    if (n > 4 && n + 1 < len && strcmp(out + n - 4, ".bin") == 0)
-        strcpy(out + n - 4, ".pool");
+    nmp_conv_sibling(bin, ".pool", out, len);
 }
 
+/* Converts file `path` of process `pid`; with `fp` (a slice of a running program), from
+ * where the previous slice stopped, and notes where the next one is to start. */
 static int convert_file(struct conv *c, const char *path, uint32_t pid,
-                        struct nmp_shim_totals *tot, char *err)
+                        struct nmp_shim_totals *tot, char *err, struct file_part *fp)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -518,9 +493,37 @@ static int convert_file(struct conv *c, const char *path, uint32_t pid,
         close(fd);
         return 1;
     }
-    live_reset(c);
+    nmp_conv_live_reset(c);
     c->nrepeat = 0;
     size_t first_obj = c->nobjs;
+    uint64_t index = 0; /* of recs[0] in the file */
+    struct file_part old = {0}; /* where the previous slice stopped */
+    struct stat st;
+    if (fp && fstat(fd, &st) != 0)
+        fp = NULL; /* read whole; the next slice too */
+    if (fp) {
+        fp->dev = st.st_dev;
+        fp->ino = st.st_ino;
+        fp->obj_lo = first_obj;
+        fp->page_lo = c->npages;
+        uint64_t size = (uint64_t)st.st_size, records = 0;
+        if (size > NMP_SHIM_HEADER_SIZE)
+            records = (size - NMP_SHIM_HEADER_SIZE) / sizeof(struct nmp_shim_record);
+        nmp_conv_state_load(c, path, pid, records, fp);
+        old = *fp;
+        fp->done = NULL;
+        fp->ndone = fp->capdone = 0;
+        index = old.resume;
+        if (lseek(fd, NMP_SHIM_HEADER_SIZE + (off_t)(index * sizeof(struct nmp_shim_record)),
+                  SEEK_SET) < 0) {
+            nmp_set_err(err, "%s: %s", path, strerror(errno));
+            free(old.done);
+            close(fd);
+            return -1;
+        }
+    }
+    uint64_t first_zero = UINT64_MAX, last = UINT64_MAX, stop = UINT64_MAX;
+    size_t di = 0; /* in old.done */
     enum { CHUNK = 1024 };
     struct nmp_shim_record *recs = malloc(CHUNK * sizeof *recs);
     if (!recs) {
@@ -529,7 +532,6 @@ static int convert_file(struct conv *c, const char *path, uint32_t pid,
         return -1;
     }
     size_t have = 0; /* bytes in recs */
-    uint64_t index = 0; /* of recs[0] in the file */
     int rc = 0, damaged = 0;
     for (;;) {
         n = read(fd, (char *)recs + have, CHUNK * sizeof *recs - have);
@@ -544,8 +546,14 @@ static int convert_file(struct conv *c, const char *path, uint32_t pid,
         size_t nrec = have / sizeof *recs;
         for (size_t k = 0; k < nrec && rc == 0 && !damaged; k++) {
             const struct nmp_shim_record *r = &recs[k];
-            if (r->type == 0)
-                continue; /* a slot never completed, or past the last one */
+            uint64_t idx = index + k;
+            if (r->type == 0) {
+                /* a slot not completed yet, or past the last one; one the previous
+                 * slice found incomplete too was abandoned */
+                if (first_zero == UINT64_MAX && !(old.hole && idx == old.resume))
+                    first_zero = idx;
+                continue;
+            }
             if (r->type < NMP_SHIM_ALLOC || r->type > NMP_SHIM_SHORT ||
                 r->nframes > NMP_SHIM_MAX_FRAMES ||
                 (r->type == NMP_SHIM_ALLOC &&
@@ -555,8 +563,16 @@ static int convert_file(struct conv *c, const char *path, uint32_t pid,
                 nmp_set_err(err, "%s: damaged record %llu; the rest of the file is ignored", path,
                         (unsigned long long)(index + k));
                 damaged = 1;
+                stop = idx;
                 break;
             }
+            last = idx;
+            if (fp)
+                nmp_conv_part_read(fp, idx, first_zero);
+            while (di < old.ndone && old.done[di] < idx)
+                di++;
+            if (di < old.ndone && old.done[di] == idx)
+                continue; /* converted by the previous slice */
             rc = convert_record(c, r, pid, tot, first_obj);
         }
         if (rc < 0) {
@@ -574,6 +590,23 @@ static int convert_file(struct conv *c, const char *path, uint32_t pid,
             break; /* a partial last record (a run cut short) is dropped */
     }
     close(fd);
+    if (fp) {
+        uint64_t end = stop != UINT64_MAX ? stop : index;
+        int hole = first_zero != UINT64_MAX && last != UINT64_MAX && first_zero < last;
+        if (hole && fp->ndone <= DONE_MAX) {
+            fp->resume = first_zero;
+            fp->hole = 1;
+        } else {
+            fp->resume = hole ? (stop != UINT64_MAX ? stop : last + 1)
+                              : (first_zero < end ? first_zero : end);
+            fp->hole = 0;
+            fp->ndone = 0;
+        }
+        fp->small_period = c->small_period;
+        fp->obj_hi = c->nobjs;
+        fp->page_hi = c->npages;
+        free(old.done);
+    }
     /* blocks whose records were still in the pool (deferred): live when the process
      * died without its exit handlers (they are written into slots at a normal exit) */
     char pool_path[4096];
@@ -694,13 +727,14 @@ int nmp_shim_convert_window(const char *dir, const char *out, uint64_t lo, uint6
         return -1;
     }
     char *done = calloc((size_t)n + 1, 1);
-    int rc = done ? 0 : -1;
+    struct file_part *parts = keep ? calloc((size_t)n + 1, sizeof *parts) : NULL;
+    int rc = done && (parts || !keep) ? 0 : -1;
     char path[4096];
     for (int i = 0; i < n && rc == 0; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, ents[i]->d_name);
         uint32_t pid = (uint32_t)strtoul(ents[i]->d_name + 5, NULL, 10);
         char ferr[NMP_ERRLEN] = "";
-        int r = convert_file(&c, path, pid, &tot, ferr);
+        int r = convert_file(&c, path, pid, &tot, ferr, parts ? &parts[i] : NULL);
         if (r < 0) {
             nmp_set_err(err, "%s", ferr);
             rc = -1;
@@ -721,6 +755,13 @@ int nmp_shim_convert_window(const char *dir, const char *out, uint64_t lo, uint6
         }
     }
     for (int i = 0; i < n; i++) {
+        if (rc == 0 && done[i] && keep) {
+            snprintf(path, sizeof path, "%s/%s", dir, ents[i]->d_name);
+            if (nmp_conv_state_save(&c, path, &parts[i], hi) != 0)
+                nmp_debug("shim: cannot save where %s stopped: %s", path, strerror(errno));
+        }
+        if (parts)
+            free(parts[i].done);
         if (rc == 0 && done[i] && !keep) {
             snprintf(path, sizeof path, "%s/%s", dir, ents[i]->d_name);
             unlink(path);
@@ -732,6 +773,7 @@ int nmp_shim_convert_window(const char *dir, const char *out, uint64_t lo, uint6
     }
     free(ents);
     free(done);
+    free(parts);
     nmp_debug("shim: %llu processes, %zu objects, %zu page counts, %zu stacks, %llu small allocations",
               (unsigned long long)tot.processes, c.nobjs, c.npages, c.nstacks,
               (unsigned long long)tot.small_allocs);

@@ -631,9 +631,144 @@ static void test_window(void)
     free_objects(&o);
 }
 
+/* The frame at `depth` of object i's stack, in the stack_frames table of `dir`. */
+static uint64_t frame_of(const struct objects *o, size_t i, unsigned depth)
+{
+    struct col st = read_col("stack_frames", "stack", "<u4", 4);
+    struct col dp = read_col("stack_frames", "depth", "<u2", 2);
+    struct col ip = read_col("stack_frames", "ip", "<u8", 8);
+    uint64_t found = 0;
+    for (size_t k = 0; k < st.n; k++)
+        if (at(&st, k, 4) == at(&o->stack, i, 4) && at(&dp, k, 2) == depth)
+            found = at(&ip, k, 8);
+    free(st.data);
+    free(dp.data);
+    free(ip.data);
+    return found;
+}
+
+static void slice(const char *src, const char *name, uint64_t lo, uint64_t hi,
+                  struct nmp_shim_totals *tot, struct objects *o)
+{
+    char err[NMP_ERRLEN];
+    fresh_dir(name);
+    CHECK(nmp_shim_convert_window(src, dir, lo, hi, 1, tot, err) == 0 && err[0] == 0);
+    read_objects(o);
+}
+
+static long slot_of(FILE *f)
+{
+    return (ftell(f) - NMP_SHIM_HEADER_SIZE) / (long)sizeof(struct nmp_shim_record);
+}
+
+/* Slices of a running program: each converts the records written since the previous
+ * one (resuming where its state file says), with the objects that were still live or
+ * not yet ended carried over, their stacks with them; a slot not completed when one
+ * slice reads the file is read by the next, the completed ones after it not twice. */
+static void test_slices(void)
+{
+    fresh_dir("shimconv_slices_src");
+    char src[2048];
+    snprintf(src, sizeof src, "%s", dir);
+    FILE *f = shim_open(500);
+    rec(f, NMP_SHIM_START, 500, 65536, 0, 0, 0, 0, 0, 0);
+    uint64_t tA = ALLOC(f, 501, 0x100000, 100000, NMP_KIND_MALLOC, 0x400100);
+    uint64_t tL = ALLOC(f, 501, 0x200000, 100000, NMP_KIND_MALLOC, 0x400200); /* never freed */
+    uint64_t lo = clock_ns + 5;
+    FREE(f, 0x100000);
+    uint64_t tB = ALLOC(f, 501, 0x300000, 100000, NMP_KIND_MALLOC, 0x400300);
+    uint64_t hi = clock_ns + 5;
+    uint64_t tC = ALLOC(f, 501, 0x500000, 100000, NMP_KIND_MALLOC, 0x400500); /* after hi */
+    fflush(f);
+    struct nmp_shim_totals tot;
+    struct objects o;
+    slice(src, "shimconv_slices_1", lo, hi, &tot, &o);
+    CHECK(o.n == 3 && tot.tracked_allocs == 4);
+    size_t a = by_time(&o, tA), b = by_time(&o, tB);
+    CHECK(at(&o.free_time, a, 8) > lo && at(&o.free_time, b, 8) == 0);
+    free_objects(&o);
+    char path[2300];
+    snprintf(path, sizeof path, "%s/shim.500.state", src);
+    CHECK(access(path, F_OK) == 0);
+
+    lo = clock_ns + 5;
+    FREE(f, 0x300000);
+    uint64_t tD = ALLOC(f, 501, 0x600000, 100000, NMP_KIND_MALLOC, 0x400600);
+    FREE(f, 0x600000);
+    hi = clock_ns + 5;
+    fflush(f);
+    slice(src, "shimconv_slices_2", lo, hi, &tot, &o);
+    CHECK(tot.tracked_allocs == 1); /* only D was read */
+    CHECK(o.n == 4); /* L, B, C, D; not A */
+    size_t l = by_time(&o, tL);
+    b = by_time(&o, tB);
+    size_t cc = by_time(&o, tC), d = by_time(&o, tD);
+    CHECK(at(&o.free_time, l, 8) == 0 && at(&o.free_time, cc, 8) == 0);
+    CHECK(at(&o.free_time, b, 8) > lo && at(&o.free_time, d, 8) > at(&o.time, d, 8));
+    CHECK(at(&o.addr, b, 8) == 0x300000 && at(&o.size, b, 8) == 100000);
+    CHECK(frame_of(&o, b, 0) == 0x400300 && frame_of(&o, b, 2) == 0x400302);
+    CHECK(frame_of(&o, l, 0) == 0x400200);
+    for (size_t i = 0; i < o.n; i++)
+        CHECK(at(&o.time, i, 8) != tA);
+    free_objects(&o);
+
+    /* a slot claimed but not written yet, then a completed one after it */
+    long hole = slot_of(f);
+    rec(f, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    uint64_t tE = ALLOC(f, 501, 0x700000, 100000, NMP_KIND_MALLOC, 0x400700);
+    hi = clock_ns + 5;
+    fflush(f);
+    slice(src, "shimconv_slices_3", lo, hi, &tot, &o);
+    CHECK(tot.tracked_allocs == 1);
+    by_time(&o, tE);
+    free_objects(&o);
+    /* its writer completes it; the next slice reads it, and E not again */
+    long end = ftell(f);
+    long at_hole = NMP_SHIM_HEADER_SIZE + hole * (long)sizeof(struct nmp_shim_record);
+    CHECK(fseek(f, at_hole, SEEK_SET) == 0);
+    uint64_t tF = ALLOC(f, 501, 0x800000, 100000, NMP_KIND_MALLOC, 0x400800);
+    CHECK(fseek(f, end, SEEK_SET) == 0);
+    uint64_t tG = ALLOC(f, 501, 0x900000, 100000, NMP_KIND_MALLOC, 0x400900);
+    hi = clock_ns + 5;
+    fflush(f);
+    slice(src, "shimconv_slices_4", lo, hi, &tot, &o);
+    CHECK(tot.tracked_allocs == 2);
+    by_time(&o, tE);
+    by_time(&o, tF);
+    by_time(&o, tG);
+    free_objects(&o);
+
+    /* a slot never completed (its writer died) is passed over after one slice */
+    rec(f, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    uint64_t tH = ALLOC(f, 501, 0xa00000, 100000, NMP_KIND_MALLOC, 0x400a00);
+    hi = clock_ns + 5;
+    fflush(f);
+    slice(src, "shimconv_slices_5", lo, hi, &tot, &o);
+    free_objects(&o);
+    uint64_t tI = ALLOC(f, 501, 0xb00000, 100000, NMP_KIND_MALLOC, 0x400b00);
+    hi = clock_ns + 5;
+    fflush(f);
+    slice(src, "shimconv_slices_6", lo, hi, &tot, &o);
+    CHECK(tot.tracked_allocs == 1);
+    by_time(&o, tH);
+    by_time(&o, tI);
+    free_objects(&o);
+    int fd = open(path, O_RDONLY);
+    struct {
+        char magic[8];
+        uint32_t record_size, header_size;
+        uint64_t dev, ino, resume, hole;
+    } st;
+    CHECK(fd >= 0 && read(fd, &st, sizeof st) == (ssize_t)sizeof st && st.hole == 0 &&
+          st.resume == (uint64_t)slot_of(f));
+    close(fd);
+    fclose(f);
+}
+
 int main(void)
 {
     test_window();
+    test_slices();
     test_deferred();
     test_repeats();
     test_pages();

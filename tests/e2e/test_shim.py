@@ -122,7 +122,7 @@ def shimconv(tmp_path_factory) -> Path:
     src = ROOT / "collector" / "src"
     r = _run(["gcc", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE",
               f"-I{ROOT / 'collector' / 'include'}", f"-I{src}", str(PROGS / "shimconv_main.c"),
-              str(src / "shimconv.c"), str(src / "table.c"), str(src / "schema.c"), str(src / "util.c"), "-o", str(out)])
+              str(src / "shimconv.c"), str(src / "shimstate.c"), str(src / "table.c"), str(src / "schema.c"), str(src / "util.c"), "-o", str(out)])
     assert r.returncode == 0, r.stderr
     return out
 

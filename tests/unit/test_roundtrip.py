@@ -168,7 +168,7 @@ def written(tmp_path_factory) -> Path:
     exe = tmp / "test_roundtrip"
     src = ROOT / "collector" / "src"
     srcs = [ROOT / "collector" / "tests" / "test_roundtrip.c"] + \
-        [src / f for f in ("table.c", "schema.c", "shimconv.c", "counters.c", "util.c")]
+        [src / f for f in ("table.c", "schema.c", "shimconv.c", "shimstate.c", "counters.c", "util.c")]
     r = subprocess.run(["gcc", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE",
                         f"-I{ROOT / 'collector' / 'include'}", f"-I{src}", *map(str, srcs),
                         "-o", str(exe)], capture_output=True, text=True)
