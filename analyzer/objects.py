@@ -539,7 +539,14 @@ def element_name(name: str, count: int) -> str:
     a constant subscript stays (`bufs[0]`, the same element again and again)."""
     if count <= 1:
         return name
-    return _ANY_SUBSCRIPT.sub(lambda m: m.group() if m.group(1).strip().isdigit() else "[]", name)
+    # innermost subscripts first, each made bracket-free so that the one holding it is
+    # seen next (`cells[size_t(x[i] * n) % n]` -> `cells[]`)
+    out = name
+    while True:
+        step = _ANY_SUBSCRIPT.sub(lambda m: f"\x00{m.group(1)}\x01" if m.group(1).strip().isdigit() else "\x02", out)
+        if step == out:
+            return out.replace("\x02", "[]").replace("\x00", "[").replace("\x01", "]")
+        out = step
 
 
 def _assigned(site, roots: list[str], archive: Archive):

@@ -676,7 +676,11 @@ def _code_scopes(dw, cu):
             elif ch.tag in _CODE_SCOPES:
                 rs = _die_ranges(dw, ch)
                 if not rs:
-                    continue  # a declaration or an abstract instance: no code
+                    # a declaration or an abstract instance: no code of its own, but GCC
+                    # nests an OpenMP region's outlined function (`f._omp_fn.0`) in f's
+                    if ch.tag == "DW_TAG_subprogram" and ch.has_children:
+                        todo.append((ch, d))
+                    continue
                 for a, b in rs:
                     lo.append(a)
                     hi.append(b)

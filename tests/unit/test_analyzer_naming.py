@@ -340,6 +340,49 @@ def test_inlined_wrapper_takes_the_callers_name(tmp_path):
     assert sorted(got.values()) == [("u", "main@inl.c:12"), ("v", "main@inl.c:13")], got
 
 
+CXX_REGION_LOCAL = """\
+#include <cstdio>
+#include <vector>
+
+static double total(const std::vector<double> &x, size_t n)
+{
+    double s = 0.0;
+#pragma omp parallel reduction(+ : s)
+    {
+        std::vector<double> local(n, 0.0);
+#pragma omp for
+        for (size_t i = 0; i < x.size(); i++)
+            local[i % n] += x[i];
+        for (size_t g = 0; g < n; g++)
+            s += local[g];
+    }
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    std::vector<double> x(1000 + argc, 1.0);
+    std::printf("%f\\n", total(x, 64));
+    return 0;
+}
+"""
+
+
+def test_vector_local_to_a_parallel_region(tmp_path):
+    """`std::vector<double> local(n)` declared in an OpenMP region of `total`, a static
+    function inlined into main: its constructor's `operator new` call is inlined into
+    the outlined function, which GCC nests in the abstract DIE of `total` (no code of
+    its own); the inlined call chain out of the library headers still reaches the
+    declaration's line, so the block is `local`, not the region's `#pragma` line in
+    main."""
+    exe = _build(tmp_path, "region.cpp", CXX_REGION_LOCAL, "g++", ["-g", "-O2", "-fopenmp"])
+    ras = _return_addresses(exe, ["_Znwm"])
+    assert len(ras) == 2, ras
+    prof, _ = _profile(tmp_path, exe, [(ra, 1 << 20) for ra in ras])
+    got = sorted((o.name, o.site.rsplit("@", 1)[1]) for o in analyze(prof).objects if o.kind == "heap")
+    assert got == [("local", "region.cpp:9"), ("x", "region.cpp:21")], got
+
+
 def test_returns_allocation_and_out_argument(tmp_path):
     src = tmp_path / "r.c"
     src.write_text(

@@ -118,6 +118,9 @@ def test_stretches_bridge_gaps_up_to_the_limit():
     ("m_rows[i]", 1000, "m_rows[]"), ("PowerMethod::m_rows[i]", 5, "PowerMethod::m_rows[]"),
     ("g[i][j]", 9, "g[][]"), ("a[i + 1].buf", 3, "a[].buf"), ("bufs[0]", 40, "bufs[0]"),
     ("m_rows[i]", 1, "m_rows[i]"), ("u", 7, "u"),
+    # nested subscripts (a cell list indexed by a computed cell, seen in a particle code)
+    ("Particles::cells[size_t(x[i] * ncell) % ncell]", 167750, "Particles::cells[]"),
+    ("a[b[0]]", 3, "a[]"), ("t[0][idx[k]]", 3, "t[0][]"),
 ])
 def test_element_names(name, count, out):
     assert objects.element_name(name, count) == out
