@@ -6,7 +6,7 @@
  * thread that started and ended within that lag was gone (ESRCH) by the time its FORK
  * record was processed, leaving its affinity empty.  The watcher lists
  * /proc/PID/task of every recorded process every AFF_SCAN_NS (longer when a scan is
- * costly: at most ~2 % of a cpu).  A thread is re-read on every scan while it is young,
+ * costly: at most ~2 % of a cpu, counted in the watcher's own cpu time).  A thread is re-read on every scan while it is young,
  * since its first read can come before the affinity its creator gives it right after
  * clone (glibc's pthread_attr_setaffinity_np, libgomp's places), then every
  * AFF_REFRESH_NS: the last value read is the thread's final affinity.
@@ -162,15 +162,26 @@ static void aff_scan(struct nmp_affwatch *w)
     free(pids);
 }
 
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return nmp_now_ns();
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
 static void *aff_main(void *arg)
 {
     struct nmp_affwatch *w = arg;
     pthread_mutex_lock(&w->mu);
     while (!w->stop) {
         pthread_mutex_unlock(&w->mu);
-        uint64_t t0 = nmp_now_ns();
+        /* the scan's cost in cpu time, not wall time: a watcher preempted by the program's
+         * busy threads (the lab's emulated cpus, a loaded machine) would otherwise wait
+         * 50 times its preemption, and miss the threads born and gone in between */
+        uint64_t t0 = thread_cpu_ns();
         aff_scan(w);
-        uint64_t spent = nmp_now_ns() - t0;
+        uint64_t spent = thread_cpu_ns() - t0;
         uint64_t wait = spent * 50 > AFF_SCAN_NS ? spent * 50 : AFF_SCAN_NS;
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);
