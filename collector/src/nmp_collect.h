@@ -93,6 +93,9 @@ uint64_t nmp_now_ns(void); /* CLOCK_MONOTONIC */
 void nmp_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Formats the one line of a failure into `err` (NMP_ERRLEN bytes; NULL: none wanted). */
 void nmp_set_err(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Writes `len` bytes to <dir>/<name> through a temporary file and rename(2), mode 0600,
+ * so that a reader never sees it half-written: 0, or -1 with errno and `err`. */
+int nmp_write_atomic(const char *dir, const char *name, const void *data, size_t len, char *err);
 
 /* A growable array: makes room for `need` elements of `size` bytes in the array at
  * `*arrp` (any object pointer, passed by address) of capacity *cap, doubling from `first`.

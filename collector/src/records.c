@@ -71,8 +71,7 @@ static void add_sample(struct nmp_collector *c, const struct nmp_sample *s)
         [NMP_samples_access] = s->access, [NMP_samples_size] = s->size,
         [NMP_samples_rule] = s->rule, [NMP_samples_weight] = s->weight,
         [NMP_samples_data_src] = s->data_src, [NMP_samples_phys_addr] = s->phys_addr,
-        [NMP_samples_sp] = s->sp, [NMP_samples_bp] = s->bp,
-        [NMP_samples_bp_sp] = (uint64_t)(int64_t)nmp_bp_sp(s->sp, s->bp),
+        [NMP_samples_sp] = s->sp, [NMP_samples_bp_sp] = (uint64_t)(int64_t)nmp_bp_sp(s->sp, s->bp),
         [NMP_samples_insn_off] = (uint64_t)(int64_t)s->insn_off,
         [NMP_samples_base_reg] = s->base_reg, [NMP_samples_index_reg] = s->index_reg,
         [NMP_samples_base_off] = (uint64_t)(int64_t)s->base_off};

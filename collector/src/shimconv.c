@@ -757,7 +757,7 @@ int nmp_shim_convert_window(const char *dir, const char *out, uint64_t lo, uint6
     for (int i = 0; i < n; i++) {
         if (rc == 0 && done[i] && keep) {
             snprintf(path, sizeof path, "%s/%s", dir, ents[i]->d_name);
-            if (nmp_conv_state_save(&c, path, &parts[i], hi) != 0)
+            if (nmp_conv_state_save(&c, dir, ents[i]->d_name, &parts[i], hi) != 0)
                 nmp_debug("shim: cannot save where %s stopped: %s", path, strerror(errno));
         }
         if (parts)

@@ -77,9 +77,9 @@ void nmp_conv_sibling(const char *bin, const char *ext, char *out, size_t len);
  * `records` complete slots into c and fp; without a state that fits, nothing. */
 void nmp_conv_state_load(struct conv *c, const char *bin, uint32_t pid, uint64_t records,
                          struct file_part *fp);
-/* What of file `bin` a slice after the window ending at `hi` still needs: 0 or -1. */
-int nmp_conv_state_save(const struct conv *c, const char *bin, const struct file_part *fp,
-                        uint64_t hi);
+/* What of file <dir>/<bin> a slice after the window ending at `hi` still needs: 0 or -1. */
+int nmp_conv_state_save(const struct conv *c, const char *dir, const char *bin,
+                        const struct file_part *fp, uint64_t hi);
 /* Record idx was read in this pass; listed when an incomplete slot precedes it. */
 void nmp_conv_part_read(struct file_part *fp, uint64_t idx, uint64_t first_zero);
 

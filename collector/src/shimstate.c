@@ -9,11 +9,12 @@
 #include "nmp_collect.h"
 #include "shimconv_int.h"
 
-#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 void nmp_conv_sibling(const char *bin, const char *ext, char *out, size_t len)
@@ -39,58 +40,54 @@ struct state_obj {
     uint64_t frames[NMP_SHIM_MAX_FRAMES];
 };
 
-static int read_all(int fd, void *buf, size_t len)
+/* An object a slice after the window ending at `hi` may still see. */
+static int carried(const struct obj *o, uint64_t hi)
 {
-    for (size_t got = 0; got < len;) {
-        ssize_t n = read(fd, (char *)buf + got, len - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        got += (size_t)n;
-    }
-    return 0;
-}
-
-static int write_all(int fd, const void *buf, size_t len)
-{
-    for (size_t put = 0; put < len;) {
-        ssize_t n = write(fd, (const char *)buf + put, len - put);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        put += (size_t)n;
-    }
-    return 0;
+    return o->live || o->free_time > hi || o->time > hi;
 }
 
 /* The objects, page rows and resume point the previous slice left for file `bin`
- * (nmp_conv_state_save); without a state that fits the file, the file is read from its start. */
+ * (nmp_conv_state_save); without a state that fits the file, the file is read from its
+ * start. */
 void nmp_conv_state_load(struct conv *c, const char *bin, uint32_t pid, uint64_t records,
-                       struct file_part *fp)
+                         struct file_part *fp)
 {
     char path[4096];
     nmp_conv_sibling(bin, ".state", path, sizeof path);
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
         return;
+    struct stat st;
+    const char *m = MAP_FAILED;
+    size_t size = 0;
+    if (fstat(fd, &st) == 0 && (size_t)st.st_size >= sizeof(struct state_head)) {
+        size = (size_t)st.st_size;
+        m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    }
+    close(fd);
+    if (m == MAP_FAILED)
+        return;
     size_t nobj0 = c->nobjs, npage0 = c->npages;
     struct state_head h;
-    int ok = read_all(fd, &h, sizeof h) == 0 && memcmp(h.magic, STATE_MAGIC, 8) == 0 &&
+    memcpy(&h, m, sizeof h);
+    int ok = memcmp(h.magic, STATE_MAGIC, 8) == 0 &&
              h.record_size == sizeof(struct nmp_shim_record) &&
              h.header_size == NMP_SHIM_HEADER_SIZE && h.dev == fp->dev && h.ino == fp->ino &&
-             h.resume <= records && h.ndone <= DONE_MAX && h.nobjs < NONE && h.npages < NONE;
-    for (uint64_t k = 0; ok && k < h.nobjs; k++) {
+             h.resume <= records && h.ndone <= DONE_MAX && h.nobjs < NONE && h.npages < NONE &&
+             size == sizeof h + h.nobjs * sizeof(struct state_obj) +
+                         h.npages * sizeof c->pages[0] + h.ndone * sizeof(uint64_t);
+    const char *at = m + sizeof h;
+    for (uint64_t k = 0; ok && k < h.nobjs; k++, at += sizeof(struct state_obj)) {
         struct state_obj so;
+        memcpy(&so, at, sizeof so);
         uint32_t sid;
         struct obj *o;
-        ok = read_all(fd, &so, sizeof so) == 0 && so.nframes <= NMP_SHIM_MAX_FRAMES &&
+        ok = so.nframes <= NMP_SHIM_MAX_FRAMES &&
              nmp_conv_stack_id(c, so.frames, so.nframes, &sid) == 0 &&
              (o = nmp_conv_new_obj(c, &(struct nmp_shim_record){.tid = so.tid, .time = so.time,
-                                                       .addr = so.addr, .size = so.size,
-                                                       .kind = so.kind},
-                          pid, sid)) != NULL;
+                                                                 .addr = so.addr, .size = so.size,
+                                                                 .kind = so.kind},
+                                   pid, sid)) != NULL;
         if (!ok)
             break;
         o->free_time = so.free_time;
@@ -103,17 +100,20 @@ void nmp_conv_state_load(struct conv *c, const char *bin, uint32_t pid, uint64_t
         ok = !so.live || nmp_conv_live_add(c, (uint32_t)(c->nobjs - 1)) == 0;
     }
     if (ok && h.npages) {
-        ok = NMP_GROW(c->pages, c->cappages, c->npages + h.npages, 256) == 0 &&
-             read_all(fd, c->pages[c->npages], h.npages * sizeof c->pages[0]) == 0;
-        if (ok)
+        ok = NMP_GROW(c->pages, c->cappages, c->npages + h.npages, 256) == 0;
+        if (ok) {
+            memcpy(c->pages[c->npages], at, h.npages * sizeof c->pages[0]);
             c->npages += h.npages;
+            at += h.npages * sizeof c->pages[0];
+        }
     }
     uint64_t *done = NULL;
     if (ok && h.ndone) {
-        ok = (done = malloc(h.ndone * sizeof *done)) != NULL &&
-             read_all(fd, done, h.ndone * sizeof *done) == 0;
+        ok = (done = malloc(h.ndone * sizeof *done)) != NULL;
+        if (ok)
+            memcpy(done, at, h.ndone * sizeof *done);
     }
-    close(fd);
+    munmap((void *)m, size);
     if (!ok) { /* read the file from its start instead */
         free(done);
         c->nobjs = nobj0;
@@ -129,31 +129,31 @@ void nmp_conv_state_load(struct conv *c, const char *bin, uint32_t pid, uint64_t
     c->small_period = h.small_period;
 }
 
-/* What of file `bin` a slice after the window ending at `hi` still needs: its objects
- * live at the end or ended or made after `hi`, their page rows after `hi`, and where to
- * resume.  Written whole or not at all (a new name, then renamed over the old state). */
-int nmp_conv_state_save(const struct conv *c, const char *bin, const struct file_part *fp,
-                      uint64_t hi)
+/* What of file <dir>/<bin> a slice after the window ending at `hi` still needs: its
+ * objects live at the end or ended or made after `hi`, their page rows after `hi`, and
+ * where to resume; written whole or not at all (nmp_write_atomic). */
+int nmp_conv_state_save(const struct conv *c, const char *dir, const char *bin,
+                        const struct file_part *fp, uint64_t hi)
 {
-    char path[4096], tmp[4200];
-    nmp_conv_sibling(bin, ".state", path, sizeof path);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0)
-        return -1;
     struct state_head h = {.record_size = sizeof(struct nmp_shim_record),
                            .header_size = NMP_SHIM_HEADER_SIZE, .dev = fp->dev, .ino = fp->ino,
                            .resume = fp->resume, .hole = fp->hole,
                            .small_period = fp->small_period, .ndone = fp->ndone};
     memcpy(h.magic, STATE_MAGIC, 8);
     for (size_t k = fp->obj_lo; k < fp->obj_hi; k++)
-        h.nobjs += c->objs[k].live || c->objs[k].free_time > hi || c->objs[k].time > hi;
+        h.nobjs += carried(&c->objs[k], hi);
     for (size_t k = fp->page_lo; k < fp->page_hi; k++)
         h.npages += c->pages[k][NMP_object_pages_time] > hi;
-    int rc = write_all(fd, &h, sizeof h);
-    for (size_t k = fp->obj_lo; rc == 0 && k < fp->obj_hi; k++) {
+    size_t len = sizeof h + h.nobjs * sizeof(struct state_obj) + h.npages * sizeof c->pages[0] +
+                 h.ndone * sizeof *fp->done;
+    char *buf = malloc(len), *at = buf;
+    if (!buf)
+        return -1;
+    memcpy(at, &h, sizeof h);
+    at += sizeof h;
+    for (size_t k = fp->obj_lo; k < fp->obj_hi; k++) {
         const struct obj *o = &c->objs[k];
-        if (!(o->live || o->free_time > hi || o->time > hi))
+        if (!carried(o, hi))
             continue;
         struct state_obj so = {.time = o->time, .free_time = o->free_time, .addr = o->addr,
                                .size = o->size, .prev = o->prev, .lifetime = o->lifetime,
@@ -163,18 +163,21 @@ int nmp_conv_state_save(const struct conv *c, const char *bin, const struct file
             so.nframes = c->stacks[o->stack].nframes;
             memcpy(so.frames, c->stacks[o->stack].frames, sizeof so.frames);
         }
-        rc = write_all(fd, &so, sizeof so);
+        memcpy(at, &so, sizeof so);
+        at += sizeof so;
     }
-    for (size_t k = fp->page_lo; rc == 0 && k < fp->page_hi; k++)
-        if (c->pages[k][NMP_object_pages_time] > hi)
-            rc = write_all(fd, c->pages[k], sizeof c->pages[0]);
-    if (rc == 0 && fp->ndone)
-        rc = write_all(fd, fp->done, fp->ndone * sizeof *fp->done);
-    if (close(fd) != 0 || rc != 0 || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
+    for (size_t k = fp->page_lo; k < fp->page_hi; k++)
+        if (c->pages[k][NMP_object_pages_time] > hi) {
+            memcpy(at, c->pages[k], sizeof c->pages[0]);
+            at += sizeof c->pages[0];
+        }
+    if (fp->ndone)
+        memcpy(at, fp->done, fp->ndone * sizeof *fp->done);
+    char name[512];
+    nmp_conv_sibling(bin, ".state", name, sizeof name);
+    int rc = nmp_write_atomic(dir, name, buf, len, NULL);
+    free(buf);
+    return rc;
 }
 
 /* Notes record `idx` as read in this pass, listed if an incomplete slot precedes it. */

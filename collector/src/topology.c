@@ -14,48 +14,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Writes `len` bytes to <dir>/<name> through a temporary file and rename(2), mode 0600,
- * so a reader never sees a half-written file. */
-static int write_atomic(const char *dir, const char *name, const char *buf, size_t len,
-                        char *err)
-{
-    char path[4096], tmp[4200];
-    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path) {
-        nmp_set_err(err, "%s/%s: path too long", dir, name);
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    snprintf(tmp, sizeof tmp, "%s/.%s.tmp.%ld", dir, name, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        nmp_set_err(err, "%s: %s", tmp, strerror(errno));
-        return -1;
-    }
-    size_t off = 0;
-    while (off < len) {
-        ssize_t n = write(fd, buf + off, len - off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            int saved = n < 0 ? errno : EIO;
-            nmp_set_err(err, "%s: %s", tmp, strerror(saved));
-            close(fd);
-            unlink(tmp);
-            errno = saved;
-            return -1;
-        }
-        off += (size_t)n;
-    }
-    if (close(fd) < 0 || rename(tmp, path) < 0) {
-        int saved = errno;
-        nmp_set_err(err, "%s: %s", path, strerror(saved));
-        unlink(tmp);
-        errno = saved;
-        return -1;
-    }
-    return 0;
-}
-
 /* SLIT-style distance matrix for the nodes in `nodes` order: "NUMALatency" (the Linux
  * backend's name, hwloc >= 2.1), else any latency matrix over NUMA nodes.  Without one
  * (a single node, or a machine without SLIT), the kernel's defaults: 10 local, 20 remote
@@ -217,7 +175,7 @@ int nmp_topology_write(const char *dir, char *err)
         goto out;
     }
     /* xmllen counts the terminating NUL */
-    if (write_atomic(dir, "topology.xml", xml, xmllen > 0 ? (size_t)xmllen - 1 : 0, err) < 0)
+    if (nmp_write_atomic(dir, "topology.xml", xml, xmllen > 0 ? (size_t)xmllen - 1 : 0, err) < 0)
         goto out;
 
     char *json = NULL;
@@ -234,7 +192,7 @@ int nmp_topology_write(const char *dir, char *err)
         errno = ENOMEM;
         goto out;
     }
-    rc = write_atomic(dir, "topology.json", json, jsonlen, err);
+    rc = nmp_write_atomic(dir, "topology.json", json, jsonlen, err);
     free(json);
     nmp_debug("topology: wrote %s/topology.{xml,json}%s%s", dir, xmlfile ? " from " : "",
               xmlfile ? xmlfile : "");

@@ -1,8 +1,9 @@
 /* Small helpers shared by the collector's modules: clock, debug logging, error lines,
- * growable arrays, a u32 map and the /proc/PID/maps reader. */
+ * growable arrays, a u32 map, the /proc/PID/maps reader and files written whole. */
 #include "nmp_collect.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 uint64_t nmp_now_ns(void)
 {
@@ -149,4 +151,47 @@ int nmp_proc_maps_each(uint32_t pid, int (*fn)(void *arg, const struct nmp_maps_
     }
     fclose(f);
     return n;
+}
+
+/* Writes `len` bytes to <dir>/<name> through a temporary file and rename(2), mode 0600,
+ * so a reader never sees a half-written file. */
+int nmp_write_atomic(const char *dir, const char *name, const void *data, size_t len,
+                     char *err)
+{
+    const char *buf = data;
+    char path[4096], tmp[4200];
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path) {
+        nmp_set_err(err, "%s/%s: path too long", dir, name);
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    snprintf(tmp, sizeof tmp, "%s/.%s.tmp.%ld", dir, name, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        nmp_set_err(err, "%s: %s", tmp, strerror(errno));
+        return -1;
+    }
+    size_t off = 0;
+    while (off < len) {
+        ssize_t n = write(fd, buf + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int saved = n < 0 ? errno : EIO;
+            nmp_set_err(err, "%s: %s", tmp, strerror(saved));
+            close(fd);
+            unlink(tmp);
+            errno = saved;
+            return -1;
+        }
+        off += (size_t)n;
+    }
+    if (close(fd) < 0 || rename(tmp, path) < 0) {
+        int saved = errno;
+        nmp_set_err(err, "%s: %s", path, strerror(saved));
+        unlink(tmp);
+        errno = saved;
+        return -1;
+    }
+    return 0;
 }
