@@ -146,9 +146,15 @@ def test_table_replicated_and_read_locally(loop):
               and before["size"] <= o["size"] <= before["size"] + 2 * 4096]
     assert copies and sum(o["count"] for o in copies) == nodes, \
         [(o["name"], o["size"], o["count"], o["samples"]) for o in doc["objects"]]
-    table_after = next((o for o in doc["objects"] if o["name"] == "table"), {"samples": 0})
-    on_copies = sum(o["samples"] for o in copies)
-    assert on_copies > 5 * table_after["samples"], (on_copies, table_after)
+    # the table itself is left to the thread that fills it and copies it (numaprof_replicate
+    # reads it once a node): no sample of the lookups, which both threads make, is on it.
+    # (How many samples the fill and the copying get against the lookups is a matter of
+    # timing under TCG: 124 against 584 in one 2-node CI run.)
+    table_after = next((o for o in doc["objects"] if o["name"] == "table"),
+                       {"samples": 0, "threads": 0, "phases": []})
+    assert table_after["threads"] <= 1, table_after
+    assert not any(p["parallel"] for p in table_after["phases"]), table_after["phases"]
+    assert sum(o["samples"] for o in copies) > 0
     for o in copies:
         # named after the pointer the program passed to numaprof_replicate
         assert o["name"] == "table (copies)", o["name"]
