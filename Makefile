@@ -11,7 +11,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 NUMAPROF := $(VENV)/bin/numaprof
 APT_PACKAGES := build-essential cmake pkg-config gfortran openmpi-bin chromium libcapstone-dev libhwloc-dev hwloc \
-	libpfm4-dev libnuma-dev numactl linux-perf python3-venv sudo \
+	libpfm4-dev libnuma-dev numactl linux-perf python3-venv sudo libc6-dbg \
 	qemu-system-x86 linux-image-amd64 busybox-static
 STAMP := $(VENV)/.installed
 

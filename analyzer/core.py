@@ -40,7 +40,9 @@ from numaprof.analyzer.objects import (
     Obj,
     heap_intervals,
     mapping_intervals,
+    name_file_data,
     name_object,
+    outside_note,
     own_samples,
     short_intervals,
     static_intervals,
@@ -217,7 +219,13 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         var_iv = _variable_objects(a_regs, a_pid, a_tidx, tids, a_time, a_ip, a_addr, a_obj, a_iv,
                                    len(ivs), objs, resolver)
         ivs = att.Intervals.concat([heap_iv, static_iv, map_iv, var_iv])
-    outside = _count(a_obj < 0, a_count)
+    outside_mask = a_obj < 0
+    outside = _count(outside_mask, a_count)
+    note = outside_note(resolver, a_pid[outside_mask], a_addr[outside_mask], a_ip[outside_mask],
+                        a_count[outside_mask] if a_count is not None else None, with_address)
+    if note:
+        findings.append(note)
+    del outside_mask
 
     # ---- page nodes -------------------------------------------------------------------
     step("placement", 0.4)
@@ -302,6 +310,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         name_object(objs[oi], resolver, prof)
     if a_regs is not None:
         _name_blocks_by_code(objs, hot, a_regs, a_pid, tids[a_tidx], a_time, a_ip, a_addr, a_obj, resolver)
+    name_file_data(objs, hot, a_obj, a_pid, a_addr, a_ip, resolver)
     if _merge_into_sites(objs, hot, a_obj, a_pid, a_addr, ivs):
         o_counts = _object_counts(a_obj, a_count, n_obj)
         hot = [int(i) for i in np.argsort(-o_counts, kind="stable") if o_counts[i] > 0]

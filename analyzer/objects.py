@@ -431,6 +431,13 @@ def mapping_intervals(mt: dict, objs: list[Obj]) -> att.Intervals:
     rows = []
     groups: dict[tuple, int] = {}
     own = np.asarray(mt["flags"]) & MAP_NUMAPROF
+    # The brk heap is first seen as an anonymous mapping at the heap's start, then as
+    # [heap] again each time it grows (hundreds of rows in a program that allocates row
+    # by row): one object and one interval, from the first row's time to its largest
+    # extent (overlapping intervals would count its pages once a row).
+    heap_starts = {(int(p), int(a)) for p, a, path in zip(mt["pid"], mt["start"], mt["path"], strict=True)
+                   if str(path) == "[heap]"}
+    heaps: dict[int, list[int]] = {}  # object -> [pid, start, length, time]
     for i in range(n):
         if own[i]:
             continue  # numaprof's own file (see own_samples)
@@ -439,6 +446,9 @@ def mapping_intervals(mt: dict, objs: list[Obj]) -> att.Intervals:
             path = ""  # perf's name for anonymous memory
         start, length = int(mt["start"][i]), int(mt["len"][i])
         pid = int(mt["pid"][i])
+        heap = (not path or path == "[heap]") and (pid, start) in heap_starts
+        if heap:
+            path = "[heap]"
         if path.startswith("/") and known_prot and not int(prot[i]) & PROT_WRITE:
             continue  # code and read-only file data: not an object
         if path.startswith("[stack") or (not path and length in STACK_SIZES):
@@ -447,13 +457,19 @@ def mapping_intervals(mt: dict, objs: list[Obj]) -> att.Intervals:
             kind, name = "mapping", f"{os.path.basename(path)}@{start:#x}"
         else:
             kind, name = "mapping", path or f"anon@{start:#x}"
-        key = ("map", pid, start, length, path)
+        key = ("map", pid, start, path) if heap else ("map", pid, start, length, path)
         g = groups.get(key)
         if g is None:
             g = groups[key] = len(objs)
             objs.append(Obj(kind, key, pid, start, length, name=name, site=path or "anonymous mapping",
                              path=path))
+        if heap:
+            h = heaps.setdefault(g, [pid, start, length, int(mt["time"][i])])
+            h[2], h[3] = max(h[2], length), min(h[3], int(mt["time"][i]))
+            objs[g].size = h[2]
+            continue
         rows.append((pid, start, length, int(mt["time"][i]), g))
+    rows.extend((pid, start, length, time, g) for g, (pid, start, length, time) in heaps.items())
     if not rows:
         return att.Intervals.empty()
     r = np.array(rows, dtype=np.uint64)
@@ -573,3 +589,111 @@ def _stack_frames(prof: Profile) -> dict[int, list[int]]:
             out.setdefault(st, []).append(ip)
     prof._nmp_frames = out
     return out
+
+
+#: Samples with an address outside every object above this share of those with an address
+#: get a finding saying where they went.
+OUTSIDE_NOTE_SHARE = 0.05
+#: The most distinct addresses looked up for that finding (the rest are counted by page).
+OUTSIDE_LOOKUPS = 20000
+
+
+def outside_note(resolver: symbols.CodeResolver, pid: np.ndarray, addr: np.ndarray, ip: np.ndarray,
+                 weight: np.ndarray | None, with_address: int) -> str | None:
+    """Where the samples with a data address but no object went, when they are a notable
+    share of those with an address: the file and section they read (data with no symbol
+    of its own: the constants and literals a compiler emits into .rodata), or no mapping
+    at all; each with the code that made most of them.  None below OUTSIDE_NOTE_SHARE."""
+    w = np.ones(len(addr)) if weight is None else np.asarray(weight, dtype=np.float64)
+    total = float(w.sum())
+    if not len(addr) or total < OUTSIDE_NOTE_SHARE * max(with_address, 1):
+        return None
+    keys = np.asarray(addr, dtype=np.uint64)
+    if len(np.unique(keys)) > OUTSIDE_LOOKUPS:
+        keys = keys & ~np.uint64(0xFFF)  # the page tells the mapping and, mostly, the section
+    pid = np.asarray(pid).astype(np.int64)
+    pairs, inverse = np.unique(np.stack([pid, keys.astype(np.int64)]), axis=1, return_inverse=True)
+    places = [_place(resolver, int(p), int(a) & 0xFFFFFFFFFFFFFFFF) for p, a in pairs.T.tolist()]
+    by_place: dict[str, list[int]] = {}
+    for k, place in enumerate(places):
+        by_place.setdefault(place, []).append(k)
+    parts = []
+    for place, ks in sorted(by_place.items(), key=lambda kv: -w[np.isin(inverse, kv[1])].sum()):
+        rows = np.flatnonzero(np.isin(inverse, ks))
+        n = float(w[rows].sum())
+        if n < OUTSIDE_NOTE_SHARE * max(with_address, 1) or len(parts) == 3:
+            break
+        ips, inv = np.unique(np.stack([pid[rows], np.asarray(ip)[rows].astype(np.int64)]), axis=1,
+                             return_inverse=True)
+        top = int(np.argmax(np.bincount(inv.ravel(), weights=w[rows])))
+        sl = resolver.resolve(int(ips[0, top]), int(ips[1, top]) & 0xFFFFFFFFFFFFFFFF)
+        site = f", most from {sl.site}" if sl is not None and sl.line > 0 else ""
+        parts.append(f"{n:.0f} {place}{site}")
+    if not parts:
+        return None
+    return (f"{total:.0f} samples ({100.0 * total / max(with_address, 1):.0f}% of those with an "
+            f"address) are in no object: " + "; ".join(parts))
+
+
+def _place(resolver: symbols.CodeResolver, pid: int, addr: int) -> str:
+    """What holds a data address in no object, in words."""
+    m = resolver.mappings.find(pid, addr)
+    if m is None:
+        return "at addresses in no mapping the collector saw"
+    base = os.path.basename(m[3]) or m[3]
+    found = resolver.elf_address(pid, addr) if m[3].startswith("/") else None
+    sec = found[0].section_at(found[1]) if found is not None else None
+    if sec is None:
+        return f"in {base}"
+    name, writable = sec
+    if writable:
+        return f"in {base}'s {name}, at no symbol"
+    return (f"in {base}'s read-only {name}, at no symbol (constants and literals the "
+            f"compiler put there)")
+
+
+#: A data mapping of an ELF file is named by the section holding this share of its samples.
+SECTION_NAME_SHARE = 0.8
+
+
+def name_file_data(objs: list[Obj], hot: list[int], a_obj: np.ndarray, a_pid: np.ndarray,
+                   a_addr: np.ndarray, a_ip: np.ndarray, resolver: symbols.CodeResolver) -> None:
+    """A writable mapping of an ELF file (the data segment of a library or of the program)
+    whose samples fall at no symbol is named by the section most of them are in, its
+    site the function that accessed it most: `libc.so.6 .data` read by
+    `__libc_calloc@libc.so.6` (the allocator's own state), `prog .got.plt` by
+    `PLT@prog` (calls into shared libraries), instead of `libc.so.6@0x7f…`.  The name
+    has no address, so the same data of several processes or slices is one object."""
+    for oi in hot:
+        o = objs[oi]
+        if o.kind != "mapping" or not o.path.startswith("/"):
+            continue
+        rows = np.flatnonzero(a_obj == oi)
+        if not len(rows):
+            continue
+        pid = int(a_pid[rows[0]])
+        places: dict[str, int] = {}
+        for a, n in zip(*np.unique(a_addr[rows], return_counts=True), strict=True):
+            found = resolver.elf_address(pid, int(a))
+            sec = found[0].section_at(found[1]) if found is not None else None
+            key = sec[0] if sec is not None else ""
+            places[key] = places.get(key, 0) + int(n)
+        section, n = max(places.items(), key=lambda kv: kv[1])
+        if not section or n < SECTION_NAME_SHARE * len(rows):
+            continue
+        base = os.path.basename(o.path)
+        o.name = f"{base} {section}"
+        ips, counts = np.unique(a_ip[rows], return_counts=True)
+        o.site = _code_of(resolver, pid, int(ips[int(np.argmax(counts))])) or o.path
+
+
+def _code_of(resolver: symbols.CodeResolver, pid: int, ip: int) -> str | None:
+    """`function@file` of a code address (`PLT@file` for a stub of the PLT), or None."""
+    found = resolver.elf_address(pid, ip & 0xFFFFFFFFFFFFFFFF)
+    m = resolver.mappings.find(pid, ip & 0xFFFFFFFFFFFFFFFF)
+    if found is None or m is None:
+        return None
+    info, vaddr = found
+    sec = info.section_at(vaddr)
+    func = "PLT" if sec is not None and sec[0].startswith(".plt") else info.function_at(vaddr)
+    return f"{func}@{os.path.basename(m[3])}" if func else None

@@ -108,22 +108,51 @@ class ElfInfo:
         funcs: dict[int, tuple[str, int]] = {}
         sections = list(self.elf.iter_sections())
         sec_flags = np.array([sec["sh_flags"] for sec in sections] + [0], dtype=np.uint64)
-        for tabname in (".symtab", ".dynsym"):
-            tab = self.elf.get_section_by_name(tabname)
-            if not isinstance(tab, SymbolTableSection):
-                continue
-            seen = {o.address for o in self.objects}
-            for name, typ, shndx, value, size in self._symbols(tab, sections, sec_flags):
-                if typ in (STT_FUNC, STT_GNU_IFUNC):
-                    funcs.setdefault(value, (name, size))
-                elif value not in seen:
-                    fl = int(sec_flags[shndx])
-                    self.objects.append(StaticSymbol(readable(demangle(name)), value, size, sections[shndx].name,
-                                                     bool(fl & SHF_WRITE)))
-                    seen.add(value)
+        # a stripped file's full symbol table is in its separate debug file, where the
+        # distribution installs one (`libc6-dbg`: glibc's `main_arena`), as perf and gdb
+        # find it
+        self.debug_file = None if self.elf.get_section_by_name(".symtab") else _debug_file(self.elf, path)
+        tables = [(self.elf, ".symtab"), (self.elf, ".dynsym")]
+        debug = None
+        if self.debug_file is not None:
+            try:
+                fd, _ = profile_io.open_regular(self.debug_file)
+                debug = ELFFile(os.fdopen(fd, "rb"))
+                tables.insert(0, (debug, ".symtab"))
+            except (*DAMAGED, ProfileError):
+                self.debug_file = None
+        for elf, tabname in tables:
+            try:
+                tab = elf.get_section_by_name(tabname)
+                if not isinstance(tab, SymbolTableSection):
+                    continue
+                secs = sections if elf is self.elf else list(elf.iter_sections())
+                flags = sec_flags if elf is self.elf else np.array([sec["sh_flags"] for sec in secs] + [0],
+                                                                   dtype=np.uint64)
+                seen = {o.address for o in self.objects}
+                for name, typ, shndx, value, size in self._symbols(tab, secs, flags):
+                    if typ in (STT_FUNC, STT_GNU_IFUNC):
+                        funcs.setdefault(value, (name, size))
+                    elif value not in seen:
+                        fl = int(flags[shndx])
+                        self.objects.append(StaticSymbol(readable(demangle(name)), value, size, secs[shndx].name,
+                                                         bool(fl & SHF_WRITE)))
+                        seen.add(value)
+            except DAMAGED:
+                if elf is not debug:
+                    raise
+                self.debug_file = None  # a damaged debug file: the file's own tables only
+        if debug is not None:
+            debug.stream.close()
         order = sorted(funcs)
         self.func_addr = np.array(order, dtype=np.uint64)
         self.func_info = [funcs[a] for a in order]
+        # the sections loaded in memory, by address: what a data address with no symbol is in
+        alloc = sorted((int(sec["sh_addr"]), int(sec["sh_size"]), sec.name, int(sec["sh_flags"]))
+                       for sec in sections
+                       if int(sec["sh_flags"]) & SHF_ALLOC and sec["sh_size"] and sec["sh_addr"])
+        self._sec_addr = np.array([a for a, _, _, _ in alloc], dtype=np.uint64)
+        self._sec_info = [(a + size, name, bool(fl & SHF_WRITE)) for a, size, name, fl in alloc]
         self._lines = None
         self._dwarf = None
         self._common: dict[str, list[tuple[str, int]]] | None = None
@@ -183,6 +212,13 @@ class ElfInfo:
             if (p_off & PAGE_MASK) == pgoff:
                 return start - (p_vaddr & PAGE_MASK)
         return None
+
+    def section_at(self, vaddr: int) -> tuple[str, bool] | None:
+        """(name, writable) of the loaded section holding link-time address vaddr, or None."""
+        i = int(np.searchsorted(self._sec_addr, np.uint64(vaddr), side="right")) - 1
+        if i < 0 or vaddr >= self._sec_info[i][0]:
+            return None
+        return self._sec_info[i][1], self._sec_info[i][2]
 
     def function_at(self, vaddr: int) -> str | None:
         i = int(np.searchsorted(self.func_addr, np.uint64(vaddr), side="right")) - 1
@@ -766,6 +802,38 @@ def _file_path(fentries, incdirs, fi, v5, comp_dir) -> str:
     if not os.path.isabs(directory) and comp_dir:
         directory = os.path.join(comp_dir, directory)
     return os.path.normpath(os.path.join(directory, name))
+
+
+DEBUG_ROOT = "/usr/lib/debug"
+
+
+def _debug_file(elf, path: str) -> str | None:
+    """The separate debug file of a stripped ELF file, where gdb and perf look for it:
+    by its build ID (``/usr/lib/debug/.build-id/ab/cdef….debug``), else by its
+    ``.gnu_debuglink`` name beside it, in its ``.debug`` directory or under
+    ``/usr/lib/debug``; None when there is none."""
+    try:
+        note = elf.get_section_by_name(".note.gnu.build-id")
+        for n in note.iter_notes() if note is not None else ():
+            if n["n_type"] == "NT_GNU_BUILD_ID" and isinstance(n["n_desc"], str) and len(n["n_desc"]) > 2:
+                bid = n["n_desc"].lower()
+                candidate = os.path.join(DEBUG_ROOT, ".build-id", bid[:2], bid[2:] + ".debug")
+                if os.path.isfile(candidate):
+                    return candidate
+        link = elf.get_section_by_name(".gnu_debuglink")
+        if link is None:
+            return None
+        name = link.data().split(b"\0", 1)[0].decode("utf-8", "replace")
+    except DAMAGED:
+        return None
+    if not name or "/" in name:
+        return None
+    here = os.path.dirname(os.path.realpath(path))
+    for candidate in (os.path.join(here, name), os.path.join(here, ".debug", name),
+                      os.path.join(DEBUG_ROOT + here, name)):
+        if os.path.isfile(candidate) and os.path.realpath(candidate) != os.path.realpath(path):
+            return candidate
+    return None
 
 
 def elf_info(path: str, archive: Archive = EMPTY) -> ElfInfo | None:

@@ -603,3 +603,103 @@ def test_a_run_of_faults_beyond_the_address_space_is_refused(tmp_path):
     write_column(run.path / "faults.stride.col", stride, "<u4")
     with pytest.raises(ProfileError, match="beyond the address space"):
         analyze(run.path)
+
+
+def test_brk_heap_seen_twice_is_one_object(tmp_path):
+    """The brk heap is recorded first as an anonymous mapping at its start, later as
+    `[heap]`, grown: one object, as large as it grew, whichever row a sample falls in
+    (a code-named array in it would otherwise be split into two instances)."""
+    H = 0x5599_2D0D_5000
+    w = profgen.ProfileWriter(tmp_path / "p")
+    w.manifest()
+    w.topology([[0, 1]])
+    w.table("mappings", time=[1, 50], pid=[7, 7], start=[H, H], len=[0x21000, 0x229000],
+            pgoff=[0, 0], prot=[3, 3], flags=[2, 2], path=["//anon", "[heap]"])
+    addr = [H + 8, H + 0x100, H + 0x200, H + 0x100000]
+    time = [10, 20, 100, 100]
+    n = len(addr)
+    w.table("samples", time=time, pid=[7] * n, tid=[7] * n, cpu=[0] * n, ip=[0x400000] * n,
+            addr=addr, access=[1] * n)
+    a = analyze(tmp_path / "p")
+    assert [(o.name, o.size, o.samples) for o in a.objects] == [("[heap]", 0x229000, 4)]
+    assert a.profile.outside_objects == 0
+
+
+C_CONSTANTS = """
+double scale(const double *x, long n)
+{
+    double s = 0;
+    for (long i = 0; i < n; i++)
+        s += x[i] > 0.577 ? x[i] * 2.25 : x[i] * 0.31;
+    return s;
+}
+int main(void) { return 0; }
+"""
+
+
+def _consts_profile(tmp_path, data):
+    """A profile of C_CONSTANTS built with gcc -O2, its segments mapped as the loader maps
+    them, 100 samples in a [heap] array and those of ``data`` (addresses given by
+    (section, offset)), all from `scale`.  Returns (path, number of data samples)."""
+    from helpers import build_program
+
+    from numaprof.analyzer import symbols
+
+    exe = build_program(tmp_path, "consts.c", C_CONSTANTS, "gcc", ["-O2", "-g"])
+    info = symbols.elf_info(str(exe))
+    func = next(a for a, (name, _) in zip(info.func_addr.tolist(), info.func_info, strict=True)
+                if name == "scale")
+    BASE, HEAP = 0x5555_0000_0000, 0x5555_1000_0000
+    maps = []
+    for seg in info.elf.iter_segments():
+        if seg["p_type"] != "PT_LOAD":
+            continue
+        v, o, m, fl = seg["p_vaddr"], seg["p_offset"], seg["p_memsz"], seg["p_flags"]
+        prot = (1 if fl & 4 else 0) | (2 if fl & 2 else 0) | (4 if fl & 1 else 0)
+        maps.append((BASE + (v & ~0xFFF), ((v + m + 0xFFF) & ~0xFFF) - (v & ~0xFFF), o & ~0xFFF,
+                     str(exe), prot))
+    maps.append((HEAP, 1 << 20, 0, "[heap]", 3))
+    w = profgen.ProfileWriter(tmp_path / "p")
+    w.manifest(cwd=str(tmp_path))
+    w.topology([[0, 1]])
+    m = len(maps)
+    w.table("mappings", time=[0] * m, pid=[7] * m, start=[x[0] for x in maps],
+            len=[x[1] for x in maps], pgoff=[x[2] for x in maps], prot=[x[4] for x in maps],
+            flags=[2] * m, path=[x[3] for x in maps])
+    addr = [HEAP + 8 * i for i in range(100)]
+    for section, n in data:
+        addr += [BASE + int(info.elf.get_section_by_name(section)["sh_addr"]) + 8] * n
+    n = len(addr)
+    w.table("samples", time=list(range(10, 10 + n)), pid=[7] * n, tid=[7] * n, cpu=[0] * n,
+            ip=[BASE + func] * n, addr=addr, access=[1] * n)
+    return tmp_path / "p", n - 100
+
+
+@pytest.mark.parametrize("share", [0.3, 0.02])
+def test_samples_in_no_object_are_said_where(tmp_path, share):
+    """Loads of the constants a compiler puts in .rodata (no symbol of their own) are in
+    no object; when they are a notable share of the samples with an address a finding
+    says where they went: the file, its read-only section, and the code that read them."""
+    path, n_const = _consts_profile(tmp_path, [(".rodata", int(round(100 * share / (1 - share))))])
+    a = analyze(path)
+    assert a.profile.outside_objects == n_const
+    said = [f for f in a.findings if "in no object" in f]
+    if share < 0.05:
+        assert not said, a.findings
+        return
+    assert len(said) == 1, a.findings
+    assert said[0].startswith(f"{n_const} samples")
+    assert "consts's read-only .rodata, at no symbol" in said[0], said[0]
+    assert "most from scale@consts.c:" in said[0], said[0]
+
+
+def test_data_of_a_file_named_by_its_section(tmp_path):
+    """Samples in a writable mapping of an ELF file at no symbol (the GOT, a library's
+    allocator state) make an object named by the file and the section, its site the
+    function that accessed it, not by its address."""
+    path, n = _consts_profile(tmp_path, [(".got", 30)])
+    a = analyze(path)
+    found = [o for o in a.objects if o.kind == "mapping" and o.name.startswith("consts")]
+    assert [(o.name, o.samples) for o in found] == [("consts .got", n)], \
+        [(o.name, o.site, o.samples) for o in a.objects]
+    assert found[0].site == "scale@consts", found[0].site

@@ -778,3 +778,38 @@ def test_returned_part_of_a_grid_built_row_by_row(tmp_path):
     assert srcnames.returned_part(str(src), 2, "g[i]") == "[]"
     assert srcnames.returned_part(str(src), 1, "g") == ""
     assert srcnames.returned_part(str(src), 5, "h[0]") is None
+
+
+C_STATIC = """
+double table[4096];
+int main(void) { for (int i = 0; i < 4096; i++) table[i] = i; return (int)table[7]; }
+"""
+
+
+@pytest.mark.parametrize("how", ["debuglink", "build-id"])
+def test_stripped_file_takes_its_symbols_from_its_debug_file(tmp_path, monkeypatch, how):
+    """A stripped binary's statics are named from its separate debug file, found as gdb
+    and perf find it: by build ID under the debug root, or by `.gnu_debuglink` beside it."""
+    from helpers import build_program
+
+    exe = build_program(tmp_path, "st.c", C_STATIC, "gcc", ["-O1", "-g", "-Wl,--build-id"],
+                        ("objcopy", "strip"))
+    dbg = tmp_path / "st.debug"
+    subprocess.run(["objcopy", "--only-keep-debug", str(exe), str(dbg)], check=True)
+    subprocess.run(["strip", "--strip-all", str(exe)], check=True)
+    assert not any(o.name == "table" for o in symbols.elf_info(str(exe)).objects)
+    root = tmp_path / "debugroot"
+    monkeypatch.setattr(symbols, "DEBUG_ROOT", str(root))
+    symbols._elf_info.cache_clear()
+    if how == "debuglink":
+        subprocess.run(["objcopy", f"--add-gnu-debuglink={dbg}", str(exe)], check=True)
+    else:
+        out = subprocess.run(["readelf", "-n", str(exe)], capture_output=True, text=True, check=True).stdout
+        bid = re.search(r"Build ID: ([0-9a-f]+)", out).group(1)
+        (root / ".build-id" / bid[:2]).mkdir(parents=True)
+        shutil.move(str(dbg), root / ".build-id" / bid[:2] / f"{bid[2:]}.debug")
+    info = symbols.elf_info(str(exe))
+    assert info.debug_file is not None
+    assert [(o.name, o.size, o.section) for o in info.objects if o.name == "table"] == [("table", 4096 * 8, ".bss")]
+    assert info.function_at(next(a for a, (n, _) in zip(info.func_addr.tolist(), info.func_info, strict=True)
+                                 if n == "main")) == "main"
