@@ -71,7 +71,10 @@ def assigned_name(path: str, line: int, column: int = 0, lang: str | None = None
     ``std::vector<double> v{...}`` → ``v`` (the allocation is inside the constructor
     called there), a member initialiser ``data_(new double[n])`` → ``data_``; a
     container growing (``v.resize(n)``, ``.reserve``, ``.assign``, ``.push_back``, ...)
-    → its receiver ``v``; an owning pointer taking the block (``p.reset(new T[n])``,
+    → its receiver ``v``, and so is any other method's when nothing else on the line
+    names the block (``A.setFromTriplets(t.begin(), t.end())`` of an Eigen matrix →
+    ``A``: the library allocated it inside and the object keeps it); an owning pointer
+    taking the block (``p.reset(new T[n])``,
     ``std::unique_ptr<T[]> p(new T[n])``, ``p = std::unique_ptr<T[]>(new T[n])``) → ``p``;
     a copy (``a = b;``, ``std::vector<double> a = b;``) → ``a``.
     ``column`` (1-based, from DWARF) picks among several calls on the line; ``call``
@@ -122,6 +125,21 @@ def assigned_name(path: str, line: int, column: int = 0, lang: str | None = None
             name = _c_target(node, src) or _macro_target(node, src, tree.root_node, src, lang)
         if name is not None:
             return name
+    if lang == "cpp":
+        # any other method of an object called as a statement of its own, inside which a
+        # library allocated and kept the block (`A.setFromTriplets(...)` of an Eigen
+        # matrix, `solver.compute(A)`): the object's own storage.  Not a call nested in
+        # another (`std::stable_sort(v.begin(), v.end())`'s buffer is not v's), nor one of
+        # the methods that only release or hand out (`p.reset()`)
+        for node in [chosen] if chosen is not None else calls:
+            if node.parent is None or node.parent.type != "expression_statement":
+                continue
+            name = _method_receiver(node, None, src)
+            fn = node.child_by_field_name("function")
+            method = fn.child_by_field_name("field") if fn is not None else None
+            if (name is not None and name not in ("this", "*this") and method is not None
+                    and _text(method, src) not in _RELEASING_METHODS):
+                return name
     return None
 
 
@@ -274,6 +292,8 @@ _GROWING_METHODS = frozenset({"resize", "reserve", "assign", "push_back", "empla
                               "push_front", "emplace_front", "append", "insert_or_assign", "try_emplace"})
 # owning pointers' methods taking a block allocated in their argument: p.reset(new T[n])
 _TAKING_METHODS = frozenset({"reset"})
+# methods that release or hand out what the object holds: never where it allocates
+_RELEASING_METHODS = frozenset({"reset", "release", "clear", "swap", "get", "data", "size", "begin", "end"})
 # calls that hand their (first) argument back: casts, moves, owning pointers' constructors
 _PASS_THROUGH = frozenset({"static_cast", "reinterpret_cast", "const_cast", "dynamic_cast", "move", "forward",
                            "unique_ptr", "shared_ptr", "launder", "assume_aligned", "__builtin_assume_aligned"})
@@ -296,16 +316,16 @@ def _passes_through(call, src: bytes) -> bool:
     return args is not None and len(args.named_children) >= 1 and _callee(call, src) in _PASS_THROUGH
 
 
-def _method_receiver(call, methods: frozenset[str], src: bytes) -> str | None:
+def _method_receiver(call, methods: frozenset[str] | None, src: bytes) -> str | None:
     """``v`` of ``v.resize(n)`` (``this->v``, ``s->v``, ``a.b.v`` alike) when the method is
-    one of ``methods``."""
+    one of ``methods`` (None: any method)."""
     if call.type != "call_expression":
         return None
     fn = call.child_by_field_name("function")
     if fn is None or fn.type != "field_expression":
         return None
     method = fn.child_by_field_name("field")
-    if method is None or _text(method, src) not in methods:
+    if method is None or (methods is not None and _text(method, src) not in methods):
         return None
     return _lvalue(fn.child_by_field_name("argument"), src)
 

@@ -780,6 +780,31 @@ def test_returned_part_of_a_grid_built_row_by_row(tmp_path):
     assert srcnames.returned_part(str(src), 5, "h[0]") is None
 
 
+def test_any_method_of_an_object_names_what_the_library_kept(tmp_path):
+    """C++: a block allocated inside a method of an object (a library's container or
+    matrix: `A.setFromTriplets(...)` of an Eigen matrix) is the object's storage; but an
+    assignment or a declaration on the line names it first, and `this` names nothing."""
+    src = tmp_path / "m.cpp"
+    src.write_text(
+        "void Poisson::assemble(int n) {\n"
+        "  A.setFromTriplets(t.begin(), t.end());\n"
+        "  x = A.solve(b);\n"
+        "  Eigen::VectorXd r = A.diagonal();\n"
+        "  this->grow(n);\n"
+        "  s->mesh.refine(2);\n"
+        "  std::stable_sort(v.begin(), v.end());\n"
+        "  keep.reset();\n"
+        "}\n"
+    )
+    assert srcnames.assigned_name(str(src), 2) == "A"
+    assert srcnames.assigned_name(str(src), 3) == "x"
+    assert srcnames.assigned_name(str(src), 4) == "r"
+    assert srcnames.assigned_name(str(src), 5) is None
+    assert srcnames.assigned_name(str(src), 6) == "s->mesh"
+    assert srcnames.assigned_name(str(src), 7) is None  # the sort's buffer is not v's
+    assert srcnames.assigned_name(str(src), 8) is None
+
+
 C_STATIC = """
 double table[4096];
 int main(void) { for (int i = 0; i < 4096; i++) table[i] = i; return (int)table[7]; }
