@@ -97,10 +97,22 @@ def _object_row(o) -> list[str]:
     approx = "~" if o.attribution == "allocation_sample" else ""  # size and count estimated
     count = (f" {approx}x{count_words(o.count)}" if o.count > 1 else "") + (
         " (private)" if o.thread_private else "")
-    pattern = (f"{o.pattern} ({o.pattern_confidence:.2f})" if o.pattern != "unknown"
-               else f"needs +{o.samples_needed} samples" if o.samples_needed else "unknown")
+    pattern = _pattern_cell(o)
     return [o.name, count, o.site, approx + human_bytes(o.size), f"{o.samples} ({pct(o.share)})",
             pattern, f"{pct(o.reads)}/{pct(o.writes)}", toucher, pages, pct(o.local_fraction)]
+
+
+def _pattern_cell(o) -> str:
+    """The pattern and its confidence; else why there is none: more samples would tell
+    (how many), or only one thread at a time accessed the array (serial phases: its
+    initialisation, a serial solver step), which more samples would not change."""
+    if o.pattern != "unknown":
+        return f"{o.pattern} ({o.pattern_confidence:.2f})"
+    if o.samples_needed:
+        return f"needs +{o.samples_needed} samples"
+    if o.samples and not float(o.features.get("parallel_samples", 0.0) or 0.0):
+        return "serial only"
+    return "unknown"
 
 
 def _fit_name_and_site(rows: list[list[str]], width: int) -> tuple[int, int]:

@@ -58,3 +58,23 @@ def test_the_table_fits_the_console_with_every_column(tmp_path):
 def test_count_words():
     assert [text_report.count_words(n) for n in (2, 9999, 10_000, 812_345, 1_630_208, 42_000_000)] == \
         ["2", "9999", "10k", "812k", "1.6M", "42M"]
+
+
+def test_a_missing_pattern_says_why(tmp_path):
+    """No pattern: `needs +N samples` when more samples would tell it, `serial only` when
+    one thread at a time accessed the array (more samples would not change that), else
+    `unknown`."""
+    acc = sa.access_regular(64, 2)
+    base = sa.obj("a", "unknown", acc, serial=True, n_threads=1)
+    objs = [replace(base, name="few", samples_needed=12, features={"parallel_samples": 3.0}),
+            replace(base, name="solo", samples_needed=0, features={"parallel_samples": 0.0}),
+            replace(base, name="undecided", samples_needed=0, features={"parallel_samples": 80.0}),
+            replace(base, name="known", pattern="regular", features={"parallel_samples": 80.0})]
+    out = tmp_path / "r.txt"
+    text_report.render(sa.analysis(objs, sa.threads(2)), out=out)
+    rows = {ln.split("│")[1].strip(): ln for ln in out.read_text().splitlines()
+            if ln.startswith("│") and ln.split("│")[1].strip() in ("few", "solo", "undecided", "known")}
+    assert "needs +12 samples" in rows["few"], rows
+    assert "serial only" in rows["solo"], rows
+    assert "unknown" in rows["undecided"] and "serial only" not in rows["undecided"], rows
+    assert "regular (0.90)" in rows["known"], rows
