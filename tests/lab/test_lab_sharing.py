@@ -136,8 +136,15 @@ def test_table_replicated_and_read_locally(loop):
     assert sug["policy"] == "replicate", (sug["policy"], sug["reason"])
     assert sug["fix"]["kind"] == "replicate" and sug["fix"]["compile"] == "clean", sug["fix"]
     assert outputs["table"][0] == outputs["table"][1], outputs["table"]
-    # before: the main thread's first touch put the table on one node, read from two
-    assert before["local_fraction"] < 0.8, before
+    # before: the main thread's first touch put the table on one node, and threads of two
+    # nodes read it: those of the other node only remotely.  (Its local fraction depends
+    # on how many samples the serial fill gets against the lookups, a matter of timing
+    # under TCG: 0.88 in one 4-node CI run.)
+    held = [k for k, n in enumerate(before["pages_by_node"]) if n > 0]
+    assert len(held) == 1, before["pages_by_node"]
+    t = before["traffic"]
+    assert t[held[0]][held[0]] > 0, t  # read on its node
+    assert any(t[k][held[0]] > 0 for k in range(len(t)) if k != held[0]), t  # and from another
     # after: the reads go to the copies (anonymous memory bound to each node, each as
     # large as the table's pages: one object of the site in numaprof_replicate that maps
     # them, one instance per node), and every sampled read of a copy is local
