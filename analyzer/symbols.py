@@ -21,7 +21,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from numaprof.analyzer import profile_io, sourcelang
+from numaprof.analyzer import debuginfo, profile_io, sourcelang
 from numaprof.analyzer.archive import EMPTY, Archive
 from numaprof.errors import ProfileError
 from numaprof.syspaths import is_system_library, is_system_source  # noqa: F401 (re-exported)
@@ -804,36 +804,17 @@ def _file_path(fentries, incdirs, fi, v5, comp_dir) -> str:
     return os.path.normpath(os.path.join(directory, name))
 
 
-DEBUG_ROOT = "/usr/lib/debug"
-
-
 def _debug_file(elf, path: str) -> str | None:
-    """The separate debug file of a stripped ELF file, where gdb and perf look for it:
-    by its build ID (``/usr/lib/debug/.build-id/ab/cdef….debug``), else by its
-    ``.gnu_debuglink`` name beside it, in its ``.debug`` directory or under
-    ``/usr/lib/debug``; None when there is none."""
+    """The separate debug file of a stripped ELF file (:mod:`debuginfo`), or None."""
     try:
         note = elf.get_section_by_name(".note.gnu.build-id")
-        for n in note.iter_notes() if note is not None else ():
-            if n["n_type"] == "NT_GNU_BUILD_ID" and isinstance(n["n_desc"], str) and len(n["n_desc"]) > 2:
-                bid = n["n_desc"].lower()
-                candidate = os.path.join(DEBUG_ROOT, ".build-id", bid[:2], bid[2:] + ".debug")
-                if os.path.isfile(candidate):
-                    return candidate
+        bid = next((n["n_desc"] for n in note.iter_notes() if n["n_type"] == "NT_GNU_BUILD_ID"),
+                   None) if note is not None else None
         link = elf.get_section_by_name(".gnu_debuglink")
-        if link is None:
-            return None
-        name = link.data().split(b"\0", 1)[0].decode("utf-8", "replace")
+        name = link.data().split(b"\0", 1)[0].decode("utf-8", "replace") if link is not None else None
     except DAMAGED:
         return None
-    if not name or "/" in name:
-        return None
-    here = os.path.dirname(os.path.realpath(path))
-    for candidate in (os.path.join(here, name), os.path.join(here, ".debug", name),
-                      os.path.join(DEBUG_ROOT + here, name)):
-        if os.path.isfile(candidate) and os.path.realpath(candidate) != os.path.realpath(path):
-            return candidate
-    return None
+    return debuginfo.find(bid if isinstance(bid, str) else None, name, path)
 
 
 def elf_info(path: str, archive: Archive = EMPTY) -> ElfInfo | None:

@@ -817,6 +817,8 @@ def test_stripped_file_takes_its_symbols_from_its_debug_file(tmp_path, monkeypat
     and perf find it: by build ID under the debug root, or by `.gnu_debuglink` beside it."""
     from helpers import build_program
 
+    from numaprof.analyzer import debuginfo
+
     exe = build_program(tmp_path, "st.c", C_STATIC, "gcc", ["-O1", "-g", "-Wl,--build-id"],
                         ("objcopy", "strip"))
     dbg = tmp_path / "st.debug"
@@ -824,7 +826,7 @@ def test_stripped_file_takes_its_symbols_from_its_debug_file(tmp_path, monkeypat
     subprocess.run(["strip", "--strip-all", str(exe)], check=True)
     assert not any(o.name == "table" for o in symbols.elf_info(str(exe)).objects)
     root = tmp_path / "debugroot"
-    monkeypatch.setattr(symbols, "DEBUG_ROOT", str(root))
+    monkeypatch.setattr(debuginfo, "DEBUG_ROOT", str(root))
     symbols._elf_info.cache_clear()
     if how == "debuglink":
         subprocess.run(["objcopy", f"--add-gnu-debuglink={dbg}", str(exe)], check=True)
