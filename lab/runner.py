@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -226,12 +227,15 @@ def guest_environment(environ: dict[str, str] | None = None,
 
 
 def guest_script(command: tuple[str, ...], cwd: Path, status_file: Path,
-                 env: dict[str, str]) -> str:
-    """The /bin/sh script the guest runs: environment, cd, command, exit status to a file."""
+                 env: dict[str, str], started_file: Path | None = None) -> str:
+    """The /bin/sh script the guest runs: environment, cd, a mark that the command is
+    starting (``started_file``), the command, its exit status to a file."""
     lines = ["# numaprof lab: run one command in the guest and record its exit status"]
     lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())]
+    lines += [f"cd {shlex.quote(str(cwd))} || exit 125"]
+    if started_file is not None:
+        lines += [f": > {shlex.quote(str(started_file))}"]
     lines += [
-        f"cd {shlex.quote(str(cwd))} || exit 125",
         shlex.join(command),
         "status=$?",
         f"echo $status > {shlex.quote(str(status_file))}",
@@ -304,66 +308,94 @@ def _raise_terminated(signum, _frame):
     raise _Terminated(signum)
 
 
+#: Boots of the guest when it stops before the command started (QEMU under TCG
+#: sometimes aborts while booting: an assertion in its MSI-X emulation, seen in CI).
+BOOT_ATTEMPTS = 2
+#: Seconds of the timeout a second boot needs at least.
+MIN_BOOT_SECONDS = 60.0
+
+
 def run(config: LabConfig, tools: LabTools | None = None) -> int:
-    """Boots the guest, runs the command with its output streamed, returns its exit status."""
+    """Boots the guest, runs the command with its output streamed, returns its exit status.
+
+    A guest that stops before the command started (no mark in the state directory) is
+    booted once more: nothing of the command ran, so nothing runs twice."""
     check_shareable(config.cwd)
     tools = tools or find_tools(config.kernel)
     state_dir = Path(tempfile.mkdtemp(prefix="numaprof-lab-"))
     try:
         check_shareable(state_dir)
-        status_file = state_dir / "status"
+        status_file, started_file = state_dir / "status", state_dir / "started"
         script = state_dir / "run.sh"
         script.write_text(guest_script(config.command, config.cwd, status_file,
-                                       guest_environment(numaprof_bin=numaprof_bin_dir())))
+                                       guest_environment(numaprof_bin=numaprof_bin_dir()),
+                                       started_file))
         argv = build_vng_command(tools, config.topology, config.cwd, state_dir, script,
                                  config.numa_balancing)
         env = dict(os.environ)
         # vng runs virtme-run by name: it must be on PATH even when the venv is not active.
         env["PATH"] = f"{tools.vng.parent}:{env.get('PATH', '')}"
-        # QEMU opens its console files with O_TRUNC and once per channel: given a regular
-        # file as stdout it would truncate it and write over itself, so it always gets
-        # pipes, copied to ours.
-        proc = subprocess.Popen(argv, cwd=config.cwd, env=env, start_new_session=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        pumps = [threading.Thread(target=_pump, args=(pipe, _binary(out)), daemon=True)
-                 for pipe, out in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr))]
-        for t in pumps:
-            t.start()
-        # The guest runs in its own session (so that it can be killed as a whole): turn
-        # SIGTERM / SIGHUP into killing it, or it would outlive us.
-        previous = {}
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, signal.SIGHUP):
-                previous[sig] = signal.signal(sig, _raise_terminated)
-        try:
-            rc = proc.wait(timeout=config.timeout)
-        except subprocess.TimeoutExpired:
-            kill_group(proc)
-            raise NumaprofError(
-                f"lab: the command did not finish within {config.timeout:g} s; the guest "
-                "was killed (TCG guests run programs about 20x slower: raise --timeout)",
-                exit_code=TIMEOUT_EXIT,
-            ) from None
-        except KeyboardInterrupt:
-            kill_group(proc)
-            raise NumaprofError("lab: interrupted; the guest was killed",
-                                exit_code=INTERRUPT_EXIT) from None
-        except _Terminated as t:
-            kill_group(proc)
-            raise NumaprofError(f"lab: terminated by signal {t.signum}; the guest was killed",
-                                exit_code=128 + t.signum) from None
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-        for t in pumps:
-            t.join(timeout=10)
-        try:
-            return int(status_file.read_text().strip())
-        except (OSError, ValueError):
-            raise NumaprofError(
-                f"lab: the guest did not run the command to its end (virtme-ng exited with "
-                f"status {rc}; its messages are above)",
-                exit_code=rc if rc > 0 else 1,
-            ) from None
+        deadline = None if config.timeout is None else time.monotonic() + config.timeout
+        for attempt in range(BOOT_ATTEMPTS):
+            left = None if deadline is None else max(deadline - time.monotonic(), 1.0)
+            rc = _boot(argv, config, env, left)
+            try:
+                return int(status_file.read_text().strip())
+            except (OSError, ValueError):
+                pass
+            left = None if deadline is None else deadline - time.monotonic()
+            if (started_file.exists() or attempt + 1 == BOOT_ATTEMPTS
+                    or (left is not None and left < MIN_BOOT_SECONDS)):
+                break
+            print(f"numaprof lab: the guest stopped before the command started (virtme-ng "
+                  f"exited with status {rc}; its messages are above): booting it again",
+                  file=sys.stderr, flush=True)
+        raise NumaprofError(
+            f"lab: the guest did not run the command to its end (virtme-ng exited with "
+            f"status {rc}; its messages are above)",
+            exit_code=rc if rc > 0 else 1,
+        )
     finally:
         shutil.rmtree(state_dir, ignore_errors=True)
+
+
+def _boot(argv: list[str], config: LabConfig, env: dict[str, str], timeout: float | None) -> int:
+    """Runs the guest once (vng ``argv``) with its output streamed; its exit status."""
+    # QEMU opens its console files with O_TRUNC and once per channel: given a regular
+    # file as stdout it would truncate it and write over itself, so it always gets
+    # pipes, copied to ours.
+    proc = subprocess.Popen(argv, cwd=config.cwd, env=env, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    pumps = [threading.Thread(target=_pump, args=(pipe, _binary(out)), daemon=True)
+             for pipe, out in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr))]
+    for t in pumps:
+        t.start()
+    # The guest runs in its own session (so that it can be killed as a whole): turn
+    # SIGTERM / SIGHUP into killing it, or it would outlive us.
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            previous[sig] = signal.signal(sig, _raise_terminated)
+    try:
+        rc = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        raise NumaprofError(
+            f"lab: the command did not finish within {config.timeout:g} s; the guest "
+            "was killed (TCG guests run programs about 20x slower: raise --timeout)",
+            exit_code=TIMEOUT_EXIT,
+        ) from None
+    except KeyboardInterrupt:
+        kill_group(proc)
+        raise NumaprofError("lab: interrupted; the guest was killed",
+                            exit_code=INTERRUPT_EXIT) from None
+    except _Terminated as t:
+        kill_group(proc)
+        raise NumaprofError(f"lab: terminated by signal {t.signum}; the guest was killed",
+                            exit_code=128 + t.signum) from None
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    for t in pumps:
+        t.join(timeout=10)
+    return rc

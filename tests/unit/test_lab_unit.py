@@ -358,3 +358,68 @@ def test_a_guest_that_ends_is_returned(tmp_path, monkeypatch):
     kit = _fake_lab(tmp_path, monkeypatch, ": > started; echo 0 > a.rc; echo done")
     proc, why = kit.run_watched(tmp_path, [], boot_deadline=5, stall_deadline=5, poll=0.2)
     assert why is None and proc.returncode == 0 and proc.stdout == "done\n"
+
+
+# ---- a guest that stops before the command starts -------------------------------------
+
+FAKE_VNG = """#!/bin/sh
+# stands for vng: boots number 1..FAIL_BOOTS abort as QEMU did in CI (status 255, before
+# the guest runs anything); later ones run the guest script (the last argument) and, with
+# LOSE_STATUS, lose its status as a guest dying after the command would
+n=$(cat "$BOOTS" 2>/dev/null || echo 0); n=$((n + 1)); echo $n > "$BOOTS"
+for last; do :; done
+if [ "$n" -le "$FAIL_BOOTS" ]; then
+  echo "qemu-system-x86_64: ../../hw/pci/msix.c:218: msix_table_mmio_write: Assertion failed." >&2
+  exit 255
+fi
+$last
+if [ -n "$LOSE_STATUS" ]; then rm -f "$(dirname "${last#/bin/sh }")/status"; exit 255; fi
+exit 0
+"""
+
+
+def _fake_vng_lab(tmp_path, monkeypatch, fail_boots, lose_status=False):
+    vng = tmp_path / "vng"
+    vng.write_text(FAKE_VNG)
+    vng.chmod(0o755)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.setenv("BOOTS", str(tmp_path / "boots"))
+    monkeypatch.setenv("FAIL_BOOTS", str(fail_boots))
+    if lose_status:
+        monkeypatch.setenv("LOSE_STATUS", "1")
+    config = runner.LabConfig(topology=build_topology(nodes=2, cpus_per_node=1),
+                              command=("sh", "-c", "echo ran >> runs; exit 7"), cwd=work,
+                              timeout=600.0)
+    tools = runner.LabTools(vng=vng, qemu=tmp_path / "qemu", kernel=Path("/boot/vmlinuz-test"))
+    return config, tools, work
+
+
+def test_a_guest_that_stops_before_the_command_is_booted_again(tmp_path, monkeypatch, capsys):
+    """QEMU under TCG sometimes aborts while booting (an assertion in its MSI-X emulation,
+    in a CI run): the command never started, so the lab boots the guest once more and
+    returns the command's status; the command ran once."""
+    config, tools, work = _fake_vng_lab(tmp_path, monkeypatch, fail_boots=1)
+    assert runner.run(config, tools) == 7
+    assert (work / "runs").read_text() == "ran\n"
+    assert (tmp_path / "boots").read_text().strip() == "2"
+    assert "stopped before the command started" in capsys.readouterr().err
+
+
+def test_a_guest_that_keeps_failing_to_boot_gives_the_error(tmp_path, monkeypatch):
+    """Two aborted boots in a row: the error, after BOOT_ATTEMPTS boots."""
+    config, tools, work = _fake_vng_lab(tmp_path, monkeypatch, fail_boots=5)
+    with pytest.raises(NumaprofError, match="did not run the command to its end"):
+        runner.run(config, tools)
+    assert (tmp_path / "boots").read_text().strip() == str(runner.BOOT_ATTEMPTS)
+    assert not (work / "runs").exists()
+
+
+def test_a_guest_that_stops_after_the_command_started_is_not_booted_again(tmp_path, monkeypatch):
+    """A guest that stopped after the command started (its status lost) gives the error:
+    the command must not run twice."""
+    config, tools, work = _fake_vng_lab(tmp_path, monkeypatch, fail_boots=0, lose_status=True)
+    with pytest.raises(NumaprofError, match="did not run the command to its end"):
+        runner.run(config, tools)
+    assert (work / "runs").read_text() == "ran\n"
+    assert (tmp_path / "boots").read_text().strip() == "1"
