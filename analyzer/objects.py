@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from numaprof.analyzer import attribution as att
-from numaprof.analyzer import srcnames, symbols
+from numaprof.analyzer import srcnames, staticvars, symbols
 from numaprof.analyzer.archive import Archive
 from numaprof.analyzer.attach import KIND_ATTACH
 from numaprof.analyzer.profile import Profile
@@ -365,6 +365,10 @@ def static_intervals(mappings: symbols.Mappings, objs: list[Obj], archive: Archi
             if g is None:
                 g = groups[key] = len(objs)
                 name, site = _static_name(sym, base)
+                if "_MOD_" in sym.name and staticvars.is_descriptor(info, sym.address):
+                    # a module's allocatable array: the symbol is its descriptor, the
+                    # elements are a heap object of the same name
+                    name += " (descriptor)"
                 objs.append(Obj("static", key, pid, sym.address + bias, sym.size, name=name, site=site,
                                  path=path))
             rows.append((pid, sym.address + bias, sym.size, g))

@@ -48,6 +48,18 @@ def member_path(info: symbols.ElfInfo, address: int, offset: int) -> str | None:
         return None
 
 
+def is_descriptor(info: symbols.ElfInfo, address: int) -> bool:
+    """Whether the static variable at link-time ``address`` is a Fortran array descriptor
+    (an allocatable or pointer array: its type has DW_AT_data_location), which holds the
+    array's address and bounds, not its elements."""
+    var = _variables(info).get(address)
+    try:
+        t = _strip(var)
+        return t is not None and t.tag == "DW_TAG_array_type" and "DW_AT_data_location" in t.attributes
+    except symbols.DAMAGED:
+        return False
+
+
 def _variables(info: symbols.ElfInfo) -> dict:
     """{link-time address: type DIE} of the file's static variables (read once)."""
     cached = _cache.get(info)

@@ -840,3 +840,41 @@ def test_stripped_file_takes_its_symbols_from_its_debug_file(tmp_path, monkeypat
     assert [(o.name, o.size, o.section) for o in info.objects if o.name == "table"] == [("table", 4096 * 8, ".bss")]
     assert info.function_at(next(a for a, (n, _) in zip(info.func_addr.tolist(), info.func_info, strict=True)
                                  if n == "main")) == "main"
+
+
+F_DESCRIPTOR = """\
+module heat
+  implicit none
+  double precision, allocatable :: u(:,:)
+  double precision :: fixed(64)
+end module heat
+program p
+  use heat
+  allocate(u(512,512))
+  u = 1.0d0
+  fixed = 2.0d0
+  print *, sum(u) + sum(fixed)
+end program p
+"""
+
+
+def test_fortran_module_descriptor_is_not_the_array(tmp_path):
+    """A module's allocatable array is two things: its elements on the heap (named `u`
+    at its allocate) and its descriptor, the module symbol (`u (descriptor)`), so that the
+    array's name is one object's; a fixed-size module array is the symbol itself."""
+    from helpers import build_program
+
+    from numaprof.analyzer import objects
+    from numaprof.analyzer.archive import EMPTY
+
+    exe = build_program(tmp_path, "desc.f90", F_DESCRIPTOR, "gfortran", ["-O2", "-g"])
+    info = symbols.elf_info(str(exe))
+    loads = [(o, v) for o, v, _, _ in info.loads]
+    maps = symbols.Mappings({"pid": [7] * len(loads), "start": [0x5555_0000_0000 + (v & ~0xFFF) for _, v in loads],
+                             "len": [0x1000] * len(loads), "pgoff": [o & ~0xFFF for o, _ in loads],
+                             "path": [str(exe)] * len(loads)})
+    objs = []
+    objects.static_intervals(maps, objs, EMPTY)
+    names = {o.name for o in objs}
+    assert {"u (descriptor)", "fixed"} <= names, names
+    assert "u" not in names
