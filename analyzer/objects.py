@@ -618,13 +618,13 @@ def outside_note(resolver: symbols.CodeResolver, pid: np.ndarray, addr: np.ndarr
     pid = np.asarray(pid).astype(np.int64)
     pairs, inverse = np.unique(np.stack([pid, keys.astype(np.int64)]), axis=1, return_inverse=True)
     places = [_place(resolver, int(p), int(a) & 0xFFFFFFFFFFFFFFFF) for p, a in pairs.T.tolist()]
-    by_place: dict[str, list[int]] = {}
-    for k, place in enumerate(places):
-        by_place.setdefault(place, []).append(k)
+    names = sorted(set(places))
+    place_of = np.array([names.index(p) for p in places])[inverse.ravel()]  # per sample
+    totals = np.bincount(place_of, weights=w, minlength=len(names))
     parts = []
-    for place, ks in sorted(by_place.items(), key=lambda kv: -w[np.isin(inverse, kv[1])].sum()):
-        rows = np.flatnonzero(np.isin(inverse, ks))
-        n = float(w[rows].sum())
+    for g in np.argsort(-totals, kind="stable").tolist():
+        place, n = names[g], float(totals[g])
+        rows = np.flatnonzero(place_of == g)
         if n < OUTSIDE_NOTE_SHARE * max(with_address, 1) or len(parts) == 3:
             break
         ips, inv = np.unique(np.stack([pid[rows], np.asarray(ip)[rows].astype(np.int64)]), axis=1,
