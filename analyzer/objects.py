@@ -160,9 +160,32 @@ def heap_intervals(ot: dict, objs: list[Obj], sites: dict[int, int] | None = Non
 
 
 #: A site's sampled blocks start a new instance (another call of the code building the
-#: array: the next level of a multigrid, the next time step's temporary) after this many
-#: sampled blocks of other sites were allocated since its last one.
+#: array: the next level of a multigrid, the next time step's temporary) after at least
+#: this many sampled blocks of other sites were allocated since its last one ...
 INSTANCE_BREAK = 4
+#: ... and after more than the site's interleaving explains: the expected number of
+#: breaks found in one instance by chance is at most this.
+INSTANCE_FALSE_BREAKS = 0.05
+
+
+def _break_threshold(gaps: np.ndarray) -> int:
+    """How many other sites' sampled blocks between two of a site's make a new instance.
+
+    Blocks allocated in one loop with other sites' blocks (`vals[i] = new double[27];
+    inds[i] = new int[27]`) are sampled in proportion to their bytes, so the number of
+    other sites' sampled blocks between two of this site's is geometric, with a mean m
+    set by the site's share of the bytes: P(gap = 0) = 1 / (m + 1), which the few real
+    breaks (gaps of whole other arrays) barely move.  A gap longer than any such run is
+    likely to be among the site's gaps (false breaks <= INSTANCE_FALSE_BREAKS) is a
+    break."""
+    if not len(gaps):
+        return INSTANCE_BREAK
+    zero = float(np.mean(gaps == 0))
+    m = (1.0 - zero) / zero if zero > 0 else float(np.mean(np.sort(gaps)[:max(1, len(gaps) * 9 // 10)]))
+    if m <= 0:
+        return INSTANCE_BREAK
+    t = np.log(INSTANCE_FALSE_BREAKS / len(gaps)) / np.log(m / (m + 1.0))
+    return max(INSTANCE_BREAK, int(np.ceil(t)))
 
 
 def _instances(pid, obj, sampled, t0) -> np.ndarray:
@@ -171,22 +194,18 @@ def _instances(pid, obj, sampled, t0) -> np.ndarray:
     An array of small blocks is built in a burst of allocations from one call stack; a
     second array from the same call stack (`lv->u = grid_alloc(n)` in a loop over
     levels) is another burst, with other sites' blocks allocated in between (the level's
-    f and r).  Fine interleaving (`a[i] = malloc(..); b[i] = malloc(..)` in one loop)
-    does not break an instance."""
+    f and r).  Interleaving (`a[i] = malloc(..); b[i] = malloc(..)` in one loop) does
+    not break an instance (_break_threshold)."""
     inst = np.full(len(obj), -1, dtype=np.int64)
     for p in np.unique(pid[sampled]).tolist():
         rows = np.flatnonzero(sampled & (pid == p))
         rows = rows[np.argsort(t0[rows], kind="stable")]
-        last: dict[int, int] = {}
-        current: dict[int, int] = {}
-        for g, k in enumerate(rows.tolist()):
-            site = int(obj[k])
-            if site not in last:
-                current[site] = 0
-            elif g - last[site] - 1 >= INSTANCE_BREAK:
-                current[site] += 1
-            last[site] = g
-            inst[k] = current[site]
+        site_of = obj[rows].astype(np.int64)
+        for site in np.unique(site_of).tolist():
+            at = np.flatnonzero(site_of == site)  # positions in the allocation order
+            gaps = np.diff(at) - 1  # other sites' sampled blocks in between
+            new = np.r_[0, (gaps >= _break_threshold(gaps)).astype(np.int64)]
+            inst[rows[at]] = np.cumsum(new)
     return inst
 
 
@@ -506,13 +525,21 @@ def name_object(o: Obj, resolver: symbols.CodeResolver, prof: Profile) -> None:
         # array, up to a few wrappers deep (xmalloc inside new_grid inside main)
         # (a wrapper that builds a grid row by row, `g[i][j] = calloc(...)` returning g,
         # names the rows after its caller's variable: `lv->u[][]`)
+        # (an out-parameter, `v.values = new double[n]` in `InitializeVector(Vector &v,
+        # int n)`, names the array after what its caller passes: `InitializeVector(b, n)`
+        # -> `b.values`, at the site of the allocation)
         callers = itertools.islice(resolver.user_frames(o.pid, ips), 1, 4)  # resolved only if needed
         cur, at, rows, suffix = var, named_at, "", ""
         while at is not None:
             part = srcnames.returned_part(str(at[0]), at[1].line, cur, symbols.source_language(at[1].file),
                                           resolver.archive)
             if part is None:
-                break
+                passed = _passed_from_caller(cur, at, callers, roots, resolver.archive)
+                if passed is None:
+                    break
+                cur, at = passed  # the site stays the allocating line: the callee's
+                var, named_at, suffix = cur, at, rows
+                continue
             rows = part + rows
             caller = next(callers, None)
             if caller is None:
@@ -526,6 +553,27 @@ def name_object(o: Obj, resolver: symbols.CodeResolver, prof: Profile) -> None:
                                        symbols.source_language(named_at[1].file), resolver.archive) + suffix
             var = element_name(var, o.count)
     o.name = var or o.site
+
+
+def _passed_from_caller(name: str | None, at, callers, roots: list[str], archive: Archive):
+    """(name, (source path, caller)) of an array the function at ``at`` allocated into
+    its parameter (srcnames.through_parameter), named by the caller's argument; None
+    when the name is not reached through a parameter or the caller's call is not read."""
+    if name is None:
+        return None
+    lang = symbols.source_language(at[1].file)
+    via = srcnames.through_parameter(str(at[0]), at[1].line, name, lang, archive)
+    if via is None:
+        return None
+    caller = next(callers, None)
+    if caller is None:
+        return None
+    src = srcnames.find_source(caller.file, [r for r in roots if r], archive)
+    if src is None:
+        return None
+    got = srcnames.through_argument(str(src), caller.line, caller.column, at[1].function, via,
+                                    symbols.source_language(caller.file), archive)
+    return None if got is None else (got, (src, caller))
 
 
 _REPLICATE_CALL = re.compile(r"\bnumaprof_replicate\s*\(\s*([A-Za-z_][\w.>-]*)")

@@ -409,6 +409,196 @@ def returned_part(path: str, line: int, name: str | None, lang: str | None = Non
     return None
 
 
+_THROUGH = re.compile(r"^(\*?)\s*([A-Za-z_]\w*)((?:\.|->|\[).*)?$", re.S)
+
+
+def through_parameter(path: str, line: int, name: str | None, lang: str | None = None,
+                      archive: Archive = EMPTY) -> tuple[int, str, str] | None:
+    """When ``name``, what the allocation on ``path:line`` is assigned to, is reached
+    through a parameter of the C or C++ function holding the line (an out-parameter:
+    ``v.values = new double[n]`` in ``void InitializeVector(Vector &v, int n)``,
+    ``g->cells = malloc(...)`` with ``struct grid *g``, ``*out = malloc(n)``): (index of
+    the parameter, ``*`` when the name dereferences it or "", the rest of the name after
+    it: ``.values``).  The caller's argument names the array (:func:`through_argument`).
+    Fortran: a dummy argument (``allocate(f(n))``, ``allocate(g%u(n))``).
+    None otherwise, and for a parameter the function assigns to itself (``p = ...``:
+    the caller's variable is not changed)."""
+    lang = lang or source_language(path)
+    if lang == "fortran":
+        return _fortran_dummy(path, line, name, archive)
+    m = _THROUGH.match(name or "")
+    if lang not in ("c", "cpp") or m is None or line <= 0:
+        return None
+    parsed = _parse(path, lang, archive)
+    if parsed is None:
+        return None
+    tree, src = parsed
+    funcs: list = []
+    _collect(tree.root_node, line - 1, ("function_definition",), funcs)
+    if not funcs:
+        return None
+    decl = funcs[-1].child_by_field_name("declarator")
+    while decl is not None and decl.type != "function_declarator":
+        decl = decl.child_by_field_name("declarator")
+    params = decl.child_by_field_name("parameters") if decl is not None else None
+    if params is None:
+        return None
+    plist = [p for p in params.named_children
+             if p.type in ("parameter_declaration", "optional_parameter_declaration")]
+    names = [_parameter_name(p, src) for p in plist]
+    if m.group(2) not in names:
+        return None
+    index = names.index(m.group(2))
+    if not (m.group(1) or m.group(3)) and not _by_reference(plist[index]):
+        return None  # `p = malloc(n)` changes the function's own copy
+    if m.group(2) in _locals_of(funcs[-1], src):
+        return None  # a local of the same name hides the parameter
+    return index, m.group(1), m.group(3) or ""
+
+
+_FORTRAN_THROUGH = re.compile(r"^([A-Za-z_]\w*)((?:%|\().*)?$", re.S)
+
+
+def _fortran_dummy(path: str, line: int, name: str | None, archive: Archive) -> tuple[int, str, str] | None:
+    """Fortran: an array allocated through a dummy argument of the subroutine or
+    function holding the line (``allocate(f(n))`` with ``f`` a dummy, ``allocate(g%u(n))``
+    with ``type(grid) :: g``): Fortran passes it by reference, so the caller's actual
+    argument is the array."""
+    m = _FORTRAN_THROUGH.match(name or "")
+    parsed = _parse(path, "fortran", archive) if m is not None and line > 0 else None
+    if parsed is None:
+        return None
+    tree, src = parsed
+    procs: list = []
+    _collect(tree.root_node, line - 1, ("subroutine", "function"), procs)
+    if not procs:
+        return None
+    stmt = next((c for c in procs[-1].children if c.type in ("subroutine_statement", "function_statement")), None)
+    params = next((c for c in stmt.children if c.type == "parameters"), None) if stmt is not None else None
+    if params is None:
+        return None
+    names = [_text(c, src).lower() for c in params.named_children if c.type == "identifier"]
+    head = m.group(1).lower()
+    return (names.index(head), "", m.group(2) or "") if head in names else None
+
+
+def _fortran_argument(tree, src: bytes, line: int, callee: str, via: tuple[int, str, str]) -> str | None:
+    calls: list = []
+    _collect(tree.root_node, line - 1, ("subroutine_call",), calls)
+    want = plain_function(callee).lower()
+    calls = [c for c in calls if c.child_by_field_name("subroutine") is not None
+             and _text(c.child_by_field_name("subroutine"), src).lower() == want]
+    if len(calls) != 1:
+        return None
+    args = next((c for c in calls[0].children if c.type == "argument_list"), None)
+    index, _, rest = via
+    if args is None or index >= len(args.named_children):
+        return None
+    arg = args.named_children[index]
+    if arg.type not in ("identifier", "call_expression", "derived_type_member_expression"):
+        return None  # a keyword argument, an expression
+    return " ".join(_text(arg, src).split()) + rest
+
+
+def _by_reference(p) -> bool:
+    """A C++ reference parameter (``double *&p``, ``std::vector<double> &v``)."""
+    d = p.child_by_field_name("declarator")
+    while d is not None:
+        if d.type == "reference_declarator":
+            return True
+        d = d.child_by_field_name("declarator")
+    return False
+
+
+def _parameter_name(p, src: bytes) -> str | None:
+    d = p.child_by_field_name("declarator")
+    while d is not None and d.type != "identifier":
+        nxt = d.child_by_field_name("declarator")
+        if nxt is None:  # `Vector &v`: the reference declarator holds the name unfielded
+            nxt = next((c for c in d.named_children if c.type.endswith(("declarator", "identifier"))), None)
+        d = nxt
+    return _text(d, src) if d is not None else None
+
+
+def _locals_of(func, src: bytes) -> set[str]:
+    body = func.child_by_field_name("body")
+    decls: list = []
+    if body is not None:
+        _find(body, "declaration", decls)
+    out = set()
+    for d in decls:
+        for declarator in d.children_by_field_name("declarator"):
+            if declarator.type == "init_declarator":
+                declarator = declarator.child_by_field_name("declarator")
+            while declarator is not None and declarator.type in ("pointer_declarator", "reference_declarator"):
+                declarator = declarator.child_by_field_name("declarator") or next(
+                    (c for c in declarator.named_children if c.type.endswith("declarator") or c.type == "identifier"),
+                    None)
+            if declarator is not None and declarator.type == "identifier":
+                out.add(_text(declarator, src))
+    return out
+
+
+_SIMPLE_ARGUMENT = re.compile(r"^[&*]?\s*[A-Za-z_][\w.\[\]>:\s-]*$")
+_TEMPLATE_ARGS = re.compile(r"<[^<>]*>")
+
+
+_FORTRAN_MODULE = re.compile(r"^__\w+?_MOD_")  # gfortran's module procedure symbols
+
+
+def plain_function(name: str) -> str:
+    """A function's own name from the one DWARF or a call gives: ``ns::Grid::init(int)``,
+    ``alloc<double>``, ``obj.init``, ``__grids_MOD_init`` → ``init``, ``alloc``."""
+    name = _FORTRAN_MODULE.sub("", name.split("(", 1)[0])
+    while _TEMPLATE_ARGS.search(name):
+        name = _TEMPLATE_ARGS.sub("", name)
+    return re.split(r"::|\.|->", name)[-1].strip()
+
+
+def through_argument(path: str, line: int, column: int, callee: str, via: tuple[int, str, str],
+                     lang: str | None = None, archive: Archive = EMPTY) -> str | None:
+    """The name of what the call to ``callee`` on ``path:line`` passes for the parameter
+    ``via`` (:func:`through_parameter`) went through: ``InitializeVector(b, n)`` with
+    ``v.values`` → ``b.values``; ``init(&g)`` with ``g->cells`` → ``g.cells``;
+    ``make(&a)`` with ``*out`` → ``a``.  None when no such call is on the line or its
+    argument is not a plain variable, member or element."""
+    lang = lang or source_language(path)
+    if lang not in ("c", "cpp", "fortran") or line <= 0:
+        return None
+    parsed = _parse(path, lang, archive)
+    if parsed is None:
+        return None
+    tree, src = parsed
+    if lang == "fortran":
+        return _fortran_argument(tree, src, line, callee, via)
+    calls: list = []
+    _collect(tree.root_node, line - 1, ("call_expression",), calls)
+    want = plain_function(callee)
+    calls = [c for c in calls if c.child_by_field_name("function") is not None
+             and plain_function(_text(c.child_by_field_name("function"), src)) == want]
+    if column > 0 and len(calls) > 1:
+        held = [c for c in calls if c.start_point[0] == line - 1 and c.start_point[1] <= column - 1 < c.end_point[1]]
+        calls = held[-1:] or calls
+    if len(calls) != 1:
+        return None
+    args = calls[0].child_by_field_name("arguments")
+    index, deref, rest = via
+    if args is None or index >= len(args.named_children):
+        return None
+    arg = " ".join(_text(_strip(args.named_children[index], src), src).split())
+    if not _SIMPLE_ARGUMENT.match(arg):
+        return None
+    address_of = arg.startswith("&")
+    base = arg[1:].strip() if address_of else arg
+    if deref:  # *out: what out points to
+        return base + rest if address_of else f"*{base}{rest}"
+    if rest.startswith("->") and address_of:
+        return f"{base}.{rest[2:]}"
+    if rest.startswith(".") and base.startswith("*"):
+        return f"{base[1:].strip()}->{rest[1:]}"
+    return base + rest
+
+
 def _find(node, type_: str, out: list) -> None:
     if node.type == type_:
         out.append(node)

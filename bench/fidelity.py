@@ -50,7 +50,7 @@ SOURCE_SUFFIXES = (".c", ".cpp", ".f90")
 LOST_RULES = ("no_mem", "clobbered", "vsib", "segment", "undecodable", "unreadable", "kernel")
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
-_PART = rf"{_IDENT}(?:<[^@()\s]*>)?(?:\[[^\]@]*\])*"
+_PART = rf"{_IDENT}(?:<[^@()\s]*>)?(?:\[[^\]@]*\]|\([^()@]*\))*"
 # a source name: identifiers joined by C/C++/Fortran member or scope operators, with
 # optional indexes and template arguments, optionally after a type keyword
 _NAMED = re.compile(rf"^(?:(?:struct|class|union|type)\s+)?{_PART}(?:(?:::|->|\.|%){_PART})*$")
@@ -68,9 +68,10 @@ def is_named(name: str) -> bool:
 
 def leaf(name: str) -> str:
     """The last component of a source name, indexes and template arguments dropped:
-    `lv[l].u` -> `u`, `Mesh::m_pos` -> `m_pos`, `struct grid.energy` -> `energy`."""
+    `lv[l].u` -> `u`, `Mesh::m_pos` -> `m_pos`, `struct grid.energy` -> `energy`,
+    Fortran's `lv(2)%u` -> `u`."""
     last = _SPLIT.split(name.split()[-1])[-1]
-    return re.sub(r"<.*>|\[.*\]", "", last)
+    return re.sub(r"<.*>|\[.*\]|\(.*\)", "", last)
 
 
 @dataclass(frozen=True)

@@ -121,7 +121,7 @@ def test_corpus_declares_its_answers():
 
 
 @pytest.mark.parametrize("name, named", [
-    ("u", True), ("g->energy", True), ("lv[l].u", True), ("Mesh::m_pos", True),
+    ("u", True), ("g->energy", True), ("grids[].energy", True), ("lv(2)%u", True), ("lv[l].u", True), ("Mesh::m_pos", True),
     ("grid::field", True), ("struct grid.energy", True), ("fields%w", True), ("this->m_pos", True),
     ("[stack]", False), ("[heap]", False), ("stack@0x7f0217b64000", False),
     ("anon@0x5558a5d93000", False), ("heap@0x1000", False), ("main@cg.c:96", False),
@@ -134,7 +134,7 @@ def test_named_definition(name, named):
 
 @pytest.mark.parametrize("name, last", [
     ("u", "u"), ("g->energy", "energy"), ("lv[l].u", "u"), ("Mesh::m_pos", "m_pos"),
-    ("struct grid.energy", "energy"), ("fields%w", "w"), ("g[i][j]", "g"),
+    ("struct grid.energy", "energy"), ("fields%w", "w"), ("g[i][j]", "g"), ("lv(2)%u", "u"),
 ])
 def test_leaf(name, last):
     assert fidelity.leaf(name) == last

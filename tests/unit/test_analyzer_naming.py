@@ -678,8 +678,9 @@ int main(int argc, char **argv)
 def test_c_struct_members_macro_and_inlined_wrapper(tmp_path, opt):
     """gcc -O2/-O3 inline both helpers into main: `g->energy = NEW(double, n)` (calloc
     through a casting macro) and `g->xs = (double *)malloc(...)` keep the struct
-    member's name and the helper's line (it returns nothing); `make_table` returns its
-    cast aligned_alloc through a variable, so main's `table` names it."""
+    member's name, through the helper's parameter `g` the caller's `&grids[k]`
+    (`grids[k].energy`), and the helper's line (it returns nothing); `make_table`
+    returns its cast aligned_alloc through a variable, so main's `table` names it."""
     exe = _build(tmp_path, "tl.c", C_MEMBERS_MACRO, "gcc", ["-g", opt])
     (energy,) = _return_addresses(exe, ["calloc"])
     (xs,) = _return_addresses(exe, ["malloc"])
@@ -692,8 +693,8 @@ def test_c_struct_members_macro_and_inlined_wrapper(tmp_path, opt):
     def at(text):
         return lines.index(text) + 1
 
-    assert got[addrs[0]] == ("g->energy", f"grid_alloc@tl.c:{at('    g->energy = NEW(double, n);')}"), got
-    assert got[addrs[1]] == ("g->xs", f"grid_alloc@tl.c:{at('    g->xs = (double *)malloc((size_t)n * 5 * sizeof *g->xs);')}")
+    assert got[addrs[0]] == ("grids[k].energy", f"grid_alloc@tl.c:{at('    g->energy = NEW(double, n);')}"), got
+    assert got[addrs[1]] == ("grids[k].xs", f"grid_alloc@tl.c:{at('    g->xs = (double *)malloc((size_t)n * 5 * sizeof *g->xs);')}")
     assert got[addrs[2]] == ("table", f"main@tl.c:{at('    double *table = make_table((size_t)n);')}"), got
 
 
@@ -878,3 +879,158 @@ def test_fortran_module_descriptor_is_not_the_array(tmp_path):
     names = {o.name for o in objs}
     assert {"u (descriptor)", "fixed"} <= names, names
     assert "u" not in names
+
+
+CXX_OUT_PARAMETERS = """\
+#include <cstdio>
+#include <cstdlib>
+
+struct Vector { int n; double *values; };
+struct Grid { double *cells; };
+
+static void InitializeVector(Vector &v, int n)
+{
+    v.n = n;
+    v.values = new double[n];
+}
+
+__attribute__((noinline)) static void init_grid(Grid *g, int n)
+{
+    g->cells = static_cast<double *>(calloc(n, sizeof(double)));
+}
+
+__attribute__((noinline)) static void make(double **out, int n)
+{
+    *out = static_cast<double *>(malloc(n * sizeof(double)));
+}
+
+__attribute__((noinline)) static void setup(Vector &x, Grid &h, int n)
+{
+    init_grid(&h, n);  /* first: a call last would be a jump */
+    InitializeVector(x, n);
+}
+
+int main(int argc, char **argv)
+{
+    int n = argc * 1000;
+    Vector b, x;
+    Grid g, h;
+    double *a;
+    InitializeVector(b, n);
+    init_grid(&g, n);
+    make(&a, n);
+    setup(x, h, n + 1);
+    std::printf("%p %p %p %p %p %p\\n", (void *)b.values, (void *)x.values, (void *)g.cells,
+                (void *)h.cells, (void *)a, (void *)&n);
+    return 0;
+}
+"""
+
+
+def test_out_parameters_take_the_callers_argument(tmp_path):
+    """A function that allocates into its parameter (HPCG's `InitializeVector(Vector &v,
+    n)`: `v.values = new double[n]`; `g->cells = calloc(...)` with `Grid *g`; `*out =
+    malloc(...)`) names the array after what its caller passes (`b.values`, `g.cells`,
+    `a`), through two such functions (`setup(x, h)` -> `x.values`, `h.cells`), inlined
+    or not; the site stays the allocating line."""
+    exe = _build(tmp_path, "outp.cpp", CXX_OUT_PARAMETERS, "g++", ["-g", "-O2"])
+    new_main, new_setup = _calls(exe, "_Znam")  # InitializeVector inlined into main and setup
+    (in_calloc,) = _calls(exe, "calloc")
+    (in_malloc,) = _calls(exe, "malloc")
+    grid_calls = _calls(exe, r"_ZL9init_gridP4Gridi")
+    (main_make,) = _calls(exe, r"_ZL4makePPdi")
+    (main_setup,) = _calls(exe, r"_ZL5setupR6VectorR4Gridi")
+    assert len(grid_calls) == 2, grid_calls
+    setup_grid, main_grid = sorted(grid_calls, key=lambda a: abs(a - new_setup))
+    stacks = [[new_main], [in_calloc, main_grid], [in_malloc, main_make], [new_setup, main_setup],
+              [in_calloc, setup_grid, main_setup]]
+    w = profgen.ProfileWriter(tmp_path / "prof")
+    w.manifest(cwd=str(tmp_path))
+    w.topology([[0, 1]])
+    maps = _mappings_for(exe)
+    w.table("mappings", time=[0] * len(maps), pid=[9] * len(maps), start=[m[0] for m in maps],
+            len=[m[1] for m in maps], pgoff=[m[2] for m in maps], prot=[5] * len(maps),
+            flags=[2] * len(maps), path=[str(exe)] * len(maps))
+    addrs = [0x7F00_0000_0000 + i * 0x1000_0000 for i in range(len(stacks))]
+    k = len(stacks)
+    w.table("objects", time=[1] * k, free_time=[0] * k, pid=[9] * k, tid=[9] * k, addr=addrs,
+            size=[1 << 20] * k, kind=[1] * k, stack=list(range(1, k + 1)), prev=[0] * k)
+    rows = [(i + 1, d, BASE + ra) for i, st in enumerate(stacks) for d, ra in enumerate(st)]
+    w.table("stack_frames", stack=[r[0] for r in rows], depth=[r[1] for r in rows],
+            ip=[r[2] for r in rows])
+    w.table("samples", time=list(range(10, 10 + k)), pid=[9] * k, tid=[9] * k, cpu=[0] * k,
+            ip=[0] * k, addr=[a + 64 for a in addrs], access=[1] * k)
+    got = {o.address: (o.name, o.site) for o in analyze(w.path).objects}
+    assert got[addrs[0]] == ("b.values", "InitializeVector@outp.cpp:10"), got
+    assert got[addrs[1]] == ("g.cells", "init_grid@outp.cpp:15"), got
+    assert got[addrs[2]] == ("a", "make@outp.cpp:20"), got
+    assert got[addrs[3]] == ("x.values", "InitializeVector@outp.cpp:10"), got
+    assert got[addrs[4]] == ("h.cells", "init_grid@outp.cpp:15"), got
+
+
+def test_through_parameter_forms(tmp_path):
+    """Which names reach the caller through a parameter, and what the caller's argument
+    makes of them."""
+    src = tmp_path / "p.cpp"
+    src.write_text(
+        "void f(Vector &v, int n) { v.values = new double[n]; }\n"
+        "void g(grid *q, int n) { q->cells = new double[n]; }\n"
+        "void h(double **out, int n) { *out = new double[n]; }\n"
+        "void r(double *&p, int n) { p = new double[n]; }\n"
+        "void own(double *p, int n) { p = new double[n]; }\n"
+        "void hide(Vector &v, int n) { Vector v; v.values = new double[n]; }\n"
+        "void rows(double **m, int n) { for (int i = 0; i < n; i++) m[i] = new double[n]; }\n"
+        "int main() { f(b, 1); f(*pb, 2); g(&gr, 3); g(pg, 4); h(&a, 5); h(pp, 6); r(c, 7); rows(mat, 8);\n"
+        "  f(make(), 9); }\n"
+    )
+    S = str(src)
+    via = {line: srcnames.through_parameter(S, line, name) for line, name in
+           [(1, "v.values"), (2, "q->cells"), (3, "*out"), (4, "p"), (5, "p"), (6, "v.values"), (7, "m[i]")]}
+    assert via == {1: (0, "", ".values"), 2: (0, "", "->cells"), 3: (0, "*", ""), 4: (0, "", ""),
+                   5: None, 6: None, 7: (0, "", "[i]")}
+    col = {k: 1 + open(S).read().splitlines()[7].index(k) for k in ("f(b", "f(*pb", "g(&gr", "g(pg", "h(&a",
+                                                                     "h(pp", "r(c", "rows(")}
+    arg = {k: srcnames.through_argument(S, 8, c, k.split("(")[0], via[{"f": 1, "g": 2, "h": 3, "r": 4,
+                                                                      "rows": 7}[k.split("(")[0]]])
+           for k, c in col.items()}
+    assert arg == {"f(b": "b.values", "f(*pb": "pb->values", "g(&gr": "gr.cells", "g(pg": "pg->cells",
+                   "h(&a": "a", "h(pp": "*pp", "r(c": "c", "rows(": "mat[i]"}
+    assert srcnames.through_argument(S, 9, 0, "f", via[1]) is None  # not a variable
+    assert srcnames.plain_function("ns::Grid::init<double>(int)") == "init"
+
+
+def test_fortran_dummy_arguments_take_the_actual_argument(tmp_path):
+    """Fortran passes by reference: an array allocated through a dummy argument
+    (`allocate(a(n))`, `allocate(g%u(n))`) is the caller's actual argument (`x`,
+    `lv(2)%u`); a local of the subroutine is not."""
+    src = tmp_path / "d.f90"
+    src.write_text(
+        "module m\n"
+        "contains\n"
+        "  subroutine alloc_field(a, n)\n"
+        "    real(8), allocatable, intent(out) :: a(:)\n"
+        "    integer :: n\n"
+        "    real(8), allocatable :: t(:)\n"
+        "    allocate(a(n), t(n))\n"
+        "  end subroutine\n"
+        "  subroutine init(g, n)\n"
+        "    type(grid) :: g\n"
+        "    integer :: n\n"
+        "    allocate(g%u(n))\n"
+        "  end subroutine\n"
+        "end module\n"
+        "program p\n"
+        "  use m\n"
+        "  call alloc_field(x, 10)\n"
+        "  call init(lv(2), 5)\n"
+        "  call alloc_field(1.0 * y, 3)\n"
+        "end program\n"
+    )
+    S = str(src)
+    assert srcnames.through_parameter(S, 7, "a") == (0, "", "")
+    assert srcnames.through_parameter(S, 7, "t") is None
+    assert srcnames.through_parameter(S, 12, "g%u") == (0, "", "%u")
+    assert srcnames.through_argument(S, 17, 0, "__m_MOD_alloc_field", (0, "", "")) == "x"
+    assert srcnames.through_argument(S, 18, 0, "__m_MOD_init", (0, "", "%u")) == "lv(2)%u"
+    assert srcnames.through_argument(S, 19, 0, "__m_MOD_alloc_field", (0, "", "")) is None
+    assert srcnames.through_argument(S, 18, 0, "__m_MOD_alloc_field", (0, "", "")) is None

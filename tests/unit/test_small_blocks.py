@@ -148,6 +148,25 @@ def test_instances_are_bursts_of_one_site():
     assert objects._instances(np.zeros(n, dtype=np.int64), obj, sampled, np.arange(n, dtype=np.uint64))[0] == -1
 
 
+def test_interleaving_by_bytes_is_one_instance():
+    """Two sites allocated in one loop (`vals[i] = new double[27]; inds[i] = new
+    int[27]`, as HPCG builds its matrix rows), their blocks sampled in proportion to
+    their bytes (2:1): runs of the larger site's sampled blocks between two of the
+    smaller's are often 4 or longer, and still one instance each.  The same sites
+    built again after a burst of another site's blocks are a second instance."""
+    rng = np.random.default_rng(3)
+    loop = np.where(rng.random(300) < 2 / 3, 1, 2)  # which site each sampled block is
+    assert max(len(r) for r in "".join(map(str, loop)).split("2")) >= 6  # long runs occur
+    sites = np.r_[loop, [3] * 150, loop]
+    n = len(sites)
+    got = objects._instances(np.zeros(n, dtype=np.int64), sites.astype(np.int64), np.ones(n, dtype=bool),
+                             np.arange(n, dtype=np.uint64))
+    for site in (1, 2):
+        first, second = got[:300][loop == site], got[450:][loop == site]
+        assert set(first.tolist()) == {0} and set(second.tolist()) == {1}, site
+    assert set(got[300:450].tolist()) == {0}
+
+
 def test_each_instance_is_its_own_logical_array():
     """Two bursts of one site far apart in the heap: a sample's position is within its
     own instance (as a tracked allocation's is within its allocation)."""
