@@ -572,7 +572,7 @@ def _passed_from_caller(name: str | None, at, callers, roots: list[str], archive
     if src is None:
         return None
     got = srcnames.through_argument(str(src), caller.line, caller.column, at[1].function, via,
-                                    symbols.source_language(caller.file), archive)
+                                    symbols.source_language(caller.file), archive, caller.body_call)
     return None if got is None else (got, (src, caller))
 
 

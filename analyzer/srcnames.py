@@ -469,8 +469,7 @@ def _fortran_dummy(path: str, line: int, name: str | None, archive: Archive) -> 
     if parsed is None:
         return None
     tree, src = parsed
-    procs: list = []
-    _collect(tree.root_node, line - 1, ("subroutine", "function"), procs)
+    procs = [p for p in _nodes_at(tree, line, "subroutine", "function") if p.is_named]
     if not procs:
         return None
     stmt = next((c for c in procs[-1].children if c.type in ("subroutine_statement", "function_statement")), None)
@@ -482,12 +481,26 @@ def _fortran_dummy(path: str, line: int, name: str | None, archive: Archive) -> 
     return (names.index(head), "", m.group(2) or "") if head in names else None
 
 
-def _fortran_argument(tree, src: bytes, line: int, callee: str, via: tuple[int, str, str]) -> str | None:
-    calls: list = []
-    _collect(tree.root_node, line - 1, ("subroutine_call",), calls)
+def _fortran_argument(tree, src: bytes, line: int, callee: str, via: tuple[int, str, str],
+                      call: tuple[int, int] | None) -> str | None:
     want = plain_function(callee).lower()
-    calls = [c for c in calls if c.child_by_field_name("subroutine") is not None
-             and _text(c.child_by_field_name("subroutine"), src).lower() == want]
+
+    def to_callee(nodes):
+        return [c for c in nodes if c.child_by_field_name("subroutine") is not None
+                and _text(c.child_by_field_name("subroutine"), src).lower() == want]
+
+    calls = to_callee(_nodes_at(tree, line, "subroutine_call"))
+    if not calls and call is not None:
+        # gfortran -O2 gives a call passing an intent(out) allocatable the line of the
+        # procedure's `end` or its first line: the n-th of the procedure's `count` calls
+        # to the callee in code order is its n-th in source
+        procs = [p for p in _nodes_at(tree, line, "subroutine", "function", "program")
+                 if p.is_named]  # not the keyword `program` of its statement
+        found: list = []
+        if procs:
+            _find(procs[-1], "subroutine_call", found)
+        found = to_callee(found)
+        calls = [found[call[0]]] if len(found) == call[1] else []
     if len(calls) != 1:
         return None
     args = next((c for c in calls[0].children if c.type == "argument_list"), None)
@@ -498,6 +511,12 @@ def _fortran_argument(tree, src: bytes, line: int, callee: str, via: tuple[int, 
     if arg.type not in ("identifier", "call_expression", "derived_type_member_expression"):
         return None  # a keyword argument, an expression
     return " ".join(_text(arg, src).split()) + rest
+
+
+def _nodes_at(tree, line: int, *types: str) -> list:
+    out: list = []
+    _collect(tree.root_node, line - 1, types, out)
+    return out
 
 
 def _by_reference(p) -> bool:
@@ -556,12 +575,15 @@ def plain_function(name: str) -> str:
 
 
 def through_argument(path: str, line: int, column: int, callee: str, via: tuple[int, str, str],
-                     lang: str | None = None, archive: Archive = EMPTY) -> str | None:
+                     lang: str | None = None, archive: Archive = EMPTY,
+                     call: tuple[int, int] | None = None) -> str | None:
     """The name of what the call to ``callee`` on ``path:line`` passes for the parameter
     ``via`` (:func:`through_parameter`) went through: ``InitializeVector(b, n)`` with
     ``v.values`` → ``b.values``; ``init(&g)`` with ``g->cells`` → ``g.cells``;
     ``make(&a)`` with ``*out`` → ``a``.  None when no such call is on the line or its
-    argument is not a plain variable, member or element."""
+    argument is not a plain variable, member or element.  ``call`` (Fortran, ``n, count``:
+    the caller's n-th of its ``count`` calls to the callee, :meth:`ElfInfo.call_rank`)
+    finds the call when the line table put it on another line."""
     lang = lang or source_language(path)
     if lang not in ("c", "cpp", "fortran") or line <= 0:
         return None
@@ -570,7 +592,7 @@ def through_argument(path: str, line: int, column: int, callee: str, via: tuple[
         return None
     tree, src = parsed
     if lang == "fortran":
-        return _fortran_argument(tree, src, line, callee, via)
+        return _fortran_argument(tree, src, line, callee, via, call)
     calls: list = []
     _collect(tree.root_node, line - 1, ("call_expression",), calls)
     want = plain_function(callee)

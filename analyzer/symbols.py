@@ -70,8 +70,10 @@ class SourceLine:
     # the class of the function whose body holds the line, when it is a member function
     scope: ClassScope | None = field(default=None, compare=False, repr=False)
     # (n, count) of an allocating call among the calls its statement makes to the same
-    # function (ElfInfo.call_rank), when that is known and matters (Fortran)
+    # function (ElfInfo.call_rank), when that is known and matters (Fortran); and among
+    # the calls its function body makes to it (a caller whose line the table misplaced)
     call: tuple[int, int] | None = field(default=None, compare=False, repr=False)
+    body_call: tuple[int, int] | None = field(default=None, compare=False, repr=False)
 
     @property
     def site(self) -> str:
@@ -380,10 +382,11 @@ class ElfInfo:
         _, f, ln, col, _, names = self._lines
         return names[f[i]], int(ln[i]), int(col[i])
 
-    def call_rank(self, ret: int) -> tuple[int, int] | None:
+    def call_rank(self, ret: int, statement: bool = True) -> tuple[int, int] | None:
         """(n, count): the call returning to link-time address ``ret`` is the n-th (from 0)
         of the ``count`` calls to the same function that its source statement (file, line
-        and column of the call) makes, in source order.
+        and column of the call) makes, in source order; not ``statement``: of the calls
+        its function body makes, in code order.
 
         One Fortran ``allocate(u(n), v(n), w(n))`` calls malloc three times from one line
         and column; the line table tells the calls apart only by their discriminators,
@@ -401,8 +404,9 @@ class ElfInfo:
         same = []
         for r in self._calls_like(ret):
             i = self._row_at(r - 1)
-            if i is not None and (f[i], ln[i], col[i]) == key[:3] and self._body_of(r - 1) == key[3]:
-                same.append((int(self._discriminators[i]), r))
+            if i is not None and self._body_of(r - 1) == key[3] and (
+                    not statement or (f[i], ln[i], col[i]) == key[:3]):
+                same.append((int(self._discriminators[i]) if statement else r, r))
         rets = [r for _, r in sorted(same)]
         return (rets.index(ret), len(rets)) if ret in rets else None
 
@@ -980,7 +984,8 @@ class CodeResolver:
             if not at and found is not None and source_language(sl.file) == "fortran":
                 # the call is the statement's own (not inlined library code): which of
                 # its allocations it makes (one `allocate` names several arrays)
-                frame = replace(frame, call=found[0].call_rank(found[1] + 1))
+                frame = replace(frame, call=found[0].call_rank(found[1] + 1),
+                                body_call=found[0].call_rank(found[1] + 1, statement=False))
             yield frame
             if at is None:
                 continue

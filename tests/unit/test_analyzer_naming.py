@@ -1034,3 +1034,61 @@ def test_fortran_dummy_arguments_take_the_actual_argument(tmp_path):
     assert srcnames.through_argument(S, 18, 0, "__m_MOD_init", (0, "", "%u")) == "lv(2)%u"
     assert srcnames.through_argument(S, 19, 0, "__m_MOD_alloc_field", (0, "", "")) is None
     assert srcnames.through_argument(S, 18, 0, "__m_MOD_alloc_field", (0, "", "")) is None
+    # the line table put the call on `end program`: the rank of the call among the
+    # procedure's calls to the callee picks it, when their count agrees
+    assert srcnames.through_argument(S, 20, 0, "__m_MOD_alloc_field", (0, "", ""), call=(0, 2)) == "x"
+    assert srcnames.through_argument(S, 20, 0, "__m_MOD_alloc_field", (0, "", ""), call=(1, 2)) is None
+    assert srcnames.through_argument(S, 20, 0, "__m_MOD_alloc_field", (0, "", ""), call=(0, 3)) is None
+
+
+F_DUMMY = """\
+module fields
+  implicit none
+contains
+  subroutine alloc_field(a, n)
+    real(8), allocatable, intent(out) :: a(:)
+    integer, intent(in) :: n
+    allocate(a(n))
+  end subroutine
+end module
+
+program dummy
+  use fields
+  implicit none
+  real(8), allocatable :: x(:), y(:)
+  integer :: n
+  n = 4000
+  call alloc_field(x, n)
+  call alloc_field(y, n + 1)
+  x = 1.0d0
+  y = 2.0d0
+  print *, sum(x) + sum(y)
+end program
+"""
+
+
+def test_fortran_intent_out_dummies_named_at_o2(tmp_path):
+    """gfortran -O2 puts the calls passing an intent(out) allocatable on the line of
+    `end program` (it frees the actual argument there first); the arrays are still the
+    caller's `x` and `y`, by the rank of each call."""
+    exe = _build(tmp_path, "dummy.f90", F_DUMMY, "gfortran", ["-g", "-O2"])
+    (in_alloc,) = _calls(exe, "malloc")
+    first, second = _calls(exe, "__fields_MOD_alloc_field")
+    stacks = [[in_alloc, first], [in_alloc, second]]
+    w = profgen.ProfileWriter(tmp_path / "prof")
+    w.manifest(cwd=str(tmp_path))
+    w.topology([[0, 1]])
+    maps = _mappings_for(exe)
+    w.table("mappings", time=[0] * len(maps), pid=[9] * len(maps), start=[m[0] for m in maps],
+            len=[m[1] for m in maps], pgoff=[m[2] for m in maps], prot=[5] * len(maps),
+            flags=[2] * len(maps), path=[str(exe)] * len(maps))
+    addrs = [0x7F00_0000_0000 + i * 0x1000_0000 for i in range(2)]
+    w.table("objects", time=[1, 2], free_time=[0, 0], pid=[9, 9], tid=[9, 9], addr=addrs,
+            size=[1 << 20] * 2, kind=[1, 1], stack=[1, 2], prev=[0, 0])
+    rows = [(i + 1, d, BASE + ra) for i, st in enumerate(stacks) for d, ra in enumerate(st)]
+    w.table("stack_frames", stack=[r[0] for r in rows], depth=[r[1] for r in rows],
+            ip=[r[2] for r in rows])
+    w.table("samples", time=[10, 11], pid=[9, 9], tid=[9, 9], cpu=[0, 0], ip=[0, 0],
+            addr=[a + 64 for a in addrs], access=[1, 1])
+    got = {o.address: o.name for o in analyze(w.path).objects}
+    assert [got[a] for a in addrs] == ["x", "y"], got
