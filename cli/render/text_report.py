@@ -32,9 +32,24 @@ NAME_WIDTH = 32  # characters of a name in the objects table (the whole name: JS
 SITE_WIDTH = 30
 
 
+# what numaprof adds to a name: `p (pointer)`, `u (descriptor)`, `table (copies)`
+_ANNOTATION = re.compile(r" \((?:pointer|descriptor|copies)\)$")
+_INNER_TEMPLATE = re.compile(r"<(?!…>)(?:[^<>]|<…>)*>")
+
+
 def shorten(text: str, width: int) -> str:
-    """``text`` in at most ``width`` characters, the middle left out (``…``): a C++ name
-    keeps its start and its leaf (``std::vector<dou…>::m_pos``)."""
+    """``text`` in at most ``width`` characters: a C++ name's template arguments left out
+    first, innermost first (``Eigen::Matrix<double, -1, 1, 0, -1, 1>`` →
+    ``Eigen::Matrix<…>``), then the middle (``…``), keeping the start and the leaf
+    (``std::vector<dou…>::m_pos``); an annotation numaprof added (``vals (pointer)``)
+    stays whole."""
+    if len(text) <= width:
+        return text
+    note = _ANNOTATION.search(text)
+    if note and width - len(note.group()) >= 6:
+        return shorten(text[:note.start()], width - len(note.group())) + note.group()
+    while len(text) > width and _INNER_TEMPLATE.search(text):
+        text = _INNER_TEMPLATE.sub("<…>", text)
     if len(text) <= width:
         return text
     cut = max(text.rfind("::"), text.rfind("->"), text.rfind("."), text.rfind("%"))

@@ -78,3 +78,16 @@ def test_a_missing_pattern_says_why(tmp_path):
     assert "serial only" in rows["solo"], rows
     assert "unknown" in rows["undecided"] and "serial only" not in rows["undecided"], rows
     assert "regular (0.90)" in rows["known"], rows
+
+
+def test_shorten_drops_template_arguments_first_and_keeps_annotations():
+    """A C++ type's template arguments go before its middle does (`Eigen::Matrix<double,
+    -1, 1, 0, -1, 1>`, an Eigen vector named by its type, read `Eigen::Ma…-1, 1>`), and
+    what numaprof adds to a name stays whole."""
+    assert text_report.shorten("Eigen::Matrix<double, -1, 1, 0, -1, 1>", 26) == "Eigen::Matrix<…>"
+    assert text_report.shorten(LONG, 32) == "ParticleSystem<…>::m_positions"
+    got = text_report.shorten("a_rather_long_pointer_name (pointer)", 24)
+    assert got.endswith(" (pointer)") and got.startswith("a_rat") and len(got) == 24
+    assert text_report.shorten("grids[].energy", 32) == "grids[].energy"
+    for text, width in [(LONG, 12), ("Eigen::Matrix<double, -1, 1, 0, -1, 1>", 10), ("x (descriptor)", 8)]:
+        assert len(text_report.shorten(text, width)) <= width
