@@ -527,7 +527,7 @@ def name_object(o: Obj, resolver: symbols.CodeResolver, prof: Profile) -> None:
         # names the rows after its caller's variable: `lv->u[][]`)
         # (an out-parameter, `v.values = new double[n]` in `InitializeVector(Vector &v,
         # int n)`, names the array after what its caller passes: `InitializeVector(b, n)`
-        # -> `b.values`, at the site of the allocation)
+        # -> `b.values`, at that call; a caller passing the same name keeps the site)
         callers = itertools.islice(resolver.user_frames(o.pid, ips), 1, 4)  # resolved only if needed
         cur, at, rows, suffix = var, named_at, "", ""
         while at is not None:
@@ -537,7 +537,9 @@ def name_object(o: Obj, resolver: symbols.CodeResolver, prof: Profile) -> None:
                 passed = _passed_from_caller(cur, at, callers, roots, resolver.archive)
                 if passed is None:
                     break
-                cur, at = passed  # the site stays the allocating line: the callee's
+                if passed[0] != cur:  # the site is where the name is written (patches use both)
+                    o.site = passed[1][1].site
+                cur, at = passed
                 var, named_at, suffix = cur, at, rows
                 continue
             rows = part + rows
