@@ -42,6 +42,7 @@ from numaprof.analyzer.objects import (
     mapping_intervals,
     name_file_data,
     name_object,
+    name_pointer_slots,
     outside_note,
     own_samples,
     short_intervals,
@@ -311,6 +312,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     if a_regs is not None:
         _name_blocks_by_code(objs, hot, a_regs, a_pid, tids[a_tidx], a_time, a_ip, a_addr, a_obj, resolver)
     name_file_data(objs, hot, a_obj, a_pid, a_addr, a_ip, resolver)
+    name_pointer_slots(objs, hot)
     if _merge_into_sites(objs, hot, a_obj, a_pid, a_addr, ivs):
         o_counts = _object_counts(a_obj, a_count, n_obj)
         hot = [int(i) for i in np.argsort(-o_counts, kind="stable") if o_counts[i] > 0]

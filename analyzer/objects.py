@@ -706,6 +706,18 @@ def _place(resolver: symbols.CodeResolver, pid: int, addr: int) -> str:
             f"compiler put there)")
 
 
+def name_pointer_slots(objs: list[Obj], hot: list[int]) -> None:
+    """A static pointer holding a heap array has the array's name (the allocation was
+    assigned to it: `field = malloc(...)`): its own eight bytes are `field (pointer)`,
+    as a pointer local's slot is, so that the variable and the array it points to never
+    share a name (a suggestion for `field` is the array's)."""
+    heap = {objs[oi].name for oi in hot if objs[oi].kind == "heap"}
+    for oi in hot:
+        o = objs[oi]
+        if o.kind == "static" and o.size == 8 and o.name in heap:
+            o.name += " (pointer)"
+
+
 #: A data mapping of an ELF file is named by the section holding this share of its samples.
 SECTION_NAME_SHARE = 0.8
 

@@ -103,7 +103,9 @@ def attach_patches(s: Suggestions, analysis: Analysis, source_paths, root: str,
     `build` (recommender.patch.compile.BuildInfo) compiles every patch before it is
     offered; None skips that check (the fix then says it was not compile-checked).
     """
-    objects = {o.name: o for o in analysis.objects}
+    objects: dict = {}
+    for o in analysis.objects:  # by samples: a name's suggestion is its most sampled object's
+        objects.setdefault(o.name, o)
     hashes = _recorded_hashes(analysis)
     source_paths = list(source_paths)
     note_before = code_change_note(s.objects)

@@ -1098,3 +1098,33 @@ def test_fortran_intent_out_dummies_named_at_o2(tmp_path):
             addr=[a + 64 for a in addrs], access=[1, 1])
     got = {o.address: o.name for o in analyze(w.path).objects}
     assert [got[a] for a in addrs] == ["x", "y"], got
+
+
+C_GLOBAL_POINTER = """\
+#include <stdio.h>
+#include <stdlib.h>
+
+double *field; /* a global: kept in memory */
+
+int main(int argc, char **argv)
+{
+    size_t n = (size_t)argc * 100000;
+    field = malloc(n * sizeof *field);
+    for (size_t i = 0; i < n; i++)
+        field[i] = (double)i;
+    printf("%f\\n", field[n / 2]);
+    return 0;
+}
+"""
+
+
+def test_a_static_pointer_and_its_array_do_not_share_a_name(tmp_path):
+    """`field = malloc(...)` names the heap array `field`; the static pointer's own eight
+    bytes, sampled too (the loop loads it), are `field (pointer)`: one name, one object
+    (a suggestion for `field` once took the pointer's static placement)."""
+    exe = _build(tmp_path, "gp.c", C_GLOBAL_POINTER, "gcc", ["-g", "-O1"])
+    (ra,) = _return_addresses(exe, ["malloc"])
+    slot = next(o for o in symbols.elf_info(str(exe)).objects if o.name == "field")
+    path, addrs = _profile(tmp_path, exe, [(ra, 1 << 20)], extra_samples=[BASE + slot.address] * 3)
+    names = sorted((o.name, o.kind) for o in analyze(path).objects)
+    assert names == [("field", "heap"), ("field (pointer)", "static")], names
