@@ -230,7 +230,8 @@ def pointer_to(t: TypeInfo) -> TypeInfo:
 
 def member_name(record: TypeInfo, path: list[str]) -> str:
     """``struct grid.energy``, ``Mesh::m_pos``, ``fields%w``: a record type and the member
-    path inside it, in the source language's notation.  A member of a record the
+    path inside it, in the source language's notation; a standard-library record is its
+    type alone (``std::vector<int>``, not its ``_M_impl``).  A member of a record the
     compiler made (GCC's OpenMP data record, whose members are the shared variables of a
     parallel region) is the variable's name alone."""
     if record.artificial or not record.name or record.name.endswith("(anonymous)"):
@@ -239,7 +240,12 @@ def member_name(record: TypeInfo, path: list[str]) -> str:
         return "%".join([record.name, *path])
     if record.name.startswith(("struct ", "union ")):
         return ".".join([record.name, *path])
-    return "::".join([record.name, path[0]]) + "".join(f".{p}" for p in path[1:])
+    name = symbols.readable(record.name)
+    if record.file and symbols.is_system_source(record.file):
+        # a library's type (the headers of a std::vector<std::vector<int>>'s elements,
+        # read through a `std::vector<int> *`): its internals are not what a user wrote
+        return name
+    return "::".join([name, path[0]]) + "".join(f".{p}" for p in path[1:])
 
 
 def _fortran(d) -> bool:

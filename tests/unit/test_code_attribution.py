@@ -289,3 +289,19 @@ def test_one_grid_reached_through_two_pointers_is_one_object():
     f = _var_found([("u[][]", [0, 1]), ("struct level.u[][]", [2, 3])])
     varattr._merge_aliases(f, s2, np.zeros(4, dtype=bool))
     assert len(f.objects) == 2
+
+
+def test_type_names_of_library_records_are_the_type_alone():
+    """perf-style type names: a user's record and its member (`Mesh::m_pos`), a C struct
+    (`struct grid.energy`); a standard-library record read through a pointer to it (the
+    headers of a `std::vector<std::vector<int>>`'s elements) is its readable type, not
+    its internals (`std::vector<int, std::allocator<int> >::_M_impl`)."""
+    from numaprof.analyzer import datatype
+
+    mesh = datatype.TypeInfo("record", "Mesh", 48, 1, file="/src/mesh.hpp", line=3)
+    grid = datatype.TypeInfo("record", "struct grid", 24, 2, file="/src/grid.c", line=9)
+    vec = datatype.TypeInfo("record", "std::vector<int, std::allocator<int> >", 24, 3,
+                            file="/usr/include/c++/12/bits/stl_vector.h", line=423)
+    assert datatype.member_name(mesh, ["m_pos"]) == "Mesh::m_pos"
+    assert datatype.member_name(grid, ["energy"]) == "struct grid.energy"
+    assert datatype.member_name(vec, ["_M_impl"]) == "std::vector<int>"
