@@ -272,19 +272,9 @@ def _calls(exe, callee):
             if re.search(rf"\bcall\s+[0-9a-f]+ <{callee}(@plt)?>", line)]
 
 
-def test_allocation_wrappers_take_the_callers_name(tmp_path):
-    """xmalloc-style wrappers return the block: the caller's variable names the array, through
-    two wrappers; posix_memalign(&p, ...) names p; a function that frees its block is no
-    wrapper (its own variable names it)."""
-    exe = _build(tmp_path, "wrap.c", C_WRAPPERS, "gcc", ["-g", "-O0"])
-    in_xmalloc, in_scratch = _calls(exe, "malloc")  # code order: xmalloc, scratch
-    (in_aligned,) = _calls(exe, "posix_memalign")
-    grid_xmalloc, main_xmalloc = _calls(exe, "xmalloc")  # in grid (defined first), in main
-    (main_aligned,) = _calls(exe, "aligned")
-    (main_grid,) = _calls(exe, "grid")
-    (main_scratch,) = _calls(exe, "scratch")
-    stacks = [[in_xmalloc, main_xmalloc], [in_aligned, main_aligned],
-              [in_xmalloc, grid_xmalloc, main_grid], [in_scratch, main_scratch]]
+def _stacks_profile(tmp_path, exe, stacks):
+    """A profile with one 1 MiB allocation per call stack (return addresses, innermost
+    first) and a sample in each: (profile path, the allocations' addresses)."""
     w = profgen.ProfileWriter(tmp_path / "prof")
     w.manifest(cwd=str(tmp_path))
     w.topology([[0, 1]])
@@ -301,7 +291,24 @@ def test_allocation_wrappers_take_the_callers_name(tmp_path):
             ip=[r[2] for r in rows])
     w.table("samples", time=list(range(10, 10 + k)), pid=[9] * k, tid=[9] * k, cpu=[0] * k,
             ip=[0] * k, addr=[a + 64 for a in addrs], access=[1] * k)
-    got = {o.address: (o.name, o.site) for o in analyze(w.path).objects}
+    return w.path, addrs
+
+
+def test_allocation_wrappers_take_the_callers_name(tmp_path):
+    """xmalloc-style wrappers return the block: the caller's variable names the array, through
+    two wrappers; posix_memalign(&p, ...) names p; a function that frees its block is no
+    wrapper (its own variable names it)."""
+    exe = _build(tmp_path, "wrap.c", C_WRAPPERS, "gcc", ["-g", "-O0"])
+    in_xmalloc, in_scratch = _calls(exe, "malloc")  # code order: xmalloc, scratch
+    (in_aligned,) = _calls(exe, "posix_memalign")
+    grid_xmalloc, main_xmalloc = _calls(exe, "xmalloc")  # in grid (defined first), in main
+    (main_aligned,) = _calls(exe, "aligned")
+    (main_grid,) = _calls(exe, "grid")
+    (main_scratch,) = _calls(exe, "scratch")
+    stacks = [[in_xmalloc, main_xmalloc], [in_aligned, main_aligned],
+              [in_xmalloc, grid_xmalloc, main_grid], [in_scratch, main_scratch]]
+    path, addrs = _stacks_profile(tmp_path, exe, stacks)
+    got = {o.address: (o.name, o.site) for o in analyze(path).objects}
     assert got[addrs[0]] == ("u", "main@wrap.c:33"), got
     assert got[addrs[1]] == ("v", "main@wrap.c:34"), got
     assert got[addrs[2]] == ("w", "main@wrap.c:35"), got
@@ -605,22 +612,8 @@ def test_cxx_members_wrappers_and_containers_named(tmp_path):
     ]
     assert not [c for c in calls if c[2].startswith("long* raw_array")], "raw_array was not inlined"
     stacks = [stack(text) for text, _ in expected]
-    w = profgen.ProfileWriter(tmp_path / "prof")
-    w.manifest(cwd=str(tmp_path))
-    w.topology([[0, 1]])
-    maps = _mappings_for(exe)
-    w.table("mappings", time=[0] * len(maps), pid=[9] * len(maps), start=[m[0] for m in maps],
-            len=[m[1] for m in maps], pgoff=[m[2] for m in maps], prot=[5] * len(maps),
-            flags=[2] * len(maps), path=[str(exe)] * len(maps))
-    k = len(stacks)
-    addrs = [0x7F00_0000_0000 + i * 0x1000_0000 for i in range(k)]
-    w.table("objects", time=[1] * k, free_time=[0] * k, pid=[9] * k, tid=[9] * k, addr=addrs,
-            size=[1 << 20] * k, kind=[1] * k, stack=list(range(1, k + 1)), prev=[0] * k)
-    rows = [(i + 1, d, BASE + ra) for i, st in enumerate(stacks) for d, ra in enumerate(st)]
-    w.table("stack_frames", stack=[r[0] for r in rows], depth=[r[1] for r in rows], ip=[r[2] for r in rows])
-    w.table("samples", time=list(range(10, 10 + k)), pid=[9] * k, tid=[9] * k, cpu=[0] * k,
-            ip=[0] * k, addr=[a + 64 for a in addrs], access=[1] * k)
-    got = {o.address: (o.name, o.site) for o in analyze(w.path).objects}
+    path, addrs = _stacks_profile(tmp_path, exe, stacks)
+    got = {o.address: (o.name, o.site) for o in analyze(path).objects}
     assert [got[a][0] for a in addrs] == [name for _, name in expected], got
     charge = got[addrs[4]]
     # the wrapper's caller is the site, its name readable (no return type, no soup)
@@ -945,23 +938,8 @@ def test_out_parameters_take_the_callers_argument(tmp_path):
     setup_grid, main_grid = sorted(grid_calls, key=lambda a: abs(a - new_setup))
     stacks = [[new_main], [in_calloc, main_grid], [in_malloc, main_make], [new_setup, main_setup],
               [in_calloc, setup_grid, main_setup]]
-    w = profgen.ProfileWriter(tmp_path / "prof")
-    w.manifest(cwd=str(tmp_path))
-    w.topology([[0, 1]])
-    maps = _mappings_for(exe)
-    w.table("mappings", time=[0] * len(maps), pid=[9] * len(maps), start=[m[0] for m in maps],
-            len=[m[1] for m in maps], pgoff=[m[2] for m in maps], prot=[5] * len(maps),
-            flags=[2] * len(maps), path=[str(exe)] * len(maps))
-    addrs = [0x7F00_0000_0000 + i * 0x1000_0000 for i in range(len(stacks))]
-    k = len(stacks)
-    w.table("objects", time=[1] * k, free_time=[0] * k, pid=[9] * k, tid=[9] * k, addr=addrs,
-            size=[1 << 20] * k, kind=[1] * k, stack=list(range(1, k + 1)), prev=[0] * k)
-    rows = [(i + 1, d, BASE + ra) for i, st in enumerate(stacks) for d, ra in enumerate(st)]
-    w.table("stack_frames", stack=[r[0] for r in rows], depth=[r[1] for r in rows],
-            ip=[r[2] for r in rows])
-    w.table("samples", time=list(range(10, 10 + k)), pid=[9] * k, tid=[9] * k, cpu=[0] * k,
-            ip=[0] * k, addr=[a + 64 for a in addrs], access=[1] * k)
-    got = {o.address: (o.name, o.site) for o in analyze(w.path).objects}
+    path, addrs = _stacks_profile(tmp_path, exe, stacks)
+    got = {o.address: (o.name, o.site) for o in analyze(path).objects}
     lines = CXX_OUT_PARAMETERS.splitlines()
 
     def at(func, text):
@@ -1081,22 +1059,8 @@ def test_fortran_intent_out_dummies_named_at_o2(tmp_path):
     (in_alloc,) = _calls(exe, "malloc")
     first, second = _calls(exe, "__fields_MOD_alloc_field")
     stacks = [[in_alloc, first], [in_alloc, second]]
-    w = profgen.ProfileWriter(tmp_path / "prof")
-    w.manifest(cwd=str(tmp_path))
-    w.topology([[0, 1]])
-    maps = _mappings_for(exe)
-    w.table("mappings", time=[0] * len(maps), pid=[9] * len(maps), start=[m[0] for m in maps],
-            len=[m[1] for m in maps], pgoff=[m[2] for m in maps], prot=[5] * len(maps),
-            flags=[2] * len(maps), path=[str(exe)] * len(maps))
-    addrs = [0x7F00_0000_0000 + i * 0x1000_0000 for i in range(2)]
-    w.table("objects", time=[1, 2], free_time=[0, 0], pid=[9, 9], tid=[9, 9], addr=addrs,
-            size=[1 << 20] * 2, kind=[1, 1], stack=[1, 2], prev=[0, 0])
-    rows = [(i + 1, d, BASE + ra) for i, st in enumerate(stacks) for d, ra in enumerate(st)]
-    w.table("stack_frames", stack=[r[0] for r in rows], depth=[r[1] for r in rows],
-            ip=[r[2] for r in rows])
-    w.table("samples", time=[10, 11], pid=[9, 9], tid=[9, 9], cpu=[0, 0], ip=[0, 0],
-            addr=[a + 64 for a in addrs], access=[1, 1])
-    got = {o.address: o.name for o in analyze(w.path).objects}
+    path, addrs = _stacks_profile(tmp_path, exe, stacks)
+    got = {o.address: o.name for o in analyze(path).objects}
     assert [got[a] for a in addrs] == ["x", "y"], got
 
 
