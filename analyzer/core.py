@@ -48,6 +48,7 @@ from numaprof.analyzer.objects import (
     short_intervals,
     static_intervals,
     thread_sites,
+    tls_intervals,
 )
 from numaprof.analyzer.pages import (
     KernelPages,
@@ -107,7 +108,8 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     # the ranges of short-lived blocks' summaries and the statics do not overlap: one
     # layer, after the recorded blocks
     static_iv = att.Intervals.concat([short_intervals(prof.table("objects"), objs),
-                                      static_intervals(mappings, objs, archive)])
+                                      static_intervals(mappings, objs, archive),
+                                      tls_intervals(prof.table("threads"), mappings, objs, archive)])
     map_iv = mapping_intervals(prof.table("mappings"), objs)
     layers = [heap_iv, static_iv, map_iv]
     ivs = att.Intervals.concat(layers)

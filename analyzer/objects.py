@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from numaprof.analyzer import attribution as att
-from numaprof.analyzer import srcnames, staticvars, symbols
+from numaprof.analyzer import srcnames, staticvars, symbols, tls
 from numaprof.analyzer.archive import Archive
 from numaprof.analyzer.attach import KIND_ATTACH
 from numaprof.analyzer.profile import Profile
@@ -416,6 +416,35 @@ def _split_commons(objects: list[symbols.StaticSymbol], commons: dict) -> list[s
             if end > addr:
                 out.append(symbols.StaticSymbol(name, addr, end - addr, f"/{block}/ {sym.section}", sym.writable))
     return out
+
+
+def tls_intervals(tt: dict, mappings: symbols.Mappings, objs: list[Obj], archive: Archive) -> att.Intervals:
+    """The program's thread-local variables (analyzer/tls.py): one object each, with an
+    instance per thread whose pointer the collector recorded; thread-private."""
+    pointers = tls.thread_pointers(tt)
+    rows: list[tuple[int, int, int, int]] = []
+    groups: dict[tuple, int] = {}
+    seen: set[tuple[int, str]] = set()
+    for pid, (_, _, _, path) in mappings.files():
+        if pid not in pointers or (pid, path) in seen:
+            continue
+        seen.add((pid, path))
+        info = symbols.elf_info(path, archive)
+        found = tls.layout(info) if info is not None else None
+        if found is None:
+            continue
+        base = os.path.basename(path)
+        for p, lo, size, sym in tls.rows(pointers, pid, *found):
+            key = ("tls", path, sym.name)
+            g = groups.get(key)
+            if g is None:
+                name, site = _static_name(sym, base)
+                g = groups[key] = len(objs)
+                objs.append(Obj("static", key, p, lo, size, count=0, name=name, site=site, path=path,
+                                thread_private=True))
+            objs[g].count += 1
+            rows.append((p, lo, size, g))
+    return tls.intervals(rows)
 
 
 def _static_name(sym: symbols.StaticSymbol, base: str) -> tuple[str, str]:

@@ -135,7 +135,7 @@ MANIFEST_LIMIT = 64 << 20  # bytes: a manifest larger than this is not one of ou
 # directory with anything else in it is not removed when profiles are rotated.
 _PROFILE_ENTRY = re.compile(
     r"(manifest|collector|archive|sources|topology)\.json|topology\.xml|archive"
-    r"|[a-z_]+\.[a-z_0-9]+\.(col|heap)|numa_maps\.\d+|shim\.\d+\.(bin|pool)"
+    r"|[a-z_]+\.[a-z_0-9]+\.(col|heap)|numa_maps\.\d+|shim\.\d+\.(bin|pool)|tls\.\d+"
     # the temporary files of a run killed while it wrote them
     r"|(manifest|archive|sources)\.json\.tmp|\.(collector\.json|topology\.(json|xml))\.tmp(\.\d+)?"
     r"|\.numa_maps\.\d+\.(shim|tmp\.\d+)")

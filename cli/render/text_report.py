@@ -214,7 +214,7 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
         con.print("[dim]~: an array of many small allocations, found from a sample of them: its "
                   "size (the most bytes live at once) and allocation count are estimates[/dim]")
     if private:
-        con.print("[dim](private): thread-private, one instance (xN) per thread's stack frame; always "
+        con.print("[dim](private): thread-private, one instance (xN) per thread (its stack frame or thread-local storage); always "
                   "local to its thread, whatever the placement[/dim]")
     if hidden:
         con.print(f"[dim]+{hidden} object(s) with under {MIN_SHARE:.1%} of the samples each "

@@ -35,6 +35,7 @@
 #ifndef NMP_SHIM_FORMAT_H
 #define NMP_SHIM_FORMAT_H
 
+#include <inttypes.h>
 #include <stdint.h>
 
 #include "numaprof_format.h" /* NMP_OBJECT_PAGES_SEGMENTS */
@@ -48,6 +49,19 @@
 #define NMP_SHIM_POOL_SETS 1024
 #define NMP_SHIM_POOL_WAYS 8
 #define NMP_SHIM_POOL_SLOTS (NMP_SHIM_POOL_SETS * NMP_SHIM_POOL_WAYS)
+
+/* <NUMAPROF_DIR>/tls.<pid>: one record per thread of the process as it starts (the main
+ * thread at the shim's start, each thread made by pthread_create before its start
+ * routine), appended with one write(2).  tp is the thread pointer, the first word of the
+ * thread control block (`%fs:0` on x86-64; "ELF Handling For Thread-Local Storage",
+ * U. Drepper, 2013, §4.3, variant II): a thread's static TLS lies just below it, so a
+ * `%fs`-relative access is at tp plus what its registers give. */
+#define NMP_SHIM_TLS_FILE "tls.%" PRIu32
+struct nmp_shim_tls {
+    uint32_t tid;
+    uint32_t zero;
+    uint64_t tp;
+};
 
 struct nmp_shim_header {
     char magic[8];        /* NMP_SHIM_MAGIC, not NUL-terminated */

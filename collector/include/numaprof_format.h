@@ -93,7 +93,8 @@
     COL(threads, comm, STR, OPT) \
     COL(threads, affinity_first, STR, OPT) \
     COL(threads, affinity_last, STR, OPT) \
-    COL(threads, samples, U64, OPT)
+    COL(threads, samples, U64, OPT) \
+    COL(threads, tls_base, U64, OPT)
 
 /* Tracked heap allocations (from the allocation shim's records; attaching, from the heap),
  * and a sample of the smaller ones (sample_period > 0).  A row with extent > 0 is a

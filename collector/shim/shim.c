@@ -636,6 +636,8 @@ static void atfork_child(void)
     memset(g_pooled_small, 0, sizeof g_pooled_small);
     if (open_record(g_dir, g_threshold, g_small_period) < 0)
         g_active = 0;
+    else
+        tls_record_thread(); /* the child's one thread, in its own tls.<pid> */
     t_guard = 0;
 }
 
@@ -698,6 +700,7 @@ __attribute__((constructor(101))) static void shim_init(void)
     if (keys != MAP_FAILED)
         g_pool_keys = keys;
     if (open_record(g_dir, g_threshold, g_small_period) == 0) {
+        tls_init(g_dir);
         __atomic_store_n(&g_active, 1, __ATOMIC_RELEASE);
         shim_debug("recording allocations >= %llu bytes into %s", (unsigned long long)g_threshold,
               g_dir);

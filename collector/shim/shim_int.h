@@ -34,6 +34,10 @@ void close_record_file(void); /* drops this process's view of it (after fork) */
 /* pages.c: where a tracked allocation's pages are (object_pages records) */
 void shim_watch_thread(void); /* run thread_exit (shim.c) when this thread ends */
 
+/* tls.c: thread pointers (tls.<pid>) */
+void tls_init(const char *dir);   /* records the calling (main) thread's */
+void tls_record_thread(void);     /* records the calling thread's */
+
 /* stack.c */
 void stack_init(void);
 void stack_thread_exit(void);

@@ -619,6 +619,7 @@ void nmp_decode_sample(struct nmp_decoder *d, const struct nmp_regs *regs, struc
     s->access = m.access;
     s->size = m.size;
     s->addr = regs ? nmp_memop_addr(&m, regs) : 0;
+    s->tls = m.tls;
     if (!regs && (m.rule == NMP_RULE_AT_IP || m.rule == NMP_RULE_SKID))
         s->rule = NMP_RULE_UNREADABLE;
     if (regs)

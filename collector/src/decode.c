@@ -534,7 +534,11 @@ static void fill_insn(struct nmp_cs *c, struct nmp_insn *in, uint64_t *target)
     m->scale = (uint8_t)(op->mem.scale > 0 ? op->mem.scale : 1);
     m->disp = op->mem.disp;
     m->rule = NMP_RULE_AT_IP;
-    if (op->mem.segment == X86_REG_FS || op->mem.segment == X86_REG_GS) {
+    /* %fs: a thread's static TLS (x86-64 user space), at the thread pointer plus what
+     * the registers give, which the sampled registers lack (nmp_sample.tls) */
+    if (op->mem.segment == X86_REG_FS)
+        m->tls = 1;
+    else if (op->mem.segment != X86_REG_INVALID) {
         m->rule = NMP_RULE_SEGMENT;
         return;
     }
@@ -581,7 +585,8 @@ long nmp_insn_find(const struct nmp_insn *v, size_t n, uint64_t addr)
 static int same_operand(const struct nmp_memop *a, const struct nmp_memop *b)
 {
     return a->base == b->base && a->index == b->index && a->scale == b->scale &&
-           a->disp == b->disp && a->addr32 == b->addr32 && a->size == b->size;
+           a->disp == b->disp && a->addr32 == b->addr32 && a->size == b->size &&
+           a->tls == b->tls;
 }
 
 /* `x += y` on a double is a load, an add and a store of one address (`movsd x,%xmm1;

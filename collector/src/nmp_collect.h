@@ -21,6 +21,9 @@ struct nmp_sample {
     uint8_t access; /* NMP_ACC_* */
     uint8_t size;
     uint8_t rule; /* enum nmp_rule */
+    /* addr is relative to the thread pointer (a %fs access: static TLS), which the
+     * collector adds (records.c) */
+    uint8_t tls;
     /* The registers of the access (software backend; zeros elsewhere), which the
      * analyzer names stack and register-held objects by (docs/analyzer.md): the stack
      * and frame pointers at ip; ip minus the address of the instruction charged; the

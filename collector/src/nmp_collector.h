@@ -114,6 +114,7 @@ struct nmp_drain {
 struct nmp_thread {
     uint32_t pid, tid, ppid;
     uint64_t start, end, samples;
+    uint64_t tls_base; /* its thread pointer (%fs base), from the shim; 0 unknown */
     char comm[NMP_COMM_LEN + 1];
     int alive;
 };
@@ -121,6 +122,7 @@ struct nmp_thread {
 struct nmp_process {
     uint32_t pid;
     int alive;
+    uint64_t tls_read; /* bytes of its shim's tls.<pid> read */
 };
 
 struct nmp_tasks {
@@ -278,6 +280,10 @@ struct nmp_thread *nmp_thread_add(struct nmp_tasks *t, uint32_t pid, uint32_t ti
 /* The thread of a record at `time`: a new entry when the tid is unknown or was reused. */
 struct nmp_thread *nmp_thread_of(struct nmp_tasks *t, uint32_t pid, uint32_t tid,
                                  uint64_t time);
+/* The thread pointer of thread `tid` of process `pid`: what the shim recorded in
+ * <dir>/tls.<pid> as the thread started (read again when a thread is not found); 0 when
+ * unknown (no shim: attach mode, a static program). */
+uint64_t nmp_thread_pointer(struct nmp_collector *c, uint32_t pid, uint32_t tid, uint64_t time);
 /* Reads its name from /proc (attach: threads that exist before the events). */
 void nmp_thread_read_comm(struct nmp_tasks *t, uint32_t pid, uint32_t tid);
 struct nmp_process *nmp_process_find(struct nmp_tasks *t, uint32_t pid);

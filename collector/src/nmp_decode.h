@@ -78,6 +78,7 @@ struct nmp_memop {
     uint8_t access;     /* NMP_ACC_* */
     uint8_t size;       /* bytes, 0 unknown */
     uint8_t rule;       /* NMP_RULE_* */
+    uint8_t tls;        /* %fs-relative: the thread pointer is added to the address */
     struct nmp_rebuild rb; /* rb.used: rb.reg's value at the access, rebuilt */
     /* constant steps of base and index since the access, undone in disp (skid rules):
      * the value each had at the access is the sampled one plus this */

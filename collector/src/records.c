@@ -100,6 +100,16 @@ static void on_soft_sample(struct nmp_collector *c, const struct nmp_ev *e, cons
     } else {
         nmp_decode_sample(c->dec, NULL, &s);
     }
+    if (s.tls && nmp_rule_has_address(s.rule)) {
+        /* a thread-local variable: at the thread's pointer plus the offset decoded; the
+         * registers name no variable (the offset is not an address) */
+        uint64_t tp = nmp_thread_pointer(c, s.pid, s.tid, s.time);
+        s.addr = tp ? tp + s.addr : 0;
+        if (!tp)
+            s.rule = NMP_RULE_SEGMENT;
+        s.base_reg = s.index_reg = 0;
+        s.base_off = NMP_BASE_OFF_UNKNOWN;
+    }
     if (s.rule == NMP_RULE_KERNEL) /* (a hardware backend counts by header.misc instead) */
         c->n.outside_user++;
     add_sample(c, &s);

@@ -2,11 +2,13 @@
  * tids are reused, so a thread is an entry per lifetime), and the threads table written
  * from them with the affinities the watcher read (docs/profile-format.md, threads). */
 #include "nmp_collector.h"
+#include "nmp_shim_format.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct nmp_thread *nmp_thread_find(struct nmp_tasks *t, uint32_t tid)
 {
@@ -32,6 +34,45 @@ struct nmp_thread *nmp_thread_of(struct nmp_tasks *t, uint32_t pid, uint32_t tid
     if (!th || (!th->alive && th->end && time > th->end))
         th = nmp_thread_add(t, pid, tid, 0, time);
     return th;
+}
+
+/* Reads what is new in the shim's tls.<pid> of process `p` into its threads' entries; the
+ * file's path in `path` (PATH_MAX), "" when there is no directory for it. */
+static void read_tls(struct nmp_collector *c, struct nmp_process *p, char *path, size_t cap)
+{
+    const char *dir = c->cfg->alloc_dir ? c->cfg->alloc_dir : c->cfg->dir;
+    path[0] = 0;
+    if (!dir || snprintf(path, cap, "%s/" NMP_SHIM_TLS_FILE, dir, p->pid) >= (int)cap) {
+        path[0] = 0;
+        return;
+    }
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return;
+    struct nmp_shim_tls r;
+    if (fseek(f, (long)p->tls_read, SEEK_SET) == 0) {
+        /* a tid's newest record is its thread of this lifetime (a reused tid, a new
+         * program image after an execve): it goes to the tid's newest entry */
+        while (fread(&r, sizeof r, 1, f) == 1) {
+            p->tls_read += sizeof r;
+            struct nmp_thread *t = nmp_thread_find(&c->tasks, r.tid);
+            if (t && t->pid == p->pid)
+                t->tls_base = r.tp;
+        }
+    }
+    fclose(f);
+}
+
+uint64_t nmp_thread_pointer(struct nmp_collector *c, uint32_t pid, uint32_t tid, uint64_t time)
+{
+    struct nmp_thread *th = nmp_thread_of(&c->tasks, pid, tid, time);
+    if (!th || th->tls_base)
+        return th ? th->tls_base : 0;
+    struct nmp_process *p = nmp_process_find(&c->tasks, pid);
+    char path[4096];
+    if (p)
+        read_tls(c, p, path, sizeof path);
+    return th->tls_base;
 }
 
 void nmp_thread_read_comm(struct nmp_tasks *t, uint32_t pid, uint32_t tid)
@@ -65,7 +106,7 @@ void nmp_process_add(struct nmp_collector *c, uint32_t pid)
         return;
     }
     if (NMP_GROW(t->procs, t->pcap, t->nprocs + 1, 16) == 0)
-        t->procs[t->nprocs++] = (struct nmp_process){pid, 1};
+        t->procs[t->nprocs++] = (struct nmp_process){.pid = pid, .alive = 1};
 }
 
 int nmp_threads_write(struct nmp_collector *c)
@@ -74,6 +115,14 @@ int nmp_threads_write(struct nmp_collector *c)
     if (!tab)
         return -1;
     nmp_aff_finish(c->aff);
+    /* every thread's pointer (threads.tls_base), then the shim's files are done with
+     * (a slice's stay for the next one, with the shim's other files) */
+    for (size_t i = 0; i < c->tasks.nprocs; i++) {
+        char path[4096];
+        read_tls(c, &c->tasks.procs[i], path, sizeof path);
+        if (path[0] && !c->cfg->alloc_dir)
+            unlink(path);
+    }
     for (size_t i = 0; i < c->tasks.nthreads; i++) {
         struct nmp_thread *th = &c->tasks.threads[i];
         const char *first, *last;
@@ -85,7 +134,8 @@ int nmp_threads_write(struct nmp_collector *c)
             [NMP_threads_ppid] = th->ppid, [NMP_threads_start_time] = th->start,
             [NMP_threads_end_time] = th->end, [NMP_threads_comm] = (uintptr_t)th->comm,
             [NMP_threads_affinity_first] = (uintptr_t)first,
-            [NMP_threads_affinity_last] = (uintptr_t)last, [NMP_threads_samples] = th->samples};
+            [NMP_threads_affinity_last] = (uintptr_t)last, [NMP_threads_samples] = th->samples,
+            [NMP_threads_tls_base] = th->tls_base};
         nmp_table_append(tab, v);
     }
     return nmp_table_close(tab);

@@ -402,10 +402,25 @@ int main(void)
     check_case(d, "sse load r8", sse, sizeof sse, A, A, 1, &r,
                (struct expect){r.r[R8] + 3 * 8, NMP_ACC_LOAD, 8, NMP_RULE_AT_IP});
 
-    /* mov rax, fs:[0x28] */
+    /* mov rax, fs:[0x28]: static TLS, the offset from the thread pointer (which the
+     * collector adds, records.c) */
     static const uint8_t fs[] = {0x64, 0x48, 0x8b, 0x04, 0x25, 0x28, 0x00, 0x00, 0x00};
     check_case(d, "fs segment", fs, sizeof fs, A, A, 1, &r,
+               (struct expect){0x28, NMP_ACC_LOAD, 8, NMP_RULE_AT_IP});
+    struct nmp_memop tm;
+    nmp_decode_code(d, fs, sizeof fs, A, A, 1, &tm);
+    CHECK_MSG(tm.tls == 1, "fs segment: tls %d", tm.tls);
+    /* movsd xmm1, fs:[rdi+rdx*8] (an OpenMP threadprivate array, gcc -O2) */
+    static const uint8_t fs_sib[] = {0x64, 0xf2, 0x0f, 0x10, 0x0c, 0xd7};
+    r.r[DI] = (uint64_t)-0x186a00;
+    check_case(d, "fs segment, indexed", fs_sib, sizeof fs_sib, A, A, 1, &r,
+               (struct expect){(uint64_t)-0x186a00 + r.r[DX] * 8, NMP_ACC_LOAD, 8, NMP_RULE_AT_IP});
+    /* mov rax, gs:[0x28]: not a user-space TLS base on x86-64 Linux */
+    static const uint8_t gs[] = {0x65, 0x48, 0x8b, 0x04, 0x25, 0x28, 0x00, 0x00, 0x00};
+    check_case(d, "gs segment", gs, sizeof gs, A, A, 1, &r,
                (struct expect){0, NMP_ACC_LOAD, 8, NMP_RULE_SEGMENT});
+    nmp_decode_code(d, gs, sizeof gs, A, A, 1, &tm);
+    CHECK_MSG(tm.tls == 0, "gs segment: tls %d", tm.tls);
 
     /* vpgatherdd ymm0, [rax+ymm1*4], ymm2 */
     static const uint8_t vsib[] = {0xc4, 0xe2, 0x6d, 0x90, 0x04, 0x88};

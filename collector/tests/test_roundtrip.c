@@ -116,17 +116,17 @@ static void mappings(const char *dir)
     write_table(dir, NMP_TABLE_ID_mappings, rows, 5);
 }
 
-#define THREAD(p, t, pp, st, en, co, af, al, sa)                                                \
+#define THREAD(p, t, pp, st, en, co, af, al, sa, tp)                                            \
     {[NMP_threads_pid] = p, [NMP_threads_tid] = t, [NMP_threads_ppid] = pp,                    \
      [NMP_threads_start_time] = st, [NMP_threads_end_time] = en, [NMP_threads_comm] = S(co),   \
      [NMP_threads_affinity_first] = S(af), [NMP_threads_affinity_last] = S(al),               \
-     [NMP_threads_samples] = sa}
+     [NMP_threads_samples] = sa, [NMP_threads_tls_base] = tp}
 
 static void threads(const char *dir)
 {
     const uint64_t rows[][W] = {
-        THREAD(100, 101, 1, 123456789, 0, "worker-1", "0-3,8", "2", 42),
-        THREAD(M4, M4, M4, M8, M8, "", "", "0-1023", M8),
+        THREAD(100, 101, 1, 123456789, 0, "worker-1", "0-3,8", "2", 42, 0x7f0012345640),
+        THREAD(M4, M4, M4, M8, M8, "", "", "0-1023", M8, M8),
     };
     write_table(dir, NMP_TABLE_ID_threads, rows, 2);
 }

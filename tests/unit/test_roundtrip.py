@@ -97,6 +97,7 @@ EXPECTED: dict[str, dict[str, tuple[str, list]]] = {
         "affinity_first": ("str", ["0-3,8", ""]),
         "affinity_last": ("str", ["2", "0-1023"]),
         "samples": ("<u8", [42, M8]),
+        "tls_base": ("<u8", [0x7F0012345640, M8]),
     },
     "counters": {
         "time": ("<u8", [1, 2, 3, 4]),
