@@ -159,6 +159,8 @@ def attach_patches(s: Suggestions, analysis: Analysis, source_paths, root: str,
                           checks=[check.detail] if check is not None else [])
             if result.by_hand:
                 sug.reason += f" To add by hand: {result.by_hand}."
+            if obj.kind not in ("heap", "static"):
+                sug.change = "code"  # no source numaprof could patch: by hand or numactl
             if sug.policy == "weighted_interleave":
                 # the note's call, with its weights, is then to be added by hand
                 command = analysis.profile.command

@@ -371,7 +371,11 @@ def patch_for_object(obj, policy: str, source_paths: Iterable[str], *,
     if obj.kind == "static":
         return _place_static_object(obj, policy, const, paths, root, hashes, weighted,
                                     recorded)
-    return None
+    # a mapping numaprof saw but no allocation of (an mmap outside the allocator the shim
+    # watches, the allocator's own arenas): no statement of the program makes it
+    return Refusal("", 0, f"`{obj.name}` is memory numaprof saw mapped, not allocated: no "
+                          "statement of the program to patch; place it where it is mapped "
+                          "(mbind), or run the program under numactl", "numactl")
 
 
 def _defining_source(obj, paths: list[str], hashes) -> str | Refusal:

@@ -562,3 +562,13 @@ def test_a_member_named_class_member_is_its_member_inside_the_class_functions():
     assert source_variable("field", "main") == "field"
     assert source_variable("g->energy", "grid_alloc") is None
     assert source_variable("main@a.c:3", "main") is None
+
+
+def test_a_mapping_with_no_allocation_is_refused_with_the_reason():
+    """Memory numaprof saw mapped but not allocated (an anonymous mapping, the allocator's
+    own arenas) has no statement to patch: a refusal that says so, not nothing (which left
+    a suggestion 'patch' without a patch)."""
+    anon = obj("anon@0x55e42553b000", "anonymous mapping", "mapping", [])
+    r = patch_for_object(anon, "cyclic", [])
+    refusal(r, "mapped, not allocated")
+    assert r.fallback == "numactl"
