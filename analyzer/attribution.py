@@ -46,6 +46,17 @@ class Intervals:
         return Intervals(i, u, u, u, u, i)
 
     @staticmethod
+    def whole_run(rows: list[tuple[int, int, int, int]]) -> Intervals:
+        """Intervals of (pid, start, size, object) rows that exist for the whole run (the
+        statics and thread-local variables of a file)."""
+        if not rows:
+            return Intervals.empty()
+        r = np.array(rows, dtype=np.uint64)
+        n = len(rows)
+        return Intervals(r[:, 0].astype(np.int64), r[:, 1], r[:, 1] + r[:, 2], np.zeros(n, dtype=np.uint64),
+                         np.full(n, NEVER, dtype=np.uint64), r[:, 3].astype(np.int64))
+
+    @staticmethod
     def concat(parts: list[Intervals]) -> Intervals:
         parts = [p for p in parts if len(p)]
         if not parts:

@@ -391,12 +391,7 @@ def static_intervals(mappings: symbols.Mappings, objs: list[Obj], archive: Archi
                 objs.append(Obj("static", key, pid, sym.address + bias, sym.size, name=name, site=site,
                                  path=path))
             rows.append((pid, sym.address + bias, sym.size, g))
-    if not rows:
-        return att.Intervals.empty()
-    r = np.array(rows, dtype=np.uint64)
-    n = len(rows)
-    return att.Intervals(r[:, 0].astype(np.int64), r[:, 1], r[:, 1] + r[:, 2], np.zeros(n, dtype=np.uint64),
-                         np.full(n, att.NEVER, dtype=np.uint64), r[:, 3].astype(np.int64))
+    return att.Intervals.whole_run(rows)
 
 
 def _split_commons(objects: list[symbols.StaticSymbol], commons: dict) -> list[symbols.StaticSymbol]:
@@ -444,7 +439,7 @@ def tls_intervals(tt: dict, mappings: symbols.Mappings, objs: list[Obj], archive
                                 thread_private=True))
             objs[g].count += 1
             rows.append((p, lo, size, g))
-    return tls.intervals(rows)
+    return att.Intervals.whole_run(rows)
 
 
 def _static_name(sym: symbols.StaticSymbol, base: str) -> tuple[str, str]:

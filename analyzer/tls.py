@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from numaprof.analyzer import attribution as att
 from numaprof.analyzer import symbols
 
 
@@ -85,13 +84,3 @@ def rows(pointers: dict[int, list[int]], pid: int, offset: int, syms: list[symbo
             continue
         for sym in syms:
             yield pid, tp - offset + sym.address, sym.size, sym
-
-
-def intervals(rows_: list[tuple[int, int, int, int]]) -> att.Intervals:
-    """Intervals of (pid, start, size, object) rows, for the whole run."""
-    if not rows_:
-        return att.Intervals.empty()
-    r = np.array(rows_, dtype=np.uint64)
-    n = len(rows_)
-    return att.Intervals(r[:, 0].astype(np.int64), r[:, 1], r[:, 1] + r[:, 2], np.zeros(n, dtype=np.uint64),
-                         np.full(n, att.NEVER, dtype=np.uint64), r[:, 3].astype(np.int64))
