@@ -37,10 +37,11 @@ struct nmp_thread *nmp_thread_of(struct nmp_tasks *t, uint32_t pid, uint32_t tid
 }
 
 /* Reads what is new in the shim's tls.<pid> of process `p` into its threads' entries; the
- * file's path in `path` (PATH_MAX), "" when there is no directory for it. */
+ * file's path in `path` (PATH_MAX), "" when there is none to read: a run without the shim
+ * (attach mode) opens nothing, however many of its samples are thread-local. */
 static void read_tls(struct nmp_collector *c, struct nmp_process *p, char *path, size_t cap)
 {
-    const char *dir = c->cfg->alloc_dir ? c->cfg->alloc_dir : c->cfg->dir;
+    const char *dir = c->cfg->alloc_dir ? c->cfg->alloc_dir : c->cfg->shim ? c->cfg->dir : NULL;
     path[0] = 0;
     if (!dir || snprintf(path, cap, "%s/" NMP_SHIM_TLS_FILE, dir, p->pid) >= (int)cap) {
         path[0] = 0;
