@@ -53,6 +53,13 @@ HELDOUT_SIZES = (80, 192)  # MiB, -O2, 2 threads
 LARGE_SIZE = 512  # MiB, -O2, 2 threads, structured kinds only (training)
 OPT_SIZE = 96  # MiB for the -O0 / -O3 builds
 FREQ = 4000  # samples/s per thread: twice record's default, so that a sweep shows several samples
+# The few-sample tier: the same kernels at a rate that leaves each array 30-200 samples,
+# what a short run or a small array gets at record's default.  All of it is held out: it
+# measures the model where samples are scarce (docs/classifier.md, "Few samples").  By
+# kind: a random sweep's samples pile up (a miss per element), so it takes a lower rate
+# to leave it as few samples as a sweep of the same array gets at a higher one.
+FEW_FREQ = {"regular": 300, "irregular": 300, "random": 50, "hashed": 50}
+FEW_SIZES = (64, 80, 128)  # MiB, -O2, 2 threads
 SERIAL_LABEL = "unknown"  # one thread: no parallel structure (see docs/classifier.md)
 
 
@@ -67,10 +74,12 @@ class Run:
     kernel: str = ""  # short description for the table
     prog: str = "patterns"  # the example's name
     kind: str = "heap"  # kind of the labelled objects (a static pointer `c` is not the array `c`)
+    freq: int = 0  # samples/s per thread; 0: the table's rate (record --freq)
 
     @property
     def name(self) -> str:
-        return f"{self.prog}-{self.opt}-t{self.threads}-{'-'.join(self.args)}"
+        rate = f"-f{self.freq}" if self.freq else ""
+        return f"{self.prog}-{self.opt}-t{self.threads}{rate}-{'-'.join(self.args)}"
 
 
 def patterns_labels(kind: str, schedule: str, op: str) -> dict[str, str]:
@@ -114,11 +123,12 @@ def iterations(kind: str, mib: int) -> int:
     return max(4, 640 // mib) if kind in ("random", "hashed") else max(4, 1280 // mib)
 
 
-def plan(bins: dict[str, Path], quick: bool = False) -> list[Run]:
-    """Every run of the data set, in a fixed order."""
+def plan(bins: dict[str, Path], quick: bool = False, tiers: tuple[str, ...] = ("full",)) -> list[Run]:
+    """Every run of the data set, in a fixed order: the ``full`` tier at the table's rate
+    (the shipped table), the ``few`` tier (held out) at FEW_FREQ."""
     runs: list[Run] = []
 
-    def kernels(opt, sizes, threads, split, kinds=KINDS):
+    def kernels(opt, sizes, threads, split, kinds=KINDS, freq=0):
         for mib in sizes:
             for kind in kinds:
                 for sched in SCHEDULES:
@@ -127,20 +137,24 @@ def plan(bins: dict[str, Path], quick: bool = False) -> list[Run]:
                         if threads == 1:
                             labels = {k: SERIAL_LABEL for k in labels}
                         runs.append(Run(str(bins[opt]), [kind, sched, op, str(mib), str(iterations(kind, mib))],
-                                        threads, opt, split, labels, f"{kind} {sched} {op}"))
+                                        threads, opt, split, labels, f"{kind} {sched} {op}", freq=freq))
 
-    kernels("O2", TRAIN_SIZES, 2, "train")
-    # large arrays: a sweep outlasts a window, so windows see one phase (small spans)
-    kernels("O2", (LARGE_SIZE,), 2, "train", kinds=("regular", "irregular"))
-    if not quick:
-        kernels("O2", HELDOUT_SIZES, 2, "heldout")
-        kernels("O0", (OPT_SIZE,), 2, "heldout")
-        kernels("O3", (OPT_SIZE,), 2, "heldout")
-        kernels("O2", (OPT_SIZE,), 3, "heldout")  # 3 threads on 2 cores: another thread count
-        kernels("O2", (OPT_SIZE,), 1, "heldout")  # one thread: serial only → unknown
-    for prog, args, kind, labels in EXAMPLE_RUNS:
-        for threads in (2,) if quick else (2, 3):
-            runs.append(Run(str(EXAMPLES / prog), args, threads, "O2", "heldout", labels, prog, prog, kind))
+    if "full" in tiers:
+        kernels("O2", TRAIN_SIZES, 2, "train")
+        # large arrays: a sweep outlasts a window, so windows see one phase (small spans)
+        kernels("O2", (LARGE_SIZE,), 2, "train", kinds=("regular", "irregular"))
+        if not quick:
+            kernels("O2", HELDOUT_SIZES, 2, "heldout")
+            kernels("O0", (OPT_SIZE,), 2, "heldout")
+            kernels("O3", (OPT_SIZE,), 2, "heldout")
+            kernels("O2", (OPT_SIZE,), 3, "heldout")  # 3 threads on 2 cores: another thread count
+            kernels("O2", (OPT_SIZE,), 1, "heldout")  # one thread: serial only → unknown
+        for prog, args, kind, labels in EXAMPLE_RUNS:
+            for threads in (2,) if quick else (2, 3):
+                runs.append(Run(str(EXAMPLES / prog), args, threads, "O2", "heldout", labels, prog, prog, kind))
+    if "few" in tiers:
+        for kind in KINDS:
+            kernels("O2", FEW_SIZES, 2, "heldout", kinds=(kind,), freq=FEW_FREQ[kind])
     return runs
 
 
@@ -159,7 +173,9 @@ def build(out: Path) -> dict[str, Path]:
 
 
 def record_one(run: Run, tmp: Path, freq: int = 0) -> list[dict]:
-    """Record and analyse one run; one row per labelled object found."""
+    """Record and analyse one run (at its own rate, else ``freq``); one row per labelled
+    object found."""
+    freq = run.freq or freq
     prof = tmp / "prof.data"
     env = dict(os.environ, OMP_NUM_THREADS=str(run.threads),
                PYTHONPATH=_pythonpath() + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -347,7 +363,7 @@ def cmd_record(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     bins = build(out)
-    runs = plan(bins, quick=args.quick)
+    runs = plan(bins, quick=args.quick, tiers=tuple(args.tier or ("full",)))
     rows: list[dict] = []
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="numaprof-train-") as td:
@@ -370,8 +386,11 @@ def load_table(path: str | Path) -> list[dict]:
     p = Path(path)
     if p.is_dir():
         p = p / DEFAULT_TABLE
-    with open(p, newline="") as f:
-        rows = list(csv.DictReader(f))
+    try:
+        with open(p, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except OSError as e:
+        raise NumaprofError(f"feature table {p}: {e.strerror}") from e
     text = {"run", "program", "kernel", "args", "opt", "freq", "split", "object", "label", "analyzer_pattern",
             "where"}
     for r in rows:
@@ -492,6 +511,9 @@ def main(argv=None) -> int:
     r.add_argument("--out", required=True, help="directory for features.csv")
     r.add_argument("--quick", action="store_true", help="only the training runs and the examples")
     r.add_argument("--freq", type=int, default=FREQ, help=f"samples per second per thread (default {FREQ})")
+    r.add_argument("--tier", action="append", choices=("full", "few"),
+                   help="the runs to record (repeatable; default full): full at --freq, the shipped "
+                        "table; few at 50-300 samples/s, held out, to measure the model on few samples")
     f = sub.add_parser("fit", help="train, evaluate on the held-out rows, export the model")
     f.add_argument("--data", default=str(ROOT / "tests" / "data" / "training"),
                    help="feature table (CSV or a directory with features.csv)")

@@ -18,7 +18,7 @@ def recorded(tmp_path_factory):
     exe = work / "threadprivate"
     subprocess.run(["gcc", "-O2", "-g", "-fopenmp", "-o", str(exe), str(PROGS / "threadprivate.c")],
                    check=True)
-    run_numaprof("record", "-o", work / "p.data", "--", exe, "8000000", "10",
+    run_numaprof("record", "-o", work / "p.data", "--", exe, "8000000", "20",
                  env={"OMP_NUM_THREADS": "2"}, check=True)
     return work / "p.data"
 

@@ -9,7 +9,15 @@
 #define NW 200000
 static double work[NW];
 #pragma omp threadprivate(work)
-static _Thread_local long hist[65536];
+static _Thread_local long hist[1 << 18];
+
+/* splitmix64's finalizer: indices with no stride for a sampler to find */
+static unsigned long mix(unsigned long x)
+{
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ul;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebul;
+    return x ^ (x >> 31);
+}
 
 int main(int argc, char **argv)
 {
@@ -19,7 +27,7 @@ int main(int argc, char **argv)
     if (!in)
         return 1;
     for (long i = 0; i < n; i++)
-        in[i] = (double)((i * 2654435761u) % 1000003);
+        in[i] = (double)(mix((unsigned long)i) % 1000003);
     double total = 0;
     for (int r = 0; r < reps; r++) {
 #pragma omp parallel reduction(+ : total)
@@ -28,7 +36,7 @@ int main(int argc, char **argv)
             for (long i = 0; i < n; i++) {
                 long k = (long)in[i] % NW;
                 work[k] += in[i];
-                hist[(unsigned long)(in[i] * 7) & 65535]++;
+                hist[(unsigned long)(in[i] * 7) & ((1 << 18) - 1)]++;
             }
             for (long k = 0; k < NW; k += 64)
                 total += work[k];

@@ -17,6 +17,8 @@ from numaprof.errors import NumaprofError
 TABLE = ROOT / "tests" / "data" / "training" / "features.csv"
 # a second, independent recording of the whole plan (the same command, another hour)
 RERUN = ROOT / "tests" / "data" / "training" / "features_rerun.csv"
+# the few-sample tier (train record --tier few: 30-260 samples per array), all held out
+FEW = ROOT / "tests" / "data" / "training" / "features_few.csv"
 MIN_HELDOUT_ACCURACY = 0.95
 MIN_RERUN_ACCURACY = 0.95  # the same bar on the held-out rows of the independent recording
 # "unknown" must not dodge: at most this share of the rows with a class label (one-thread
@@ -94,6 +96,19 @@ def test_shipped_model_on_an_independent_recording():
     ev = train.evaluate(heldout, lambda rs: list(shipped.predict(train.matrix(rs))))
     assert ev["n"] >= 200
     assert ev["accuracy"] >= MIN_RERUN_ACCURACY, (ev["accuracy"], ev["confusion"], ev["wrong"])
+
+
+def test_shipped_model_on_few_samples():
+    # 0.856 when recorded; regular and random arrays hold up, dynamic-schedule arrays with
+    # under 100 samples are half of them called random (docs/classifier.md, "Few samples")
+    shipped = classifier.PatternModel.load()
+    ev = train.evaluate(train.load_table(FEW), lambda rs: list(shipped.predict(train.matrix(rs))))
+    assert ev["n"] >= 100
+    assert ev["accuracy"] >= 0.8, (ev["accuracy"], ev["confusion"])
+    cm, labels = ev["confusion"], ev["labels"]
+    for lab in ("random", "regular"):
+        i = labels.index(lab)
+        assert cm[i, i] >= 0.9 * cm[i].sum(), (lab, cm)
 
 
 @pytest.mark.parametrize("table", [TABLE, RERUN], ids=["table", "rerun"])
