@@ -114,9 +114,10 @@ struct nmp_drain {
 struct nmp_thread {
     uint32_t pid, tid, ppid;
     uint64_t start, end, samples;
-    uint64_t tls_base; /* its thread pointer (%fs base), from the shim; 0 unknown */
+    uint64_t tls_base; /* its thread pointer (%fs base), from the shim or ptrace; 0 unknown */
     char comm[NMP_COMM_LEN + 1];
     int alive;
+    int tls_asked; /* its registers were asked for the pointer (once: it may have ended) */
 };
 
 struct nmp_process {
@@ -281,8 +282,9 @@ struct nmp_thread *nmp_thread_add(struct nmp_tasks *t, uint32_t pid, uint32_t ti
 struct nmp_thread *nmp_thread_of(struct nmp_tasks *t, uint32_t pid, uint32_t tid,
                                  uint64_t time);
 /* The thread pointer of thread `tid` of process `pid`: what the shim recorded in
- * <dir>/tls.<pid> as the thread started (read again when a thread is not found); 0 when
- * unknown (no shim: attach mode, a static program). */
+ * <dir>/tls.<pid> as the thread started (read again when a thread is not found); without
+ * the shim (attach mode, a static program) the thread's registers, through ptrace, once;
+ * 0 when unknown (the thread ended, ptrace refused). */
 uint64_t nmp_thread_pointer(struct nmp_collector *c, uint32_t pid, uint32_t tid, uint64_t time);
 /* Reads its name from /proc (attach: threads that exist before the events). */
 void nmp_thread_read_comm(struct nmp_tasks *t, uint32_t pid, uint32_t tid);

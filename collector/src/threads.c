@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ptrace.h>
+#include <sys/user.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 struct nmp_thread *nmp_thread_find(struct nmp_tasks *t, uint32_t tid)
@@ -41,7 +44,10 @@ struct nmp_thread *nmp_thread_of(struct nmp_tasks *t, uint32_t pid, uint32_t tid
  * (attach mode) opens nothing, however many of its samples are thread-local. */
 static void read_tls(struct nmp_collector *c, struct nmp_process *p, char *path, size_t cap)
 {
-    const char *dir = c->cfg->alloc_dir ? c->cfg->alloc_dir : c->cfg->shim ? c->cfg->dir : NULL;
+    /* attached without --alloc-dir: the program runs without the shim, whatever --shim says */
+    const char *dir = c->cfg->alloc_dir                          ? c->cfg->alloc_dir
+                      : c->cfg->shim && !c->cfg->attach_pid ? c->cfg->dir
+                                                                 : NULL;
     path[0] = 0;
     if (!dir || snprintf(path, cap, "%s/" NMP_SHIM_TLS_FILE, dir, p->pid) >= (int)cap) {
         path[0] = 0;
@@ -64,6 +70,40 @@ static void read_tls(struct nmp_collector *c, struct nmp_process *p, char *path,
     fclose(f);
 }
 
+/* The %fs base of a running thread of another process, from its registers (ptrace(2)):
+ * PTRACE_SEIZE and PTRACE_INTERRUPT stop it for the time of one PTRACE_GETREGS and leave
+ * no signal behind, unlike PTRACE_ATTACH's SIGSTOP; a signal that arrived meanwhile (a
+ * signal-delivery stop instead of the interrupt's event stop) is handed back at the
+ * detach.  0 when it cannot be read: the thread ended, another tracer holds it, or ptrace
+ * is refused (kernel.yama.ptrace_scope without CAP_SYS_PTRACE). */
+static uint64_t registers_fs_base(uint32_t pid, uint32_t tid)
+{
+#if defined(__x86_64__)
+    /* the tid still a thread of this process (not reused by another since) */
+    char task[64];
+    snprintf(task, sizeof task, "/proc/%" PRIu32 "/task/%" PRIu32, pid, tid);
+    if (access(task, F_OK) != 0 || ptrace(PTRACE_SEIZE, (pid_t)tid, NULL, NULL) != 0)
+        return 0;
+    uint64_t fs = 0;
+    int st = 0;
+    long sig = 0;
+    if (ptrace(PTRACE_INTERRUPT, (pid_t)tid, NULL, NULL) == 0 &&
+        waitpid((pid_t)tid, &st, __WALL) == (pid_t)tid && WIFSTOPPED(st)) {
+        struct user_regs_struct r;
+        if (ptrace(PTRACE_GETREGS, (pid_t)tid, NULL, &r) == 0)
+            fs = r.fs_base;
+        if ((st >> 16) != PTRACE_EVENT_STOP)
+            sig = WSTOPSIG(st);
+    }
+    ptrace(PTRACE_DETACH, (pid_t)tid, NULL, (void *)sig);
+    return fs;
+#else
+    (void)pid;
+    (void)tid;
+    return 0;
+#endif
+}
+
 uint64_t nmp_thread_pointer(struct nmp_collector *c, uint32_t pid, uint32_t tid, uint64_t time)
 {
     struct nmp_thread *th = nmp_thread_of(&c->tasks, pid, tid, time);
@@ -71,8 +111,14 @@ uint64_t nmp_thread_pointer(struct nmp_collector *c, uint32_t pid, uint32_t tid,
         return th ? th->tls_base : 0;
     struct nmp_process *p = nmp_process_find(&c->tasks, pid);
     char path[4096];
+    path[0] = 0;
     if (p)
         read_tls(c, p, path, sizeof path);
+    if (!th->tls_base && !path[0] && !th->tls_asked && th->alive) {
+        /* no shim to say it: the thread's own registers, while it runs */
+        th->tls_asked = 1;
+        th->tls_base = registers_fs_base(pid, tid);
+    }
     return th->tls_base;
 }
 

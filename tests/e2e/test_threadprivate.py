@@ -4,7 +4,10 @@ shim records each thread's pointer, the collector adds it, and the analyzer name
 variable as one thread-private object with a copy per thread."""
 
 import json
+import os
 import subprocess
+import time
+from pathlib import Path
 
 import pytest
 from helpers import PROGS, run_numaprof
@@ -48,3 +51,27 @@ def test_each_thread_has_its_pointer_and_the_shims_file_is_gone(recorded):
     tp = [int(x) for x in tt["tls_base"]]
     assert len(tp) == 2 and all(tp) and len(set(tp)) == 2, tp  # the main thread and one worker
     assert not list(recorded.glob("tls.*"))  # read into the table, then removed
+
+
+def test_attached_the_pointers_come_from_the_threads_registers(tmp_path):
+    # `record -p`: no shim in the program to record its threads' pointers; the collector
+    # reads each one from the thread's registers (ptrace), and the program runs on
+    exe = tmp_path / "threadprivate"
+    subprocess.run(["gcc", "-O2", "-g", "-fopenmp", "-o", str(exe), str(PROGS / "threadprivate.c")],
+                   check=True)
+    env = dict(os.environ, OMP_NUM_THREADS="2")
+    prog = subprocess.Popen([str(exe), "8000000", "100000"], stdout=subprocess.DEVNULL, env=env)
+    try:
+        time.sleep(0.5)  # its threads have started and run the loop
+        prof = tmp_path / "a.data"
+        run_numaprof("record", "-o", prof, "-p", str(prog.pid), "--duration", "1.5", check=True)
+        state = (Path(f"/proc/{prog.pid}/status").read_text().split("State:")[1].split()[0])
+        assert prog.poll() is None and state in ("R", "S"), state  # not left stopped
+    finally:
+        prog.kill()
+        prog.wait()
+    doc = json.loads(run_numaprof("report", prof, "--format", "json", check=True).stdout)
+    assert doc["profile"]["address_coverage"] >= 0.9, doc["profile"]["rules"]  # was 0.24
+    objs = {o["name"]: o for o in doc["objects"]}
+    for name in ("work", "hist"):
+        assert objs[name]["thread_private"] is True and objs[name]["count"] == 2, objs.get(name)
