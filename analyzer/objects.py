@@ -742,6 +742,86 @@ def name_pointer_slots(objs: list[Obj], hot: list[int]) -> None:
             o.name += " (pointer)"
 
 
+def tell_library_blocks_apart(objs: list[Obj], hot: list[int], resolver: symbols.CodeResolver,
+                              prof: Profile) -> None:
+    """The blocks a library allocates for one object of the user's (an Eigen
+    ``SparseMatrix``'s values, inner indices and outer index) are all named after it
+    (``Poisson::A``); each gets the library's own name for it: ``Poisson::A (newValues)``,
+    ``Poisson::A (m_outerIndex)``.  That name is the innermost variable the library code
+    on the allocation's call stack assigns the block to (srcnames.assigned_name on the
+    header's line), passing over allocation helpers (a function that returns the block:
+    ``aligned_malloc``'s ``result``), a constructor's member (the object constructed is
+    named further out: ``scoped_array``'s ``m_ptr`` inside ``newValues(size)``) and lines
+    that several of the program's names pass through (a dense vector's storage)."""
+    frames = _stack_frames(prof)
+    roots = [r for r in (str(prof.manifest.get("cwd") or ""), str(prof.path.parent)) if r]
+    groups: dict[str, dict[int, Obj]] = {}
+    for oi in hot:
+        o = objs[oi]
+        if o.kind == "heap" and o.name and o.stack != NO_STACK:
+            groups.setdefault(o.name, {}).setdefault(o.stack, o)
+    if not any(len(g) > 1 for g in groups.values()):
+        return
+    positions = {(name, st): resolver.library_positions(o.pid, frames.get(st, []))
+                 for name, g in groups.items() for st, o in g.items()}
+    # a line that allocates for objects of different names is generic library code
+    users: dict[tuple[str, int], set[str]] = {}
+    for (name, _st), ps in positions.items():
+        for p in ps:
+            users.setdefault((p.file, p.line), set()).add(name)
+    labels: dict[tuple[str, int], str] = {}
+    for (name, st), ps in positions.items():
+        if len(groups[name]) < 2:
+            continue
+        for p in ps:
+            if len(users[(p.file, p.line)]) > 1:
+                continue
+            label = _library_variable(p, roots, resolver.archive)
+            if label:
+                labels[(name, st)] = label
+                break
+    for name, g in groups.items():
+        mine = {st: labels.get((name, st)) for st in g}
+        if len({v for v in mine.values() if v}) < 2:
+            continue  # nothing told apart
+        for oi in hot:
+            o = objs[oi]
+            if o.kind == "heap" and o.name == name and mine.get(o.stack):
+                o.name = f"{name} ({mine[o.stack]})"
+
+
+def _library_variable(p: symbols.SourceLine, roots: list[str], archive: Archive) -> str | None:
+    src = srcnames.find_source(p.file, roots, archive)
+    if src is None:
+        return None
+    lang = symbols.source_language(p.file)
+    if lang == "c" and "::" in p.function:  # a C++ header named .h (Eigen's)
+        lang = "cpp"
+    name = srcnames.assigned_name(str(src), p.line, p.column, lang, archive=archive)
+    if not name or _is_constructor(p.function) and "." not in name and "->" not in name:
+        return None
+    if srcnames.returns_allocation(str(src), p.line, name, lang, archive):
+        return None
+    return name
+
+
+def _is_constructor(function: str) -> bool:
+    """``ns::X<T>::X(args)``: the last two components of the qualified name agree."""
+    head = function.split("(", 1)[0]
+    depth, parts, cur = 0, [], ""
+    for ch in head:
+        depth += ch == "<"
+        depth -= ch == ">"
+        if depth == 0 and ch == ":" and cur.endswith(":"):
+            parts.append(cur[:-1])
+            cur = ""
+            continue
+        cur += ch
+    parts.append(cur)
+    bare = [x.split("<", 1)[0].strip() for x in parts]
+    return len(bare) >= 2 and bare[-1] == bare[-2] and bool(bare[-1])
+
+
 #: A data mapping of an ELF file is named by the section holding this share of its samples.
 SECTION_NAME_SHARE = 0.8
 
