@@ -110,7 +110,8 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     # layer, after the recorded blocks
     static_iv = att.Intervals.concat([short_intervals(prof.table("objects"), objs),
                                       static_intervals(mappings, objs, archive),
-                                      tls_intervals(prof.table("threads"), mappings, objs, archive)])
+                                      tls_intervals(prof.table("threads"), prof.table("tls_modules"), mappings, objs,
+                                                    archive)])
     map_iv = mapping_intervals(prof.table("mappings"), objs)
     layers = [heap_iv, static_iv, map_iv]
     ivs = att.Intervals.concat(layers)

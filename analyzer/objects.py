@@ -413,10 +413,13 @@ def _split_commons(objects: list[symbols.StaticSymbol], commons: dict) -> list[s
     return out
 
 
-def tls_intervals(tt: dict, mappings: symbols.Mappings, objs: list[Obj], archive: Archive) -> att.Intervals:
-    """The program's thread-local variables (analyzer/tls.py): one object each, with an
-    instance per thread whose pointer the collector recorded; thread-private."""
+def tls_intervals(tt: dict, mt: dict, mappings: symbols.Mappings, objs: list[Obj],
+                  archive: Archive) -> att.Intervals:
+    """The program's thread-local variables, its libraries' too (analyzer/tls.py): one
+    object each, with an instance per thread whose pointer the collector recorded;
+    thread-private.  ``tt`` the threads table, ``mt`` tls_modules."""
     pointers = tls.thread_pointers(tt)
+    recorded = tls.module_offsets(mt, mappings)
     rows: list[tuple[int, int, int, int]] = []
     groups: dict[tuple, int] = {}
     seen: set[tuple[int, str]] = set()
@@ -425,7 +428,7 @@ def tls_intervals(tt: dict, mappings: symbols.Mappings, objs: list[Obj], archive
             continue
         seen.add((pid, path))
         info = symbols.elf_info(path, archive)
-        found = tls.layout(info) if info is not None else None
+        found = tls.layout(info, recorded.get((pid, path))) if info is not None else None
         if found is None:
             continue
         base = os.path.basename(path)

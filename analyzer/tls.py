@@ -10,8 +10,10 @@ offset, where offset is its PT_TLS segment's size rounded up to the segment's al
 STT_TLS symbol's value.  The collector records each thread's pointer (threads.tls_base,
 written by the allocation shim as the thread starts), and a `%fs`-relative access's
 address with it (docs/backends.md).  A variable is one object with an instance per
-thread: thread-private, as a stack local is.  Shared libraries' TLS blocks, placed by
-the dynamic linker after the executable's, are not named here.
+thread: thread-private, as a stack local is.  A shared library loaded with the program
+has its block further down, at an offset the dynamic linker chose; the shim records it
+(dl_iterate_phdr's dlpi_tls_data below the thread pointer: the tls_modules table), and
+the library's variables are named the same way.
 """
 
 from __future__ import annotations
@@ -21,18 +23,24 @@ import numpy as np
 from numaprof.analyzer import symbols
 
 
-def layout(info: symbols.ElfInfo) -> tuple[int, list[symbols.StaticSymbol]] | None:
-    """(offset of the executable's TLS block below the thread pointer, its variables), or
-    None when ``info`` is no executable (a shared library) or has no TLS."""
+def layout(info: symbols.ElfInfo, recorded: int | None = None) -> tuple[int, list[symbols.StaticSymbol]] | None:
+    """(offset of the module's TLS block below the thread pointer, its variables): the
+    executable's computed, a shared library's as ``recorded`` (tls_modules); None
+    without TLS, or for a library whose offset was not recorded."""
     try:
         segs = list(info.elf.iter_segments())
         tls = next((s for s in segs if s["p_type"] == "PT_TLS"), None)
-        if tls is None or not _executable(info.elf, segs):
+        if tls is None:
             return None
         align = max(int(tls["p_align"]), 1)
         firstbyte = -(int(tls["p_vaddr"]) % align) % align
         memsz = int(tls["p_memsz"])
-        offset = -(-(memsz - firstbyte) // align) * align + firstbyte
+        if _executable(info.elf, segs):
+            offset = -(-(memsz - firstbyte) // align) * align + firstbyte
+        elif recorded:
+            offset = recorded
+        else:
+            return None
         out = []
         for name in (".symtab", ".dynsym"):
             sec = info.elf.get_section_by_name(name)
@@ -62,6 +70,21 @@ def _executable(elf, segs) -> bool:
     if dyn is None:
         return False
     return any(t.entry.d_tag == "DT_FLAGS_1" and int(t.entry.d_val) & DF_1_PIE for t in dyn.iter_tags())
+
+
+def module_offsets(mt: dict, mappings: symbols.Mappings) -> dict[tuple[int, str], int]:
+    """(pid, path) -> the offset of that module's static TLS block below each thread's
+    pointer, as the shim recorded it (tls_modules: the module's load address and the
+    offset; the path is the mapping's at that address)."""
+    out: dict[tuple[int, str], int] = {}
+    if not mt or not len(mt.get("pid", ())):
+        return out
+    for pid, base, off in zip(np.asarray(mt["pid"]).tolist(), np.asarray(mt["base"]).tolist(),
+                              np.asarray(mt["offset"]).tolist(), strict=True):
+        m = mappings.find(int(pid), int(base))
+        if m is not None and str(m[3]).startswith("/") and off > 0:
+            out[(int(pid), str(m[3]))] = int(off)
+    return out
 
 
 def thread_pointers(tt: dict) -> dict[int, list[int]]:

@@ -682,7 +682,7 @@ class _SwitchOutput(click.ParamType):
 SIGNAL_ONLY = "signal"
 
 
-@click.command(context_settings={"ignore_unknown_options": True,
+@click.command(context_settings={"ignore_unknown_options": False,
                                  "allow_interspersed_args": False})
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
               help=f"Profile directory (default ./{DEFAULT_PROFILE}; an existing one is kept "

@@ -55,12 +55,18 @@
  * routine), appended with one write(2).  tp is the thread pointer, the first word of the
  * thread control block (`%fs:0` on x86-64; "ELF Handling For Thread-Local Storage",
  * U. Drepper, 2013, §4.3, variant II): a thread's static TLS lies just below it, so a
- * `%fs`-relative access is at tp plus what its registers give. */
+ * `%fs`-relative access is at tp plus what its registers give.
+ *
+ * kind NMP_SHIM_TLS_MODULE (written once per process, at the shim's start): a loaded
+ * module's static TLS block, `tid` its offset below every thread's pointer and `tp` the
+ * module's load address (dl_iterate_phdr's dlpi_addr; the block is dlpi_tls_data). */
 #define NMP_SHIM_TLS_FILE "tls.%" PRIu32
+#define NMP_SHIM_TLS_THREAD 0
+#define NMP_SHIM_TLS_MODULE 1
 struct nmp_shim_tls {
-    uint32_t tid;
-    uint32_t zero;
-    uint64_t tp;
+    uint32_t tid;  /* THREAD: the thread; MODULE: the block's offset below the pointer */
+    uint32_t kind; /* NMP_SHIM_TLS_THREAD (0) or NMP_SHIM_TLS_MODULE */
+    uint64_t tp;   /* THREAD: the thread pointer; MODULE: the module's load address */
 };
 
 struct nmp_shim_header {

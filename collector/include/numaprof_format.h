@@ -150,6 +150,14 @@
     COL(stack_frames, depth, U16, REQ) \
     COL(stack_frames, ip, U64, REQ)
 
+/* The static TLS block of each module loaded with a process that has one (a shared
+ * library's thread-local variables): at `offset` below every thread's pointer
+ * (threads.tls_base); `base` is the module's load address.  From the allocation shim. */
+#define NMP_TABLE_tls_modules(COL) \
+    COL(tls_modules, pid, U32, REQ) \
+    COL(tls_modules, base, U64, REQ) \
+    COL(tls_modules, offset, U64, REQ)
+
 /* Node-level counters, read before (phase 0) and after (phase 1) the run. */
 #define NMP_TABLE_counters(COL) \
     COL(counters, time, U64, REQ) \
@@ -167,6 +175,7 @@
     T(objects) \
     T(object_pages) \
     T(stack_frames) \
+    T(tls_modules) \
     T(counters)
 
 /* The rules of samples.rule: how a sample's data address was found, or why it was not

@@ -636,8 +636,10 @@ static void atfork_child(void)
     memset(g_pooled_small, 0, sizeof g_pooled_small);
     if (open_record(g_dir, g_threshold, g_small_period) < 0)
         g_active = 0;
-    else
+    else {
         tls_record_thread(); /* the child's one thread, in its own tls.<pid> */
+        tls_record_modules();
+    }
     t_guard = 0;
 }
 

@@ -37,6 +37,7 @@ void shim_watch_thread(void); /* run thread_exit (shim.c) when this thread ends 
 /* tls.c: thread pointers (tls.<pid>) */
 void tls_init(const char *dir);   /* records the calling (main) thread's */
 void tls_record_thread(void);     /* records the calling thread's */
+void tls_record_modules(void);    /* records the loaded modules' static TLS offsets */
 
 /* stack.c */
 void stack_init(void);

@@ -120,10 +120,16 @@ struct nmp_thread {
     int tls_asked; /* its registers were asked for the pointer (once: it may have ended) */
 };
 
+struct nmp_tls_module {
+    uint64_t base, offset; /* load address; the block's offset below a thread's pointer */
+};
+
 struct nmp_process {
     uint32_t pid;
     int alive;
     uint64_t tls_read; /* bytes of its shim's tls.<pid> read */
+    struct nmp_tls_module *tls_mods; /* its modules' static TLS blocks (shim) */
+    size_t ntls_mods, tls_mods_cap;
 };
 
 struct nmp_tasks {

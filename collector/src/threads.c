@@ -62,6 +62,13 @@ static void read_tls(struct nmp_collector *c, struct nmp_process *p, char *path,
          * program image after an execve): it goes to the tid's newest entry */
         while (fread(&r, sizeof r, 1, f) == 1) {
             p->tls_read += sizeof r;
+            if (r.kind == NMP_SHIM_TLS_MODULE) {
+                if (NMP_GROW(p->tls_mods, p->tls_mods_cap, p->ntls_mods + 1, 8) == 0)
+                    p->tls_mods[p->ntls_mods++] = (struct nmp_tls_module){.base = r.tp, .offset = r.tid};
+                continue;
+            }
+            if (r.kind != NMP_SHIM_TLS_THREAD)
+                continue;
             struct nmp_thread *t = nmp_thread_find(&c->tasks, r.tid);
             if (t && t->pid == p->pid)
                 t->tls_base = r.tp;
@@ -156,6 +163,30 @@ void nmp_process_add(struct nmp_collector *c, uint32_t pid)
         t->procs[t->nprocs++] = (struct nmp_process){.pid = pid, .alive = 1};
 }
 
+/* The tls_modules table: the modules' static TLS blocks the shim recorded (read with the
+ * threads' pointers); no table when there are none. */
+static int write_tls_modules(struct nmp_collector *c)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < c->tasks.nprocs; i++)
+        n += c->tasks.procs[i].ntls_mods;
+    if (!n)
+        return 0;
+    struct nmp_table *tab = nmp_table_open(c->cfg->dir, NMP_TABLE_ID_tls_modules, -1);
+    if (!tab)
+        return -1;
+    for (size_t i = 0; i < c->tasks.nprocs; i++) {
+        const struct nmp_process *p = &c->tasks.procs[i];
+        for (size_t k = 0; k < p->ntls_mods; k++) {
+            uint64_t v[NMP_tls_modules_NCOLS] = {[NMP_tls_modules_pid] = p->pid,
+                                                 [NMP_tls_modules_base] = p->tls_mods[k].base,
+                                                 [NMP_tls_modules_offset] = p->tls_mods[k].offset};
+            nmp_table_append(tab, v);
+        }
+    }
+    return nmp_table_close(tab);
+}
+
 int nmp_threads_write(struct nmp_collector *c)
 {
     struct nmp_table *tab = nmp_table_open(c->cfg->dir, NMP_TABLE_ID_threads, -1);
@@ -185,12 +216,16 @@ int nmp_threads_write(struct nmp_collector *c)
             [NMP_threads_tls_base] = th->tls_base};
         nmp_table_append(tab, v);
     }
-    return nmp_table_close(tab);
+    if (nmp_table_close(tab) != 0)
+        return -1;
+    return write_tls_modules(c);
 }
 
 void nmp_tasks_free(struct nmp_tasks *t)
 {
     free(t->threads);
     nmp_u32map_free(&t->tid_index);
+    for (size_t i = 0; i < t->nprocs; i++)
+        free(t->procs[i].tls_mods);
     free(t->procs);
 }

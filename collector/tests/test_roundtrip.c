@@ -131,6 +131,16 @@ static void threads(const char *dir)
     write_table(dir, NMP_TABLE_ID_threads, rows, 2);
 }
 
+static void tls_modules(const char *dir)
+{
+    const uint64_t rows[][W] = {
+        {[NMP_tls_modules_pid] = 100, [NMP_tls_modules_base] = 0x7f0012000000,
+         [NMP_tls_modules_offset] = 0x1040},
+        {[NMP_tls_modules_pid] = M4, [NMP_tls_modules_base] = M8, [NMP_tls_modules_offset] = M8},
+    };
+    write_table(dir, NMP_TABLE_ID_tls_modules, rows, 2);
+}
+
 static void counters(const char *dir)
 {
     struct nmp_table *t = nmp_counters_open(dir);
@@ -268,7 +278,7 @@ static void check_sizes(const char *dir)
         [NMP_TABLE_ID_samples] = 3, [NMP_TABLE_ID_faults] = 2, [NMP_TABLE_ID_page_nodes] = 4,
         [NMP_TABLE_ID_mappings] = 5, [NMP_TABLE_ID_threads] = 2, [NMP_TABLE_ID_counters] = 4,
         [NMP_TABLE_ID_objects] = 4, [NMP_TABLE_ID_stack_frames] = 3 + NMP_SHIM_MAX_FRAMES + 1,
-        [NMP_TABLE_ID_object_pages] = 2,
+        [NMP_TABLE_ID_object_pages] = 2, [NMP_TABLE_ID_tls_modules] = 2,
     };
     for (int t = 0; t < NMP_NTABLES; t++) {
         CHECK(rows[t] > 0); /* a table of the format that this test does not write */
@@ -308,6 +318,7 @@ int main(int argc, char **argv)
     page_nodes(dir);
     mappings(dir);
     threads(dir);
+    tls_modules(dir);
     counters(dir);
     objects(dir);
     check_sizes(dir);

@@ -40,6 +40,17 @@ def test_missing_command_exits_127(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+def test_a_misspelt_option_is_not_run_as_the_command(tmp_path):
+    # was: `-q` taken for the program, which exited 127 into a "complete" empty profile
+    for argv in (["-q", "-o", tmp_path / "p", "--", "true"], ["--freqq", "4000", "true"]):
+        proc = run_numaprof("record", *argv)
+        assert proc.returncode == 2 and "No such option" in proc.stderr, proc.stderr
+        assert not (tmp_path / "p").exists()
+    # after the command, and after `--`, options are the program's
+    proc = run_numaprof("record", "-o", tmp_path / "p", "--", "sh", "-c", "exit 3", "-q")
+    assert proc.returncode == 3, proc.stderr
+
+
 def test_killed_program_gives_128_plus_signal(tmp_path):
     proc = run_numaprof("record", "-o", tmp_path / "p", "--", "sh", "-c", "kill -SEGV $$")
     assert proc.returncode == 128 + signal.SIGSEGV

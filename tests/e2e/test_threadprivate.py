@@ -75,3 +75,25 @@ def test_attached_the_pointers_come_from_the_threads_registers(tmp_path):
     objs = {o["name"]: o for o in doc["objects"]}
     for name in ("work", "hist"):
         assert objs[name]["thread_private"] is True and objs[name]["count"] == 2, objs.get(name)
+
+
+def test_a_shared_librarys_thread_local_array_is_named(tmp_path):
+    # the library's block lies at an offset the dynamic linker chose; the shim records it
+    # (tls_modules) and each thread's copy is found where the program itself says it is
+    lib = tmp_path / "libtlslib.so"
+    subprocess.run(["gcc", "-O2", "-g", "-fPIC", "-shared", "-o", str(lib), str(PROGS / "tls_lib.c")], check=True)
+    exe = tmp_path / "tls_lib_main"
+    subprocess.run(["gcc", "-O2", "-g", "-fopenmp", "-o", str(exe), str(PROGS / "tls_lib_main.c"),
+                    f"-L{tmp_path}", "-ltlslib", f"-Wl,-rpath,{tmp_path}"], check=True)
+    prof = tmp_path / "l.data"
+    out = run_numaprof("record", "-o", prof, "--", exe, "4000000", "20", env={"OMP_NUM_THREADS": "2"},
+                       check=True).stdout
+    copies = {int(line.split()[1], 16) for line in out.splitlines() if line.startswith("scratch ")}
+    assert len(copies) == 2, out
+    doc = json.loads(run_numaprof("report", prof, "--format", "json", check=True).stdout)
+    objs = {o["name"]: o for o in doc["objects"]}
+    o = objs.get("scratch")
+    assert o is not None, sorted(objs)  # was two anonymous mappings (a thread stack, ld.so's block)
+    assert o["site"] == ".tbss@libtlslib.so" and o["thread_private"] is True and o["count"] == 2, o
+    assert int(o["address"], 16) in copies, (o["address"], [hex(c) for c in copies])
+    assert o["samples"] >= 0.3 * doc["profile"]["samples"], (o["samples"], doc["profile"]["samples"])

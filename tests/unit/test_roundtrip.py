@@ -99,6 +99,11 @@ EXPECTED: dict[str, dict[str, tuple[str, list]]] = {
         "samples": ("<u8", [42, M8]),
         "tls_base": ("<u8", [0x7F0012345640, M8]),
     },
+    "tls_modules": {
+        "pid": ("<u4", [100, M4]),
+        "base": ("<u8", [0x7F0012000000, M8]),
+        "offset": ("<u8", [0x1040, M8]),
+    },
     "counters": {
         "time": ("<u8", [1, 2, 3, 4]),
         "phase": ("|u1", [0, 1, 2, 0]),
