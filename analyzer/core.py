@@ -396,6 +396,9 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     more = _more_samples(results, info.freq or defaults.FREQ, info.duration_s)
     if more:
         findings.append(more)
+    ranks = _processes_of_one_program(results, threads)
+    if ranks:
+        findings.append(ranks)
     node_counts = _node_counters(prof, topo, info.host)
     findings.extend(counters.findings(node_counts))
     if not prof.complete:
@@ -433,6 +436,26 @@ def _site_of(resolver, pid: int, ip: int) -> str | None:
 
 MIN_SHARE_FOR_MORE = 0.005  # objects below this share of the samples are not worth a note
 MAX_FREQ = 20000  # Hz: a rate above this costs more than a longer run
+
+
+def _processes_of_one_program(results, threads) -> str | None:
+    """The finding for a profile of several processes of one program with arrays of their
+    own (`numaprof record -- mpirun -np 4 ./app`): each object is one process's, named
+    alike; the per-rank recording gives each rank a report and the job one answer."""
+    comm = {t.pid: t.comm for t in threads}
+    by_prog: dict[str, set[int]] = {}
+    for o in results:
+        if o.kind in ("heap", "static") and o.pid and comm.get(o.pid):
+            by_prog.setdefault(comm[o.pid], set()).add(o.pid)
+    if not by_prog:
+        return None
+    prog, pids = max(by_prog.items(), key=lambda kv: len(kv[1]))
+    if len(pids) < 2:
+        return None
+    return (f"{len(pids)} processes of {prog} in one profile (MPI ranks?): each object is one "
+            f"process's, shown with its pid; for a report per rank and one answer for the job, "
+            f"record each rank: mpirun -np {len(pids)} numaprof record -o prof.%r -- ./{prog} ..., "
+            "then numaprof report prof.*")
 
 
 def _more_samples(results, freq: int, duration: float) -> str | None:
@@ -839,6 +862,7 @@ def _object_result(o: Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow
         pages_policy_mixed=kernel.mixed if kernel is not None else False,
         attribution=o.attribution,
         thread_private=private,
+        pid=int(o.pid),
     )
 
 

@@ -151,6 +151,7 @@ class ObjectResult:
     # every instance (count) is accessed only by the thread whose stack frame holds it:
     # always local to that thread, whatever the placement policy
     thread_private: bool = False
+    pid: int = 0  # the process whose object it is (a profile may hold several: mpirun)
 
 
 @dataclass

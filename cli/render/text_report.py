@@ -191,6 +191,10 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
     private = [o for o in shown if o.thread_private]
     shown = [o for o in shown if not o.thread_private] + private
     rows = [_object_row(o) for o in shown]
+    if len({o.pid for o in shown if o.kind in ("heap", "static")}) > 1:
+        # several processes (mpirun under record): objects of the same name are each one's
+        rows = [[name, count + (f" [pid {o.pid}]" if o.pid else ""), *rest]
+                for o, (name, count, *rest) in zip(shown, rows, strict=True)]
     name_w, site_w = _fit_name_and_site(rows, con.width)
     table = Table(title="hot objects", title_justify="left")
     for col, just in zip(OBJECT_COLUMNS, ("left", "left", "right", "right", "left", "right", "left",
