@@ -765,7 +765,7 @@ def tell_library_blocks_apart(objs: list[Obj], hot: list[int], resolver: symbols
             groups.setdefault(o.name, {}).setdefault(o.stack, o)
     if not any(len(g) > 1 for g in groups.values()):
         return
-    positions = {(name, st): resolver.library_positions(o.pid, frames.get(st, []))
+    positions = {(name, st): _library_positions(resolver, o.pid, frames.get(st, []))
                  for name, g in groups.items() for st, o in g.items()}
     # a line that allocates for objects of different names is generic library code
     users: dict[tuple[str, int], set[str]] = {}
@@ -791,6 +791,22 @@ def tell_library_blocks_apart(objs: list[Obj], hot: list[int], resolver: symbols
             o = objs[oi]
             if o.kind == "heap" and o.name == name and mine.get(o.stack):
                 o.name = f"{name} ({mine[o.stack]})"
+
+
+def _library_positions(resolver: symbols.CodeResolver, pid: int, ips: list[int]) -> list[symbols.SourceLine]:
+    """The positions in system headers (library code compiled into the program: an Eigen
+    container's, the C++ library's) an allocation call stack passes through before the
+    user's first line, innermost first.  Frames without a line table (libc's malloc) have
+    none."""
+    out: list[symbols.SourceLine] = []
+    for ip in ips:
+        found = resolver.elf_address(pid, ip - 1)
+        for p in found[0].inline_positions(found[1]) if found is not None else []:
+            if p.line > 0 and not symbols.is_system_source(p.file):
+                return out
+            if p.line > 0:
+                out.append(p)
+    return out
 
 
 def _library_variable(p: symbols.SourceLine, roots: list[str], archive: Archive) -> str | None:

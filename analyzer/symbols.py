@@ -966,22 +966,6 @@ class CodeResolver:
                 user_fallback = sl
         return user_fallback or fallback
 
-    def library_positions(self, pid: int, ips: list[int]) -> list[SourceLine]:
-        """The positions in system headers (library code compiled into the program: an
-        Eigen container's, the C++ library's) an allocation call stack passes through
-        before the user's first line, innermost first.  Frames without a line table (libc's
-        malloc) have none."""
-        out: list[SourceLine] = []
-        for ip in ips:
-            found = self.elf_address(pid, ip - 1)
-            chain = found[0].inline_positions(found[1]) if found is not None else []
-            for p in chain:
-                if p.line > 0 and not is_system_source(p.file):
-                    return out
-                if p.line > 0:
-                    out.append(p)
-        return out
-
     def user_frames(self, pid: int, ips: list[int]):
         """The frames of a call stack (innermost first) with a source line outside the
         system headers, each named after the function whose body holds the line: the
