@@ -40,6 +40,13 @@ def run_numaprof(*args, cwd=None, env=None, timeout=600, check=False):
 
 
 
+def compile_openmp(source: Path, exe: Path, *extra: str) -> Path:
+    """``gcc -O2 -g -fopenmp -o exe source extra...``: a test program built as users build
+    theirs; returns ``exe``."""
+    subprocess.run(["gcc", "-O2", "-g", "-fopenmp", "-o", str(exe), str(source), *extra], check=True)
+    return exe
+
+
 def build_program(tmp_path: Path, name: str, src: str, compiler: str, flags: list[str],
                   tools: tuple[str, ...] = ()) -> Path:
     """Writes ``src`` to ``tmp_path / name`` and compiles it to ``tmp_path / stem``;

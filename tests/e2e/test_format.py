@@ -10,7 +10,7 @@ import json
 import subprocess
 
 import pytest
-from helpers import EXAMPLES, ROOT, run_numaprof
+from helpers import EXAMPLES, ROOT, compile_openmp, run_numaprof
 
 from numaprof import defaults, paths
 from numaprof.analyzer import core
@@ -131,8 +131,7 @@ def test_scattered_faults_on_the_same_pages_are_repeats(tmp_path):
     from numaprof.analyzer.profile import open_profile
 
     exe = tmp_path / "alloc_heavy"
-    subprocess.run(["gcc", "-O2", "-g", "-fopenmp", "-o", str(exe), str(ROOT / "bench" / "alloc_heavy.c")],
-                   check=True)
+    compile_openmp(ROOT / "bench" / "alloc_heavy.c", exe)
     prof = tmp_path / "p"
     run_numaprof("record", "-o", prof, "--", exe, "40000000", env={"OMP_NUM_THREADS": "2"}, check=True)
     ft = open_profile(prof).table("faults")

@@ -7,10 +7,9 @@ loses samples on a loaded 2-core machine.)"""
 
 import json
 import re
-import subprocess
 
 import pytest
-from helpers import EXAMPLES, run_numaprof
+from helpers import EXAMPLES, compile_openmp, run_numaprof
 
 pytestmark = pytest.mark.e2e
 
@@ -22,8 +21,7 @@ def _objects(prof):
 
 def test_objects_short_of_samples_say_how_many_more(tmp_path):
     exe = tmp_path / "gather"
-    subprocess.run(["gcc", "-O2", "-g", "-fopenmp", "-o", str(exe), str(EXAMPLES / "gather.c")],
-                   check=True)
+    compile_openmp(EXAMPLES / "gather.c", exe)
     env = {"OMP_NUM_THREADS": "2"}
     short = tmp_path / "short.data"
     run_numaprof("record", "-o", short, "--freq", "1009", "--", exe, "12", "150", env=env,

@@ -3,10 +3,9 @@ allocates its own histogram in every step) are one thread-private object, never 
 spreading placement, while the shared input beside them is placed."""
 
 import json
-import subprocess
 
 import pytest
-from helpers import PROGS, run_numaprof
+from helpers import PROGS, compile_openmp, run_numaprof
 
 pytestmark = pytest.mark.e2e
 
@@ -15,8 +14,7 @@ pytestmark = pytest.mark.e2e
 def recorded(tmp_path_factory):
     work = tmp_path_factory.mktemp("private")
     exe = work / "private_buffers"
-    subprocess.run(["gcc", "-O2", "-g", "-fopenmp", "-o", str(exe), str(PROGS / "private_buffers.c")],
-                   check=True)
+    compile_openmp(PROGS / "private_buffers.c", exe)
     run_numaprof("record", "-o", work / "p.data", "--freq", "4000", "--", exe, "80",
                  env={"OMP_NUM_THREADS": "2"}, check=True)
     return work / "p.data"

@@ -9,7 +9,7 @@ import copy
 import json
 
 import pytest
-from helpers import run_numaprof
+from helpers import compile_openmp, run_numaprof
 from synth_analysis import example_gather, example_numa_aware, example_serial_init
 
 from numaprof.recommender import suggest
@@ -84,13 +84,11 @@ def test_same_profile_same_answer_and_object_changes_only_the_output(tmp_path):
     6 MiB index array alone would be "small shared data" (close binding).  200 passes
     (~0.2 s here): with 40, a faster machine left idx too few samples to classify.  Asking for
     `--object idx` must not turn the analysis into one of idx alone."""
-    import subprocess
 
     from helpers import EXAMPLES
 
     exe = tmp_path / "gather"
-    subprocess.run(["gcc", "-O2", "-g", "-fopenmp", "-o", str(exe), str(EXAMPLES / "gather.c")],
-                   check=True)
+    compile_openmp(EXAMPLES / "gather.c", exe)
     prof = tmp_path / "gather.data"
     run_numaprof("record", "-o", prof, "--freq", "4000", "--", exe, "12", "200",
                  env={"OMP_NUM_THREADS": "2"}, check=True)

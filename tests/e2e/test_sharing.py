@@ -10,7 +10,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from helpers import PROGS, run_numaprof
+from helpers import PROGS, compile_openmp, run_numaprof
 
 from numaprof.analyzer.profile import open_profile
 
@@ -19,8 +19,7 @@ pytestmark = pytest.mark.e2e
 
 def _build(tmp_path_factory, name):
     out = tmp_path_factory.mktemp(name) / name
-    subprocess.run(["gcc", "-O2", "-g", "-fopenmp", "-o", str(out), str(PROGS / f"{name}.c")],
-                   check=True)
+    compile_openmp(PROGS / f"{name}.c", out)
     return out
 
 

@@ -3,12 +3,11 @@ the collector samples completed minor/major faults with the size of the page the
 and the analyzer counts a 2 MiB fault as the 512 base pages it placed."""
 
 import json
-import subprocess
 
 import numpy as np
 import profgen
 import pytest
-from helpers import ROOT, run_numaprof
+from helpers import ROOT, compile_openmp, run_numaprof
 
 from numaprof.analyzer import analyze
 from numaprof.analyzer.profile import open_profile
@@ -21,8 +20,7 @@ PAGE = 4096
 def thp_profile(tmp_path_factory):
     d = tmp_path_factory.mktemp("thp")
     exe = d / "thp_touch"
-    subprocess.run(["gcc", "-O2", "-g", "-fopenmp", "-o", str(exe),
-                    str(ROOT / "tests" / "progs" / "thp_touch.c")], check=True)
+    compile_openmp(ROOT / "tests" / "progs" / "thp_touch.c", exe)
     prof = d / "p.data"
     # every fault recorded: what is tested is a 2 MiB fault counted as its 512 pages (at the
     # default one in 17 under THP "madvise", an array of 8 huge faults may have no record)

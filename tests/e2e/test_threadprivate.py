@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import PROGS, run_numaprof
+from helpers import PROGS, compile_openmp, run_numaprof
 
 pytestmark = pytest.mark.e2e
 
@@ -19,8 +19,7 @@ pytestmark = pytest.mark.e2e
 def recorded(tmp_path_factory):
     work = tmp_path_factory.mktemp("tls")
     exe = work / "threadprivate"
-    subprocess.run(["gcc", "-O2", "-g", "-fopenmp", "-o", str(exe), str(PROGS / "threadprivate.c")],
-                   check=True)
+    compile_openmp(PROGS / "threadprivate.c", exe)
     run_numaprof("record", "-o", work / "p.data", "--", exe, "8000000", "20",
                  env={"OMP_NUM_THREADS": "2"}, check=True)
     return work / "p.data"
@@ -57,8 +56,7 @@ def test_attached_the_pointers_come_from_the_threads_registers(tmp_path):
     # `record -p`: no shim in the program to record its threads' pointers; the collector
     # reads each one from the thread's registers (ptrace), and the program runs on
     exe = tmp_path / "threadprivate"
-    subprocess.run(["gcc", "-O2", "-g", "-fopenmp", "-o", str(exe), str(PROGS / "threadprivate.c")],
-                   check=True)
+    compile_openmp(PROGS / "threadprivate.c", exe)
     env = dict(os.environ, OMP_NUM_THREADS="2")
     prog = subprocess.Popen([str(exe), "8000000", "100000"], stdout=subprocess.DEVNULL, env=env)
     try:
@@ -82,9 +80,8 @@ def test_a_shared_librarys_thread_local_array_is_named(tmp_path):
     # (tls_modules) and each thread's copy is found where the program itself says it is
     lib = tmp_path / "libtlslib.so"
     subprocess.run(["gcc", "-O2", "-g", "-fPIC", "-shared", "-o", str(lib), str(PROGS / "tls_lib.c")], check=True)
-    exe = tmp_path / "tls_lib_main"
-    subprocess.run(["gcc", "-O2", "-g", "-fopenmp", "-o", str(exe), str(PROGS / "tls_lib_main.c"),
-                    f"-L{tmp_path}", "-ltlslib", f"-Wl,-rpath,{tmp_path}"], check=True)
+    exe = compile_openmp(PROGS / "tls_lib_main.c", tmp_path / "tls_lib_main",
+                         f"-L{tmp_path}", "-ltlslib", f"-Wl,-rpath,{tmp_path}")
     prof = tmp_path / "l.data"
     out = run_numaprof("record", "-o", prof, "--", exe, "4000000", "20", env={"OMP_NUM_THREADS": "2"},
                        check=True).stdout
