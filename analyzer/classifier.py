@@ -51,6 +51,10 @@ MIN_WINDOW_PAIRS = 3  # window pairs compared before a rank change counts in ful
 # The fallback when the model has no answer (the analyzer's rule, docs/analyzer.md):
 MIN_SAMPLES = 30  # samples of the object
 MIN_PARALLEL_SAMPLES = 15  # samples in parallel windows (serial phases never decide)
+# Below this many samples a random or irregular answer is tentative (measured on the
+# few-sample table, tests/data/training/features_few.csv; docs/classifier.md)
+FIRM_SAMPLES = 100
+TENTATIVE_PATTERNS = ("random", "irregular")
 
 
 def _num(f: dict, name: str, default: float = 0.0) -> float:
@@ -89,12 +93,23 @@ def fallback(features: dict) -> tuple[str, float] | None:
     return None
 
 
-def samples_needed(features: dict) -> int:
+def tentative(pattern: str, features: dict) -> bool:
+    """Whether a random or irregular answer rests on too few samples to be firm.  Under
+    FIRM_SAMPLES the two are often confused (docs/classifier.md "Few samples": of the
+    held-out arrays with 30-99 samples called random, a third were dynamic-schedule
+    irregular ones); a regular answer is not (all of them right there)."""
+    return pattern in TENTATIVE_PATTERNS and _num(features, "samples") < FIRM_SAMPLES
+
+
+def samples_needed(features: dict, pattern: str = "unknown") -> int:
     """How many more samples an object needs before its pattern can be told (0: enough,
-    or more would not help: one thread alone on it).  The samples of an object grow with
-    the sampling rate and the run's length, so a recording at the rate times
-    ``(samples + needed) / samples`` would give it enough."""
+    or more would not help: one thread alone on it); for a tentative random or irregular
+    answer, how many more make it firm.  The samples of an object grow with the sampling
+    rate and the run's length, so a recording at the rate times ``(samples + needed) /
+    samples`` would give it enough."""
     n = float(features.get("samples", 0.0) or 0.0)
+    if pattern != "unknown":
+        return int(math.ceil(FIRM_SAMPLES - n)) if tentative(pattern, features) else 0
     par = float(features.get("parallel_samples", 0.0) or 0.0)
     if float(features.get("threads", 0.0) or 0.0) < 2 and n >= MIN_SAMPLES:
         return 0  # one thread (or serial phases only): more samples would not change that

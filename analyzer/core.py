@@ -459,8 +459,9 @@ def _processes_of_one_program(results, threads) -> str | None:
 
 
 def _more_samples(results, freq: int, duration: float) -> str | None:
-    """The finding for objects whose pattern needs more samples: which ones, and the
-    sampling rate (or the run's length) that would give the neediest of them enough."""
+    """The finding for objects whose pattern needs more samples, or whose random or
+    irregular answer needs more to be firm: which ones, and the sampling rate (or the
+    run's length) that would give the neediest of them enough."""
     needy = [o for o in results if o.samples_needed > 0 and o.share >= MIN_SHARE_FOR_MORE
              and o.kind != "mapping"]  # a library's data, not an array of the program
     if not needy:
@@ -468,14 +469,24 @@ def _more_samples(results, freq: int, duration: float) -> str | None:
     # the counts are Poisson: aim three standard deviations above what is needed, so that
     # the advice is enough nearly every time, not half of it
     factor = max(_with_margin(o.samples + o.samples_needed) / o.samples for o in needy)
-    names = ", ".join(f"{o.name}: {o.samples_needed} more" for o in needy[:5])
-    if len(needy) > 5:
-        names += f" and {len(needy) - 5} more"
+    unknown = [o for o in needy if o.pattern == "unknown"]
+    tentative = [o for o in needy if o.pattern != "unknown"]
+    parts = []
+    if unknown:
+        parts.append(f"{len(unknown)} object(s) need more samples for a pattern "
+                     f"({_named_counts(unknown)})")
+    if tentative:
+        parts.append(f"{len(tentative)} object(s) with a tentative pattern (marked ?) need more "
+                     f"samples to tell random from irregular ({_named_counts(tentative)})")
     how = (f"record with --freq {int(math.ceil(freq * factor / 100.0)) * 100}"
            if freq * factor <= MAX_FREQ else "record at the highest rate (--freq 20000)")
     longer = f"a run {factor:.1f}x longer" if duration > 0 else "a longer run"
-    return (f"{len(needy)} object(s) need more samples for a pattern ({names}): {how} or "
-            f"{longer} (recorded at {freq} Hz)")
+    return f"{'; '.join(parts)}: {how} or {longer} (recorded at {freq} Hz)"
+
+
+def _named_counts(objs) -> str:
+    names = ", ".join(f"{o.name}: {o.samples_needed} more" for o in objs[:5])
+    return names + (f" and {len(objs) - 5} more" if len(objs) > 5 else "")
 
 
 def _with_margin(n: float) -> float:
@@ -809,7 +820,7 @@ def _object_result(o: Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow
     page_key = iv.astype(np.int64) * (1 << 36) + pg
     features, windows = feat.object_features(a_time[idx], a_tidx[idx], pos, page_key, a_ip[idx], length)
     pattern, conf = patterns.classify(features)
-    needed = classifier.samples_needed(features) if pattern == "unknown" else 0
+    needed = classifier.samples_needed(features, pattern)
     first_touch = first_touch_of(oi, ft, topo, n_program_threads, resolver)
     if kernel is None and first_touch.pages and (
             sum(pages_by_node) == 0 or (N == 1 and first_touch.pages > sum(pages_by_node))):
@@ -839,6 +850,7 @@ def _object_result(o: Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow
         pattern=pattern,
         pattern_confidence=conf,
         samples_needed=needed,
+        pattern_tentative=classifier.tentative(pattern, features),
         reads=reads,
         writes=stores + rmw,
         rmw=rmw,

@@ -73,9 +73,14 @@ def _merge_objects(objs: list[ObjectResult], total_samples: int, slices: bool = 
         pages_by_node = [int(v) for v in seen[-1].pages_by_node]
     else:
         pages_by_node = [int(v) for v in np.sum([o.pages_by_node for o in objs], axis=0)]
+    # tentative only when every object it rests on is (each on too few samples)
+    tentative = all(o.pattern_tentative for o in objs if o.pattern == pattern) and any(
+        o.pattern == pattern for o in objs)
     return replace(
         first,
         samples=samples,
+        pattern_tentative=tentative,
+        samples_needed=first.samples_needed if pattern == "unknown" or tentative else 0,
         share=samples / total_samples if total_samples else 0.0,
         size=max(o.size for o in objs) if slices else sum(o.size for o in objs),
         count=max(o.count for o in objs) if slices else sum(o.count for o in objs),

@@ -143,7 +143,11 @@ class ObjectResult:
     # when the first allocation of a heap object was made (the profile's clock, ns; 0 for
     # other kinds): the allocation order `report --diff` pairs objects of one site by
     alloc_time: int = 0
-    samples_needed: int = 0  # pattern unknown for want of samples: how many more it needs
+    # pattern unknown for want of samples: how many more it needs; a tentative pattern: how
+    # many more make it firm
+    samples_needed: int = 0
+    # random or irregular on fewer samples than tell the two apart (classifier.tentative)
+    pattern_tentative: bool = False
     # how the samples were tied to the object: address (an allocation, a symbol, a
     # mapping), frame (a local in the sampled frame), register (a pointer variable in the
     # access's base register), type (a type and member); docs/report-json.md

@@ -161,7 +161,7 @@ def render(a: Analysis, suggestions=None, top: int = 10) -> str:
     for o in objects:
         ft = o.first_touch
         rows.append([o.name, o.site, human_bytes(o.size), f"{o.samples} ({pct(o.share)})",
-                     f"{o.pattern} ({o.pattern_confidence:.2f})",
+                     f"{o.pattern}{'?' if o.pattern_tentative else ''} ({o.pattern_confidence:.2f})",
                      f"{pct(o.reads)}/{pct(o.writes)}",
                      f"{ft.threads} thread(s), master {pct(ft.master_fraction)}",
                      " ".join(f"{i}:{v}" for i, v in enumerate(o.pages_by_node)),

@@ -47,6 +47,7 @@ def obj(o: ObjectResult) -> dict:
         "pattern": o.pattern,
         "pattern_confidence": _r(o.pattern_confidence, 3),
         "samples_needed": int(o.samples_needed),
+        "pattern_tentative": bool(o.pattern_tentative),
         "reads": _r(o.reads),
         "writes": _r(o.writes),
         "rmw": _r(o.rmw),

@@ -118,11 +118,14 @@ def _object_row(o) -> list[str]:
 
 
 def _pattern_cell(o) -> str:
-    """The pattern and its confidence; else why there is none: more samples would tell
-    (how many), or only one thread at a time accessed the array (serial phases: its
-    initialisation, a serial solver step), which more samples would not change."""
+    """The pattern and its confidence (? when tentative); else why there is none: more
+    samples would tell (how many), or only one thread at a time accessed the array (serial
+    phases: its initialisation, a serial solver step), which more samples would not
+    change."""
     if o.pattern != "unknown":
-        return f"{o.pattern} ({o.pattern_confidence:.2f})"
+        # ?: random or irregular on too few samples to tell the two apart (the findings say
+        # how many more)
+        return f"{o.pattern}{'?' if o.pattern_tentative else ''} ({o.pattern_confidence:.2f})"
     if o.samples_needed:
         return f"needs +{o.samples_needed} samples"
     if o.samples and not float(o.features.get("parallel_samples", 0.0) or 0.0):

@@ -1,5 +1,6 @@
-"""End-to-end: a short run leaves a small array without a pattern; the report says how
-many more samples it needs and how to get them, in the text, the JSON and suggest.
+"""End-to-end: a short run leaves a small array without a pattern, or with a tentative
+one; the report says how many more samples it needs and how to get them, in the text,
+the JSON and suggest.
 
 (Following the advice is not asserted here: a run "K times longer" is not K times the
 passes of gather, whose initialisation is a fixed part of the run, and a higher --freq
@@ -30,13 +31,16 @@ def test_objects_short_of_samples_say_how_many_more(tmp_path):
     hist = objs.get("hist")
     if hist is None or hist["samples_needed"] == 0:
         pytest.skip(f"hist got enough samples in a short run here: {hist}")
-    assert hist["pattern"] == "unknown"
+    # no pattern, or a random / irregular one on too few samples to be firm
+    unknown = hist["pattern"] == "unknown"
+    assert unknown or (hist["pattern_tentative"] and hist["samples"] < 100), hist
     text = run_numaprof("report", short, check=True).stdout
     # the text lists objects from 0.5 % of the samples (the rest are counted below it)
     row = [ln for ln in text.splitlines() if ln.lstrip("│ ").startswith("hist ")]
-    shown = any(f"needs +{hist['samples_needed']} samples" in ln for ln in row)
+    cell = f"needs +{hist['samples_needed']} samples" if unknown else f"{hist['pattern']}? ("
+    shown = any(cell in ln for ln in row)
     assert shown == (hist["share"] >= 0.005), (hist, text)
-    if hist["share"] >= 0.02:  # suggest considers objects from 2 % of the samples
+    if unknown and hist["share"] >= 0.02:  # suggest considers objects from 2 % of the samples
         sugg = run_numaprof("suggest", short, "--target", "2s", check=True).stdout
         assert "not placed until recorded with more samples" in sugg
     # the finding names the arrays from 0.5 % of the samples (fewer are not worth a note):
