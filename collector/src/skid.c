@@ -545,6 +545,26 @@ static int path_rule(const struct walk *w)
     return rule;
 }
 
+/* Whether instruction i is in a short loop that executes a pause (or rdtsc): a thread
+ * busy-waiting in a spin loop (libgomp's barrier: pause; count; load the barrier word;
+ * compare; branch back), sampled on the load it repeats or after it.  The loop's back
+ * edge is a direct branch at most SPIN_LOOP instructions after i, to i or before it. */
+#define SPIN_LOOP 16
+static int in_pause_loop(const struct nmp_insn *v, size_t n, long i)
+{
+    for (long j = i; j < (long)n && j < i + SPIN_LOOP; j++) {
+        const struct nmp_insn *b = &v[j];
+        if ((b->flags & NMP_F_CF) && b->tgt >= 0 && b->tgt <= i && j - b->tgt < SPIN_LOOP) {
+            for (long k = b->tgt; k <= j; k++)
+                if (v[k].flags & NMP_F_PAUSE)
+                    return 1;
+        }
+        if (b->flags & (NMP_F_NOFALL | NMP_F_CALL))
+            return 0; /* the code goes elsewhere before any back edge */
+    }
+    return 0;
+}
+
 int nmp_attribute(const struct nmp_insn *v, size_t n, uint64_t ip, struct nmp_memop *out)
 {
     long i = nmp_insn_find(v, n, ip);
@@ -553,8 +573,9 @@ int nmp_attribute(const struct nmp_insn *v, size_t n, uint64_t ip, struct nmp_me
     if (i < 0)
         return -1;
     /* a thread busy-waiting (OpenMP barrier, spin lock) is sampled on or just after its
-     * `pause`: it is waiting, not accessing memory */
-    out->rule = v[i].flags & NMP_F_PAUSE ? NMP_RULE_SPIN : NMP_RULE_NO_MEM;
+     * `pause`, or on the load of the word it waits on: it is waiting, not accessing the
+     * program's memory */
+    out->rule = (v[i].flags & NMP_F_PAUSE) || in_pause_loop(v, n, i) ? NMP_RULE_SPIN : NMP_RULE_NO_MEM;
     if (out->rule == NMP_RULE_SPIN)
         return 0;
     struct walk *w = calloc(1, sizeof *w);

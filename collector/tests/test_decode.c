@@ -380,6 +380,22 @@ int main(void)
     check_case(d, "load then pause", spin2, sizeof spin2, A, A + 4, 1, &r,
                (struct expect){0, NMP_ACC_NONE, 0, NMP_RULE_SPIN});
 
+    /* libgomp's barrier wait (Debian 12, libgomp.so.1 at 0x1f620): pause; add $1,%rax;
+     * cmp %rsi,%rax; je out; mov (%rdi),%ecx; cmp %ecx,%edx; je back to the pause; ...
+     * Sampled on the load of the barrier word or after it, the thread is waiting too */
+    static const uint8_t gomp_wait[] = {0xf3, 0x90, 0x48, 0x83, 0xc0, 0x01, 0x48, 0x39, 0xf0,
+                                        0x74, 0x15, 0x8b, 0x0f, 0x39, 0xca, 0x74, 0xef, 0x8b,
+                                        0x07, 0x39, 0xd0, 0x74, 0xc9, 0xc3};
+    check_case(d, "spin: the waited-on load", gomp_wait, sizeof gomp_wait, A, A + 0xb, 1, &r,
+               (struct expect){0, NMP_ACC_NONE, 0, NMP_RULE_SPIN});
+    check_case(d, "spin: after the waited-on load", gomp_wait, sizeof gomp_wait, A, A + 0xd, 1,
+               &r, (struct expect){0, NMP_ACC_NONE, 0, NMP_RULE_SPIN});
+    /* the same loop without its pause is a loop reading memory: mov (%rdi),%ecx;
+     * cmp %ecx,%edx; je back */
+    static const uint8_t poll[] = {0x48, 0x83, 0xc0, 0x01, 0x8b, 0x0f, 0x39, 0xca, 0x74, 0xf6, 0xc3};
+    check_case(d, "a loop without pause reads", poll, sizeof poll, A, A + 4, 1, &r,
+               (struct expect){r.r[DI], NMP_ACC_LOAD, 4, NMP_RULE_AT_IP});
+
     /* libomp's __kmp_hardware_timestamp, called in its barrier wait loops: rdtsc; shl
      * $0x20,%rdx <- ip; or %rdx,%rax; ret */
     static const uint8_t tsc[] = {0x0f, 0x31, 0x48, 0xc1, 0xe2, 0x20, 0x48, 0x09, 0xd0, 0xc3};
