@@ -16,7 +16,7 @@ import numpy as np
 
 from numaprof import defaults
 from numaprof.analyzer import attribution as att
-from numaprof.analyzer import classifier, counters, patterns, stream, symbols, varattr
+from numaprof.analyzer import carved, classifier, counters, patterns, stream, symbols, varattr
 from numaprof.analyzer import features as feat
 from numaprof.analyzer import format as fmt
 from numaprof.analyzer import sharing as sharing_
@@ -223,6 +223,9 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         # registers, after the heap, static and before the mapping attribution
         var_iv = _variable_objects(a_regs, a_pid, a_tidx, tids, a_time, a_ip, a_addr, a_obj, a_iv,
                                    len(ivs), objs, resolver)
+        # one allocation holding several arrays (a workspace carved up): one object each
+        heap_iv, _ = carved.split(objs, heap_iv, a_regs, a_pid, tids[a_tidx], a_time, a_ip, a_addr, a_obj,
+                                  a_iv, resolver)
         ivs = att.Intervals.concat([heap_iv, static_iv, map_iv, var_iv])
     outside_mask = a_obj < 0
     outside = _count(outside_mask, a_count)
@@ -249,7 +252,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     obj_kernel: dict[int, KernelPages] = {}
     op_index = ObjectPagesIndex(prof.table("object_pages"))
     for oi, o in enumerate(objs):
-        if o.kind == "heap":
+        if o.kind == "heap" and not o.part:  # the kernel's counts are for a whole block
             nm = numa_maps_pages(o, numa_maps, prof.table("objects"), page, node_index, N)
             if nm is not None:
                 obj_kernel[oi] = KernelPages(nm[0], "numa_maps", nm[1], nm[2])
@@ -313,6 +316,8 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     hot = [int(i) for i in np.argsort(-o_counts, kind="stable") if o_counts[i] > 0]
     for oi in hot:
         name_object(objs[oi], resolver, prof)
+        if objs[oi].part:
+            objs[oi].name += f" ({objs[oi].part})"
     if a_regs is not None:
         _name_blocks_by_code(objs, hot, a_regs, a_pid, tids[a_tidx], a_time, a_ip, a_addr, a_obj, resolver)
     name_file_data(objs, hot, a_obj, a_pid, a_addr, a_ip, resolver)

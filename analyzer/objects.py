@@ -49,6 +49,9 @@ class Obj:
     # gaps between them) -> the instance they belong to (one call of the code that built
     # the array, _instances)
     iv_instance: dict | None = None
+    # one of the arrays carved out of one allocation (analyzer/carved.py): the variable
+    # that names it in the block's name, ``block (variable)``
+    part: str = ""
 
 
 def thread_sites(prof: Profile, mappings: symbols.Mappings) -> dict[int, int]:

@@ -55,6 +55,7 @@ _PART = rf"{_IDENT}(?:<[^@()\s]*>)?(?:\[[^\]@]*\]|\([^()@]*\))*"
 # optional indexes and template arguments, optionally after a type keyword
 _NAMED = re.compile(rf"^(?:(?:struct|class|union|type)\s+)?{_PART}(?:(?:::|->|\.|%){_PART})*$")
 _SPLIT = re.compile(r"::|->|\.|%")
+_BLOCK_PART = re.compile(r"^(\S+) \((\S+)\)$")  # `block (part)`
 _DECL = re.compile(r"numaprof-corpus:\s*(run|array)\s+(\S+)((?:\s+\S+=\S+)*)\s*$")
 
 
@@ -62,14 +63,23 @@ def is_named(name: str) -> bool:
     """Whether an object's name is a source name (a variable, member, symbol or type
     member) rather than a placeholder for memory numaprof could not name (`[stack]`,
     `stack@0x…`, `anon@0x…`, `heap@0x…`) or an allocation site (`main@app.c:12`).
-    A pointer variable's own stack slot, `p (pointer)`, is named."""
-    return bool(_NAMED.match(name.removesuffix(" (pointer)")))
+    A pointer variable's own stack slot, `p (pointer)`, is named; so is a part of a
+    named block, `w.work (t)` (an array carved out of one allocation, or one block of a
+    library's member, `Poisson::A (newValues)`), when both names are source names."""
+    name = name.removesuffix(" (pointer)")
+    part = _BLOCK_PART.match(name)
+    if part:
+        return bool(_NAMED.match(part.group(1)) and _NAMED.match(part.group(2)))
+    return bool(_NAMED.match(name))
 
 
 def leaf(name: str) -> str:
     """The last component of a source name, indexes and template arguments dropped:
     `lv[l].u` -> `u`, `Mesh::m_pos` -> `m_pos`, `struct grid.energy` -> `energy`,
-    Fortran's `lv(2)%u` -> `u`."""
+    Fortran's `lv(2)%u` -> `u`; a block's part is its part: `w.work (t)` -> `t`."""
+    part = _BLOCK_PART.match(name)
+    if part and part.group(2) != "pointer":  # a pointer's own slot is not the array
+        name = part.group(2)
     last = _SPLIT.split(name.split()[-1])[-1]
     return re.sub(r"<.*>|\[.*\]|\(.*\)", "", last)
 

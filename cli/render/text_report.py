@@ -109,7 +109,8 @@ def _object_row(o) -> list[str]:
         pages += f" ({PAGES_SHORT[o.pages_source]})"
     if o.pages_policy in PLACING_POLICIES:
         pages += f" [{o.pages_policy}{', mixed' if o.pages_policy_mixed else ''}]"
-    approx = "~" if o.attribution == "allocation_sample" else ""  # size and count estimated
+    # size and count estimated (many small blocks), or size (an array carved out of a block)
+    approx = "~" if o.attribution in ("allocation_sample", "carved") else ""
     count = (f" {approx}x{count_words(o.count)}" if o.count > 1 else "") + (
         " (private)" if o.thread_private else "")
     pattern = _pattern_cell(o)
@@ -220,6 +221,10 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
     if any(o.attribution == "allocation_sample" for o in shown):
         con.print("[dim]~: an array of many small allocations, found from a sample of them: its "
                   "size (the most bytes live at once) and allocation count are estimates[/dim]")
+    if any(o.attribution == "carved" for o in shown):
+        con.print("[dim]block (variable): one of the arrays carved out of one allocation, told "
+                  "apart by the pointer variables the code read them through; its size is "
+                  "estimated from the sampled offsets[/dim]")
     if private:
         con.print("[dim](private): thread-private, one instance (xN) per thread (its stack frame or thread-local storage); always "
                   "local to its thread, whatever the placement[/dim]")

@@ -112,7 +112,8 @@ def test_corpus_declares_its_answers():
     """Every program declares its runs and hot arrays; a header the parser misses would
     make the tests below vacuous."""
     programs = {r.program for r in RUNS.values()}
-    assert programs == {"adi", "bucket_sort", "cg", "fft", "heat_dt", "mesh", "multigrid", "rows", "table_lookup"}
+    assert programs == {"adi", "bucket_sort", "cg", "fft", "heat_dt", "mesh", "multigrid", "rows", "table_lookup",
+                        "workspace"}
     assert {"cg-serial", "cg-parallel"} <= RUNS.keys()
     for run in RUNS.values():
         assert len(run.arrays) >= 2, run.name
@@ -127,6 +128,8 @@ def test_corpus_declares_its_answers():
     ("anon@0x5558a5d93000", False), ("heap@0x1000", False), ("main@cg.c:96", False),
     ("Mesh::allocate(unsigned long, int)@mesh.cpp:75", False),
     ("libc.so.6@0x7f00ccf3b000", False), ("shim.123.bin@0x7f00", False), ("", False),
+    ("w.work (t)", True), ("Poisson::A (newValues)", True), ("p (pointer)", True),
+    ("heap@0x1000 (t)", False), ("main@cg.c:96 (x)", False),
 ])
 def test_named_definition(name, named):
     assert fidelity.is_named(name) is named
@@ -135,6 +138,7 @@ def test_named_definition(name, named):
 @pytest.mark.parametrize("name, last", [
     ("u", "u"), ("g->energy", "energy"), ("lv[l].u", "u"), ("Mesh::m_pos", "m_pos"),
     ("struct grid.energy", "energy"), ("fields%w", "w"), ("g[i][j]", "g"), ("lv(2)%u", "u"),
+    ("w.work (t)", "t"), ("Poisson::A (newValues)", "newValues"), ("p (pointer)", ""),
 ])
 def test_leaf(name, last):
     assert fidelity.leaf(name) == last
