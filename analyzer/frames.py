@@ -73,10 +73,12 @@ class Slot:
 
 @dataclass(frozen=True)
 class Held:
-    """A pointer variable whose value is register ``reg`` plus ``add`` at one pc."""
+    """A pointer variable whose value is register ``reg`` plus ``add`` at one pc; with
+    ``ref``, a variable stored at that address (its type then a pointer to its own)."""
     reg: int
     add: int
     var: Variable
+    ref: bool = False
 
 
 @dataclass(frozen=True)
@@ -218,7 +220,7 @@ class FrameIndex:
             elif loc.kind == "ref" and t is not None:
                 # the register holds the variable's address: a pointer to it, as far as
                 # what is reached through the register goes
-                held.append(Held(loc.basis, loc.off, replace(v.var, type=datatype.pointer_to(t))))
+                held.append(Held(loc.basis, loc.off, replace(v.var, type=datatype.pointer_to(t)), ref=True))
             elif t is not None and t.pointer:
                 held.append(Held(loc.basis, loc.off, v.var))
         # in scope first; an array without a known size (to the CFA) after the others
@@ -434,6 +436,15 @@ class FrameIndex:
             if held is None or (deeper is not None and deeper.how == "type" and deeper.name):
                 return deeper
             return held
+        fr = self.frame_at(ins.addr, ins.addr) if ins.index < 0 else None
+        for h in fr.held if fr is not None else ():
+            # a pointer variable stored at base + disp, loaded: its value (an OpenMP
+            # outlined function's shared arguments, fields of the block its caller
+            # filled: Fortran's `x` at `DW_OP_breg3 (rbx): 0; DW_OP_plus_uconst: 8`)
+            if h.ref and h.reg == ins.base and h.add == ins.disp and h.var.name:
+                own = self.types.pointee(h.var.type)
+                if own is not None and own.pointer:
+                    return Origin(h.var.name, ("var", *h.var.key), h.var.site, own, "register")
         o = self._origin(ins.addr, ins.base, steps)
         if o is None or o.type is None:
             return None
@@ -619,6 +630,13 @@ def _classify(ops) -> tuple | None:
         # stored at another register + k: the register holds its address (a Fortran
         # argument, passed by reference)
         return ("ref", r[0], r[1]) if r is not None and r[0] < 16 else None
+    if len(ops) == 2 and name.startswith("DW_OP_breg") and ops[1].op_name == "DW_OP_plus_uconst":
+        # the same, written as register + 0, + k: an OpenMP outlined function's shared
+        # variables, fields of the block its caller filled (`DW_OP_breg3 (rbx): 0;
+        # DW_OP_plus_uconst: 8`)
+        r = _register(ops[:1])
+        if r is not None and r[0] < 16 and r[0] not in (DW_SP, DW_BP):
+            return "ref", r[0], r[1] + int(ops[1].args[0])
     if len(ops) == 1 and name.startswith("DW_OP_reg"):
         r = _register(ops)
         return ("val", r[0], 0) if r is not None and r[0] < 16 else None

@@ -251,6 +251,62 @@ def test_fortran_allocatable_component(tmp_path, opt):
     assert named[0].site.startswith("grid_t@grid.f90:")
 
 
+F_RELAX = r"""
+subroutine relax(n, x, b, r, idx)
+  implicit none
+  integer, intent(in) :: n
+  double precision, intent(inout) :: x(n)
+  double precision, intent(in) :: b(n)
+  double precision, intent(out) :: r(n)
+  integer, intent(in) :: idx(n)
+  integer :: i
+  !$omp parallel do schedule(static)
+  do i = 1, n
+    r(i) = b(i) - 0.5d0 * x(idx(i))
+  end do
+  !$omp end parallel do
+end subroutine relax
+
+program ws
+  implicit none
+  integer, parameter :: n = 1000
+  double precision :: work(3 * n)
+  integer :: idx(n), i
+  do i = 1, n
+    idx(i) = mod(7 * i, n) + 1
+  end do
+  work = 1.0d0
+  call relax(n, work(1), work(n + 1), work(2 * n + 1), idx)
+  print *, sum(work)
+end program ws
+"""
+
+
+@pytest.mark.parametrize("opt", ["-O2", "-O3"])
+def test_fortran_arguments_shared_with_an_openmp_region(tmp_path, opt):
+    """In the outlined body of an `!$omp parallel do`, a Fortran subroutine's array
+    arguments are read from the block its caller filled (`mov 0x8(%rbx),%rdi`; their
+    DWARF locations `DW_OP_breg3 (rbx): 0; DW_OP_plus_uconst: 8`): the accesses through
+    those registers are named by the arguments, `b` and `x` (before: nothing)."""
+    exe = build_program(tmp_path, "ws.f90", F_RELAX, "gfortran", ["-g", opt, "-fopenmp"], ("objdump",))
+    loads = _loads(exe, "relax_._omp_fn.0")
+    assert len(loads) >= 2, loads
+    first = _samples(loads[0], HEAP + 0x1000)
+    second = _samples(loads[1], HEAP + 0x9000)
+    a = analyze(_profile(tmp_path / "p", exe, first + second))
+    named = {o.name: o for o in a.objects if o.samples}
+    assert set(named) == {"b", "x"}, [(o.name, o.samples) for o in a.objects]
+    assert all(o.attribution == "register" and o.samples == 60 for o in named.values())
+    # which register each argument was loaded into, as the code says (x is the block's
+    # second field, b its third: n, x, b, r, idx)
+    body = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(exe)], capture_output=True, text=True,
+                          check=True).stdout.split("<relax_._omp_fn.0>:\n", 1)[1].split("\n\n", 1)[0]
+    field = {m.group(2): {"0x8": "x", "0x10": "b"}[m.group(1)]
+             for m in re.finditer(r"mov\s+(0x8|0x10)\(%r\w+\),%(\w+)", body)}
+    if loads[0][1] in field:
+        assert named[field[loads[0][1]]].address <= HEAP + 0x1000 < named[field[loads[0][1]]].address + 4096
+
+
 def _var_samples(region, stack_addr=False):
     n = len(region)
     z = np.zeros(n, dtype=np.int64)
