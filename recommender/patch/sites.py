@@ -352,6 +352,11 @@ def patch_for_object(obj, policy: str, source_paths: Iterable[str], *,
                               "to write", "numactl")
     recorded = int(obj.size) if getattr(obj, "size", 0) and getattr(obj, "count", 1) == 1 \
         else None
+    if obj.kind == "heap" and getattr(obj, "attribution", "address") == "carved":
+        return Refusal("", 0, f"`{obj.name}` is one of the arrays carved out of the allocation at "
+                              f"{obj.site}, its bounds estimated from the sampled offsets: give it an "
+                              "allocation of its own, or place its range where the code points "
+                              "into the block", "numactl")
     if obj.kind == "heap" and getattr(obj, "attribution", "address") != "address":
         return Refusal("", 0, f"`{obj.name}` is named by the code that accesses it (its site is "
                               "the variable's declaration), not by an allocation numaprof saw: "

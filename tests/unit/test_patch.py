@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -489,6 +490,11 @@ def test_patch_for_object_parallel_init_and_heap_placement(tmp_path):
             "definition of `main`")
     nameless = obj(f"main@serial_init.c:{alloc}", f"main@serial_init.c:{alloc}", "heap", [])
     assert isinstance(patch_for_object(nameless, "random", paths), Patch)
+    # one of several arrays carved out of that allocation: its bounds are estimates, so
+    # the whole block is not placed for it
+    part = replace(a, name="a (x)", attribution="carved")
+    refusal(patch_for_object(part, "cyclic", paths, root=tmp_path),
+            f"`a (x)` is one of the arrays carved out of the allocation at main@serial_init.c:{alloc}")
 
 
 def test_patch_for_object_static_and_refused_parallel_init(tmp_path):
