@@ -466,8 +466,12 @@ def _instances(found: _Found, s: Samples, in_stack: np.ndarray, n: int) -> Attri
     m = len(ukeys)
     i_start = np.full(m, np.iinfo(np.int64).max)
     i_end = np.full(m, np.iinfo(np.int64).min)
-    np.minimum.at(i_start, inst, start)
-    np.maximum.at(i_end, inst, end)
+    # an instance holds every access named by it, also one before the pointer it was
+    # named through (a negative displacement: `p[-1]`, a record's member reached from
+    # the pointer to the next one)
+    acc_end = addr + np.maximum(np.asarray(s.size).astype(np.int64)[smp], 1)
+    np.minimum.at(i_start, inst, np.minimum(start, addr))
+    np.maximum.at(i_end, inst, np.maximum(end, acc_end))
     tid = np.asarray(s.tid).astype(np.int64)[smp]
     stack = np.asarray(in_stack, dtype=bool)[smp]
     n_obj = len(found.objects)

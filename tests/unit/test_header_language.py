@@ -1,0 +1,47 @@
+"""A `.h` header is C or C++: the function DWARF places a line in tells which (a C
+function's name is an identifier; a C++ one's is demangled, with its parameters), so that
+a template allocation wrapper or a member function in a C++ header is read with the C++
+grammar (LULESH's `template <typename T> T *Allocate(size_t)` in lulesh.h)."""
+
+import pytest
+
+from numaprof.analyzer import srcnames, symbols
+
+HEADER = """\
+#include <stdlib.h>
+#include <vector>
+
+template <typename T>
+T *Allocate(size_t size)
+{
+   return static_cast<T *>(malloc(sizeof(T)*size)) ;
+}
+
+class Domain {
+public:
+   void AllocateNodePersistent(size_t n) { m_x.resize(n); }
+   std::vector<double> m_x;
+};
+"""
+
+
+@pytest.mark.parametrize("file, function, lang", [
+    ("/src/lulesh.h", "double* Allocate<double>(unsigned long)", "cpp"),
+    ("/src/lulesh.h", "Domain::AllocateNodePersistent(int)", "cpp"),
+    ("/src/grid.h", "grid_alloc", "c"),
+    ("/src/grid.c", "grid_alloc", "c"),
+    ("/src/mesh.hpp", "Mesh::allocate(unsigned long)", "cpp"),
+    ("/src/adi.f90", "sweep_x", "fortran"),
+])
+def test_site_language(file, function, lang):
+    assert symbols.site_language(symbols.SourceLine(function, file, 7)) == lang
+
+
+def test_a_template_wrapper_in_a_header_passes_its_block_on(tmp_path):
+    path = tmp_path / "lulesh.h"
+    path.write_text(HEADER)
+    line = HEADER.splitlines().index("   return static_cast<T *>(malloc(sizeof(T)*size)) ;") + 1
+    site = symbols.SourceLine("double* Allocate<double>(unsigned long)", str(path), line)
+    # read as C (by the extension alone) the template is no function: not seen as a wrapper
+    assert srcnames.returned_part(str(path), line, None, "c") is None
+    assert srcnames.returned_part(str(path), line, None, symbols.site_language(site)) == ""
