@@ -361,3 +361,16 @@ def test_type_names_of_library_records_are_the_type_alone():
     assert datatype.member_name(mesh, ["m_pos"]) == "Mesh::m_pos"
     assert datatype.member_name(grid, ["energy"]) == "struct grid.energy"
     assert datatype.member_name(vec, ["_M_impl"]) == "std::vector<int>"
+
+
+def test_an_instance_holds_every_access_named_by_it():
+    """A record's member reached through a pointer past it (a negative displacement) is
+    inside the instance it is named by: positions in the pattern features stay in [0, 1)
+    (LULESH's `gamma` stopped the report with a negative one)."""
+    s = _var_samples([0, 0, 0])  # accesses at 0x1000000, +64, +128, 8 bytes each
+    found = varattr._Found()
+    k = found.object(("record", "struct hg"), "struct hg", "hg@x.c:1", varattr.TYPE)
+    found.add(np.array([0, 1, 2]), k, np.full(3, 0x1000000 + 64), 32, np.full(3, -1))
+    a = varattr._instances(found, s, np.zeros(3, dtype=bool), 3)
+    assert len(a.inst_start) == 1
+    assert int(a.inst_start[0]) == 0x1000000 and int(a.inst_end[0]) == 0x1000000 + 128 + 8
