@@ -18,6 +18,7 @@ from numaprof.analyzer import srcnames, staticvars, symbols, tls
 from numaprof.analyzer.archive import Archive
 from numaprof.analyzer.attach import KIND_ATTACH
 from numaprof.analyzer.profile import Profile
+from numaprof.analyzer.sourcelang import site_language
 
 NO_STACK = 0xFFFFFFFF
 ATTACH_SITE = "in the heap at attach"
@@ -561,7 +562,7 @@ def name_object(o: Obj, resolver: symbols.CodeResolver, prof: Profile) -> None:
         callers = itertools.islice(resolver.user_frames(o.pid, ips), 1, 4)  # resolved only if needed
         cur, at, rows, suffix = var, named_at, "", ""
         while at is not None:
-            part = srcnames.returned_part(str(at[0]), at[1].line, cur, symbols.site_language(at[1]),
+            part = srcnames.returned_part(str(at[0]), at[1].line, cur, site_language(at[1].file, at[1].function),
                                           resolver.archive)
             if part is None:
                 passed = _passed_from_caller(cur, at, callers, roots, resolver.archive)
@@ -582,7 +583,7 @@ def name_object(o: Obj, resolver: symbols.CodeResolver, prof: Profile) -> None:
         if var is not None:
             # a member of the object a member function works on: `Mesh::m_pos`
             var = srcnames.member_name(str(named_at[0]), named_at[1], var,
-                                       symbols.site_language(named_at[1]), resolver.archive) + suffix
+                                       site_language(named_at[1].file, named_at[1].function), resolver.archive) + suffix
             var = element_name(var, o.count)
     o.name = var or o.site
 
@@ -593,7 +594,7 @@ def _passed_from_caller(name: str | None, at, callers, roots: list[str], archive
     when the name is not reached through a parameter or the caller's call is not read."""
     if name is None:
         return None
-    lang = symbols.site_language(at[1])
+    lang = site_language(at[1].file, at[1].function)
     via = srcnames.through_parameter(str(at[0]), at[1].line, name, lang, archive)
     if via is None:
         return None
@@ -604,7 +605,7 @@ def _passed_from_caller(name: str | None, at, callers, roots: list[str], archive
     if src is None:
         return None
     got = srcnames.through_argument(str(src), caller.line, caller.column, at[1].function, via,
-                                    symbols.site_language(caller), archive, caller.body_call)
+                                    site_language(caller.file, caller.function), archive, caller.body_call)
     return None if got is None else (got, (src, caller))
 
 
@@ -656,7 +657,7 @@ def _assigned(site, roots: list[str], archive: Archive):
     src = srcnames.find_source(site.file, [r for r in roots if r], archive)
     if src is None:
         return None, None
-    return (srcnames.assigned_name(str(src), site.line, site.column, symbols.site_language(site),
+    return (srcnames.assigned_name(str(src), site.line, site.column, site_language(site.file, site.function),
                                    call=site.call, archive=archive), (src, site))
 
 
@@ -816,7 +817,7 @@ def _library_variable(p: symbols.SourceLine, roots: list[str], archive: Archive)
     src = srcnames.find_source(p.file, roots, archive)
     if src is None:
         return None
-    lang = symbols.site_language(p)  # a C++ header named .h (Eigen's)
+    lang = site_language(p.file, p.function)  # a C++ header named .h (Eigen's)
     name = srcnames.assigned_name(str(src), p.line, p.column, lang, archive=archive)
     if not name or _is_constructor(p.function) and "." not in name and "->" not in name:
         return None

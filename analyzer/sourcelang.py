@@ -6,6 +6,7 @@ recommender (patching that line), so that both read a file with the same grammar
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import PurePath
 
@@ -29,6 +30,21 @@ def source_language(path: str) -> str | None:
     if low in FORTRAN_FREE_SUFFIXES or low in FORTRAN_FIXED_SUFFIXES:
         return "fortran"
     return None
+
+
+_C_NAME = re.compile(r"[A-Za-z_]\w*")
+
+
+def site_language(path: str, function: str) -> str:
+    """The language of a line of ``path`` inside ``function`` (the name DWARF gives it):
+    by the file's extension, C for an unknown one, except that a ``.h`` header (C or C++)
+    holding a C++ function (a demangled name: `Allocate<double>(unsigned long)`,
+    `Domain::AllocateElemPersistent(int)`, where a C function's name is an identifier) is
+    C++."""
+    lang = source_language(path) or "c"
+    if lang == "c" and path.endswith(".h") and not _C_NAME.fullmatch(function):
+        return "cpp"
+    return lang
 
 
 def fortran_free_form(path: str) -> bool:

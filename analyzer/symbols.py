@@ -998,17 +998,3 @@ def source_language(path: str) -> str:
     """``c``, ``cpp`` or ``fortran``: the grammar a source file is parsed with, by its
     extension (``.C`` and ``.H``, capitalised, are C++ as GCC takes them); C otherwise."""
     return sourcelang.source_language(path) or "c"
-
-
-_C_NAME = re.compile(r"[A-Za-z_]\w*")
-
-
-def site_language(site: SourceLine) -> str:
-    """The language of the code at ``site``: by its file's extension, except that a
-    ``.h`` header (C or C++) holding a C++ function (a demangled name: `Allocate<double>
-    (unsigned long)`, `Domain::AllocateElemPersistent(int)`, where a C function's name is
-    an identifier) is C++."""
-    lang = source_language(site.file)
-    if lang == "c" and site.file.endswith(".h") and not _C_NAME.fullmatch(site.function):
-        return "cpp"
-    return lang

@@ -6,6 +6,7 @@ grammar (LULESH's `template <typename T> T *Allocate(size_t)` in lulesh.h)."""
 import pytest
 
 from numaprof.analyzer import srcnames, symbols
+from numaprof.analyzer.sourcelang import site_language
 
 HEADER = """\
 #include <stdlib.h>
@@ -34,7 +35,7 @@ public:
     ("/src/adi.f90", "sweep_x", "fortran"),
 ])
 def test_site_language(file, function, lang):
-    assert symbols.site_language(symbols.SourceLine(function, file, 7)) == lang
+    assert site_language(file, function) == lang
 
 
 def test_a_template_wrapper_in_a_header_passes_its_block_on(tmp_path):
@@ -44,4 +45,4 @@ def test_a_template_wrapper_in_a_header_passes_its_block_on(tmp_path):
     site = symbols.SourceLine("double* Allocate<double>(unsigned long)", str(path), line)
     # read as C (by the extension alone) the template is no function: not seen as a wrapper
     assert srcnames.returned_part(str(path), line, None, "c") is None
-    assert srcnames.returned_part(str(path), line, None, symbols.site_language(site)) == ""
+    assert srcnames.returned_part(str(path), line, None, site_language(site.file, site.function)) == ""
