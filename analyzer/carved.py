@@ -93,14 +93,17 @@ def split(objs: list[Obj], heap_iv: att.Intervals, regs, a_pid, a_tid, a_time, a
     labels = sorted({vo.name for vo in va.objects})  # one range per name, whichever variable
     name_of = np.array([labels.index(vo.name) for vo in va.objects], dtype=np.int64)
     plans: dict[int, list[Part]] = {}
+    order = np.argsort(a_obj[named], kind="stable")  # each block's named samples, one slice
+    named, named_var = named[order], named_var[order]
+    held = a_obj[named]
     for oi, rows in cands.items():
-        on = a_obj[named] == oi
-        if on.sum() < MIN_NAMED * looked[oi]:
+        lo, hi = np.searchsorted(held, oi, side="left"), np.searchsorted(held, oi, side="right")
+        if hi - lo < MIN_NAMED * looked[oi]:
             continue
-        m = named[on]
+        m = named[lo:hi]
         off = (a_addr[m] - heap_iv.start[a_iv[m]]).astype(np.int64)
         block = int(heap_iv.end[rows[0]] - heap_iv.start[rows[0]])
-        parts = plan(name_of[named_var[on]], labels, off, np.maximum(size[m], 1), block)
+        parts = plan(name_of[named_var[lo:hi]], labels, off, np.maximum(size[m], 1), block)
         if parts:
             plans[oi] = parts
     if not plans:
