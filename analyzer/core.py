@@ -16,7 +16,16 @@ import numpy as np
 
 from numaprof import defaults
 from numaprof.analyzer import attribution as att
-from numaprof.analyzer import carved, classifier, counters, patterns, stream, symbols, varattr
+from numaprof.analyzer import (
+    borders,
+    carved,
+    classifier,
+    counters,
+    patterns,
+    stream,
+    symbols,
+    varattr,
+)
 from numaprof.analyzer import features as feat
 from numaprof.analyzer import format as fmt
 from numaprof.analyzer import sharing as sharing_
@@ -218,6 +227,9 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         a_obj = np.where(a_iv >= 0, ivs.obj[np.maximum(a_iv, 0)], -1).astype(np.int32)
     else:
         a_obj = np.full(len(a_iv), -1, dtype=np.int32)
+    # the border between two arrays of small blocks, where the code says it is
+    if borders.settle(objs, heap_iv, a_iv, a_obj, a_ip, a_addr):
+        ivs = att.Intervals.concat(layers)
     if a_regs is not None:
         # what only a whole mapping (or nothing) holds: named by the code's frame and
         # registers, after the heap, static and before the mapping attribution

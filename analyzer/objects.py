@@ -50,6 +50,10 @@ class Obj:
     # gaps between them) -> the instance they belong to (one call of the code that built
     # the array, _instances)
     iv_instance: dict | None = None
+    # gaps between its sampled blocks and another site's, split halfway: its half (index
+    # in the heap intervals) -> the other site's half (analyzer/borders.py moves the
+    # border to where the accesses say)
+    iv_border: dict | None = None
     # one of the arrays carved out of one allocation (analyzer/carved.py): the variable
     # that names it in the block's name, ``block (variable)``
     part: str = ""
@@ -153,13 +157,17 @@ def heap_intervals(ot: dict, objs: list[Obj], sites: dict[int, int] | None = Non
     if not sampled.any():
         return exact
     inst = _instances(pid, obj, sampled, t0)
-    fills, fill_inst = _site_fills(exact, sampled, period, inst)
+    fills, fill_inst, halves = _site_fills(exact, sampled, period, inst)
     for k in np.flatnonzero(sampled).tolist():
         o = objs[obj[k]]
         o.iv_instance = o.iv_instance if o.iv_instance is not None else {}
         o.iv_instance[k] = int(inst[k])
     for k, (g, u) in enumerate(zip(fills.obj.tolist(), fill_inst.tolist(), strict=True)):
         objs[g].iv_instance[n + k] = u
+    for a, b in halves:
+        o = objs[int(fills.obj[a])]
+        o.iv_border = o.iv_border if o.iv_border is not None else {}
+        o.iv_border[n + a] = n + b
     return att.Intervals.concat([exact, fills])
 
 
@@ -295,9 +303,10 @@ FILL_SCAN = 256
 
 
 def _site_fills(iv: att.Intervals, sampled: np.ndarray, period: np.ndarray,
-                inst: np.ndarray) -> tuple[att.Intervals, np.ndarray]:
-    """The heap between sampled small blocks, as their sites', and the instance of the
-    block each gap takes its site from (``inst``: per block).
+                inst: np.ndarray) -> tuple[att.Intervals, np.ndarray, list[tuple[int, int]]]:
+    """The heap between sampled small blocks, as their sites', the instance of the
+    block each gap takes its site from (``inst``: per block), and the pairs of fills that
+    are the two halves of one gap.
 
     An array built from many small allocations (a row per malloc) was allocated by one
     call stack in a loop, and the allocator laid its blocks out one after another; only
@@ -307,14 +316,17 @@ def _site_fills(iv: att.Intervals, sampled: np.ndarray, period: np.ndarray,
       - both blocks of one site: the gap is the site's;
       - of two sites, one of them a lone block between two blocks of the other (the row
         pointers `g[i] = malloc(...)` allocated between the rows of a grid): the gap is
-        the other's;
-      - otherwise it is split halfway, each half to the site of the block beside it.
+        the other's (unless the accesses say the lone block is an array of its own, too
+        small to be sampled twice: analyzer/borders.py);
+      - otherwise it is split halfway, each half to the site of the block beside it (until
+        the accesses say where the border is, analyzer/borders.py).
     A gap is the site's from the first of its two blocks' allocations (the blocks between
     were allocated after it, before the second) until the first of their releases.  An
     unsampled block of another site in a gap is counted as the gap's site's: the price of
     not recording every small allocation.
     """
     rows = []
+    halves = []
     for p in np.unique(iv.pid[sampled]).tolist():
         m = np.flatnonzero(iv.pid == p)
         order = m[np.argsort(iv.start[m], kind="stable")]
@@ -348,20 +360,26 @@ def _site_fills(iv: att.Intervals, sampled: np.ndarray, period: np.ndarray,
                     rows.append((p, lo, hi, t0, t1, ob[i], ins[i]))
             elif after[j] == ob[i]:
                 rows.append((p, lo, hi, t0, t1, ob[i], ins[i]))  # j: a lone block inside i's site
+                if sm[j]:  # ... or the end of another array (borders.py decides)
+                    rows.append((p, hi, hi, t0, t1, ob[j], ins[j]))
+                    halves.append((len(rows) - 2, len(rows) - 1))
             elif before[i] == ob[j]:
-                rows.append((p, lo, hi, t0, t1, ob[j], ins[j]))  # i: a lone block inside j's site
+                rows.append((p, lo, lo, t0, t1, ob[i], ins[i]))  # i: a lone block inside j's site
+                rows.append((p, lo, hi, t0, t1, ob[j], ins[j]))  # ... or the start of another array
+                halves.append((len(rows) - 2, len(rows) - 1))
             else:
                 mid = lo + (hi - lo) // 2
                 rows.append((p, lo, mid, t0, t1, ob[i], ins[i]))
                 if sm[j]:
                     rows.append((p, mid, hi, t0, t1, ob[j], ins[j]))
+                    halves.append((len(rows) - 2, len(rows) - 1))
     if not rows:
-        return att.Intervals.empty(), np.zeros(0, dtype=np.int64)
+        return att.Intervals.empty(), np.zeros(0, dtype=np.int64), []
     # built column by column: a row mixes int64 addresses and uint64 times
     cols = list(zip(*rows, strict=True))
     u64 = [np.array([int(x) for x in c], dtype=np.uint64) for c in cols[1:5]]
     return (att.Intervals(np.array(cols[0], dtype=np.int64), *u64, np.array(cols[5], dtype=np.int64)),
-            np.array(cols[6], dtype=np.int64))
+            np.array(cols[6], dtype=np.int64), halves)
 
 
 def static_intervals(mappings: symbols.Mappings, objs: list[Obj], archive: Archive) -> att.Intervals:
