@@ -39,11 +39,12 @@ from numaprof.analyzer import datatype, frames, symbols
 INSN_OFF_UNKNOWN = -(1 << 15)  # samples.insn_off: too far to store
 BASE_OFF_UNKNOWN = -(1 << 31)  # samples.base_off: too far to store
 RED_ZONE = 128  # bytes below the stack pointer a leaf function may use (x86-64 psABI)
+SPILL_SLOT = 8  # bytes of the highest spill slot (a general or scalar floating register)
 MIN_OBSERVED = 64  # bytes: locals this size or larger are looked for in other frames
 MAX_OBSERVED = 4096  # frame instances compared with the samples left on a stack
 ADDR_MASK = (1 << 64) - 1
 
-FRAME, REGISTER, TYPE = "frame", "register", "type"
+FRAME, REGISTER, TYPE, SPILL = "frame", "register", "type", "spill"
 
 
 @dataclass
@@ -72,7 +73,7 @@ class VarObject:
     key: tuple
     name: str
     site: str
-    attribution: str  # frame | register | type
+    attribution: str  # frame | register | type | spill
     kind: str = "stack"  # stack (its instances are on stacks) | heap
     thread_private: bool = False
 
@@ -252,6 +253,9 @@ def attribute(s: Samples, candidate: np.ndarray, in_stack: np.ndarray, resolver)
     for part in found.parts:
         left[part[0]] = False
     _observed(found, s, left & in_stack, pcf, g, basis, addr, tid)
+    for part in found.parts:
+        left[part[0]] = False
+    _spills(found, left & in_stack & own & bknown, pcf, g, cfa, base_reg, addr, tid)
     _merge_aliases(found, s, in_stack)
     return _instances(found, s, in_stack, n)
 
@@ -375,6 +379,45 @@ def _observed(found: _Found, s: Samples, todo: np.ndarray, pcf, g, basis, addr, 
         sel = rest[pick == j]
         obj = found.object(("var", *sl.var.key), _slot_name(sl.var), sl.var.site, FRAME)
         found.add(sel, obj, np.full(len(sel), st), size, owner)
+
+
+def _spills(found: _Found, todo: np.ndarray, pcf, g, cfa, base_reg, addr, tid) -> None:
+    """The samples left in the sampled function's own frame, accessed through the stack
+    or frame pointer where no variable of the function is stored: register spills and
+    the compiler's temporaries (a kernel short of registers reloads them in its inner
+    loop).  One object per function, ``(spills) function``, private to each thread: what
+    perf's data-type profiling counts under a pseudo type of its own rather than a
+    variable (tools/perf/util/annotate-data.c, "(stack operation)")."""
+    rest = np.flatnonzero(todo & np.isin(base_reg, (frames.DW_SP, frames.DW_BP)))
+    if not len(rest):
+        return
+    by_func: dict[str, list[int]] = {}
+    for k in rest.tolist():
+        fr = pcf[int(g[k])]
+        if fr is not None and fr.slots:  # a function whose DWARF describes its locals
+            by_func.setdefault(fr.function, []).append(k)
+    for function, ks in by_func.items():
+        m = np.array(ks, dtype=np.int64)
+        # one instance per frame: the slots between the lowest and the highest accessed
+        below = cfa[m] - addr[m]
+        low, high = int(below.max()), int(below.min())
+        obj = found.object(("spill", function), spill_name(function), symbols.readable(function), SPILL)
+        found.add(m, obj, cfa[m] - low, low - high + SPILL_SLOT, tid[m])
+
+
+def spill_name(function: str) -> str:
+    """``(spills) f`` for the function ``f(int) [clone ._omp_fn.0]``."""
+    base = function.split(" [clone", 1)[0]
+    depth = 0
+    for i, ch in enumerate(base):
+        if ch in "<":
+            depth += 1
+        elif ch in ">":
+            depth -= 1
+        elif ch == "(" and depth == 0 and i and not base[:i].endswith("operator"):
+            base = base[:i]
+            break
+    return f"(spills) {base}"
 
 
 _PATH = re.compile(r"^(?:(?:struct|union|class)\s+)?(?:[\w:<>, ]*?(?:\.|->|::|%))?(\w+)((?:\[\])*)$")
