@@ -156,9 +156,10 @@ static int closes_loop(struct walk *w, long p, long h)
 /* Walks back from v[i] along the way the program most likely came, up to the first
  * memory instruction or pause (w->pj; within `search` instructions), then on while each
  * instruction has a single predecessor (what rebuild() may look at).  At one with several
- * predecessors it takes the latch when exactly one closes a loop (the iterations
- * outnumber the entries), else the instruction before it; it stops at an entry, after a
- * call (the sample follows code elsewhere), where it has been already, after PATH_LEN. */
+ * predecessors it takes a latch when one closes a loop (the iterations outnumber the
+ * entries; of several, the last in the code), else the instruction before it; it stops
+ * at an entry, after a call (the sample follows code elsewhere), where it has been
+ * already, after PATH_LEN. */
 static void walk_back(struct walk *w, long i, int search)
 {
     w->at[0] = i;
@@ -177,12 +178,16 @@ static void walk_back(struct walk *w, long i, int search)
             int latches = 0, layout = 0;
             for (int k = 0; k < np; k++) {
                 if (closes_loop(w, pr[k], x) == LOOP_YES) {
+                    /* several latches (a binary search's `lo = mid` and `hi = mid` both
+                     * jump back): the walk takes the last one in the code, and
+                     * join_keeps() holds the others to keeping what it rebuilds */
+                    if (!latches || pr[k] > p)
+                        p = pr[k];
                     latches++;
-                    p = pr[k];
                 }
                 layout |= pr[k] == x - 1;
             }
-            if (latches == 1)
+            if (latches >= 1)
                 how = J_LATCH;
             else if (layout)
                 p = x - 1, how = J_FALL;

@@ -199,6 +199,27 @@ static void test_loops(struct nmp_decoder *d)
                                   0x4c, 0x0f, 0x47, 0xca, 0x4c, 0x89, 0xca, 0x48, 0x29, 0xfa, 0xc3};
     check_case(d, "a single cmov", one, sizeof one, A, A + 0x12, 1, &r,
                (struct expect){0, NMP_ACC_LOAD, 8, NMP_RULE_CLOBBERED});
+
+    /* A binary search with two latches (gcc -O2 of `if (g[base + mid].energy > e) len =
+     * half; else { lo = mid; len -= half; }`, 48-byte records): the loop test at 0x2c is
+     * reached from the entry (jmp at 0x3), by falling through from 0x29 and by the jmp
+     * at 0x46.  Either latch keeps rax and rdi from the load at 0x1e: charged to it. */
+    static const uint8_t two_latches[] = {
+        0x45, 0x31, 0xc9, 0xeb, 0x27, 0x0f, 0x1f, 0x00, 0x48, 0x89, 0xf1, 0x48, 0xd1, 0xf9,
+        0x4d, 0x8d, 0x04, 0x09, 0x49, 0x8d, 0x04, 0x10, 0x48, 0x8d, 0x04, 0x40, 0x48, 0xc1,
+        0xe0, 0x04, 0xf2, 0x0f, 0x10, 0x0c, 0x07, 0x66, 0x0f, 0x2f, 0xc8, 0x76, 0x17, 0x48,
+        0x89, 0xce, 0x48, 0x83, 0xfe, 0x01, 0x7f, 0xd6, 0x4c, 0x89, 0xc8, 0xc3, 0x66, 0x2e,
+        0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00, 0x48, 0x29, 0xce, 0x4d, 0x89, 0xc1,
+        0xeb, 0xe4};
+    r.r[DI] = 0x7f0000430000;
+    r.r[AX] = 48 * 77;
+    check_case(d, "two latches, loop test", two_latches, sizeof two_latches, A, A + 0x2c, 1, &r,
+               (struct expect){r.r[DI] + 48 * 77, NMP_ACC_LOAD, 8, NMP_RULE_SKID_LOOP});
+    check_case(d, "two latches, loop top", two_latches, sizeof two_latches, A, A + 0x8, 1, &r,
+               (struct expect){r.r[DI] + 48 * 77, NMP_ACC_LOAD, 8, NMP_RULE_SKID_LOOP});
+    /* after `lea (%r8,%rdx,1),%rax` the probe's offset is gone */
+    check_case(d, "two latches, offset recomputed", two_latches, sizeof two_latches, A, A + 0x16,
+               1, &r, (struct expect){0, NMP_ACC_LOAD, 8, NMP_RULE_CLOBBERED});
 }
 
 /* rep string instructions are interrupted while they run: ip stays on them and rsi / rdi
