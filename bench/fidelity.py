@@ -62,7 +62,8 @@ _DECL = re.compile(r"numaprof-corpus:\s*(run|array)\s+(\S+)((?:\s+\S+=\S+)*)\s*$
 def is_named(name: str) -> bool:
     """Whether an object's name is a source name (a variable, member, symbol or type
     member) rather than a placeholder for memory numaprof could not name (`[stack]`,
-    `stack@0x…`, `anon@0x…`, `heap@0x…`) or an allocation site (`main@app.c:12`).
+    `stack@0x…`, `anon@0x…`, `heap@0x…`), an allocation site (`main@app.c:12`) or a
+    function's spill slots (`(spills) f`: no variable holds them).
     A pointer variable's own stack slot, `p (pointer)`, is named; so is a part of a
     named block, `w.work (t)` (an array carved out of one allocation, or one block of a
     library's member, `Poisson::A (newValues)`), when both names are source names."""

@@ -102,3 +102,24 @@ def fill_disk(disk: Path, leave: int) -> Path:
         os.close(fd)
     os.truncate(filler, max(0, filler.stat().st_size - leave))
     return filler
+
+
+def objects_table(rows, pid: int = 7) -> dict:
+    """An objects table (docs/profile-format.md) from (addr, size, stack, t0, t1, period)
+    rows, optionally followed by instances and extent (short-lived summaries): heap
+    blocks of one process, as the analyzer reads them."""
+    import numpy as np
+
+    cols = list(zip(*rows, strict=True))
+    n = len(rows)
+    t = {
+        "pid": np.full(n, pid, dtype=np.uint32), "addr": np.array(cols[0], dtype=np.uint64),
+        "size": np.array(cols[1], dtype=np.uint64), "stack": np.array(cols[2], dtype=np.uint32),
+        "time": np.array(cols[3], dtype=np.uint64), "free_time": np.array(cols[4], dtype=np.uint64),
+        "sample_period": np.array(cols[5], dtype=np.uint32), "kind": np.ones(n, dtype=np.uint8),
+        "holder": [""] * n,
+    }
+    if n and len(rows[0]) > 6:
+        t.update(instances=np.array(cols[6], dtype=np.uint32), extent=np.array(cols[7], dtype=np.uint64),
+                 lifetime=np.full(n, 1000, dtype=np.uint64))
+    return t

@@ -131,6 +131,7 @@ def test_corpus_declares_its_answers():
     ("libc.so.6@0x7f00ccf3b000", False), ("shim.123.bin@0x7f00", False), ("", False),
     ("w.work (t)", True), ("Poisson::A (newValues)", True), ("p (pointer)", True),
     ("heap@0x1000 (t)", False), ("main@cg.c:96 (x)", False),
+    ("(spills) CalcHourglassControlForElems", False), ("(spills) main._omp_fn.0", False),
 ])
 def test_named_definition(name, named):
     assert fidelity.is_named(name) is named

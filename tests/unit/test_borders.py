@@ -3,26 +3,18 @@ access them put it (analyzer/borders.py)."""
 from __future__ import annotations
 
 import numpy as np
+from helpers import objects_table
 
 from numaprof.analyzer import attribution as att
 from numaprof.analyzer import borders, objects
 
-P = 4096
-NEVER = att.NEVER
+P = 4096  # sampling period of these tables
 IP_R, IP_U, IP_BOTH = 0x401000, 0x402000, 0x403000
 
 
 def _table(rows):
     """objects table from (addr, size, stack, t0) rows, all sampled, never freed."""
-    cols = list(zip(*rows, strict=True))
-    n = len(rows)
-    return {
-        "pid": np.full(n, 7, dtype=np.uint32), "addr": np.array(cols[0], dtype=np.uint64),
-        "size": np.array(cols[1], dtype=np.uint64), "stack": np.array(cols[2], dtype=np.uint32),
-        "time": np.array(cols[3], dtype=np.uint64), "free_time": np.zeros(n, dtype=np.uint64),
-        "sample_period": np.full(n, P, dtype=np.uint32), "kind": np.ones(n, dtype=np.uint8),
-        "holder": [""] * n,
-    }
+    return objects_table([(a, size, stack, t0, 0, P) for a, size, stack, t0 in rows])
 
 
 def _located(t, samples):

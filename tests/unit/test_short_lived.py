@@ -4,25 +4,12 @@ samples in their range that no recorded block holds."""
 from __future__ import annotations
 
 import numpy as np
+from helpers import objects_table
 
 from numaprof.analyzer import attribution as att
 from numaprof.analyzer import objects
 
 NEVER = att.NEVER
-
-
-def _table(rows):
-    """objects table from (addr, size, stack, t0, t1, period, instances, extent) rows."""
-    cols = list(zip(*rows, strict=True))
-    n = len(rows)
-    return {
-        "pid": np.full(n, 7, dtype=np.uint32), "addr": np.array(cols[0], dtype=np.uint64),
-        "size": np.array(cols[1], dtype=np.uint64), "stack": np.array(cols[2], dtype=np.uint32),
-        "time": np.array(cols[3], dtype=np.uint64), "free_time": np.array(cols[4], dtype=np.uint64),
-        "sample_period": np.array(cols[5], dtype=np.uint32), "kind": np.ones(n, dtype=np.uint8),
-        "holder": [""] * n, "instances": np.array(cols[6], dtype=np.uint32),
-        "extent": np.array(cols[7], dtype=np.uint64), "lifetime": np.full(n, 1000, dtype=np.uint64),
-    }
 
 
 def _where(ivs, addr, time):
@@ -35,7 +22,7 @@ def test_a_summary_counts_in_its_site_and_holds_its_range_below_the_blocks():
     # site 1: one recorded block of 256 KiB at 0x100000 (live 10..20) and a summary of
     # 5000 short-lived blocks between 0x100000 and 0x180000 (50..900); site 2: a block
     # inside that range, recorded, live 0..1000
-    t = _table([(0x100000, 0x40000, 1, 10, 20, 0, 1, 0),
+    t = objects_table([(0x100000, 0x40000, 1, 10, 20, 0, 1, 0),
                 (0x100000, 0x40000, 1, 50, 900, 0, 5000, 0x80000),
                 (0x150000, 0x1000, 2, 0, 1000, 0, 1, 0)])
     objs: list = []
@@ -51,7 +38,7 @@ def test_a_summary_counts_in_its_site_and_holds_its_range_below_the_blocks():
 
 
 def test_a_site_known_only_from_summaries():
-    t = _table([(0x200000, 0x2000, 3, 5, 50, 0, 300, 0x10000),
+    t = objects_table([(0x200000, 0x2000, 3, 5, 50, 0, 300, 0x10000),
                 (0x220000, 0x2000, 3, 60, 90, 0, 200, 0x4000)])
     objs: list = []
     objects.heap_intervals(t, objs)
@@ -62,7 +49,7 @@ def test_a_site_known_only_from_summaries():
 
 def test_sampled_summaries_count_the_allocations_they_stand_for():
     # 100 sampled small blocks whose written size makes them stand for 100 x 4096 / 512
-    t = _table([(0x300000, 512, 4, 5, 50, 4096, 100, 0x8000),
+    t = objects_table([(0x300000, 512, 4, 5, 50, 4096, 100, 0x8000),
                 (0x310000, 1024, 4, 6, NEVER, 4096, 1, 0)])
     objs: list = []
     objects.heap_intervals(t, objs)
@@ -72,7 +59,7 @@ def test_sampled_summaries_count_the_allocations_they_stand_for():
 
 
 def test_profiles_without_the_columns_have_no_summaries():
-    t = _table([(0x100000, 0x40000, 1, 10, 20, 0, 1, 0)])
+    t = objects_table([(0x100000, 0x40000, 1, 10, 20, 0, 1, 0)])
     del t["extent"], t["lifetime"]
     objs: list = []
     assert len(objects.short_intervals(t, objs)) == 0

@@ -5,25 +5,13 @@ address range."""
 from __future__ import annotations
 
 import numpy as np
+from helpers import objects_table
 
 from numaprof.analyzer import attribution as att
 from numaprof.analyzer import core, objects
 
 P = 4096  # sampling period of these tables
 NEVER = att.NEVER
-
-
-def _table(rows):
-    """objects table from (addr, size, stack, t0, t1, period) rows."""
-    cols = list(zip(*rows, strict=True))
-    n = len(rows)
-    return {
-        "pid": np.full(n, 7, dtype=np.uint32), "addr": np.array(cols[0], dtype=np.uint64),
-        "size": np.array(cols[1], dtype=np.uint64), "stack": np.array(cols[2], dtype=np.uint32),
-        "time": np.array(cols[3], dtype=np.uint64), "free_time": np.array(cols[4], dtype=np.uint64),
-        "sample_period": np.array(cols[5], dtype=np.uint32), "kind": np.ones(n, dtype=np.uint8),
-        "holder": [""] * n,
-    }
 
 
 def _fills(iv, n_exact):
@@ -35,7 +23,7 @@ def _fills(iv, n_exact):
 def test_gaps_between_blocks_of_one_site_are_its():
     # site 1: sampled rows of 100 bytes at 0x1000, 0x2000, 0x3000 (live 10..90, 20..80,
     # 30..70); 0x9000 is more than four periods past 0x3000 + 100
-    t = _table([(0x1000, 100, 1, 10, 90, P), (0x2000, 100, 1, 20, 80, P),
+    t = objects_table([(0x1000, 100, 1, 10, 90, P), (0x2000, 100, 1, 20, 80, P),
                 (0x3000, 100, 1, 30, 70, P), (0x3064 + 4 * P + 1, 100, 1, 30, 70, P)])
     objs: list = []
     iv = objects.heap_intervals(t, objs)
@@ -46,12 +34,12 @@ def test_gaps_between_blocks_of_one_site_are_its():
 
 def test_estimates():
     # 4 sampled rows of 1024 bytes, all live at once: 4 x P bytes, 4 x P / 1024 rows
-    t = _table([(0x1000 * (k + 1), 1024, 1, 10 + k, NEVER, P) for k in range(4)])
+    t = objects_table([(0x1000 * (k + 1), 1024, 1, 10 + k, NEVER, P) for k in range(4)])
     objs: list = []
     objects.heap_intervals(t, objs)
     assert objs[0].size == 4 * P and objs[0].count == 16 and objs[0].sample_period == P
     # released one by one before the next: at most one live
-    t = _table([(0x1000, 1024, 1, 10 * k, 10 * k + 5, P) for k in range(1, 5)])
+    t = objects_table([(0x1000, 1024, 1, 10 * k, 10 * k + 5, P) for k in range(1, 5)])
     objs = []
     objects.heap_intervals(t, objs)
     assert objs[0].size == P
@@ -60,7 +48,7 @@ def test_estimates():
 def test_gap_between_two_sites():
     # sites 1 and 2 meet: 1, 1, 2, 2 -> the gap between the second 1 and the first 2
     # is split halfway
-    t = _table([(0x1000, 16, 1, 1, NEVER, P), (0x2000, 16, 1, 2, NEVER, P),
+    t = objects_table([(0x1000, 16, 1, 1, NEVER, P), (0x2000, 16, 1, 2, NEVER, P),
                 (0x3010, 16, 2, 3, NEVER, P), (0x4000, 16, 2, 4, NEVER, P)])
     objs: list = []
     iv = objects.heap_intervals(t, objs)
@@ -72,7 +60,7 @@ def test_gap_between_two_sites():
 def test_a_lone_block_inside_another_site():
     # the row pointers g[i] (site 2) between the rows of a grid (site 1): both gaps
     # around it are the grid's
-    t = _table([(0x1000, 16, 1, 1, NEVER, P), (0x2000, 16, 2, 2, NEVER, P),
+    t = objects_table([(0x1000, 16, 1, 1, NEVER, P), (0x2000, 16, 2, 2, NEVER, P),
                 (0x3000, 16, 1, 3, NEVER, P)])
     objs: list = []
     iv = objects.heap_intervals(t, objs)
@@ -82,7 +70,7 @@ def test_a_lone_block_inside_another_site():
 def test_blocks_not_alive_together_bound_no_gap():
     # a per-step temporary: the same addresses in steps 1 and 2; step 2's second block
     # is not the neighbour of step 1's first
-    t = _table([(0x1000, 16, 1, 10, 20, P), (0x2000, 16, 1, 30, 40, P),
+    t = objects_table([(0x1000, 16, 1, 10, 20, P), (0x2000, 16, 1, 30, 40, P),
                 (0x1000, 16, 1, 30, 40, P), (0x2000, 16, 1, 10, 20, P)])
     objs: list = []
     iv = objects.heap_intervals(t, objs)
@@ -90,7 +78,7 @@ def test_blocks_not_alive_together_bound_no_gap():
 
 
 def test_tracked_allocations_alone_make_no_gaps():
-    t = _table([(0x1000, 100000, 1, 1, NEVER, 0), (0x30000, 100000, 1, 2, NEVER, 0)])
+    t = objects_table([(0x1000, 100000, 1, 1, NEVER, 0), (0x30000, 100000, 1, 2, NEVER, 0)])
     objs: list = []
     iv = objects.heap_intervals(t, objs)
     assert len(iv) == 2 and objs[0].sample_period == 0 and objs[0].attribution == "address"
@@ -175,7 +163,7 @@ def test_each_instance_is_its_own_logical_array():
     rows += [(0x90000 + k * 0x1000, 0x800, 2, 10 + k, NEVER, P) for k in range(5)]
     rows += [(0x200000 + k * 0x1000, 0x800, 1, 20 + k, NEVER, P) for k in range(5)]
     objs: list = []
-    iv = objects.heap_intervals(_table(rows), objs)
+    iv = objects.heap_intervals(objects_table(rows), objs)
     o = objs[0]
     members = np.flatnonzero(iv.obj == 0)
     assert sorted(set(o.iv_instance[int(k)] for k in members)) == [0, 1]
