@@ -1,5 +1,5 @@
 """Where one array of small blocks ends and the next begins, from the code that accesses
-them (docs/analyzer.md, "Arrays of many small blocks").
+them (docs/analyzer.md, "Arrays of many small allocations").
 
 Only some small allocations are recorded (the shim samples them by bytes), so between
 the last sampled block of one site and the first of the next site laid out after it
