@@ -58,10 +58,8 @@ def settle(objs, heap_iv: att.Intervals, a_iv: np.ndarray, a_obj: np.ndarray, a_
     uk, cnt = np.unique(key, return_counts=True)
     k_ip, k_obj = uk // (len(objs) + 1), uk % (len(objs) + 1)
     total = np.bincount(k_ip, weights=cnt, minlength=len(ips))
-    votes: dict[tuple[int, int], bool] = {}
-    for i, o, c in zip(k_ip.tolist(), k_obj.tolist(), cnt.tolist(), strict=True):
-        if c >= VOTE_MIN and c >= VOTE_SHARE * total[i]:
-            votes[(i, o)] = True
+    strong = (cnt >= VOTE_MIN) & (cnt >= VOTE_SHARE * total[k_ip])
+    votes = set(zip(k_ip[strong].tolist(), k_obj[strong].tolist(), strict=True))
 
     moved = 0
     idx = np.flatnonzero(in_half)

@@ -391,13 +391,16 @@ def _spills(found: _Found, todo: np.ndarray, pcf, g, cfa, base_reg, addr, tid) -
     rest = np.flatnonzero(todo & np.isin(base_reg, (frames.DW_SP, frames.DW_BP)))
     if not len(rest):
         return
-    by_func: dict[str, list[int]] = {}
-    for k in rest.tolist():
-        fr = pcf[int(g[k])]
+    # per frame kind (one per sampled pc), then per function: a loop per pc, not per sample
+    by_func: dict[str, list[np.ndarray]] = {}
+    order = rest[np.argsort(g[rest], kind="stable")]
+    cuts = np.flatnonzero(np.diff(g[order])) + 1
+    for members in np.split(order, cuts):
+        fr = pcf[int(g[members[0]])]
         if fr is not None and fr.slots:  # a function whose DWARF describes its locals
-            by_func.setdefault(fr.function, []).append(k)
-    for function, ks in by_func.items():
-        m = np.array(ks, dtype=np.int64)
+            by_func.setdefault(fr.function, []).append(members)
+    for function, parts in by_func.items():
+        m = np.concatenate(parts)
         # one instance per frame: the slots between the lowest and the highest accessed
         below = cfa[m] - addr[m]
         low, high = int(below.max()), int(below.min())
