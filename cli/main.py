@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-import traceback
 
 import click
 
@@ -90,6 +89,8 @@ def _main(args: list[str]) -> None:
         group.main(args=args, prog_name="numaprof", standalone_mode=False)
     except NumaprofError as e:
         if verbose:
+            import traceback  # 4 ms of every start otherwise
+
             traceback.print_exc()
         # one line, shown and not obeyed: a message may quote a profile's content
         print(f"numaprof: {clean(str(e))}", file=sys.stderr)
@@ -109,6 +110,8 @@ def _main(args: list[str]) -> None:
         sys.exit(141)
     except Exception as e:  # a bug: one line unless -v
         if verbose:
+            import traceback
+
             traceback.print_exc()
         print(f"numaprof: internal error: {type(e).__name__}: {clean(str(e))} "
               "(run with -v for details)", file=sys.stderr)

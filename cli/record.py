@@ -368,16 +368,22 @@ class _Prefetch:
 
     def __init__(self, cfg: RecordConfig):
         self.cache = None  # made by the thread: its imports (hashlib, ssl) are not on the way to the exec
-        exe = shutil.which(cfg.command[0]) if cfg.command else None
-        self._thread = threading.Thread(target=self._run, args=(exe,), name="numaprof-prefetch",
-                                        daemon=True)
+        self._exe = shutil.which(cfg.command[0]) if cfg.command else None
+        self._thread = None
+
+    def start(self) -> None:
+        """Called once the collector runs: before that, the thread's imports (7-10 ms of
+        OpenSSL's start in hashlib, holding the interpreter lock) would delay the exec."""
+        thread = threading.Thread(target=self._run, args=(self._exe,), name="numaprof-prefetch",
+                                  daemon=True)
         # the stopping signals and SIGCHLD are for the main thread, which waits for them
         # (cli/supervise.py): the thread starts with them blocked
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, (*STOP_SIGNALS, signal.SIGCHLD))
         try:
-            self._thread.start()
+            thread.start()
+            self._thread = thread
         except RuntimeError:  # no thread: the work is done after the exit
-            self._thread = None
+            pass
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
@@ -592,7 +598,8 @@ def run_record(cfg: RecordConfig, argv: list[str]) -> int:
 
     try:
         run = run_collector(collector_argv, collector_died,
-                            also_relay=(cfg.rotate_on,) if cfg.rotate_on else ())
+                            also_relay=(cfg.rotate_on,) if cfg.rotate_on else (),
+                            on_started=prefetch.start)
     except NumaprofError as e:
         raise NumaprofError(f"{e}{_discard(cfg.output, old)}", COLLECTOR_FAILED) from e
     cache = prefetch.join()

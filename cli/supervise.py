@@ -220,11 +220,15 @@ def _parent_of(pid: int) -> int | None:
         return None
 
 
-def run_collector(argv: list[str], on_collector_death=None, also_relay: tuple[int, ...] = ()) -> CollectorRun:
+def run_collector(argv: list[str], on_collector_death=None, also_relay: tuple[int, ...] = (),
+                  on_started=None) -> CollectorRun:
     """Runs numaprof-collect `argv` (see the module docstring for what the program sees).
 
     `on_collector_death(signal_number, program_pid)` is called when the collector was
     killed while the program still runs, before record waits for the program.
+    `on_started()` is called once the collector is running, with the stopping signals
+    and SIGCHLD blocked (a thread it starts inherits that mask): work that can wait for
+    the program's start is not on its way.
     `also_relay`: signals besides the stopping ones that end the collector's recording
     of an attached process (SIGUSR2 for `--switch-output`); never passed on to the program.
     """
@@ -265,6 +269,8 @@ def run_collector(argv: list[str], on_collector_death=None, also_relay: tuple[in
         # blocked only now: the collector must not inherit the mask (it hands its own on)
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, (*relayed, signal.SIGCHLD))
         try:
+            if on_started is not None:
+                on_started()
             sup = _Supervisor(proc, control, relayed, on_collector_death)
             sup.run()
         finally:
