@@ -616,9 +616,15 @@ def run_record(cfg: RecordConfig, argv: list[str]) -> int:
             raise NumaprofError(f"{why}{kept}", COLLECTOR_FAILED)
         raise NumaprofError(f"{why} (the program's exit status was {rc}; nothing was "
                             f"kept{kept})", COLLECTOR_FAILED)
+    manifest = _finish(cfg, manifest, rc)
+    not_run = manifest["collector"].get("exec_error")
+    if not_run:
+        # the command could not be executed (a typo, no x bit): like a shell, one line and
+        # its 127/126, and no profile of a run that never happened in place of the last one
+        why = run.said or f"{cfg.command[0]}: {not_run}"
+        raise NumaprofError(f"{why}{_discard(cfg.output, old)}", rc)
     if run.said:  # the command ran and the profile is there: the collector's line stands
         print(f"numaprof: {run.said}", file=sys.stderr)
-    manifest = _finish(cfg, manifest, rc)
     try:
         if manifest["collector"].get("write_error"):
             raise NumaprofError(f"cannot write the profile {cfg.output}: "

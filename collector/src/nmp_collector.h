@@ -179,6 +179,7 @@ struct nmp_run {
     struct timespec start_rt, end_rt;
     int exit_status, term_signal, have_status;
     const char *interrupted;
+    char exec_error[96]; /* why the command could not be executed ("command not found"); "" ran */
     int cli_gone; /* numaprof record ended before the program: leave the program alone */
 };
 

@@ -95,6 +95,9 @@ static void write_run(FILE *f, const struct nmp_collector *c)
         fprintf(f, "\"interrupted\": \"%s\", ", run->interrupted);
     else
         fputs("\"interrupted\": null, ", f);
+    fputs("\"exec_error\": ", f);
+    json_str_or_null(f, run->exec_error[0] ? run->exec_error : NULL);
+    fputs(", ", f);
     fprintf(f, "\"pid\": %d, \"attached\": %s,\n", (int)run->root,
             c->cfg->attach_pid > 0 ? "true" : "false");
 }

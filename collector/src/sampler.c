@@ -304,8 +304,9 @@ static int launch(struct nmp_collector *c, char **envp, const sigset_t *mask,
     c->run.end_rt = c->run.start_rt;
     c->run.have_status = 1;
     c->run.exit_status = e == ENOENT ? NMP_EXIT_NOTFOUND : NMP_EXIT_NOEXEC;
-    snprintf(c->err, NMP_ERRLEN, "%s: %s", cfg->cmd[0],
+    snprintf(c->run.exec_error, sizeof c->run.exec_error, "%s",
              e == ENOENT ? "command not found" : strerror(e));
+    snprintf(c->err, NMP_ERRLEN, "%s: %s", cfg->cmd[0], c->run.exec_error);
     nmp_warn(c, "%s", c->err);
     child->pid = -1;
     return 1;

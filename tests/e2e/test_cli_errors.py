@@ -37,7 +37,25 @@ def test_missing_command_exits_127(tmp_path):
     proc = run_numaprof("record", "-o", tmp_path / "p", "--", "/nonexistent/program")
     assert proc.returncode == 127
     assert "not found" in proc.stderr
-    assert "Traceback" not in proc.stderr
+    _one_clean_line(proc)
+    # was: an empty profile of a run that never happened, announced as "profile in"
+    assert not (tmp_path / "p").exists()
+
+
+def test_a_command_that_cannot_run_leaves_the_last_profile(tmp_path):
+    """A typo in the command does not push the last profile aside for an empty one."""
+    run_numaprof("record", "-o", tmp_path / "p", "--", "sh", "-c", "exit 4")
+    before = (tmp_path / "p" / "manifest.json").read_text()
+    script = tmp_path / "not-executable"
+    script.write_text("#!/bin/sh\nexit 0\n")
+    script.chmod(0o644)
+    for cmd, status in (("/nonexistent/program", 127), (str(script), 126)):
+        proc = run_numaprof("record", "-o", tmp_path / "p", "--", cmd)
+        assert proc.returncode == status, (cmd, proc.stderr)
+        _one_clean_line(proc)
+        assert "previous profile is back" in proc.stderr, proc.stderr
+        assert (tmp_path / "p" / "manifest.json").read_text() == before
+        assert sorted(x.name for x in tmp_path.iterdir()) == ["not-executable", "p"]
 
 
 def test_a_misspelt_option_is_not_run_as_the_command(tmp_path):
