@@ -53,7 +53,10 @@ _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _PART = rf"{_IDENT}(?:<[^@()\s]*>)?(?:\[[^\]@]*\]|\([^()@]*\))*"
 # a source name: identifiers joined by C/C++/Fortran member or scope operators, with
 # optional indexes and template arguments, optionally after a type keyword
-_NAMED = re.compile(rf"^(?:(?:struct|class|union|type)\s+)?{_PART}(?:(?:::|->|\.|%){_PART})*$")
+# the first identifier may be dereferenced, as assigned through an out-parameter:
+# `(*A)->list_of_vals = new double[n]`, `*x = new double[n]`
+_HEAD = rf"(?:\(\*+{_IDENT}\)|\*+{_IDENT}|{_PART})"
+_NAMED = re.compile(rf"^(?:(?:struct|class|union|type)\s+)?{_HEAD}(?:(?:::|->|\.|%){_PART})*$")
 _SPLIT = re.compile(r"::|->|\.|%")
 _BLOCK_PART = re.compile(r"^(\S+) \((\S+)\)$")  # `block (part)`
 _DECL = re.compile(r"numaprof-corpus:\s*(run|array)\s+(\S+)((?:\s+\S+=\S+)*)\s*$")

@@ -28,14 +28,35 @@ def language(path: str) -> str | None:
     return lang
 
 
+#: ``new T*[n]``, an array of pointers (``new double*[nrow]``): tree-sitter-cpp 0.23 reads
+#: its ``[n]`` as a lambda capture and the next statement as part of the expression, so the
+#: whole function around it had an ERROR (tree-sitter/tree-sitter-cpp issue 289, open).
+_NEW_POINTER_ARRAY = re.compile(rb"\bnew\b[\w\s:<>,]*?(\*+)\s*\[")
+
+
 class Source:
-    """One parsed file: bytes, tree, newline convention."""
+    """One parsed file: bytes, tree, newline convention.
+
+    A C++ file is parsed from a copy with the ``*`` of each ``new T*[n]`` blanked (same
+    offsets, so edits still apply to the file as it is): the tree is right everywhere but
+    in the element type of those expressions, and a patch on such a line is refused
+    (``masked_rows``, parse_refusal)."""
 
     def __init__(self, path: str, data: bytes, lang: str):
         self.path = path
         self.data = data
         self.lang = lang
-        self.tree = parser(lang).parse(data)
+        self.masked_rows: set[int] = set()
+        parsed = data
+        if lang == "cpp" and b"new" in data:
+            stars = [m.span(1) for m in _NEW_POINTER_ARRAY.finditer(data)]
+            if stars:
+                buf = bytearray(data)
+                for a, b in stars:
+                    buf[a:b] = b" " * (b - a)
+                    self.masked_rows.add(data.count(b"\n", 0, a))
+                parsed = bytes(buf)
+        self.tree = parser(lang).parse(parsed)
         self.root = self.tree.root_node
         self.nl = "\r\n" if b"\r\n" in data else "\n"
 
@@ -89,6 +110,10 @@ def parse_refusal(src: Source, node, line: int) -> Refusal | None:
     an unknown macro elsewhere in the file does not stop a patch here.
     """
     n = node if node is not None else src.root
+    if line - 1 in src.masked_rows:
+        return Refusal(src.path, line, f"{os.path.basename(src.path)} line {line} allocates an "
+                                       "array of pointers (new T*[n]), which the C++ parser "
+                                       "does not read; not patching it")
     if not n.has_error:
         return None
     return Refusal(src.path, line, f"{os.path.basename(src.path)} does not parse cleanly "

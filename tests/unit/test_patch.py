@@ -535,6 +535,31 @@ def test_parse_errors_elsewhere_do_not_stop_a_patch_here(tmp_path):
     assert isinstance(place_after_allocation(src, 9, "a", "cyclic"), Patch)
 
 
+def test_an_array_of_pointers_beside_the_allocation_does_not_stop_its_patch(tmp_path):
+    """`new double*[n]` (HPCCG's matrix rows) is an ERROR for tree-sitter-cpp 0.23: it
+    stopped every patch in the function; now only one on that line."""
+    src = tmp_path / "rows.cpp"
+    src.write_text("void build(int n, double ***rows, double **vals, double **x)\n{\n"
+                   "  *rows = new double*[n];\n"
+                   "  *x = new double[n];\n"
+                   "  *vals = new double[n * 27];\n"
+                   "  double *t = new double[n];\n"
+                   "  for (int i = 0; i < n; i++)\n"
+                   "    t[i] = 1.0;\n"
+                   "  (*x)[0] = t[0];\n"
+                   "  delete[] t;\n"
+                   "}\n")
+    for line, var in ((4, "*x"), (5, "*vals")):
+        patch = place_after_allocation(src, line, var, "bind_block")
+        assert isinstance(patch, Patch), patch
+    new = lines(place_after_allocation(src, 5, "*vals", "bind_block").new_text)
+    assert new[new.index("  *vals = new double[n * 27];") + 1] == \
+        "  numaprof_place(*vals, (n * 27) * sizeof(**vals), NUMAPROF_BIND_BLOCK);"
+    assert "  *rows = new double*[n];" in new  # the file's own text is kept
+    assert isinstance(parallelize_first_touch(src, 7), Patch)
+    refusal(place_after_allocation(src, 3, "*rows", "bind_block"), "array of pointers")
+
+
 def test_patch_for_object_fortran_static_placement_is_refused_as_c_only(tmp_path):
     src = copy(tmp_path, DATA / "loops.f90")
     line = loop_line(src.read_text(), "SAFE: element-wise", 2)
