@@ -891,6 +891,7 @@ def _object_result(o: Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow
         pages_policy_mixed=kernel.mixed if kernel is not None else False,
         attribution=o.attribution,
         thread_private=private,
+        read_only=o.read_only,
         pid=int(o.pid),
     )
 

@@ -155,6 +155,9 @@ class ObjectResult:
     # every instance (count) is accessed only by the thread whose stack frame holds it:
     # always local to that thread, whatever the placement policy
     thread_private: bool = False
+    # the read-only data of a loaded ELF file (the compiler's constants and literals in
+    # its .rodata): page-cache pages, read from every core's caches; nothing to place
+    read_only: bool = False
     pid: int = 0  # the process whose object it is (a profile may hold several: mpirun)
 
 

@@ -24,7 +24,7 @@ NO_STACK = 0xFFFFFFFF
 ATTACH_SITE = "in the heap at attach"
 ATTACH_LATE_SITE = "in the heap when sampling stopped"  # allocated while attached
 STACK_SIZES = {8 << 20, (8 << 20) + 4096}  # glibc default thread stack (+ guard page)
-PROT_WRITE = 2
+PROT_WRITE, PROT_EXEC = 2, 4
 MAP_NUMAPROF = 0x80000000  # mappings.flags: one of numaprof's own files (docs/profile-format.md)
 
 
@@ -43,6 +43,9 @@ class Obj:
     alloc_rows: list | None = None  # objects-table rows (heap)
     attribution: str = "address"  # address | frame | register | type (analyzer/varattr.py)
     thread_private: bool = False
+    # the read-only data of a loaded ELF file (its .rodata: the compiler's constants and
+    # literals, const tables): page-cache pages no placement moves, read from the caches
+    read_only: bool = False
     # > 0: some of its allocations are known only from a sample of the small ones (one in
     # about this many bytes); size and count are then estimates
     sample_period: int = 0
@@ -510,6 +513,9 @@ def mapping_intervals(mt: dict, objs: list[Obj]) -> att.Intervals:
     heap_starts = {(int(p), int(a)) for p, a, path in zip(mt["pid"], mt["start"], mt["path"], strict=True)
                    if str(path) == "[heap]"}
     heaps: dict[int, list[int]] = {}  # object -> [pid, start, length, time]
+    # files a process executes code of: their other read-only mappings are their constants
+    images = ({(int(p), str(path)) for p, path, pr in zip(mt["pid"], mt["path"], prot, strict=True)
+               if int(pr) & PROT_EXEC} if known_prot else set())
     for i in range(n):
         if own[i]:
             continue  # numaprof's own file (see own_samples)
@@ -521,8 +527,11 @@ def mapping_intervals(mt: dict, objs: list[Obj]) -> att.Intervals:
         heap = (not path or path == "[heap]") and (pid, start) in heap_starts
         if heap:
             path = "[heap]"
+        read_only = False
         if path.startswith("/") and known_prot and not int(prot[i]) & PROT_WRITE:
-            continue  # code and read-only file data: not an object
+            if int(prot[i]) & PROT_EXEC or (pid, path) not in images:
+                continue  # code, and a file the program maps read-only itself: not an object
+            read_only = True  # an ELF image's constants (.rodata, .eh_frame)
         if path.startswith("[stack") or (not path and length in STACK_SIZES):
             kind, name = "stack", path or f"stack@{start:#x}"
         elif path.startswith("/"):
@@ -534,7 +543,7 @@ def mapping_intervals(mt: dict, objs: list[Obj]) -> att.Intervals:
         if g is None:
             g = groups[key] = len(objs)
             objs.append(Obj(kind, key, pid, start, length, name=name, site=path or "anonymous mapping",
-                             path=path))
+                             path=path, read_only=read_only))
         if heap:
             h = heaps.setdefault(g, [pid, start, length, int(mt["time"][i])])
             h[2], h[3] = max(h[2], length), min(h[3], int(mt["time"][i]))

@@ -637,7 +637,7 @@ def suggest(analysis: Analysis, target: Topology | None = None, *,
     target = analysis.topology if target is None else target
     target_name = target.name or "recorded machine"
     notes: list[str] = []
-    hot, skipped, private, needy, contended, copies = [], [], [], [], [], []
+    hot, skipped, private, needy, contended, copies, constants = [], [], [], [], [], [], []
     sharing = {f.object: f for f in getattr(analysis, "sharing", [])}
     for f in sharing.values():
         notes.append(f"{f.object}: {f.kind} sharing between threads ({f.lines} cache line(s)"
@@ -656,6 +656,9 @@ def suggest(analysis: Analysis, target: Topology | None = None, *,
             continue
         if o.thread_private:
             private.append(o.name)  # on its own thread's stack: first touch keeps it local
+            continue
+        if o.read_only:
+            constants.append(o.name)  # a file's .rodata: page-cache pages, read from caches
             continue
         if o.pattern == "unknown" and o.samples_needed > 0:
             needy.append(f"{o.name} (+{o.samples_needed})")
@@ -679,6 +682,10 @@ def suggest(analysis: Analysis, target: Topology | None = None, *,
         notes.append("not placed (thread-private: each instance is used by one thread, on its own "
                      "stack or a heap buffer it allocated, and first touch keeps it on that thread's "
                      f"node; a spreading policy would make it remote): {', '.join(private)}.")
+    if constants:
+        notes.append("not placed (the read-only data of a program or library file: the "
+                     "compiler's constants and literals, read from every core's caches; their "
+                     f"pages are the file's, in the page cache): {', '.join(constants)}.")
     cold = sum(1 for o in analysis.objects if o.share < min_share)
     if cold:
         notes.append(f"{cold} object(s) below {_pct(min_share)} of the samples not considered.")

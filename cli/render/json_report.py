@@ -41,6 +41,7 @@ def obj(o: ObjectResult) -> dict:
         "count": int(o.count),
         "attribution": o.attribution,
         "thread_private": bool(o.thread_private),
+        "read_only": bool(o.read_only),
         "pid": int(o.pid),
         "samples": int(o.samples),
         "share": _r(o.share),

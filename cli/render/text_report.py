@@ -112,7 +112,7 @@ def _object_row(o) -> list[str]:
     # size and count estimated (many small blocks), or size (an array carved out of a block)
     approx = "~" if o.attribution in ("allocation_sample", "carved") else ""
     count = (f" {approx}x{count_words(o.count)}" if o.count > 1 else "") + (
-        " (private)" if o.thread_private else "")
+        " (private)" if o.thread_private else "") + (" (read-only)" if o.read_only else "")
     pattern = _pattern_cell(o)
     return [o.name, count, o.site, approx + human_bytes(o.size), f"{o.samples} ({pct(o.share)})",
             pattern, f"{pct(o.reads)}/{pct(o.writes)}", toucher, pages, pct(o.local_fraction)]
@@ -191,9 +191,10 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
     con.print()
 
     shown, hidden = hot_objects(a, top)
-    # thread-private stack arrays below the shared ones, apart: placement never moves them
-    private = [o for o in shown if o.thread_private]
-    shown = [o for o in shown if not o.thread_private] + private
+    # thread-private stack arrays and a file's constants below the shared ones, apart:
+    # placement never moves them
+    private = [o for o in shown if o.thread_private or o.read_only]
+    shown = [o for o in shown if not (o.thread_private or o.read_only)] + private
     rows = [_object_row(o) for o in shown]
     if len({o.pid for o in shown if o.kind in ("heap", "static")}) > 1:
         # several processes (mpirun under record): objects of the same name are each one's
@@ -225,7 +226,11 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
         con.print("[dim]block (variable): one of the arrays carved out of one allocation, told "
                   "apart by the pointer variables the code read them through; its size is "
                   "estimated from the sampled offsets[/dim]")
-    if private:
+    if any(o.read_only for o in private):
+        con.print("[dim](read-only): the constants of a program or library file at no symbol (its .rodata: "
+                  "literals the compiler put there): page-cache pages, read from "
+                  "every core's caches; no placement moves them[/dim]")
+    if any(o.thread_private for o in private):
         con.print("[dim](private): thread-private, one instance (xN) per thread (its stack frame or thread-local storage); always "
                   "local to its thread, whatever the placement[/dim]")
     if hidden:

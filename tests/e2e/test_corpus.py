@@ -58,13 +58,7 @@ FLAKY_PATTERN = {
 }
 TARGET_MISSES: dict[tuple[str, str], str] = {}
 # Targets met in some recordings only (non-strict).
-FLAKY_TARGETS = {
-    ("multigrid", "unknown"): "0.08-0.12 on the 2026-11-28 host (0.03 the day before on "
-                              "another): the arena lock in calloc, glibc's main_arena, which "
-                              "only one thread at a time takes (no pattern), costs 4-5 % of "
-                              "the samples there, the fabs mask in .rodata 3-4 % (in no "
-                              "object: constants are never placed), fmax's GOT entry 1.5 %",
-}
+FLAKY_TARGETS: dict[tuple[str, str], str] = {}
 
 
 def _xfail(reason: str | None, strict: bool = True) -> list:

@@ -668,7 +668,9 @@ def _consts_profile(tmp_path, data):
             flags=[2] * m, path=[x[3] for x in maps])
     addr = [HEAP + 8 * i for i in range(100)]
     for section, n in data:
-        addr += [BASE + int(info.elf.get_section_by_name(section)["sh_addr"]) + 8] * n
+        at = (0x7000_0000_0000 if section == "nowhere"  # in no mapping
+              else BASE + int(info.elf.get_section_by_name(section)["sh_addr"]) + 8)
+        addr += [at] * n
     n = len(addr)
     w.table("samples", time=list(range(10, 10 + n)), pid=[7] * n, tid=[7] * n, cpu=[0] * n,
             ip=[BASE + func] * n, addr=addr, access=[1] * n)
@@ -677,20 +679,35 @@ def _consts_profile(tmp_path, data):
 
 @pytest.mark.parametrize("share", [0.3, 0.02])
 def test_samples_in_no_object_are_said_where(tmp_path, share):
-    """Loads of the constants a compiler puts in .rodata (no symbol of their own) are in
-    no object; when they are a notable share of the samples with an address a finding
-    says where they went: the file, its read-only section, and the code that read them."""
-    path, n_const = _consts_profile(tmp_path, [(".rodata", int(round(100 * share / (1 - share))))])
+    """Samples at addresses no object holds are counted, never dropped; when they are a
+    notable share of the samples with an address a finding says where they went, with the
+    code that made them."""
+    path, n_out = _consts_profile(tmp_path, [("nowhere", int(round(100 * share / (1 - share))))])
     a = analyze(path)
-    assert a.profile.outside_objects == n_const
+    assert a.profile.outside_objects == n_out
     said = [f for f in a.findings if "in no object" in f]
     if share < 0.05:
         assert not said, a.findings
         return
     assert len(said) == 1, a.findings
-    assert said[0].startswith(f"{n_const} samples")
-    assert "consts's read-only .rodata, at no symbol" in said[0], said[0]
+    assert said[0].startswith(f"{n_out} samples")
+    assert "at addresses in no mapping the collector saw" in said[0], said[0]
     assert "most from scale@consts.c:" in said[0], said[0]
+
+
+@pytest.mark.parametrize("share", [0.3, 0.02])
+def test_constants_are_a_read_only_object_of_their_file(tmp_path, share):
+    """Loads of the constants a compiler puts in .rodata (no symbol of their own) were in
+    no object: they are one read-only object of the file, named by it and the section,
+    its site the code that read them most; the heap array stays as it was."""
+    path, n_const = _consts_profile(tmp_path, [(".rodata", int(round(100 * share / (1 - share))))])
+    a = analyze(path)
+    assert a.profile.outside_objects == 0
+    assert not [f for f in a.findings if "in no object" in f], a.findings
+    found = [(o.name, o.kind, o.samples, o.site) for o in a.objects if o.read_only]
+    assert found == [("consts .rodata", "mapping", n_const, "scale@consts")], found
+    heap = [o for o in a.objects if o.name == "[heap]"]
+    assert len(heap) == 1 and heap[0].samples == 100 and not heap[0].read_only
 
 
 def test_data_of_a_file_named_by_its_section(tmp_path):
