@@ -637,7 +637,8 @@ def suggest(analysis: Analysis, target: Topology | None = None, *,
     target = analysis.topology if target is None else target
     target_name = target.name or "recorded machine"
     notes: list[str] = []
-    hot, skipped, private, needy, contended, copies, constants = [], [], [], [], [], [], []
+    hot, skipped, private, needy, contended, copies, constants, tiny = ([] for _ in range(8))
+    page = int(getattr(analysis.topology, "page_size", 0) or 4096)
     sharing = {f.object: f for f in getattr(analysis, "sharing", [])}
     for f in sharing.values():
         notes.append(f"{f.object}: {f.kind} sharing between threads ({f.lines} cache line(s)"
@@ -659,6 +660,9 @@ def suggest(analysis: Analysis, target: Topology | None = None, *,
             continue
         if o.read_only:
             constants.append(o.name)  # a file's .rodata: page-cache pages, read from caches
+            continue
+        if 0 < o.size < page:
+            tiny.append(o.name)  # shares its page with other data: placing it moves them too
             continue
         if o.pattern == "unknown" and o.samples_needed > 0:
             needy.append(f"{o.name} (+{o.samples_needed})")
@@ -682,6 +686,10 @@ def suggest(analysis: Analysis, target: Topology | None = None, *,
         notes.append("not placed (thread-private: each instance is used by one thread, on its own "
                      "stack or a heap buffer it allocated, and first touch keeps it on that thread's "
                      f"node; a spreading policy would make it remote): {', '.join(private)}.")
+    if tiny:
+        notes.append(f"not placed (under one page of {page} bytes: it shares its page with "
+                     "other data, which a placement would move with it): "
+                     f"{', '.join(tiny)}.")
     if constants:
         notes.append("not placed (the read-only data of a program or library file: the "
                      "compiler's constants and literals, read from every core's caches; their "

@@ -477,16 +477,40 @@ def place_after_allocation(path: str, line: int, var: str | None, policy_const: 
                       f"allocation at {where}{touched}", info)
 
 
+def _included_definitions(src: Source) -> dict:
+    """name -> (source, function definition) of the functions defined in the headers this
+    file includes with quotes, found beside it (``#include "memUtils.h"``, where CoMD's
+    ``static void *comdMalloc(size_t)`` is).  One level: not the headers' own includes."""
+    out: dict = {}
+    here = os.path.dirname(os.path.abspath(src.path))
+    for n in walk(src.root):
+        path = n.child_by_field_name("path") if n.type == "preproc_include" else None
+        if path is None or path.type != "string_literal":
+            continue
+        header = os.path.normpath(os.path.join(here, src.text(path).strip('"')))
+        if not os.path.isfile(header):
+            continue
+        h = load(header)
+        if isinstance(h, Refusal):
+            continue
+        for f in walk(h.root):
+            if f.type == "function_definition" and not f.has_error:
+                out.setdefault(function_name(f), (h, f))
+    return out
+
+
 def _wrapper_call(src: Source, row: int, var: str | None):
     """(call, statement, target, size, argument nodes) of the call on `row` whose result is
     assigned to `var` (any assigned one without `var`) when the callee is an allocation
-    wrapper defined in this file (``g->u = alloc_field(nx, ny);`` with ``alloc_field``
-    returning a malloc's block); size is the wrapper's byte count written with the call's
-    arguments, or None when it cannot be.  None when there is no such call."""
+    wrapper defined in this file or in a header it includes (``g->u = alloc_field(nx, ny);``
+    with ``alloc_field`` returning a malloc's block); size is the wrapper's byte count
+    written with the call's arguments, or None when it cannot be.  None when there is no
+    such call."""
     defs = {}
     for f in walk(src.root):
         if f.type == "function_definition":
-            defs.setdefault(function_name(f), f)
+            defs.setdefault(function_name(f), (src, f))
+    headers = None
     found = []
     for n in walk(src.root):
         if n.type != "call_expression":
@@ -495,15 +519,24 @@ def _wrapper_call(src: Source, row: int, var: str | None):
         fn = n.child_by_field_name("function")
         if own is None or not contains_row(own, row) or fn is None or fn.type != "identifier":
             continue
-        func = defs.get(src.text(fn))
+        name = src.text(fn)
+        if name not in defs:
+            if headers is None:
+                headers = _included_definitions(src)
+            if name in headers:
+                defs[name] = headers[name]
+        fsrc, func = defs.get(name, (src, None))
         target = allocation_target(src, n)
         if func is None or target is None or (var is not None and target != var):
             continue
-        allocs = [a for a in walk(func) if allocator_name(src, a) is not None]
-        if len(allocs) != 1 or not _returns_block(src, func, allocs[0]):
+        allocs = [a for a in walk(func) if allocator_name(fsrc, a) is not None]
+        if len(allocs) != 1 or not _returns_block(fsrc, func, allocs[0]):
             continue
         args = [a for a in n.child_by_field_name("arguments").named_children if a.type != "comment"]
-        found.append((n, block_statement(n), target, _size_through(src, func, allocs[0], args), args))
+        found.append((n, block_statement(n), target,
+                      _size_through(fsrc, func, allocs[0], [src.text(a) for a in args]
+                                    if not any(has_side_effects(a) for a in args) else None),
+                      args))
     return found[0] if len(found) == 1 else None
 
 
@@ -516,16 +549,17 @@ def _returns_block(src: Source, func, alloc) -> bool:
     return _wrapper(src, block_statement(alloc), allocation_target(src, alloc)) is not None
 
 
-def _size_through(src: Source, func, alloc, args) -> str | None:
-    """The byte count of `alloc` in wrapper `func` with its parameters replaced by the
-    call's `args` (each parenthesised), or None: side effects, a parameter count that does
-    not match, or a name of the wrapper's own (a local) in the size."""
+def _size_through(src: Source, func, alloc, args: list[str] | None) -> str | None:
+    """The byte count of `alloc` in wrapper `func` (of `src`) with its parameters replaced
+    by the texts of the call's `args` (each parenthesised), or None: arguments with side
+    effects (None), a parameter count that does not match, or a name of the wrapper's own
+    (a local) in the size."""
     nodes = allocation_size_nodes(src, alloc)
     decl = func.child_by_field_name("declarator")
     while decl is not None and decl.type != "function_declarator":
         decl = decl.child_by_field_name("declarator")
     params = decl.child_by_field_name("parameters") if decl is not None else None
-    if not nodes or params is None or any(has_side_effects(a) for a in args):
+    if not nodes or params is None or args is None:
         return None
     names = [scope.declarator_identifier(p.child_by_field_name("declarator"))
              for p in params.named_children if p.type == "parameter_declaration"]
@@ -549,7 +583,7 @@ def _size_through(src: Source, func, alloc, args) -> str | None:
                 return None
             if name in by_name:
                 text.append(src.data[at:i.start_byte].decode())
-                text.append(f"({src.text(by_name[name])})")
+                text.append(f"({by_name[name]})")
                 at = i.end_byte
         text.append(src.data[at:node.end_byte].decode())
         t = "".join(text)

@@ -304,6 +304,29 @@ def test_wrapper_whose_size_is_its_own_local_is_refused_with_the_line_by_hand(tm
     assert r.by_hand.startswith("numaprof_place(w, 512, NUMAPROF_CYCLIC);")
 
 
+def test_a_wrapper_defined_in_an_included_header_is_followed(tmp_path):
+    """CoMD allocates every atom array through `comdMalloc`, a static function of its
+    memUtils.h: `atoms->f = (real3*) comdMalloc(maxTotalAtoms*sizeof(real3));`.  The
+    header beside the file is read for the wrapper's definition; one that does not return
+    its allocation's block is not a wrapper."""
+    (tmp_path / "mem.h").write_text(
+        "#include <stdlib.h>\n"
+        "static void *xMalloc(size_t iSize)\n{\n    return malloc(iSize);\n}\n"
+        "static void *offset(size_t n)\n{\n    char *p = malloc(n + 16);\n    return p + 16;\n}\n")
+    text = ("#include \"mem.h\"\n"
+            "typedef struct { double *f, *g; } atoms_t;\n"
+            "void init(atoms_t *atoms, int n)\n{\n"
+            "    atoms->f = (double *) xMalloc(n * sizeof(double));\n"
+            "    atoms->g = (double *) offset(n * sizeof(double));\n"
+            "}\n")
+    src = write(tmp_path, "atoms.c", text)
+    p = place_after_allocation(src, 5, "atoms->f", "cyclic")
+    assert isinstance(p, Patch), p
+    assert added(p)[-1].strip() == "numaprof_place(atoms->f, (n * sizeof(double)), NUMAPROF_CYCLIC);"
+    assert compiles(p, tmp_path).returncode == 0
+    refusal(place_after_allocation(src, 6, "atoms->g", "cyclic"), "no malloc")
+
+
 # ------------------------------------------------------------------ C++ members
 
 HEADER = """\

@@ -410,3 +410,17 @@ def test_measured_placement_overrides_an_incomplete_first_touch_record():
     s = suggest(an)
     assert s.objects[0].policy in ("parallel_init", "bind_block")
     assert not any("measured on several nodes" in n for n in s.notes)
+
+
+def test_an_object_under_a_page_is_not_placed():
+    """A 32-byte struct (CoMD's interpolation table headers, three of them) shares its
+    page with other data: a placement would move that too.  The array beside it is
+    placed as before."""
+    an = example_serial_init()
+    small = dataclasses.replace(an.objects[0], name="struct Table", size=32, count=3)
+    an = dataclasses.replace(an, objects=[small, *an.objects[1:]])
+    s = suggest(an, resolve_target("2s", an.topology))
+    assert "struct Table" not in by_name(s)
+    assert any(n.startswith("not placed (under one page of 4096 bytes") and "struct Table" in n
+               for n in s.notes), s.notes
+    assert {o.name for o in s.objects} == {o.name for o in an.objects[1:]}
