@@ -56,6 +56,7 @@ from numaprof.analyzer.objects import (
     own_samples,
     short_intervals,
     static_intervals,
+    tell_instances_apart,
     tell_library_blocks_apart,
     thread_sites,
     tls_intervals,
@@ -334,6 +335,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         _name_blocks_by_code(objs, hot, a_regs, a_pid, tids[a_tidx], a_time, a_ip, a_addr, a_obj, resolver)
     name_file_data(objs, hot, a_obj, a_pid, a_addr, a_ip, resolver)
     tell_library_blocks_apart(objs, hot, resolver, prof)
+    tell_instances_apart(objs, hot, resolver, prof)
     name_pointer_slots(objs, hot)
     if _merge_into_sites(objs, hot, a_obj, a_pid, a_addr, ivs):
         o_counts = _object_counts(a_obj, a_count, n_obj)

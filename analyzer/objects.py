@@ -824,6 +824,64 @@ def tell_library_blocks_apart(objs: list[Obj], hot: list[int], resolver: symbols
                 o.name = f"{name} ({mine[o.stack]})"
 
 
+def tell_instances_apart(objs: list[Obj], hot: list[int], resolver: symbols.CodeResolver,
+                         prof: Profile) -> None:
+    """A member a constructor allocates is ``Class::member`` (``miniFE::Vector<…>::coefs``,
+    set by ``coefs(local_size)``).  When several objects of the class are built in
+    different places (miniFE's ``r``, ``p`` and ``Ap`` in cg_solve, ``x`` and ``b`` in
+    the driver), they are several arrays of that one name: each is named after the object
+    its constructor's caller constructs, ``r.coefs`` (``p->coefs`` for ``new``), its site
+    that line.  Only when every one of them is told apart so, by different names; a class
+    built in one place keeps ``Class::member``."""
+    frames = _stack_frames(prof)
+    roots = [r for r in (str(prof.manifest.get("cwd") or ""), str(prof.path.parent)) if r]
+    groups: dict[str, list[Obj]] = {}
+    for oi in hot:
+        o = objs[oi]
+        if o.kind == "heap" and "::" in o.name and o.stack != NO_STACK and not o.part:
+            groups.setdefault(o.name, []).append(o)
+    for name, group in groups.items():
+        if len({o.stack for o in group}) < 2:
+            continue
+        member = name.rpartition("::")[2]
+        owners: dict[int, tuple[str, str]] = {}
+        for o in group:
+            owner = _constructed_by_caller(o, frames.get(o.stack, []), resolver, roots)
+            if owner is None:
+                break
+            owners[id(o)] = owner
+        else:
+            if len({v[0] for v in owners.values()}) == len(group):
+                for o in group:
+                    (var, arrow), site = owners[id(o)]
+                    o.name, o.site = f"{var}{arrow}{member}", site
+
+
+def _constructed_by_caller(o: Obj, ips: list[int], resolver: symbols.CodeResolver,
+                           roots: list[str]):
+    """((variable, "." or "->"), site) of the object whose constructor allocated ``o``:
+    the variable its caller's line declares or assigns (``VectorType r(b.startIndex,
+    nrows);``, ``p = new Grid(n);``); None when the allocating frame is not a constructor
+    or the caller's line names nothing."""
+    frames = itertools.islice(resolver.user_frames(o.pid, ips), 0, 2)
+    ctor, caller = next(frames, None), next(frames, None)
+    if ctor is None or caller is None or not _is_constructor(ctor.function) \
+            or _is_constructor(caller.function):
+        return None
+    var, at = _assigned(caller, roots, resolver.archive)
+    if not var or at is None or not _PLAIN_NAME.match(var):
+        return None
+    try:
+        lines = Path(at[0]).read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    text = lines[caller.line - 1] if 0 < caller.line <= len(lines) else ""
+    return (var, "->" if re.search(r"\bnew\b", text) else "."), caller.site
+
+
+_PLAIN_NAME = re.compile(r"^[A-Za-z_]\w*(?:(?:\.|->)[A-Za-z_]\w*)*$")
+
+
 def _library_positions(resolver: symbols.CodeResolver, pid: int, ips: list[int]) -> list[symbols.SourceLine]:
     """The positions in system headers (library code compiled into the program: an Eigen
     container's, the C++ library's) an allocation call stack passes through before the

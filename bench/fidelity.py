@@ -50,7 +50,7 @@ SOURCE_SUFFIXES = (".c", ".cpp", ".f90")
 LOST_RULES = ("no_mem", "clobbered", "vsib", "segment", "undecodable", "unreadable", "kernel")
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
-_PART = rf"{_IDENT}(?:<[^@()\s]*>)?(?:\[[^\]@]*\]|\([^()@]*\))*"
+_PART = rf"{_IDENT}(?:<[^@()]*>)?(?:\[[^\]@]*\]|\([^()@]*\))*"
 # a source name: identifiers joined by C/C++/Fortran member or scope operators, with
 # optional indexes and template arguments, optionally after a type keyword
 # the first identifier may be dereferenced, as assigned through an out-parameter:

@@ -127,6 +127,7 @@ def test_corpus_declares_its_answers():
     ("heap@0x1000 (t)", False), ("main@cg.c:96 (x)", False),
     ("(spills) CalcHourglassControlForElems", False), ("(spills) main._omp_fn.0", False),
     ("(*A)->list_of_vals", True), ("*xexact", True), ("(*)->x", False), ("(x", False),
+    ("miniFE::CSRMatrix<double, int, int>::packed_coefs", True), ("p->coefs", True),
 ])
 def test_named_definition(name, named):
     assert fidelity.is_named(name) is named
