@@ -43,8 +43,8 @@ class Obj:
     alloc_rows: list | None = None  # objects-table rows (heap)
     attribution: str = "address"  # address | frame | register | type (analyzer/varattr.py)
     thread_private: bool = False
-    # the read-only data of a loaded ELF file (its .rodata: the compiler's constants and
-    # literals, const tables): page-cache pages no placement moves, read from the caches
+    # the read-only data of a loaded ELF file at no symbol (its .rodata: the compiler's
+    # constants and literals): page-cache pages no placement moves, read from the caches
     read_only: bool = False
     # > 0: some of its allocations are known only from a sample of the small ones (one in
     # about this many bytes); size and count are then estimates
@@ -646,16 +646,20 @@ def _replica_name(resolver, o, ips, roots: list[str]) -> str:
         if frame.file.endswith("numaprof_place.h"):
             continue
         src = srcnames.find_source(frame.file, [r for r in roots if r], resolver.archive)
-        try:
-            lines = Path(src).read_text(errors="replace").splitlines() if src else []
-        except OSError:
-            lines = []
-        text = lines[frame.line - 1] if 0 < frame.line <= len(lines) else ""
-        m = _REPLICATE_CALL.search(text)
+        m = _REPLICATE_CALL.search(_source_line(src, frame.line))
         if m:
             return f"{m.group(1)} (copies)"
         break
     return "numaprof_replicate copies"
+
+
+def _source_line(path, line: int) -> str:
+    """Line ``line`` (1-based) of the source file ``path``; "" when it cannot be read."""
+    try:
+        lines = Path(path).read_text(errors="replace").splitlines() if path else []
+    except OSError:
+        return ""
+    return lines[line - 1] if 0 < line <= len(lines) else ""
 
 
 _ANY_SUBSCRIPT = re.compile(r"\[([^\[\]]*)\]")
@@ -871,12 +875,8 @@ def _constructed_by_caller(o: Obj, ips: list[int], resolver: symbols.CodeResolve
     var, at = _assigned(caller, roots, resolver.archive)
     if not var or at is None or not _PLAIN_NAME.match(var):
         return None
-    try:
-        lines = Path(at[0]).read_text(errors="replace").splitlines()
-    except OSError:
-        return None
-    text = lines[caller.line - 1] if 0 < caller.line <= len(lines) else ""
-    return (var, "->" if re.search(r"\bnew\b", text) else "."), caller.site
+    made_by_new = re.search(r"\bnew\b", _source_line(at[0], caller.line))
+    return (var, "->" if made_by_new else "."), caller.site
 
 
 _PLAIN_NAME = re.compile(r"^[A-Za-z_]\w*(?:(?:\.|->)[A-Za-z_]\w*)*$")

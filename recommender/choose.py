@@ -638,7 +638,7 @@ def suggest(analysis: Analysis, target: Topology | None = None, *,
     target_name = target.name or "recorded machine"
     notes: list[str] = []
     hot, skipped, private, needy, contended, copies, constants, tiny = ([] for _ in range(8))
-    page = int(getattr(analysis.topology, "page_size", 0) or 4096)
+    page = analysis.topology.page_size or 4096
     sharing = {f.object: f for f in getattr(analysis, "sharing", [])}
     for f in sharing.values():
         notes.append(f"{f.object}: {f.kind} sharing between threads ({f.lines} cache line(s)"

@@ -193,8 +193,8 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
     shown, hidden = hot_objects(a, top)
     # thread-private stack arrays and a file's constants below the shared ones, apart:
     # placement never moves them
-    private = [o for o in shown if o.thread_private or o.read_only]
-    shown = [o for o in shown if not (o.thread_private or o.read_only)] + private
+    apart = [o for o in shown if o.thread_private or o.read_only]
+    shown = [o for o in shown if not (o.thread_private or o.read_only)] + apart
     rows = [_object_row(o) for o in shown]
     if len({o.pid for o in shown if o.kind in ("heap", "static")}) > 1:
         # several processes (mpirun under record): objects of the same name are each one's
@@ -207,7 +207,7 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
         table.add_column(col, justify=just, no_wrap=col != "pages by node", overflow="fold",
                          min_width=PAGES_MIN if col == "pages by node" else None)
     for o, (name, count, site, *rest) in zip(shown, rows, strict=True):
-        if private and o is private[0] and len(shown) > len(private):
+        if apart and o is apart[0] and len(shown) > len(apart):
             table.add_section()
         table.add_row(esc(shorten(name, max(4, name_w - len(count))) + count),
                       esc(short_site(site, site_w)), *(esc(c) for c in rest))
@@ -226,11 +226,11 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
         con.print("[dim]block (variable): one of the arrays carved out of one allocation, told "
                   "apart by the pointer variables the code read them through; its size is "
                   "estimated from the sampled offsets[/dim]")
-    if any(o.read_only for o in private):
+    if any(o.read_only for o in apart):
         con.print("[dim](read-only): the constants of a program or library file at no symbol (its .rodata: "
                   "literals the compiler put there): page-cache pages, read from "
                   "every core's caches; no placement moves them[/dim]")
-    if any(o.thread_private for o in private):
+    if any(o.thread_private for o in apart):
         con.print("[dim](private): thread-private, one instance (xN) per thread (its stack frame or thread-local storage); always "
                   "local to its thread, whatever the placement[/dim]")
     if hidden:
