@@ -848,17 +848,11 @@ def tell_instances_apart(objs: list[Obj], hot: list[int], resolver: symbols.Code
         if len({o.stack for o in group}) < 2:
             continue
         member = name.rpartition("::")[2]
-        owners: dict[int, tuple[str, str]] = {}
-        for o in group:
-            owner = _constructed_by_caller(o, frames.get(o.stack, []), resolver, roots)
-            if owner is None:
-                break
-            owners[id(o)] = owner
-        else:
-            if len({v[0] for v in owners.values()}) == len(group):
-                for o in group:
-                    (var, arrow), site = owners[id(o)]
-                    o.name, o.site = f"{var}{arrow}{member}", site
+        owners = [_constructed_by_caller(o, frames.get(o.stack, []), resolver, roots) for o in group]
+        if None in owners or len({owner[0] for owner in owners}) < len(group):
+            continue  # not every one told apart
+        for o, ((var, arrow), site) in zip(group, owners, strict=True):
+            o.name, o.site = f"{var}{arrow}{member}", site
 
 
 def _constructed_by_caller(o: Obj, ips: list[int], resolver: symbols.CodeResolver,
