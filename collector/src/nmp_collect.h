@@ -6,6 +6,7 @@
 #ifndef NMP_COLLECT_H
 #define NMP_COLLECT_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -68,6 +69,20 @@ static inline int nmp_rule_has_address(int rule)
 
 /* topology.c: hwloc topology of this machine -> <dir>/topology.xml and topology.json. */
 int nmp_topology_write(const char *dir, char *err);
+
+/* The same in a thread of its own, while the program runs (discovery reads sysfs for
+ * every CPU and cache: tens of ms on a large machine, none of it needed before the
+ * program starts).  Start after the program's fork, so that no descriptor hwloc has open
+ * is inherited; join before the profile is declared complete: rc 0, or -1 with err. */
+struct nmp_topology_job {
+    const char *dir;
+    struct hwloc_topology *topo;
+    pthread_t th;
+    int running, rc;
+    char err[NMP_ERRLEN];
+};
+void nmp_topology_start(struct nmp_topology_job *j, const char *dir);
+int nmp_topology_join(struct nmp_topology_job *j);
 
 /* counters.c: one snapshot of numastat (per node) and /proc/vmstat numa_* into `t`
  * (columns of the counters table); phase 0 before, 1 after, 2 during. */

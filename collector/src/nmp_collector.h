@@ -218,6 +218,7 @@ struct nmp_collector {
     size_t nmaps_seen;
     struct nmp_tasks tasks;
     struct nmp_affwatch *aff;
+    struct nmp_topology_job topo; /* topology.xml/json, written while the program runs */
     struct nmp_pages pages;
     struct nmp_counts n;
     struct nmp_node_counters nodes;

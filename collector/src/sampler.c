@@ -185,8 +185,8 @@ static void run_loop(struct nmp_collector *c, int sfd, int pidfd, uint64_t deadl
 
 /* ---- the steps of nmp_collect_run ---- */
 
-/* Everything before the program runs: backend, decoder, watcher, tables, topology and
- * the first counters.  0, or -1 with c->err. */
+/* Everything before the program runs: backend, decoder, watcher, tables and the first
+ * counters (the topology is written while it runs).  0, or -1 with c->err. */
 static int prepare(struct nmp_collector *c)
 {
     const struct nmp_config *cfg = c->cfg;
@@ -209,9 +209,6 @@ static int prepare(struct nmp_collector *c)
     }
     if (open_tables(c) != 0)
         return -1;
-    char terr[NMP_ERRLEN] = "";
-    if (nmp_topology_write(cfg->dir, terr) != 0)
-        nmp_warn(c, "topology: %s", terr[0] ? terr : strerror(errno));
     if (!(c->t.counters = nmp_counters_open(cfg->dir)))
         nmp_warn(c, "counters: %s", strerror(errno));
     counters_snapshot(c, 0);
@@ -237,6 +234,7 @@ static int attach(struct nmp_collector *c, int *pidfd, uint64_t *deadline)
 {
     pid_t pid = c->cfg->attach_pid;
     c->run.root = pid;
+    nmp_topology_start(&c->topo, c->cfg->dir);
     *pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     if (*pidfd < 0) {
         snprintf(c->err, NMP_ERRLEN, "cannot attach to process %d: %s", (int)pid,
@@ -281,6 +279,7 @@ static int launch(struct nmp_collector *c, char **envp, const sigset_t *mask,
         return -1;
     }
     c->run.root = child->pid;
+    nmp_topology_start(&c->topo, cfg->dir);
     if (cfg->control_fd >= 0) {
         /* numaprof record supervises the program if numaprof-collect dies */
         char line[32];
@@ -340,6 +339,8 @@ static void finish(struct nmp_collector *c)
             c->write_errno = errno;
         nmp_warn(c, "writing the profile tables failed: %s", strerror(c->write_errno));
     }
+    if (nmp_topology_join(&c->topo) != 0)
+        nmp_warn(c, "topology: %s", c->topo.err);
     if (nmp_report_write(c, &shim) != 0 && !c->err[0])
         snprintf(c->err, NMP_ERRLEN, "cannot write %s/collector.json: %s", cfg->dir,
                  strerror(errno));
@@ -349,6 +350,7 @@ static void finish(struct nmp_collector *c)
 
 static void free_collector(struct nmp_collector *c)
 {
+    nmp_topology_join(&c->topo);
     close_tables(c);
     nmp_events_close(c);
     if (c->nodes.h)

@@ -9,6 +9,8 @@
 #include <fcntl.h>
 #include <hwloc.h>
 #include <hwloc/autogen/config.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,13 +151,35 @@ static int write_json(hwloc_topology_t topo, FILE *f)
     return ferror(f) ? -1 : 0;
 }
 
-int nmp_topology_write(const char *dir, char *err)
+/* hwloc's plugins (docs: "Components and plugins"): I/O discovery (PCI, GPUs, OpenCL,
+ * X displays) and the libxml2 XML back end.  The profile needs none of them (CPUs,
+ * caches, NUMA nodes and distances come from the built-in Linux and x86 back ends; the
+ * built-in XML code reads and writes the same format), and loading them costs more than
+ * the rest of the topology: hwloc_gl.so alone pulls in libX11 and five more libraries,
+ * hwloc_xml_libxml.so libxml2 and ICU, hwloc_pci.so scans the PCI bus — 20-30 ms of the
+ * recording's start on the development machine.  hwloc dlopens every plugin at the first
+ * hwloc_topology_init unless its file name is in $HWLOC_PLUGINS_BLACKLIST (read there
+ * and then, components.c); a user's own setting is left alone. */
+static const char PLUGINS_NOT_NEEDED[] =
+    "hwloc_pci.so,hwloc_gl.so,hwloc_opencl.so,hwloc_cuda.so,hwloc_nvml.so,hwloc_rsmi.so,"
+    "hwloc_levelzero.so,hwloc_xml_libxml.so";
+
+static int topology_init(hwloc_topology_t *topo)
 {
-    hwloc_topology_t topo;
-    if (hwloc_topology_init(&topo) < 0) {
-        nmp_set_err(err, "hwloc_topology_init: %s", strerror(errno));
-        return -1;
-    }
+    int own = getenv("HWLOC_PLUGINS_BLACKLIST") == NULL &&
+              setenv("HWLOC_PLUGINS_BLACKLIST", PLUGINS_NOT_NEEDED, 0) == 0;
+    int rc = hwloc_topology_init(topo);
+    int e = errno;
+    if (own)
+        unsetenv("HWLOC_PLUGINS_BLACKLIST"); /* the program's environment is the user's */
+    errno = e;
+    return rc;
+}
+
+/* Discovers the initialised `topo` and writes both files; destroys it.  0, or -1 with
+ * err and errno. */
+static int load_and_write(hwloc_topology_t topo, const char *dir, char *err)
+{
     const char *xmlfile = getenv("HWLOC_XMLFILE");
     if (xmlfile && *xmlfile && hwloc_topology_set_xml(topo, xmlfile) < 0) {
         nmp_set_err(err, "HWLOC_XMLFILE=%s: cannot be read by hwloc: %s", xmlfile, strerror(errno));
@@ -201,4 +225,56 @@ out:
         hwloc_free_xmlbuffer(topo, xml);
     hwloc_topology_destroy(topo);
     return rc;
+}
+
+int nmp_topology_write(const char *dir, char *err)
+{
+    hwloc_topology_t topo;
+    if (topology_init(&topo) < 0) {
+        nmp_set_err(err, "hwloc_topology_init: %s", strerror(errno));
+        return -1;
+    }
+    return load_and_write(topo, dir, err);
+}
+
+static void *topology_thread(void *arg)
+{
+    struct nmp_topology_job *j = arg;
+    j->rc = load_and_write(j->topo, j->dir, j->err);
+    if (j->rc != 0 && !j->err[0])
+        snprintf(j->err, sizeof j->err, "%s", strerror(errno));
+    return NULL;
+}
+
+void nmp_topology_start(struct nmp_topology_job *j, const char *dir)
+{
+    memset(j, 0, sizeof *j);
+    j->dir = dir;
+    /* in this thread: hwloc reads its environment at the first init, and the plugin
+     * list above is set and taken back around it */
+    if (topology_init(&j->topo) < 0) {
+        j->rc = -1;
+        snprintf(j->err, sizeof j->err, "hwloc_topology_init: %s", strerror(errno));
+        return;
+    }
+    /* the thread takes no signal: the collector's come through its signalfd */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int e = pthread_create(&j->th, NULL, topology_thread, j);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (e == 0) {
+        j->running = 1;
+        return;
+    }
+    topology_thread(j); /* no thread: in line, as before */
+}
+
+int nmp_topology_join(struct nmp_topology_job *j)
+{
+    if (j->running) {
+        pthread_join(j->th, NULL);
+        j->running = 0;
+    }
+    return j->rc;
 }
