@@ -35,6 +35,7 @@ from numaprof.analyzer.firsttouch import (
     fault_count,
     first_touch_of,
     first_touches,
+    regroup_touches,
 )
 from numaprof.analyzer.model import (
     PLACING_POLICIES,
@@ -49,6 +50,7 @@ from numaprof.analyzer.objects import (
     Obj,
     heap_intervals,
     mapping_intervals,
+    merge_container_sites,
     name_file_data,
     name_object,
     name_pointer_slots,
@@ -264,15 +266,19 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     # shim's move_pages query at its release or at exit
     obj_kernel: dict[int, KernelPages] = {}
     op_index = ObjectPagesIndex(prof.table("object_pages"))
+
+    def kernel_of(o: Obj) -> KernelPages | None:
+        if o.kind != "heap" or o.part:  # the kernel's counts are for a whole block
+            return None
+        nm = numa_maps_pages(o, numa_maps, prof.table("objects"), page, node_index, N)
+        if nm is not None:
+            return KernelPages(nm[0], "numa_maps", nm[1], nm[2])
+        return kernel_pages(o, op_index, prof.table("objects"), node_index, N)
+
     for oi, o in enumerate(objs):
-        if o.kind == "heap" and not o.part:  # the kernel's counts are for a whole block
-            nm = numa_maps_pages(o, numa_maps, prof.table("objects"), page, node_index, N)
-            if nm is not None:
-                obj_kernel[oi] = KernelPages(nm[0], "numa_maps", nm[1], nm[2])
-            else:
-                kp = kernel_pages(o, op_index, prof.table("objects"), node_index, N)
-                if kp is not None:
-                    obj_kernel[oi] = kp
+        kp = kernel_of(o)
+        if kp is not None:
+            obj_kernel[oi] = kp
     # objects whose pages a memory policy places: where their pages are is not where they
     # were first touched, so no sample of theirs takes its node from the first touch
     policy_placed = np.zeros(len(objs) + 1, dtype=bool)
@@ -337,6 +343,17 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     tell_library_blocks_apart(objs, hot, resolver, prof)
     tell_instances_apart(objs, hot, resolver, prof)
     name_pointer_slots(objs, hot)
+    one_container = merge_container_sites(objs, hot, o_counts, a_obj, ivs, resolver, prof)
+    for oi in one_container:  # their blocks and first touches are the merged object's now
+        obj_kernel.pop(oi, None)
+        kp = kernel_of(objs[oi])
+        if kp is not None:
+            obj_kernel[oi] = kp
+    if one_container:
+        if ft is not None:
+            ft = regroup_touches(ft, ivs)
+        o_counts = _object_counts(a_obj, a_count, n_obj)
+        hot = [int(i) for i in np.argsort(-o_counts, kind="stable") if o_counts[i] > 0]
     if _merge_into_sites(objs, hot, a_obj, a_pid, a_addr, ivs):
         o_counts = _object_counts(a_obj, a_count, n_obj)
         hot = [int(i) for i in np.argsort(-o_counts, kind="stable") if o_counts[i] > 0]
@@ -726,12 +743,16 @@ def _merge_into_sites(objs: list[Obj], hot: list[int], a_obj: np.ndarray, a_pid:
 #: is a sum of countdowns when short-lived blocks were sampled in between (a std::vector
 #: grown by push_back): 4 periods are passed a few times in a 66 MiB array.
 SITE_STRETCH_GAP = 16
+#: ... and reaching this many sampling periods past its first and last sampled blocks:
+#: the blocks before the first one sampled (the countdown to it is about a period of
+#: bytes, more than that in few runs) and after the last (a tree's first and last nodes).
+SITE_STRETCH_ENDS = 4
 
 
 def _stretches(o: Obj, oi: int, ivs: att.Intervals) -> list[tuple[int, int, int, int]]:
     """(pid, lo, hi, oi): the stretches of heap where the sampled site ``o`` laid out its
     blocks (its intervals in address order, merged across gaps of up to SITE_STRETCH_GAP
-    sampling periods)."""
+    sampling periods, SITE_STRETCH_ENDS more at each end)."""
     rows = np.fromiter((o.iv_instance or {}).keys(), dtype=np.int64)
     rows = rows[rows < len(ivs.start)]
     out = []
@@ -742,7 +763,8 @@ def _stretches(o: Obj, oi: int, ivs: att.Intervals) -> list[tuple[int, int, int,
         reach = np.maximum.accumulate(en)
         breaks = np.flatnonzero(st[1:] - reach[:-1] > SITE_STRETCH_GAP * o.sample_period) + 1
         for a, b in zip(np.r_[0, breaks].tolist(), np.r_[breaks, len(r)].tolist(), strict=True):
-            out.append((int(pid), int(st[a]), int(reach[b - 1]), oi))
+            ends = SITE_STRETCH_ENDS * o.sample_period
+            out.append((int(pid), max(int(st[a]) - ends, 0), int(reach[b - 1]) + ends, oi))
     return out
 
 
@@ -908,9 +930,16 @@ def _private_instances(instance: np.ndarray, thread: np.ndarray) -> bool:
     allocates for itself (`std::vector<double> local(n)` inside a parallel region), the
     instances of two threads or more, and each instance's samples from one thread
     (PRIVATE_PURITY of them).  Its pages are placed by the thread that uses them under
-    first touch; a spreading policy would make them remote."""
+    first touch; a spreading policy would make them remote.  Only instances sampled
+    twice or more say whose they are: the nodes of a shared tree, each sampled once by
+    whichever thread walked it then, are each "one thread's" by chance."""
+    if len(np.unique(thread)) < 2:
+        return False
+    inst, inv, per = np.unique(instance, return_inverse=True, return_counts=True)
+    seen = per[inv] >= 2
+    instance, thread = instance[seen], thread[seen]
     n = len(instance)
-    if n < PRIVATE_MIN_SAMPLES or len(np.unique(thread)) < 2:
+    if n < PRIVATE_MIN_SAMPLES:
         return False
     inst, inv = np.unique(instance, return_inverse=True)
     if len(inst) < 2:

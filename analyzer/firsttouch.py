@@ -86,6 +86,15 @@ def first_touches(ft: dict, ivs, heap_iv, static_iv, map_iv, page_shift,
                    None if inferred is None else inferred[by_obj])
 
 
+def regroup_touches(ft: Touches, ivs) -> Touches:
+    """The first touches grouped by object again after intervals changed object
+    (``ivs.obj``: sites merged into one)."""
+    obj = ivs.obj[ft.iv]
+    o = np.argsort(obj, kind="stable")
+    return Touches(ft.iv[o], ft.page[o], ft.tid[o], ft.cpu[o], ft.ip[o], ft.pid[o], obj[o],
+                   None if ft.inferred is None else ft.inferred[o])
+
+
 def _fill(iv, pg, ok, limit, n_pages, lo):
     """Recorded first touches (sorted by interval, then page) with the pages between
     them: a page takes the record (``ok``) of the nearer recorded neighbour in its

@@ -290,12 +290,16 @@ def _estimate_sampled_sites(objs, obj, sampled, period, size, t0, t1, instances=
         # live bytes over time: + at each allocation, - at each release (a summary's
         # short-lived blocks are left out: their lifetimes are not known one by one)
         rows = rows[~summary[rows]]
-        if not len(rows):
-            continue
-        times = np.concatenate([t0[rows], t1[rows]])
-        delta = np.concatenate([weight[rows], -weight[rows]])
-        order = np.lexsort((delta, times))  # a release before an allocation at one time
-        o.size = int(np.cumsum(delta[order]).max())
+        if len(rows):
+            o.size = _most_live(weight[rows], t0[rows], t1[rows])
+
+
+def _most_live(weight: np.ndarray, t0: np.ndarray, t1: np.ndarray) -> int:
+    """The most bytes live at once: + at each allocation, - at each release."""
+    times = np.concatenate([t0, t1])
+    delta = np.concatenate([weight, -weight])
+    order = np.lexsort((delta, times))  # a release before an allocation at one time
+    return int(np.cumsum(delta[order]).max())
 
 
 #: Sampled blocks of one site further apart than this many sampling periods are not
@@ -853,6 +857,79 @@ def tell_instances_apart(objs: list[Obj], hot: list[int], resolver: symbols.Code
             continue  # not every one told apart
         for o, ((var, arrow), site) in zip(group, owners, strict=True):
             o.name, o.site = f"{var}{arrow}{member}", site
+
+
+def merge_container_sites(objs: list[Obj], hot: list[int], counts: np.ndarray, a_obj: np.ndarray,
+                          ivs: att.Intervals, resolver: symbols.CodeResolver, prof: Profile) -> list[int]:
+    """One container filled from several lines of one function is one array: a
+    ``std::set`` inserted into from three loops of a constructor (miniFE's ``bc_rows``),
+    a ``std::vector`` grown by ``push_back`` in two branches.  Its small blocks, known from
+    a sample of them, come from call stacks with the same callers and the same function
+    at the allocation site, at different lines of it (what lies inside the call, the
+    library's code, may differ: one insertion inlined, another not), and each site is
+    named after the same variable; they were several objects of one name, each with a
+    part of the samples and of the size.  Such sites become one object: their samples and
+    blocks, the sum of their allocations, their size the most bytes they had live at once;
+    the site is the one with the most samples.  Exactly recorded allocations keep their
+    sites (a placement is patched at each).  ``counts``: samples per object; ``a_obj``
+    and ``ivs.obj`` are updated in place; returns the objects that took others in."""
+    frames = _stack_frames(prof)
+    groups: dict[tuple, list[int]] = {}
+    for oi in hot:
+        o = objs[oi]
+        if o.kind != "heap" or not o.sample_period or o.stack == NO_STACK or o.part or not o.name:
+            continue
+        at = _site_frame(resolver, o.pid, frames.get(o.stack, []))
+        if at is not None:
+            k, function = at
+            callers = tuple(frames[o.stack][k + 1:])
+            groups.setdefault((o.pid, o.name, function, callers), []).append(oi)
+    merged = []
+    for members in groups.values():
+        if len({objs[k].site for k in members}) < 2:
+            continue
+        members.sort(key=lambda k: (-int(counts[k]), k))
+        rep = objs[members[0]]
+        for k in members[1:]:
+            o = objs[k]
+            a_obj[a_obj == k] = members[0]
+            ivs.obj[ivs.obj == k] = members[0]
+            rep.count += o.count
+            rep.alloc_rows = (rep.alloc_rows or []) + (o.alloc_rows or [])
+            rep.sample_period = max(rep.sample_period, o.sample_period)
+            if o.iv_instance:
+                rep.iv_instance = {**(rep.iv_instance or {}), **o.iv_instance}
+            if o.iv_border:
+                rep.iv_border = {**(rep.iv_border or {}), **o.iv_border}
+            o.count, o.alloc_rows, o.iv_instance, o.iv_border = 0, [], None, None
+        rep.size = max(rep.size, _live_of_rows(prof.table("objects"), rep.alloc_rows))
+        merged.append(members[0])
+    return merged
+
+
+def _site_frame(resolver: symbols.CodeResolver, pid: int, ips: list[int]) -> tuple[int, str] | None:
+    """(position, function) of the allocation site's frame in a call stack (innermost
+    first): the first return address at a line of the program's own sources."""
+    for k, ip in enumerate(ips):
+        sl = resolver.resolve(pid, ip, return_address=True)
+        if sl is not None and sl.line > 0 and not symbols.is_system_source(sl.file):
+            return k, sl.function
+    return None
+
+
+def _live_of_rows(ot: dict, rows: list[int]) -> int:
+    """The most bytes the allocations ``rows`` of the objects table had live at once, a
+    sampled one standing for a sampling period of bytes (_estimate_sampled_sites)."""
+    rows = np.asarray(sorted(rows), dtype=np.int64)
+    rows = rows[~_summary_rows(ot, len(ot["addr"]))[rows]]
+    if not len(rows):
+        return 0
+    size = np.asarray(ot["size"]).astype(np.int64)[rows]
+    period = np.asarray(ot["sample_period"]).astype(np.int64)[rows]
+    t0 = np.asarray(ot["time"]).astype(np.uint64)[rows]
+    ft = np.asarray(ot["free_time"]).astype(np.uint64)[rows]
+    weight = np.where(period > 0, np.maximum(period, size), size)
+    return _most_live(weight, t0, np.where(ft > 0, ft, att.NEVER))
 
 
 def _constructed_by_caller(o: Obj, ips: list[int], resolver: symbols.CodeResolver,

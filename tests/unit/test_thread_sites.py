@@ -101,14 +101,29 @@ def test_code_named_samples_in_a_sites_stretch_join_it():
     assert not core._merge_into_sites([site, typed], [0, 1], a_obj, np.full(2, 8), addr[:2], ivs)
 
 
+def test_code_named_samples_just_past_a_sites_ends_join_it():
+    # the first and the last nodes of a tree, allocated before the first sampled block
+    # and after the last one: within SITE_STRETCH_ENDS periods they are the site's
+    site, typed, ivs = _site_and_code_named(n_blocks=3)
+    P = site.sample_period
+    ends = core.SITE_STRETCH_ENDS * P
+    last_end = 0x100000 + 2 * 1024 + 512
+    addr = np.array([0x100000 - ends + 8, 0x100000 - ends - 8, last_end + ends - 8, last_end + ends + 8],
+                    dtype=np.uint64)
+    a_obj = np.array([1, 1, 1, 1])
+    assert core._merge_into_sites([site, typed], [0, 1], a_obj, np.full(4, 7), addr, ivs)
+    assert a_obj.tolist() == [0, 1, 0, 1]
+
+
 def test_stretches_bridge_gaps_up_to_the_limit():
     # blocks of 512 bytes whose gaps are exactly the limit: one stretch; the second
     # stretch starts 64 periods on, more than the limit past the first
     gap = core.SITE_STRETCH_GAP * 4096 + 512
     site, _, ivs = _site_and_code_named(n_blocks=3, gap=gap)
     got = core._stretches(site, 0, ivs)
+    ends = core.SITE_STRETCH_ENDS * 4096  # past the first and the last block
     assert [(lo - 0x100000, hi - 0x100000) for _, lo, hi, _ in got] == \
-        [(0, 2 * gap + 512), (64 * 4096, 64 * 4096 + gap + 512)]
+        [(-ends, 2 * gap + 512 + ends), (64 * 4096 - ends, 64 * 4096 + gap + 512 + ends)]
     # one byte more and every block stands alone
     site, _, ivs = _site_and_code_named(n_blocks=3, gap=gap + 1)
     assert len(core._stretches(site, 0, ivs)) == 5
@@ -187,6 +202,13 @@ def test_row_pointers_stay_apart_from_the_rows_in_the_stretch():
     ([0] * 40, [k // 20 for k in range(40)], False),
     # too few samples to say
     ([0, 1, 0, 1], [0, 1, 0, 1], False),
+    # the nodes of a tree both threads walk, each node sampled once: nothing says whose
+    (list(range(40)), [k % 2 for k in range(40)], False),
+    # ... and a few nodes sampled twice, by either thread: still nothing
+    (list(range(36)) + [0, 1, 2, 3], [k % 2 for k in range(36)] + [0, 1, 0, 1], False),
+    # per-thread buffers with single-sample instances beside them: the buffers decide
+    ([0] * 10 + [1] * 10 + [2] * 10 + [3] * 10 + list(range(4, 14)),
+     [0] * 10 + [1] * 10 + [0] * 10 + [1] * 10 + [k % 2 for k in range(10)], True),
 ])
 def test_private_instances(instances, threads, private):
     assert core._private_instances(np.array(instances), np.array(threads)) is private
