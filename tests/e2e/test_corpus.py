@@ -55,6 +55,17 @@ FLAKY_PATTERN = {
                    "8 KiB, two pages, read all over by both threads)",
     ("heat_dt", "k"): "random in 11 of 12 recordings, irregular in one (64-101 samples: 12 KiB "
                       "gathered by one load of the stencil's body)",
+    # On an AMD EPYC VM (2026-11-29; the recordings above were made on another machine) the
+    # timer's samples go even more to the accesses that stall, and these small arrays read
+    # in order get fewer than a pattern needs (30): the report says "needs +N samples".
+    ("cg-serial", "rowptr"): "unknown with 11-27 samples in 5 of 5 recordings on the AMD VM "
+                             "(val's and x's loads stall; rowptr's are prefetched)",
+    ("cg-parallel", "rowptr"): "unknown with 6-19 samples in 5 of 5 recordings on the AMD VM",
+    ("heat_dt", "perm"): "26-37 samples on the AMD VM: irregular in 2, unknown in 1 of 3 recordings "
+                         "(random in 1 of 2 with 86-90 samples, at 2400 steps)",
+    ("workspace", "col"): "9-16 samples in 3 of 3 recordings on the AMD VM, unknown (the gather of "
+                          "t beside it takes 82 %)",
+    ("workspace", "b"): "25-43 samples on the AMD VM: regular in 2 of 3 recordings, unknown in one",
 }
 TARGET_MISSES: dict[tuple[str, str], str] = {}
 # Targets met in some recordings only (non-strict).

@@ -53,11 +53,27 @@ def test_a_variable_over_the_whole_block_keeps_it_whole():
 
 def test_too_few_samples_for_a_part_leave_its_bytes_to_its_neighbours():
     rng = np.random.default_rng(4)
-    names, labels, off, size = _samples([("x", 0, N, 400), ("z", N, N + N // 2, 6), ("y", 2 * N, 3 * N, 400)], rng)
+    few = carved.RARE_PART_MIN_SAMPLES - 1
+    names, labels, off, size = _samples([("x", 0, N, 400), ("z", N, N + N // 2, few), ("y", 2 * N, 3 * N, 400)],
+                                        rng)
     parts = carved.plan(names, labels, off, size, 3 * N)
     assert [p.label for p in parts] == ["x", "y"]
-    names, labels, off, size = _samples([("x", 0, N, 400), ("z", N, 2 * N, 6)], rng)
+    names, labels, off, size = _samples([("x", 0, N, 400), ("z", N, 2 * N, few)], rng)
     assert carved.plan(names, labels, off, size, 2 * N) == []
+    # a common variable's range needs PART_MIN_SAMPLES: `z` overlapping `w` is one range
+    names, labels, off, size = _samples([("x", 0, N, 400), ("z", N, 2 * N, 6), ("w", N, 2 * N, 3)], rng)
+    assert [p.label for p in carved.plan(names, labels, off, size, 2 * N)] == []
+
+
+def test_a_few_samples_of_a_rare_variable_clear_of_the_others_make_a_part():
+    """The index array beside a gathered table gets a few of thousands of samples (the
+    timer's go to the accesses that stall): 6 are enough for a range of its own, and the
+    table's part no longer runs over it to the block's end."""
+    rng = np.random.default_rng(6)
+    names, labels, off, size = _samples([("t", 0, N, 2300), ("r", N, 2 * N, 370), ("col", 2 * N, 3 * N, 6)], rng)
+    parts = carved.plan(names, labels, off, size, 3 * N)
+    assert [p.label for p in parts] == ["t", "r", "col"]
+    assert parts[1].end <= 2 * N + N // 2 and parts[2].end == 3 * N
 
 
 def test_a_rare_variable_clear_of_the_others_is_an_array():

@@ -79,7 +79,7 @@ static double norm(size_t n, const double *restrict r)
 int main(int argc, char **argv)
 {
     size_t n = argc > 1 ? strtoul(argv[1], NULL, 10) : 2000000;
-    int steps = argc > 2 ? atoi(argv[2]) : 60;
+    int steps = argc > 2 ? atoi(argv[2]) : 180;
     if (n < 1000 || n > (size_t)1 << 28 || steps < 1)
         return 2;
     struct ws w;
