@@ -10,7 +10,7 @@ PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo pyth
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 NUMAPROF := $(VENV)/bin/numaprof
-APT_PACKAGES := build-essential cmake pkg-config gfortran openmpi-bin chromium libcapstone-dev libhwloc-dev hwloc \
+APT_PACKAGES := build-essential cmake pkg-config gfortran openmpi-bin chromium libcapstone-dev libzydis-dev libhwloc-dev hwloc \
 	libpfm4-dev libnuma-dev numactl linux-perf python3-venv sudo libc6-dbg \
 	qemu-system-x86 linux-image-amd64 busybox-static
 STAMP := $(VENV)/.installed

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <Zydis/Zydis.h>
+
 /* Capstone register -> perf_event_x86_regs index (aliases map to the full register);
  * -1 for anything else (vector, segment, control registers). */
 static int perf_reg(unsigned r, int *is32)
@@ -171,10 +173,38 @@ int nmp_dwarf_reg(int perf_reg)
     return -1;
 }
 
+/* The decoders: Capstone, and Zydis for what Capstone cannot decode.  Capstone 4.0.2
+ * (Debian 12's) decodes none of many EVEX-encoded scalar and 128-bit instructions that
+ * GCC emits for -march with AVX-512 (x86-64-v4, znver4, skylake-avx512): `vfmadd132sd
+ * (%r14,%rcx,1),%xmm28,%xmm1`, `vsubsd (%r9,%r15,8),%xmm25,%xmm14`, `vandpd
+ * %xmm5,%xmm31,%xmm2` (2.6 % of CloverLeaf's samples built so, and the bytes after each
+ * were decoded out of step). */
 struct nmp_cs {
     csh h;
     cs_insn *ci;
+    ZydisDecoder zd;
+    ZydisDecodedInstruction zi;
+    ZydisDecodedOperand zo[ZYDIS_MAX_OPERAND_COUNT];
+    uint64_t zaddr;
 };
+
+enum { DEC_NONE = 0, DEC_CS, DEC_ZY };
+
+/* Decodes the instruction at *p into c (Capstone's ci, else Zydis's zi / zo) and steps
+ * past it; DEC_NONE when neither decodes it (nothing moves). */
+static int decode_one(struct nmp_cs *c, const uint8_t **p, size_t *left, uint64_t *a)
+{
+    if (cs_disasm_iter(c->h, p, left, a, c->ci))
+        return DEC_CS;
+    if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&c->zd, *p, *left, &c->zi, c->zo)) ||
+        c->zi.length == 0 || c->zi.length > *left)
+        return DEC_NONE;
+    c->zaddr = *a;
+    *p += c->zi.length;
+    *left -= c->zi.length;
+    *a += c->zi.length;
+    return DEC_ZY;
+}
 
 int nmp_cs_open(struct nmp_cs **out)
 {
@@ -188,7 +218,10 @@ int nmp_cs_open(struct nmp_cs **out)
     }
     cs_option(c->h, CS_OPT_DETAIL, CS_OPT_ON);
     c->ci = cs_malloc(c->h);
-    if (!c->ci) {
+    if (!c->ci || !ZYAN_SUCCESS(ZydisDecoderInit(&c->zd, ZYDIS_MACHINE_MODE_LONG_64,
+                                                ZYDIS_STACK_WIDTH_64))) {
+        if (c->ci)
+            cs_free(c->ci, 1);
         cs_close(&c->h);
         free(c);
         return -1;
@@ -565,6 +598,122 @@ static void fill_insn(struct nmp_cs *c, struct nmp_insn *in, uint64_t *target)
         m->addr32 = 1;
 }
 
+/* Zydis register -> perf_event_x86_regs index, as perf_reg (the enclosing 64-bit
+ * register; *is32 for a 32-bit one); -1 for the others. */
+static int zy_perf_reg(ZydisRegister r, int *is32)
+{
+    static const ZydisRegister gpr[] = {
+        ZYDIS_REGISTER_RAX, ZYDIS_REGISTER_RBX, ZYDIS_REGISTER_RCX, ZYDIS_REGISTER_RDX,
+        ZYDIS_REGISTER_RSI, ZYDIS_REGISTER_RDI, ZYDIS_REGISTER_RBP, ZYDIS_REGISTER_RSP};
+    if (is32)
+        *is32 = ZydisRegisterGetClass(r) == ZYDIS_REGCLASS_GPR32;
+    if (r == ZYDIS_REGISTER_RIP || r == ZYDIS_REGISTER_EIP)
+        return NMP_REG_IP;
+    if (r == ZYDIS_REGISTER_RFLAGS || r == ZYDIS_REGISTER_EFLAGS || r == ZYDIS_REGISTER_FLAGS)
+        return NMP_REG_FLAGS;
+    ZydisRegister big = ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64, r);
+    for (int i = 0; i < 8; i++)
+        if (big == gpr[i])
+            return i;
+    if (big >= ZYDIS_REGISTER_R8 && big <= ZYDIS_REGISTER_R15)
+        return 16 + (int)(big - ZYDIS_REGISTER_R8);
+    return -1;
+}
+
+/* An instruction only Zydis decodes (decode_one): its control flow, the general
+ * registers and flags it writes, its memory operand.  No step or definition the skid
+ * rule could undo or replay is described: a register it writes is one the rule cannot
+ * see through, which is the safe side. */
+static void fill_insn_zy(struct nmp_cs *c, struct nmp_insn *in, uint64_t *target)
+{
+    const ZydisDecodedInstruction *zi = &c->zi;
+    memset(in, 0, sizeof *in);
+    in->addr = c->zaddr;
+    in->len = zi->length;
+    in->tgt = in->src_first = in->src_next = -1;
+    in->step_reg = in->step_src = -1;
+    in->step_mul = 1;
+    in->def_src = in->def_src2 = -1;
+    *target = 0;
+    switch (zi->meta.category) {
+    case ZYDIS_CATEGORY_COND_BR:
+    case ZYDIS_CATEGORY_UNCOND_BR:
+        in->flags |= NMP_F_CF;
+        if (zi->meta.category == ZYDIS_CATEGORY_UNCOND_BR)
+            in->flags |= NMP_F_NOFALL;
+        if (zi->operand_count_visible == 1 && c->zo[0].type == ZYDIS_OPERAND_TYPE_IMMEDIATE)
+            ZydisCalcAbsoluteAddress(zi, &c->zo[0], in->addr, target);
+        break;
+    case ZYDIS_CATEGORY_RET:
+        in->flags |= NMP_F_CF | NMP_F_NOFALL;
+        break;
+    case ZYDIS_CATEGORY_CALL:
+    case ZYDIS_CATEGORY_SYSCALL:
+    case ZYDIS_CATEGORY_INTERRUPT:
+        in->flags |= NMP_F_CF | NMP_F_CALL;
+        break;
+    default:
+        break;
+    }
+    if (zi->cpu_flags && (zi->cpu_flags->modified | zi->cpu_flags->set_0 | zi->cpu_flags->set_1 |
+                          zi->cpu_flags->undefined))
+        in->flags |= NMP_F_WFLAGS;
+    const ZydisDecodedOperand *mem = NULL;
+    for (int i = 0; i < zi->operand_count; i++) {
+        const ZydisDecodedOperand *o = &c->zo[i];
+        if (o->type == ZYDIS_OPERAND_TYPE_REGISTER && (o->actions & ZYDIS_OPERAND_ACTION_MASK_WRITE)) {
+            int r = zy_perf_reg(o->reg.value, NULL);
+            if (r == NMP_REG_FLAGS)
+                in->flags |= NMP_F_WFLAGS;
+            else if (r >= 0 && r != NMP_REG_IP)
+                in->wregs |= 1u << r;
+        }
+        if (o->type == ZYDIS_OPERAND_TYPE_MEMORY && o->mem.type != ZYDIS_MEMOP_TYPE_AGEN && !mem)
+            mem = o;
+    }
+    if (!mem || zi->meta.category == ZYDIS_CATEGORY_NOP || (in->flags & NMP_F_CF))
+        return; /* no data access; a branch through memory is left to Capstone's list */
+    struct nmp_memop *m = &in->mem;
+    in->flags |= NMP_F_MEM;
+    m->insn = in->addr;
+    m->size = (uint8_t)(mem->size / 8 > 255 ? 255 : mem->size / 8);
+    int rd = (mem->actions & ZYDIS_OPERAND_ACTION_MASK_READ) != 0;
+    int wr = (mem->actions & ZYDIS_OPERAND_ACTION_MASK_WRITE) != 0;
+    m->access = rd && wr ? NMP_ACC_RMW : wr ? NMP_ACC_STORE : rd ? NMP_ACC_LOAD : NMP_ACC_NONE;
+    m->base = m->index = -1;
+    m->scale = (uint8_t)(mem->mem.scale > 0 ? mem->mem.scale : 1);
+    m->disp = mem->mem.disp.has_displacement ? mem->mem.disp.value : 0;
+    m->rule = NMP_RULE_AT_IP;
+    if (mem->mem.segment == ZYDIS_REGISTER_FS)
+        m->tls = 1;
+    else if (mem->mem.segment != ZYDIS_REGISTER_NONE && mem->mem.segment != ZYDIS_REGISTER_DS &&
+             mem->mem.segment != ZYDIS_REGISTER_SS && mem->mem.segment != ZYDIS_REGISTER_ES &&
+             mem->mem.segment != ZYDIS_REGISTER_CS) {
+        m->rule = NMP_RULE_SEGMENT; /* Zydis names the default segment; only fs/gs are bases */
+        return;
+    }
+    if (mem->mem.type == ZYDIS_MEMOP_TYPE_VSIB) {
+        m->rule = NMP_RULE_VSIB;
+        return;
+    }
+    int b32 = 0, i32 = 0;
+    if (mem->mem.base == ZYDIS_REGISTER_RIP || mem->mem.base == ZYDIS_REGISTER_EIP) {
+        m->disp = (int64_t)(in->addr + in->len) + m->disp;
+        m->addr32 = mem->mem.base == ZYDIS_REGISTER_EIP;
+    } else if (mem->mem.base != ZYDIS_REGISTER_NONE) {
+        m->base = (int8_t)zy_perf_reg(mem->mem.base, &b32);
+        if (m->base < 0)
+            m->rule = NMP_RULE_UNDECODABLE;
+    }
+    if (mem->mem.index != ZYDIS_REGISTER_NONE) {
+        m->index = (int8_t)zy_perf_reg(mem->mem.index, &i32);
+        if (m->index < 0)
+            m->rule = NMP_RULE_UNDECODABLE;
+    }
+    if (b32 || i32)
+        m->addr32 = 1;
+}
+
 /* Index of the instruction starting at addr, or -1. */
 long nmp_insn_find(const struct nmp_insn *v, size_t n, uint64_t addr)
 {
@@ -638,7 +787,8 @@ int nmp_cs_decode_range(struct nmp_cs *c, const uint8_t *code, size_t len, uint6
     uint64_t a = addr;
     int gap = 0;
     while (left > 0) {
-        if (!cs_disasm_iter(c->h, &p, &left, &a, c->ci)) {
+        int dec = decode_one(c, &p, &left, &a);
+        if (dec == DEC_NONE) {
             p++;
             left--;
             a++;
@@ -656,7 +806,10 @@ int nmp_cs_decode_range(struct nmp_cs *c, const uint8_t *code, size_t len, uint6
                 goto oom;
             tg = nt;
         }
-        fill_insn(c, &v[n], &tg[n]);
+        if (dec == DEC_CS)
+            fill_insn(c, &v[n], &tg[n]);
+        else
+            fill_insn_zy(c, &v[n], &tg[n]);
         if (gap)
             v[n].flags |= NMP_F_GAP;
         gap = 0;
@@ -716,7 +869,7 @@ void nmp_decode_code_cs(struct nmp_cs *c, const uint8_t *code, size_t len, uint6
         const uint8_t *p = code + (s - code_addr);
         size_t left = (size_t)(ip - s);
         uint64_t a = s;
-        while (left > 0 && cs_disasm_iter(c->h, &p, &left, &a, c->ci))
+        while (left > 0 && decode_one(c, &p, &left, &a) != DEC_NONE)
             ;
         if (left == 0 && a == ip) {
             start = s;

@@ -327,6 +327,29 @@ static void test_vector(struct nmp_decoder *d)
     static const uint8_t sc2[] = {0x62, 0xf2, 0x7d, 0x49, 0xa0, 0x0c, 0x87};
     check_case(d, "scatter, zmm index", sc2, sizeof sc2, A, A, 1, &r,
                (struct expect){0, NMP_ACC_STORE, 4, NMP_RULE_VSIB});
+    /* EVEX-encoded scalar forms (xmm16-31) that gcc -O3 -march=znver4 emits and Capstone
+     * 4.0.2 does not decode (CloverLeaf's kernels): Zydis does */
+    r.r[R14] = 0x7f0000630000;
+    r.r[CX] = 0x88;
+    static const uint8_t fma[] = {0x62, 0xd2, 0x9d, 0x00, 0x99, 0x0c, 0x0e}; /* vfmadd132sd (%r14,%rcx,1),%xmm28,%xmm1 */
+    check_case(d, "evex scalar fma", fma, sizeof fma, A, A, 1, &r,
+               (struct expect){r.r[R14] + r.r[CX], NMP_ACC_LOAD, 8, NMP_RULE_AT_IP});
+    /* vmovsd (%r9,%r14,8),%xmm25; vsubsd (%r9,%r15,8),%xmm25,%xmm14; add $0x1,%rax: a
+     * sample on the add is the subtraction's (rule skid), decoded in step */
+    r.r[R9] = 0x7f0000640000;
+    r.r[R14] = 3;
+    r.r[R15] = 5;
+    static const uint8_t sub[] = {0x62, 0x01, 0xff, 0x08, 0x10, 0x0c, 0xf1, 0x62, 0x11, 0xb7, 0x00,
+                                  0x5c, 0x34, 0xf9, 0x48, 0x83, 0xc0, 0x01};
+    /* on the subtraction: the load before it, the first of two in a row (rule skid) */
+    check_case(d, "evex scalar load before", sub, sizeof sub, A, A + 7, 1, &r,
+               (struct expect){r.r[R9] + 8 * r.r[R14], NMP_ACC_LOAD, 8, NMP_RULE_SKID});
+    check_case(d, "evex scalar sub, skid", sub, sizeof sub, A, A + 14, 1, &r,
+               (struct expect){r.r[R9] + 8 * r.r[R15], NMP_ACC_LOAD, 8, NMP_RULE_SKID});
+    /* the same sample with the walk started 3 bytes into the first instruction: the
+     * decoder re-synchronises through the Zydis-only instructions */
+    check_case(d, "evex scalar sub, resync", sub, sizeof sub, A, A + 14, 0, &r,
+               (struct expect){r.r[R9] + 8 * r.r[R15], NMP_ACC_LOAD, 8, NMP_RULE_SKID});
     /* vgatherpf0dps (%rax,%zmm1,4){%k1}: a prefetch */
     static const uint8_t pf[] = {0x62, 0xf2, 0x7d, 0x49, 0xc6, 0x0c, 0x88};
     check_case(d, "gather prefetch", pf, sizeof pf, A, A, 1, &r,
