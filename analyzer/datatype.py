@@ -370,7 +370,8 @@ def literal_value(ops: list) -> int | None:
 # code's layout instead of forwards over basic blocks.
 
 _DWARF_OF = {}  # capstone x86 register -> DWARF number (rax 0 .. r15 15), every width
-CALLER_SAVED = {0, 1, 2, 4, 5, 8, 9, 10, 11}  # rax rdx rcx rsi rdi r8-r11 (System V)
+# rax rdx rcx rsi rdi r8-r11, and every vector register (System V)
+CALLER_SAVED = {0, 1, 2, 4, 5, 8, 9, 10, 11, *range(17, 33), *range(67, 83)}
 WALK = 256  # instructions walked back for one register
 STEPS = 8  # registers followed (copies, address arithmetic, loads) for one access
 
@@ -389,7 +390,27 @@ def _dwarf_table() -> dict[int, int]:
         for k in range(8, 16):
             for suffix in ("", "D", "W", "B"):
                 _DWARF_OF[getattr(x86, f"X86_REG_R{k}{suffix}")] = k
+        # the vector registers, a pointer's store when the compiler is short of general
+        # ones (gcc -march=znver4 keeps them in xmm: `vmovq %r12,%xmm3` ... `vmovq
+        # %xmm3,%rcx`): xmm0-15 are DWARF 17-32, xmm16-31 67-82 (x86-64 psABI, figure
+        # 3.36), ymm and zmm the same registers
+        for k in range(32):
+            num = 17 + k if k < 16 else 67 + k - 16
+            for width in ("XMM", "YMM", "ZMM"):
+                reg = getattr(x86, f"X86_REG_{width}{k}", None)
+                if reg is not None:
+                    _DWARF_OF[reg] = num
     return _DWARF_OF
+
+
+def _vector_copies() -> frozenset[int]:
+    """Capstone ids of the moves between registers that carry a pointer through a vector
+    register: movq (general <-> xmm) and whole-register copies (xmm <-> xmm)."""
+    from capstone import x86
+
+    names = ("MOVQ", "VMOVQ", "MOVDQA", "VMOVDQA", "VMOVDQA32", "VMOVDQA64", "MOVDQU", "VMOVDQU",
+             "VMOVDQU32", "VMOVDQU64", "MOVAPS", "VMOVAPS", "MOVAPD", "VMOVAPD")
+    return frozenset(getattr(x86, f"X86_INS_{n}") for n in names if hasattr(x86, f"X86_INS_{n}"))
 
 
 @dataclass(frozen=True)
@@ -413,6 +434,7 @@ def decode(code: bytes, addr: int) -> list[Insn]:
     from capstone import x86
 
     table = _dwarf_table()
+    vector_copies = _vector_copies()
     md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
     md.detail = True
     out = []
@@ -426,6 +448,9 @@ def decode(code: bytes, addr: int) -> list[Insn]:
         op, dst, src, base, index, disp, size = "other", -1, -1, -1, -1, 0, 0
         if i.group(capstone.CS_GRP_CALL):
             op = "call"
+        elif (i.id in vector_copies and len(ops) == 2 and ops[0].type == x86.X86_OP_REG
+              and ops[1].type == x86.X86_OP_REG and ops[0].reg in table and ops[1].reg in table):
+            op, dst, src, size = "copy", table[ops[0].reg], table[ops[1].reg], 8
         elif len(ops) == 2 and ops[0].type == x86.X86_OP_REG and ops[0].reg in table:
             dst, size = table[ops[0].reg], ops[0].size
             s = ops[1]
@@ -435,8 +460,8 @@ def decode(code: bytes, addr: int) -> list[Insn]:
                 disp = s.mem.disp
                 if i.id == x86.X86_INS_LEA:
                     op = "lea"
-                elif i.id == x86.X86_INS_MOV and size == 8:
-                    op = "load"
+                elif (i.id == x86.X86_INS_MOV and size == 8) or i.id in (x86.X86_INS_MOVQ, x86.X86_INS_VMOVQ):
+                    op, size = "load", 8
                 elif i.id == x86.X86_INS_ADD and size == 8:
                     op = "addload"  # reg += a word from memory: either may be the pointer
             elif s.type == x86.X86_OP_REG and s.reg in table and size == 8:

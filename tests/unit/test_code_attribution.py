@@ -51,6 +51,17 @@ __attribute__((noinline)) double shifted(const struct grid *g, long i)
     return p[0] * 3.0;
 }
 
+/* a pointer kept in a vector register between its load and its use, as gcc
+ * -march=znver4 keeps pointers when short of general registers (CloverLeaf's viscosity
+ * kernel: `vmovq %r12,%xmm3` ... `vmovq %xmm3,%rcx`) */
+__attribute__((noinline)) double parked(const struct grid *g, long i)
+{
+    const double *p;
+    __asm__("mov 16(%1), %0\n\tvmovq %0, %%xmm3\n\tvmovdqa %%xmm3, %%xmm5\n\txor %0, %0\n\t"
+            "vmovq %%xmm5, %0" : "=&r"(p) : "r"(g) : "xmm3", "xmm5");
+    return p[i] * 3.0;
+}
+
 int main(int argc, char **argv)
 {
     struct grid g = {1000 + argc, 0, 0};
@@ -58,7 +69,7 @@ int main(int argc, char **argv)
     g.xs = malloc((size_t)g.n * sizeof *g.xs);
     for (long i = 0; i < g.n; i++)
         g.energy[i] = g.xs[i] = (double)i;
-    printf("%f %f %f\n", total(&g), strided(g.xs, 100, argc + 1), shifted(&g, argc));
+    printf("%f %f %f %f\n", total(&g), strided(g.xs, 100, argc + 1), shifted(&g, argc), parked(&g, argc));
     return 0;
 }
 """
@@ -216,6 +227,18 @@ def test_member_added_to_an_offset(tmp_path, opt):
     a = analyze(_profile(tmp_path / "p", exe, accesses))
     named = [(o.name, o.attribution, o.samples) for o in a.objects if o.samples]
     assert named == [("struct grid.energy", "type", 60)], named
+
+
+@pytest.mark.parametrize("opt", ["-O2", "-O3"])
+def test_pointer_kept_in_a_vector_register(tmp_path, opt):
+    """`g->xs` loaded, moved to xmm3, copied to xmm5, back into a general register that
+    was cleared in between: the walk follows the vector registers to the member read."""
+    exe = build_program(tmp_path, "grid.c", C_GRID, "gcc", ["-g", opt], ("objdump",))
+    load = _loads(exe, "parked")[0]
+    accesses = [(load[0], load[1], load[2], HEAP + 0x2000 + 8 * i, HEAP + 0x2000) for i in range(60)]
+    a = analyze(_profile(tmp_path / "p", exe, accesses))
+    named = [(o.name, o.attribution, o.samples) for o in a.objects if o.samples]
+    assert named == [("struct grid.xs", "type", 60)], named
 
 
 @pytest.mark.parametrize("opt", ["-O2", "-O3"])
