@@ -335,6 +335,8 @@ size_t nmp_descendants(pid_t pid, pid_t *out, size_t max);
 
 /* signals.c: read what is pending; *done is set when the recording must stop. */
 void nmp_signals_read(struct nmp_collector *c, int sfd, int *done);
+/* The program's exit status from a wait(2) status that ended it. */
+void nmp_status_from_wait(struct nmp_run *run, int st);
 void nmp_control_read(struct nmp_collector *c, int sfd, int *done);
 
 /* report.c: <dir>/collector.json, atomically.  0, or -1 with errno. */

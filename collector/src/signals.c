@@ -37,7 +37,7 @@ static int is_stopping(int sig)
     return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT;
 }
 
-static void status_from_wait(struct nmp_run *run, int st)
+void nmp_status_from_wait(struct nmp_run *run, int st)
 {
     run->have_status = 1;
     if (WIFEXITED(st)) {
@@ -99,8 +99,10 @@ void nmp_signals_read(struct nmp_collector *c, int sfd, int *done)
             int st;
             pid_t w = waitpid(c->run.root, &st, WNOHANG);
             if (w == c->run.root) {
-                status_from_wait(&c->run, st);
+                nmp_status_from_wait(&c->run, st);
                 *done = 1;
+            } else if (w < 0 && errno == ECHILD && c->run.have_status) {
+                *done = 1; /* reaped already, by the wait of a ptrace stop (threads.c) */
             }
         }
     }

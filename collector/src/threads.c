@@ -83,7 +83,7 @@ static void read_tls(struct nmp_collector *c, struct nmp_process *p, char *path,
  * signal-delivery stop instead of the interrupt's event stop) is handed back at the
  * detach.  0 when it cannot be read: the thread ended, another tracer holds it, or ptrace
  * is refused (kernel.yama.ptrace_scope without CAP_SYS_PTRACE). */
-static uint64_t registers_fs_base(uint32_t pid, uint32_t tid)
+static uint64_t registers_fs_base(struct nmp_collector *c, uint32_t pid, uint32_t tid)
 {
 #if defined(__x86_64__)
     /* the tid still a thread of this process (not reused by another since) */
@@ -94,8 +94,19 @@ static uint64_t registers_fs_base(uint32_t pid, uint32_t tid)
     uint64_t fs = 0;
     int st = 0;
     long sig = 0;
-    if (ptrace(PTRACE_INTERRUPT, (pid_t)tid, NULL, NULL) == 0 &&
-        waitpid((pid_t)tid, &st, __WALL) == (pid_t)tid && WIFSTOPPED(st)) {
+    pid_t w = -1;
+    if (ptrace(PTRACE_INTERRUPT, (pid_t)tid, NULL, NULL) == 0)
+        w = waitpid((pid_t)tid, &st, __WALL);
+    if (w == (pid_t)tid && (WIFEXITED(st) || WIFSIGNALED(st))) {
+        /* it ended before it stopped, and this wait took its exit: the command itself
+         * (numaprof-collect's child) is then never reported to the run loop's waitpid,
+         * which waited for it forever (1 recording in 5-7 on a loaded 2-core machine:
+         * `sh -c` loops of 20 ms) */
+        if ((pid_t)tid == c->run.root && !c->run.have_status)
+            nmp_status_from_wait(&c->run, st);
+        return 0;
+    }
+    if (w == (pid_t)tid && WIFSTOPPED(st)) {
         struct user_regs_struct r;
         if (ptrace(PTRACE_GETREGS, (pid_t)tid, NULL, &r) == 0)
             fs = r.fs_base;
@@ -105,6 +116,7 @@ static uint64_t registers_fs_base(uint32_t pid, uint32_t tid)
     ptrace(PTRACE_DETACH, (pid_t)tid, NULL, (void *)sig);
     return fs;
 #else
+    (void)c;
     (void)pid;
     (void)tid;
     return 0;
@@ -124,7 +136,7 @@ uint64_t nmp_thread_pointer(struct nmp_collector *c, uint32_t pid, uint32_t tid,
     if (!th->tls_base && !path[0] && !th->tls_asked && th->alive) {
         /* no shim to say it: the thread's own registers, while it runs */
         th->tls_asked = 1;
-        th->tls_base = registers_fs_base(pid, tid);
+        th->tls_base = registers_fs_base(c, pid, tid);
     }
     return th->tls_base;
 }
