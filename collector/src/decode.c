@@ -511,6 +511,32 @@ static int is_string(unsigned id, const cs_x86 *x)
 }
 
 /* Fills one compact instruction from Capstone's decode in c->ci. */
+#define REG_NONE (-2) /* set_address: no such register in the operand */
+
+/* A memory operand's address registers, whichever decoder read them: rip-relative (the
+ * displacement made absolute from the next instruction's address `next`), or a base
+ * and an index as perf register indexes (REG_NONE: absent; -1: a register perf does not
+ * sample, so the address cannot be computed). */
+static void set_address(struct nmp_memop *m, int rip, int eip, uint64_t next, int base, int index,
+                        int addr32)
+{
+    if (rip) {
+        m->disp = (int64_t)next + m->disp;
+        m->addr32 = (uint8_t)eip;
+    } else if (base != REG_NONE) {
+        m->base = (int8_t)base;
+        if (base < 0)
+            m->rule = NMP_RULE_UNDECODABLE;
+    }
+    if (index != REG_NONE) {
+        m->index = (int8_t)index;
+        if (index < 0)
+            m->rule = NMP_RULE_UNDECODABLE;
+    }
+    if (addr32)
+        m->addr32 = 1;
+}
+
 static void fill_insn(struct nmp_cs *c, struct nmp_insn *in, uint64_t *target)
 {
     cs_insn *ci = c->ci;
@@ -581,21 +607,10 @@ static void fill_insn(struct nmp_cs *c, struct nmp_insn *in, uint64_t *target)
         return;
     }
     int b32 = 0, i32 = 0;
-    if (op->mem.base == X86_REG_RIP || op->mem.base == X86_REG_EIP) {
-        m->disp = (int64_t)(ci->address + ci->size) + op->mem.disp;
-        m->addr32 = op->mem.base == X86_REG_EIP;
-    } else if (op->mem.base != X86_REG_INVALID) {
-        m->base = (int8_t)perf_reg(op->mem.base, &b32);
-        if (m->base < 0)
-            m->rule = NMP_RULE_UNDECODABLE;
-    }
-    if (op->mem.index != X86_REG_INVALID) {
-        m->index = (int8_t)perf_reg(op->mem.index, &i32);
-        if (m->index < 0)
-            m->rule = NMP_RULE_UNDECODABLE;
-    }
-    if (b32 || i32)
-        m->addr32 = 1;
+    int rip = op->mem.base == X86_REG_RIP || op->mem.base == X86_REG_EIP;
+    int base = op->mem.base == X86_REG_INVALID ? REG_NONE : perf_reg(op->mem.base, &b32);
+    int index = op->mem.index == X86_REG_INVALID ? REG_NONE : perf_reg(op->mem.index, &i32);
+    set_address(m, rip, op->mem.base == X86_REG_EIP, ci->address + ci->size, base, index, b32 || i32);
 }
 
 /* Zydis register -> perf_event_x86_regs index, as perf_reg (the enclosing 64-bit
@@ -697,21 +712,11 @@ static void fill_insn_zy(struct nmp_cs *c, struct nmp_insn *in, uint64_t *target
         return;
     }
     int b32 = 0, i32 = 0;
-    if (mem->mem.base == ZYDIS_REGISTER_RIP || mem->mem.base == ZYDIS_REGISTER_EIP) {
-        m->disp = (int64_t)(in->addr + in->len) + m->disp;
-        m->addr32 = mem->mem.base == ZYDIS_REGISTER_EIP;
-    } else if (mem->mem.base != ZYDIS_REGISTER_NONE) {
-        m->base = (int8_t)zy_perf_reg(mem->mem.base, &b32);
-        if (m->base < 0)
-            m->rule = NMP_RULE_UNDECODABLE;
-    }
-    if (mem->mem.index != ZYDIS_REGISTER_NONE) {
-        m->index = (int8_t)zy_perf_reg(mem->mem.index, &i32);
-        if (m->index < 0)
-            m->rule = NMP_RULE_UNDECODABLE;
-    }
-    if (b32 || i32)
-        m->addr32 = 1;
+    ZydisRegister b = mem->mem.base, x = mem->mem.index;
+    int rip = b == ZYDIS_REGISTER_RIP || b == ZYDIS_REGISTER_EIP;
+    int base = b == ZYDIS_REGISTER_NONE ? REG_NONE : zy_perf_reg(b, &b32);
+    int index = x == ZYDIS_REGISTER_NONE ? REG_NONE : zy_perf_reg(x, &i32);
+    set_address(m, rip, b == ZYDIS_REGISTER_EIP, in->addr + in->len, base, index, b32 || i32);
 }
 
 /* Index of the instruction starting at addr, or -1. */
