@@ -279,20 +279,30 @@ SERIAL_HALF = 10  # half-width (samples) of the neighbourhood that tells serial 
 
 
 def _serial_samples(tl: np.ndarray, T: int) -> np.ndarray:
-    """Samples in a serial stretch: ≥ 90 % of the 2·10+1 samples around them (in time)
-    come from their own thread.  With two threads or more sharing the object, chance
-    alone practically never gives such a run."""
+    """Samples in a serial stretch: some run of 2·10+1 consecutive samples (in time)
+    that holds them has ≥ 90 % of its samples from their thread.  With two threads or
+    more sharing the object, chance alone practically never gives such a run.  Any run
+    that holds them, not only the one centred on them: the last samples of a serial
+    stretch have the next parallel loop's samples on one side, and if they counted as
+    parallel the thread that ran alone would seem to cover the whole array in the first
+    parallel window (examples/gather: the index array written serially, then read by
+    each thread in its half, called irregular)."""
     n = len(tl)
     if T < 2:
         return np.ones(n, dtype=bool)
     k = min(2 * SERIAL_HALF + 1, n)
-    lo = np.clip(np.arange(n) - SERIAL_HALF, 0, n - k)
-    own = np.zeros(n, dtype=np.int64)
+    out = np.zeros(n, dtype=bool)
     for t in np.unique(tl).tolist():
         mine = tl == t
         c = np.concatenate([[0], np.cumsum(mine)])
-        own[mine] = (c[lo + k] - c[lo])[mine]
-    return own >= SERIAL_SHARE * k
+        ok = (c[k:] - c[:-k]) >= SERIAL_SHARE * k  # the run of k starting at each index
+        # covered: some qualifying run starts in [i − k + 1, i]
+        q = np.concatenate([[0], np.cumsum(ok)])
+        i = np.arange(n)
+        lo = np.clip(i - k + 1, 0, len(ok))
+        hi = np.clip(i + 1, 0, len(ok))
+        out |= mine & (q[hi] - q[lo] > 0)
+    return out
 
 
 def _pieces(wid_all: np.ndarray, time: np.ndarray, all_time: np.ndarray) -> dict[str, np.ndarray]:

@@ -24,6 +24,7 @@ from numaprof import defaults  # noqa: E402
 from numaprof.analyzer.format import FORMAT, VERSION  # noqa: E402
 from numaprof.analyzer.writer import DTYPES, MAGIC, write_column, write_str_column  # noqa: E402,F401
 
+SWEEPS = 20  # passes of a dynamic-schedule loop in one phase
 PAGE = 4096
 
 
@@ -229,11 +230,16 @@ def synth_run(
                     # schedule(dynamic): chunks are handed out in loop order to whichever
                     # thread is free, so at any moment all threads work on neighbouring
                     # chunks and which thread gets which part changes all the time
+                    # (the threads sample at the same time: in each round of T chunks
+                    # each thread has one, which one drawn anew every round; the loop
+                    # runs SWEEPS times in the phase, as a time step loop runs it)
                     cp = a.chunk_pages * PAGE // 8
                     nchunks = max(elems // cp, 1)
-                    owner = rng.integers(0, T, nchunks)
-                    chunk = np.minimum((tt * nchunks).astype(np.int64), nchunks - 1)
-                    thr = owner[chunk]
+                    rounds = -(-nchunks // T) * SWEEPS
+                    slot = np.argsort(rng.random((rounds, T)), axis=1)
+                    rnd = np.minimum((tt * rounds).astype(np.int64), rounds - 1)
+                    thr = rng.integers(0, T, n)
+                    chunk = np.minimum((rnd * T) % (-(-nchunks // T) * T) + slot[rnd, thr], nchunks - 1)
                     off = (chunk * cp + rng.integers(0, cp, n)) * 8
                 elif ph == "random":
                     off = rng.integers(0, elems, n) * 8

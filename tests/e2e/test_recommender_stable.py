@@ -95,7 +95,13 @@ def test_same_profile_same_answer_and_object_changes_only_the_output(tmp_path):
     full = _doc(prof, env={"PYTHONHASHSEED": "1"})
     again = _doc(prof, env={"PYTHONHASHSEED": "2"})
     assert again == full
-    assert {o["name"] for o in full["objects"]} >= {"lookup", "idx"}
+    # idx is read in order beside the gathers that stall: on some machines it gets under
+    # the 2 % of the samples that make an object hot (1.2 % in one run of six on an AMD
+    # EPYC VM); suggested whenever it is hot
+    report = json.loads(run_numaprof("report", prof, "--format", "json", check=True).stdout)
+    idx_share = next(o["share"] for o in report["objects"] if o["name"] == "idx")
+    names = {o["name"] for o in full["objects"]}
+    assert "lookup" in names and ("idx" in names or idx_share < 0.02), (names, idx_share)
     assert full["commands"][0].startswith("OMP_PROC_BIND=spread")
     for o in full["objects"]:
         assert o["alternatives"][0]["policy"] == o["policy"]
