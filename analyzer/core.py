@@ -37,6 +37,13 @@ from numaprof.analyzer.firsttouch import (
     first_touches,
     regroup_touches,
 )
+from numaprof.analyzer.hot_objects import (
+    merge_container_sites,
+    name_file_data,
+    name_pointer_slots,
+    tell_instances_apart,
+    tell_library_blocks_apart,
+)
 from numaprof.analyzer.model import (
     PLACING_POLICIES,
     Analysis,
@@ -50,16 +57,11 @@ from numaprof.analyzer.objects import (
     Obj,
     heap_intervals,
     mapping_intervals,
-    merge_container_sites,
-    name_file_data,
     name_object,
-    name_pointer_slots,
     outside_note,
     own_samples,
     short_intervals,
     static_intervals,
-    tell_instances_apart,
-    tell_library_blocks_apart,
     thread_sites,
     tls_intervals,
 )

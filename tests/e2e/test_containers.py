@@ -2,7 +2,7 @@
 one array (tests/progs/containers.cpp, after miniFE's boundary-row set): `rows`,
 inserted into from three loops of a constructor, is one object with the samples, size
 and node count of all three; `cols`, another container of the same constructor, stays
-apart (analyzer/objects.py, merge_container_sites)."""
+apart (analyzer/hot_objects.py, merge_container_sites)."""
 
 import json
 import re

@@ -6,7 +6,7 @@ user's code at -O2, as Eigen's is.  Real binaries, as in test_analyzer_naming.py
 from naming_helpers import _build, _calls, _stacks_profile
 
 from numaprof.analyzer import analyze
-from numaprof.analyzer.objects import _is_constructor
+from numaprof.analyzer.hot_objects import _is_constructor
 
 MINI_SPARSE = """\
 #pragma once

@@ -1,4 +1,4 @@
-"""One array built by several threads (analyzer/objects.py, analyzer/core.py): the call
+"""One array built by several threads (analyzer/objects.py, hot_objects.py, core.py): the call
 stacks of one allocation line run by a thread pool are one site; code-named samples in
 the stretch of heap where an array of small blocks lies join it; the blocks of every
 element of a container are named `m_rows[]`; and an OpenMP region outlined from a C++
