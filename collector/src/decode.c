@@ -190,12 +190,20 @@ struct nmp_cs {
 
 enum { DEC_NONE = 0, DEC_CS, DEC_ZY };
 
+static int cs_false_vsib(const cs_insn *ci);
+
 /* Decodes the instruction at *p into c (Capstone's ci, else Zydis's zi / zo) and steps
  * past it; DEC_NONE when neither decodes it (nothing moves). */
 static int decode_one(struct nmp_cs *c, const uint8_t **p, size_t *left, uint64_t *a)
 {
-    if (cs_disasm_iter(c->h, p, left, a, c->ci))
-        return DEC_CS;
+    const uint8_t *p0 = *p;
+    size_t left0 = *left;
+    uint64_t a0 = *a;
+    if (cs_disasm_iter(c->h, p, left, a, c->ci)) {
+        if (!cs_false_vsib(c->ci))
+            return DEC_CS;
+        *p = p0, *left = left0, *a = a0; /* Capstone misread it: Zydis decodes it */
+    }
     if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&c->zd, *p, *left, &c->zi, c->zo)) ||
         c->zi.length == 0 || c->zi.length > *left)
         return DEC_NONE;
@@ -489,6 +497,23 @@ static void fill_step(struct nmp_insn *in, unsigned id, const cs_x86 *x)
 static int is_vsib(const char *mnem)
 {
     return strstr(mnem, "gather") || strstr(mnem, "scatter");
+}
+
+/* Whether Capstone 4 gave a vector index register to the memory operand of an EVEX
+ * instruction that is no gather or scatter: it reads EVEX.V' (the high bit of the
+ * second source, xmm16-31) as the high bit of a VSIB index, so that
+ * vminsd (%r14,%rax,8),%xmm25,%xmm19 comes out as vminsd [r14 + xmm0*8], xmm9, xmm19:
+ * wrong registers and no address (gcc -march=znver4 code is full of them). */
+static int cs_false_vsib(const cs_insn *ci)
+{
+    const cs_x86 *x = &ci->detail->x86;
+    if (is_vsib(ci->mnemonic))
+        return 0;
+    for (int i = 0; i < x->op_count; i++)
+        if (x->operands[i].type == X86_OP_MEM && x->operands[i].mem.index != X86_REG_INVALID &&
+            is_vector_reg(x->operands[i].mem.index))
+            return 1;
+    return 0;
 }
 
 /* A string instruction (movs, stos, lods, cmps, scas); X86_INS_MOVSD and CMPSD are also

@@ -350,6 +350,19 @@ static void test_vector(struct nmp_decoder *d)
      * decoder re-synchronises through the Zydis-only instructions */
     check_case(d, "evex scalar sub, resync", sub, sizeof sub, A, A + 14, 0, &r,
                (struct expect){r.r[R9] + 8 * r.r[R15], NMP_ACC_LOAD, 8, NMP_RULE_SKID});
+    /* EVEX forms whose second source is xmm16-31, which Capstone 4 decodes with a vector
+     * index (vminsd [r14 + xmm0*8], xmm9, xmm19): no gathers, addressed as any load */
+    r.r[R14] = 0x7f0000650000;
+    r.r[AX] = 0x21;
+    static const uint8_t mn[] = {0x62, 0xc1, 0xb7, 0x00, 0x5d, 0x1c, 0xc6}; /* vminsd (%r14,%rax,8),%xmm25,%xmm19 */
+    check_case(d, "evex V' is no vsib index", mn, sizeof mn, A, A, 1, &r,
+               (struct expect){r.r[R14] + 8 * r.r[AX], NMP_ACC_LOAD, 8, NMP_RULE_AT_IP});
+    /* the same, then vcomisd %xmm3,%xmm23: a sample there is the minimum's load */
+    static const uint8_t mn2[] = {0x62, 0xc1, 0xb7, 0x00, 0x5d, 0x1c, 0xc6, 0x62, 0xe1, 0xfd, 0x08,
+                                  0x2f, 0xfb};
+    check_case(d, "evex V' is no vsib index, skid", mn2, sizeof mn2, A, A + 7, 1, &r,
+               (struct expect){r.r[R14] + 8 * r.r[AX], NMP_ACC_LOAD, 8, NMP_RULE_SKID});
+    r.r[AX] = 0x7f0000001000;
     /* vgatherpf0dps (%rax,%zmm1,4){%k1}: a prefetch */
     static const uint8_t pf[] = {0x62, 0xf2, 0x7d, 0x49, 0xc6, 0x0c, 0x88};
     check_case(d, "gather prefetch", pf, sizeof pf, A, A, 1, &r,
