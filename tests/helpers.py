@@ -59,7 +59,9 @@ def build_program(tmp_path: Path, name: str, src: str, compiler: str, flags: lis
     source = tmp_path / name
     source.write_text(src)
     exe = tmp_path / name.split(".")[0]
-    subprocess.run([compiler, *flags, "-o", str(exe), str(source)], check=True, capture_output=True)
+    # in tmp_path: gfortran writes a module's .mod file where it runs
+    subprocess.run([compiler, *flags, "-o", str(exe), str(source)], check=True, capture_output=True,
+                   cwd=tmp_path)
     return exe
 
 

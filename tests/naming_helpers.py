@@ -20,7 +20,8 @@ def _build(tmp_path, name, src, compiler, flags):
     s = tmp_path / name
     s.write_text(src)
     exe = tmp_path / (name.split(".")[0])
-    subprocess.run([compiler, *flags, "-o", str(exe), str(s)], check=True, capture_output=True)
+    # in tmp_path: gfortran writes a module's .mod file where it runs
+    subprocess.run([compiler, *flags, "-o", str(exe), str(s)], check=True, capture_output=True, cwd=tmp_path)
     return exe
 
 
