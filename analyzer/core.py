@@ -97,6 +97,9 @@ def _rule_names(text: str) -> dict[int, str]:
 
 
 RULE_NAMES = _rule_names(fmt.header_path().read_text())
+#: a gather's or scatter's sample: its address is the base register's, which names the
+#: object (the array the lanes index) but not the element
+RULE_VSIB_BASE = next(v for v, name in RULE_NAMES.items() if name == "vsib_base")
 
 
 def analyze(path_or_profile, *, top: int | None = None, object_name: str | None = None,
@@ -133,7 +136,8 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     s = prof.table("samples")
     sub = None  # a large profile: every sample counted, about stream.BUDGET analysed
     if len(s["time"]) > budget:
-        sub = stream.subsample(s, layers, len(objs), budget, lambda f: step("sampling", 0.1 * f))
+        sub = stream.subsample(s, layers, len(objs), budget, lambda f: step("sampling", 0.1 * f),
+                               base_rule=RULE_VSIB_BASE)
         s = sub.table
         findings.append(f"{sub.rows} samples: every one counted; {sub.kept} analysed for patterns, "
                         "sharing and the per-sample statistics (all of an object's when it has few, "
@@ -171,8 +175,17 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     # ---- samples with a data address ----------------------------------------------------
     step("attributing", 0.2)
     addr_all = s["addr"]
-    has = addr_all != 0
+    # gathers and scatters by their base register: the object, not the element (counted
+    # in their object's samples, not in its pattern, pages or traffic)
+    by_base = (addr_all != 0) & (np.asarray(s["rule"]) == RULE_VSIB_BASE)
+    has = (addr_all != 0) & ~by_base
     with_address = int(has.sum()) if sub is None else sub.with_address
+    b_addr = np.asarray(addr_all[by_base], dtype=np.uint64)
+    b_pid, b_time = np.asarray(s["pid"][by_base]), np.asarray(s["time"][by_base], dtype=np.uint64)
+    b_count = sub.weight[by_base] if sub is not None else None
+    b_store = np.asarray(s["access"][by_base]) >= 2  # a scatter
+    n_base = len(b_addr) if sub is None else int(sub.rules[RULE_VSIB_BASE])  # exact
+    del by_base
     if bool(has.all()):
         sel = slice(None)
     else:
@@ -244,6 +257,15 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         heap_iv, _ = carved.split(objs, heap_iv, a_regs, a_pid, tids[a_tidx], a_time, a_ip, a_addr, a_obj,
                                   a_iv, resolver)
         ivs = att.Intervals.concat([heap_iv, static_iv, map_iv, var_iv])
+    # (the register-named stack variables are not the arrays gathers index)
+    b_iv = att.locate_layers(b_pid, b_addr, b_time, [heap_iv, static_iv, map_iv])
+
+    def object_counts() -> np.ndarray:
+        """Samples per object, gathers by their base included; their objects as ivs has
+        them now (sites merged since move with it)."""
+        b_obj = np.where(b_iv >= 0, ivs.obj[np.maximum(b_iv, 0)], -1)
+        return _object_counts(a_obj, a_count, n_obj) + _object_counts(b_obj, b_count, n_obj)
+
     outside_mask = a_obj < 0
     outside = _count(outside_mask, a_count)
     note = outside_note(resolver, a_pid[outside_mask], a_addr[outside_mask], a_ip[outside_mask],
@@ -333,7 +355,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     # ---- objects with samples --------------------------------------------------------
     step("objects", 0.5)
     n_obj = len(objs)
-    o_counts = _object_counts(a_obj, a_count, n_obj)
+    o_counts = object_counts()
     hot = [int(i) for i in np.argsort(-o_counts, kind="stable") if o_counts[i] > 0]
     for oi in hot:
         name_object(objs[oi], resolver, prof)
@@ -354,10 +376,10 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     if one_container:
         if ft is not None:
             ft = regroup_touches(ft, ivs)
-        o_counts = _object_counts(a_obj, a_count, n_obj)
+        o_counts = object_counts()
         hot = [int(i) for i in np.argsort(-o_counts, kind="stable") if o_counts[i] > 0]
     if _merge_into_sites(objs, hot, a_obj, a_pid, a_addr, ivs):
-        o_counts = _object_counts(a_obj, a_count, n_obj)
+        o_counts = object_counts()
         hot = [int(i) for i in np.argsort(-o_counts, kind="stable") if o_counts[i] > 0]
     if object_name is not None:
         hot = [oi for oi in hot if object_name in (objs[oi].name, objs[oi].site)]
@@ -373,6 +395,9 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
 
     order = np.argsort(a_obj, kind="stable")
     bounds = np.searchsorted(a_obj[order], np.arange(-1, n_obj + 1))
+    b_obj = np.where(b_iv >= 0, ivs.obj[np.maximum(b_iv, 0)], -1)
+    gathers = _object_counts(b_obj, b_count, n_obj)
+    scatters = _object_counts(np.where(b_store, b_obj, -1), b_count, n_obj)
     t_origin = int(a_time.min()) if len(a_time) else 0
     n_program_threads = sum(1 for t in threads if t.samples)
     results = []
@@ -384,6 +409,9 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
             objs[oi], oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow, a_access, a_weight, a_count, a_iv, ivs,
             N, page, with_address, ft, ft_rows, inferred, obj_kernel.get(oi), topo, node_index, threads, resolver,
             n_program_threads, t_origin, pn_index, iv_members(oi), prof.table("objects")["time"]))
+        g = int(round(float(gathers[oi]))) if oi < len(gathers) else 0
+        if g:
+            _add_gathers(results[-1], g, int(round(float(scatters[oi]))))
         if len(idx) > 1:
             pid = int(a_pid[idx[0]])
             found = sharing_.object_sharing(
@@ -395,6 +423,21 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
                     scale = results[-1].samples / len(idx)
                     found.samples, found.writes = round(found.samples * scale), round(found.writes * scale)
                 shared.append(found)
+    if n_base:  # shares of all the samples that name an object
+        for r in results:
+            r.share = r.samples / (with_address + n_base)
+        top_g = sorted((r for r in results if r.gather_samples), key=lambda r: -r.gather_samples)[:4]
+        where = ", ".join(f"{r.name} {r.gather_samples}" for r in top_g)
+        findings.append(f"{n_base} samples are gathers or scatters: the lanes' addresses are in "
+                        "vector registers, which a software sample does not hold; each is counted "
+                        "in the object its base register points into"
+                        + (f" ({where})" if where else "")
+                        + ", in its samples and share but not in its pattern, pages or traffic")
+        mostly = [r.name for r in results if r.gather_samples * 2 > r.samples]
+        if mostly:
+            findings.append(f"{', '.join(mostly[:6])}: accessed mostly by gathers or scatters, "
+                            "whose elements are unknown: no pattern (its other samples do not "
+                            "show how the loops use it)")
     step("done", 1.0)
 
     m = prof.manifest
@@ -408,6 +451,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         backend_reason=dict(m.get("backend_reason") or {}),
         samples=n_all,
         with_address=with_address,
+        gather_samples=n_base,
         # busy-waiting threads (rule spin) access no memory: not counted against coverage
         address_coverage=(with_address / (n_all - rules.get("spin", 0))
                           if n_all > rules.get("spin", 0) else 0.0),
@@ -416,7 +460,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         # memory instruction (decoder failures: unreadable, undecodable, segment, ...)
         unresolved=int(counts["unresolved"]) if "unresolved" in counts else
         n_all - with_address - rules.get("no_mem", 0) - rules.get("kernel", 0)
-        - rules.get("spin", 0),
+        - rules.get("spin", 0) - rules.get("vsib_base", 0),
         outside_objects=outside,
         numaprof_own=n_own,
         complete=prof.complete,
@@ -458,6 +502,22 @@ def _count(mask: np.ndarray, a_count: np.ndarray | None) -> int:
     if a_count is None:
         return int(np.count_nonzero(mask))
     return int(round(float(a_count[mask].sum())))
+
+
+def _add_gathers(r: ObjectResult, g: int, scatters: int) -> None:
+    """Counts an object's ``g`` gather and scatter samples (rule vsib_base) in its samples
+    and read/write mix.  When they are most of its samples, the others (an initialisation
+    loop, a few scalar accesses) do not show how the array is accessed: no pattern from
+    them, and no "needs more samples" either (more would be gathers too)."""
+    n = r.samples
+    r.samples = n + g
+    r.gather_samples = g
+    r.reads = (r.reads * n + g - scatters) / (n + g)
+    r.writes = (r.writes * n + scatters) / (n + g)
+    r.rmw = r.rmw * n / (n + g)
+    if g > n:
+        r.pattern, r.pattern_confidence, r.samples_needed, r.pattern_tentative = "unknown", 0.0, 0, False
+        r.phases = []
 
 
 def _object_counts(a_obj: np.ndarray, a_count: np.ndarray | None, n_obj: int) -> np.ndarray:

@@ -79,6 +79,7 @@ def _merge_objects(objs: list[ObjectResult], total_samples: int, slices: bool = 
     return replace(
         first,
         samples=samples,
+        gather_samples=sum(o.gather_samples for o in objs),
         pattern_tentative=tentative,
         samples_needed=first.samples_needed if pattern == "unknown" or tentative else 0,
         share=samples / total_samples if total_samples else 0.0,
@@ -113,7 +114,8 @@ def merge(analyses: list[Analysis]) -> Analysis:
             by_name.setdefault(o.name, []).append(o)
     processes = {(a.profile.host, a.profile.attached_pid) for a in analyses}
     slices = len(processes) == 1 and None not in next(iter(processes))
-    objects = sorted((_merge_objects(v, with_address, slices) for v in by_name.values()),
+    gathers = sum(a.profile.gather_samples for a in analyses)
+    objects = sorted((_merge_objects(v, with_address + gathers, slices) for v in by_name.values()),
                      key=lambda o: -o.samples)
     traffic = sum((np.asarray(a.traffic, float) for a in analyses),
                   np.zeros_like(analyses[0].traffic, dtype=float))
@@ -132,6 +134,7 @@ def merge(analyses: list[Analysis]) -> Analysis:
         unresolved=sum(a.profile.unresolved for a in analyses),
         outside_objects=sum(a.profile.outside_objects for a in analyses),
         numaprof_own=sum(a.profile.numaprof_own for a in analyses),
+        gather_samples=gathers,
         complete=all(a.profile.complete for a in analyses),
         incomplete_reason="; ".join(a.profile.incomplete_reason for a in analyses
                                     if a.profile.incomplete_reason) or None,

@@ -143,6 +143,9 @@ class ObjectResult:
     # when the first allocation of a heap object was made (the profile's clock, ns; 0 for
     # other kinds): the allocation order `report --diff` pairs objects of one site by
     alloc_time: int = 0
+    # of `samples`, gathers and scatters charged by their base register (rule vsib_base):
+    # in the samples and the share, not in the pattern, pages, traffic or read/write mix
+    gather_samples: int = 0
     # pattern unknown for want of samples: how many more it needs; a tentative pattern: how
     # many more make it firm
     samples_needed: int = 0
@@ -202,6 +205,9 @@ class ProfileInfo:
     throttled: int = 0
     host: str = ""  # hostname of the recording machine ("" in profiles before it was kept)
     numaprof_own: int = 0  # samples with an address that were numaprof's own work (not objects)
+    # gathers and scatters with their base register's address (rule vsib_base): an object
+    # but no element; not in with_address
+    gather_samples: int = 0
     attached_pid: int | None = None  # the process recorded by `-p` (and each slice of a run in slices)
 
 

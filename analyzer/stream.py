@@ -59,10 +59,12 @@ class Subsample:
 
 
 def subsample(s: dict[str, np.ndarray], layers: list[att.Intervals], n_obj: int,
-              budget: int = BUDGET, progress: Callable[[float], None] | None = None) -> Subsample:
+              budget: int = BUDGET, progress: Callable[[float], None] | None = None,
+              base_rule: int = -1) -> Subsample:
     """Count every row of the samples table ``s`` and keep about ``budget`` of them,
     stratified by object (``layers``: interval sets in priority order, their ``obj``
-    numbered below ``n_obj``), in one pass over the table."""
+    numbered below ``n_obj``), in one pass over the table.  Rows of rule ``base_rule``
+    (a gather's base register: an object, no element) are not counted as addressed."""
     step = progress or (lambda _f: None)
     n = len(s["time"])
     outside, no_addr = n_obj, n_obj + 1
@@ -79,7 +81,7 @@ def subsample(s: dict[str, np.ndarray], layers: list[att.Intervals], n_obj: int,
         c = {k: rows_of(col, a, b) for k, col in s.items()}
         stratum = _strata(c, layers, outside, no_addr)
         per_stratum += np.bincount(stratum, minlength=n_obj + 2)
-        with_address += int(np.count_nonzero(c["addr"]))
+        with_address += int(np.count_nonzero((c["addr"] != 0) & (c["rule"] != base_rule)))
         rules += np.bincount(c["rule"].astype(np.int64), minlength=256)[:256]
         tu, tk = np.unique(c["tid"].astype(np.int64), return_counts=True)
         for t, m in zip(tu.tolist(), tk.tolist(), strict=True):

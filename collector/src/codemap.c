@@ -622,6 +622,8 @@ void nmp_decode_sample(struct nmp_decoder *d, const struct nmp_regs *regs, struc
     s->tls = m.tls;
     if (!regs && (m.rule == NMP_RULE_AT_IP || m.rule == NMP_RULE_SKID))
         s->rule = NMP_RULE_UNREADABLE;
+    else if (!regs && m.rule == NMP_RULE_VSIB_BASE)
+        s->rule = NMP_RULE_VSIB;
     if (regs)
         access_registers(&m, regs, s);
 }

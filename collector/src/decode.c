@@ -562,6 +562,21 @@ static void set_address(struct nmp_memop *m, int rip, int eip, uint64_t next, in
         m->addr32 = 1;
 }
 
+/* A gather or scatter: one address per vector lane, from a vector index register perf
+ * does not sample.  Its base register plus displacement (or the displacement alone, a
+ * static array's address) is in the array the lanes index: rule vsib_base, whose
+ * address names the object but not the element (docs/backends.md).  Rule vsib when the
+ * base is a register perf does not sample. */
+static void set_vsib_base(struct nmp_memop *m, int base, int b32)
+{
+    m->rule = NMP_RULE_VSIB_BASE;
+    set_address(m, 0, 0, 0, base, REG_NONE, b32);
+    if (m->rule != NMP_RULE_VSIB_BASE) {
+        m->base = -1;
+        m->rule = NMP_RULE_VSIB;
+    }
+}
+
 static void fill_insn(struct nmp_cs *c, struct nmp_insn *in, uint64_t *target)
 {
     cs_insn *ci = c->ci;
@@ -626,14 +641,14 @@ static void fill_insn(struct nmp_cs *c, struct nmp_insn *in, uint64_t *target)
         m->rule = NMP_RULE_SEGMENT;
         return;
     }
-    if (is_vsib(ci->mnemonic) ||
-        (op->mem.index != X86_REG_INVALID && is_vector_reg(op->mem.index))) {
-        m->rule = NMP_RULE_VSIB;
-        return;
-    }
     int b32 = 0, i32 = 0;
     int rip = op->mem.base == X86_REG_RIP || op->mem.base == X86_REG_EIP;
     int base = op->mem.base == X86_REG_INVALID ? REG_NONE : perf_reg(op->mem.base, &b32);
+    if (is_vsib(ci->mnemonic) ||
+        (op->mem.index != X86_REG_INVALID && is_vector_reg(op->mem.index))) {
+        set_vsib_base(m, base, b32);
+        return;
+    }
     int index = op->mem.index == X86_REG_INVALID ? REG_NONE : perf_reg(op->mem.index, &i32);
     set_address(m, rip, op->mem.base == X86_REG_EIP, ci->address + ci->size, base, index, b32 || i32);
 }
@@ -732,14 +747,14 @@ static void fill_insn_zy(struct nmp_cs *c, struct nmp_insn *in, uint64_t *target
         m->rule = NMP_RULE_SEGMENT; /* Zydis names the default segment; only fs/gs are bases */
         return;
     }
-    if (mem->mem.type == ZYDIS_MEMOP_TYPE_VSIB) {
-        m->rule = NMP_RULE_VSIB;
-        return;
-    }
     int b32 = 0, i32 = 0;
     ZydisRegister b = mem->mem.base, x = mem->mem.index;
     int rip = b == ZYDIS_REGISTER_RIP || b == ZYDIS_REGISTER_EIP;
     int base = b == ZYDIS_REGISTER_NONE ? REG_NONE : zy_perf_reg(b, &b32);
+    if (mem->mem.type == ZYDIS_MEMOP_TYPE_VSIB) {
+        set_vsib_base(m, base, b32);
+        return;
+    }
     int index = x == ZYDIS_REGISTER_NONE ? REG_NONE : zy_perf_reg(x, &i32);
     set_address(m, rip, b == ZYDIS_REGISTER_EIP, in->addr + in->len, base, index, b32 || i32);
 }

@@ -62,7 +62,7 @@ enum { NMP_ACC_NONE = 0, NMP_ACC_LOAD = 1, NMP_ACC_STORE = 2, NMP_ACC_RMW = 3 };
 static inline int nmp_rule_has_address(int rule)
 {
     return rule == NMP_RULE_AT_IP || rule == NMP_RULE_SKID || rule == NMP_RULE_SKID_PATH ||
-           rule == NMP_RULE_SKID_LOOP;
+           rule == NMP_RULE_SKID_LOOP || rule == NMP_RULE_VSIB_BASE;
 }
 
 #define NMP_ERRLEN 512

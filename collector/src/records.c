@@ -58,7 +58,9 @@ static void add_sample(struct nmp_collector *c, const struct nmp_sample *s)
 {
     c->n.samples++;
     c->n.rules[s->rule]++;
-    if (s->addr) {
+    /* a gather's base register (rule vsib_base) names its object, not the element: no
+     * data address, and its page is no page the program accessed */
+    if (s->addr && s->rule != NMP_RULE_VSIB_BASE) {
         c->n.with_address++;
         nmp_page_note(c, s->pid, s->addr, nmp_now_ns());
     }

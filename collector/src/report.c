@@ -104,9 +104,11 @@ static void write_run(FILE *f, const struct nmp_collector *c)
 
 static void write_counts(FILE *f, const struct nmp_counts *n)
 {
-    /* no address although the sample is a user-space memory instruction */
+    /* no address although the sample is a user-space memory instruction (a gather's
+     * base register is not the element's address, but its object is resolved) */
     uint64_t unresolved = n->samples - n->with_address - n->rules[NMP_RULE_NO_MEM] -
-                          n->rules[NMP_RULE_KERNEL] - n->rules[NMP_RULE_SPIN];
+                          n->rules[NMP_RULE_KERNEL] - n->rules[NMP_RULE_SPIN] -
+                          n->rules[NMP_RULE_VSIB_BASE];
     fprintf(f,
             " \"counts\": {\"samples\": %" PRIu64 ", \"with_address\": %" PRIu64
             ", \"lost\": %" PRIu64 ", \"throttled\": %" PRIu64 ", \"unresolved\": %" PRIu64

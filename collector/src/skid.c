@@ -611,9 +611,12 @@ int nmp_attribute(const struct nmp_insn *v, size_t n, uint64_t ip, struct nmp_me
         } else {
             *out = j->mem;
             /* segment / vsib / undecodable: the nearest access is not computable;
-             * otherwise steps are undone, overwritten registers rebuilt, else clobbered */
+             * otherwise steps are undone, overwritten registers rebuilt, else clobbered
+             * (a gather's base register as any address register) */
             if (out->rule == NMP_RULE_AT_IP && skid_to(w, out) == 0)
                 out->rule = (uint8_t)path_rule(w);
+            else if (out->rule == NMP_RULE_VSIB_BASE && skid_to(w, out) == 0)
+                out->rule = NMP_RULE_VSIB_BASE;
         }
     }
     free(w);

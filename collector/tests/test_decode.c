@@ -316,17 +316,29 @@ static void test_vector(struct nmp_decoder *d)
     r.r[AX] = 0x7f0000620000;
     check_case(d, "broadcast load", bc, sizeof bc, A, A, 1, &r,
                (struct expect){r.r[AX], NMP_ACC_LOAD, 8, NMP_RULE_AT_IP});
-    /* one address per lane, from a vector register perf does not sample */
+    /* one address per lane, from a vector register perf does not sample: the base
+     * register's address, in the array the lanes index (rule vsib_base) */
     static const uint8_t gat[] = {0x62, 0xf2, 0xfd, 0x4a, 0x92, 0x14, 0xc6}; /* gcc: vgatherdpd */
     check_case(d, "gather", gat, sizeof gat, A, A, 1, &r,
-               (struct expect){0, NMP_ACC_LOAD, 8, NMP_RULE_VSIB});
+               (struct expect){r.r[SI], NMP_ACC_LOAD, 8, NMP_RULE_VSIB_BASE});
     static const uint8_t sca[] = {0x62, 0xf2, 0xfd, 0x4a, 0xa2, 0x24, 0xc7}; /* gcc: vscatterdpd */
     check_case(d, "scatter", sca, sizeof sca, A, A, 1, &r,
-               (struct expect){0, NMP_ACC_STORE, 8, NMP_RULE_VSIB});
+               (struct expect){r.r[DI], NMP_ACC_STORE, 8, NMP_RULE_VSIB_BASE});
     /* vpscatterdd %zmm1,(%rdi,%zmm0,4){%k1}: Capstone 4 reads its index as rax */
     static const uint8_t sc2[] = {0x62, 0xf2, 0x7d, 0x49, 0xa0, 0x0c, 0x87};
     check_case(d, "scatter, zmm index", sc2, sizeof sc2, A, A, 1, &r,
-               (struct expect){0, NMP_ACC_STORE, 4, NMP_RULE_VSIB});
+               (struct expect){r.r[DI], NMP_ACC_STORE, 4, NMP_RULE_VSIB_BASE});
+    /* vgatherdpd %ymm6,0x4040(,%xmm0,8),%ymm1: no base register, a static array's
+     * address in the displacement */
+    static const uint8_t gst[] = {0xc4, 0xe2, 0xcd, 0x92, 0x0c, 0xc5, 0x40, 0x40, 0x00, 0x00};
+    check_case(d, "gather, static array", gst, sizeof gst, A, A, 1, &r,
+               (struct expect){0x4040, NMP_ACC_LOAD, 8, NMP_RULE_VSIB_BASE});
+    /* vgatherdpd %ymm6,(%rsi,%xmm0,8),%ymm1; add $0x20,%rsi <- ip: the base stepped
+     * since, undone (rule vsib_base, not skid) */
+    static const uint8_t gsk[] = {0xc4, 0xe2, 0xcd, 0x92, 0x0c, 0xc6, 0x48, 0x83, 0xc6, 0x20,
+                                  0x48, 0x83, 0xc1, 0x01};
+    check_case(d, "gather, skid", gsk, sizeof gsk, A, A + 10, 1, &r,
+               (struct expect){r.r[SI] - 0x20, NMP_ACC_LOAD, 8, NMP_RULE_VSIB_BASE});
     /* EVEX-encoded scalar forms (xmm16-31) that gcc -O3 -march=znver4 emits and Capstone
      * 4.0.2 does not decode (CloverLeaf's kernels): Zydis does */
     r.r[R14] = 0x7f0000630000;
@@ -498,7 +510,7 @@ int main(void)
     /* vpgatherdd ymm0, [rax+ymm1*4], ymm2 */
     static const uint8_t vsib[] = {0xc4, 0xe2, 0x6d, 0x90, 0x04, 0x88};
     check_case(d, "vsib gather", vsib, sizeof vsib, A, A, 1, &r,
-               (struct expect){0, NMP_ACC_LOAD, 4, NMP_RULE_VSIB});
+               (struct expect){r.r[AX], NMP_ACC_LOAD, 4, NMP_RULE_VSIB_BASE});
 
     /* skid: mov rax, [rsi+rdx*8]; add rcx, rax  <- ip */
     static const uint8_t skid[] = {0x48, 0x8b, 0x04, 0xd6, 0x48, 0x01, 0xc1};

@@ -296,6 +296,8 @@ def _hand_profile(path, samples, objects, threads=None, nodes=((0, 1), (2, 3)), 
     n = len(samples["addr"])
     cols = dict(time=samples["time"], pid=[7] * n, tid=samples["tid"], cpu=samples["cpu"], ip=[0x400000] * n,
                 addr=samples["addr"], access=samples.get("access", [1] * n))
+    if "rule" in samples:
+        cols["rule"] = samples["rule"]
     if "weight" in samples:
         cols["weight"] = samples["weight"]
     w.table("samples", **cols)
@@ -308,6 +310,39 @@ def _hand_profile(path, samples, objects, threads=None, nodes=((0, 1), (2, 3)), 
         w.table("page_nodes", time=[1] * len(page_nodes), pid=[7] * len(page_nodes),
                 page=list(page_nodes), node=list(page_nodes.values()))
     return w
+
+
+def test_gathers_count_in_the_object_their_base_register_points_into(tmp_path):
+    """Samples of a gather (rule vsib_base) carry the base register's address: the array
+    the lanes index, not the element.  They count in that object's samples and share,
+    not in the samples with an address, its pattern or the traffic."""
+    from numaprof.analyzer.core import RULE_VSIB_BASE
+
+    A, B = 0x7000_0000_0000, 0x7000_0100_0000
+    rng = np.random.default_rng(1)
+    n_a, n_ga, n_gb = 60, 5, 10
+    addr = [A + int(x) for x in rng.integers(0, 4 * 4096, n_a)] + [A] * n_ga + [B + 64] * n_gb
+    n = len(addr)
+    samples = dict(time=list(range(10, 10 + n)), addr=addr, tid=[7, 8] * (n // 2) + [7] * (n % 2),
+                   cpu=[0, 2] * (n // 2) + [0] * (n % 2),
+                   rule=[1] * n_a + [RULE_VSIB_BASE] * (n_ga + n_gb))
+    objects = dict(time=[1, 2], free_time=[0, 0], addr=[A, B], size=[1 << 20, 1 << 20], stack=[1, 2])
+    _hand_profile(tmp_path / "p", samples, objects,
+                  page_nodes={**{A + k * 4096: k % 2 for k in range(4)}, B: 1})
+    for budget in (10_000, 30):  # the whole profile, and a sub-sample of it
+        a = analyze(tmp_path / "p", budget=budget)
+        assert a.profile.with_address == n_a and a.profile.gather_samples == n_ga + n_gb
+        by = {o.address: o for o in a.objects}
+        # a sub-sample's samples stand for their object's exactly, gathers or not: the split
+        # between the two is estimated
+        assert by[A].samples == n_a + n_ga and by[A].gather_samples >= 1
+        assert by[B].samples == by[B].gather_samples == n_gb
+        assert by[B].pattern == "unknown" and float(np.sum(by[B].traffic)) == 0
+        assert by[A].share + by[B].share == pytest.approx(1.0)
+        if budget > n:
+            assert by[A].features["samples"] == n_a  # the pattern: the addressed samples only
+            assert float(np.sum(a.traffic)) == n_a
+            assert any("gathers or scatters" in f and "their base register" not in f for f in a.findings)
 
 
 def test_address_reused_after_free(tmp_path):
