@@ -39,6 +39,7 @@ from numaprof.analyzer.firsttouch import (
 )
 from numaprof.analyzer.hot_objects import (
     merge_container_sites,
+    merge_into_sites,
     name_file_data,
     name_pointer_slots,
     tell_instances_apart,
@@ -378,7 +379,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
             ft = regroup_touches(ft, ivs)
         o_counts = object_counts()
         hot = [int(i) for i in np.argsort(-o_counts, kind="stable") if o_counts[i] > 0]
-    if _merge_into_sites(objs, hot, a_obj, a_pid, a_addr, ivs):
+    if merge_into_sites(objs, hot, a_obj, a_pid, a_addr, ivs):
         o_counts = object_counts()
         hot = [int(i) for i in np.argsort(-o_counts, kind="stable") if o_counts[i] > 0]
     if object_name is not None:
@@ -750,84 +751,6 @@ def _name_blocks_by_code(objs: list[Obj], hot: list[int], regs, a_pid, a_tid, a_
         o.name = vo.name if uses[vo.name] == 1 else f"{vo.name}@{o.address:#x}"
         o.site = f"{o.site}, read as {vo.name} in {vo.site}" if o.site else vo.site
         o.attribution = vo.attribution
-
-
-def _merge_into_sites(objs: list[Obj], hot: list[int], a_obj: np.ndarray, a_pid: np.ndarray,
-                      a_addr: np.ndarray, ivs: att.Intervals) -> bool:
-    """Samples named by code (a register's or a type's variable, analyzer/varattr.py) that
-    fell between the sampled blocks of an array of small allocations go to that array:
-    `u[][]` read in a loop is `lv->u[][]` allocated row by row, when exactly one such
-    array has that name's leaf and depth; and a sample whose address lies in the stretch
-    of heap where exactly one such array's blocks were laid out (its blocks and the gaps
-    between them, SITE_STRETCH_GAP apart at most) goes to it (`Entry`, the element type
-    of `m_rows[i].push_back(e)`), unless its name is such an array's at another depth
-    (`lv->u[]`, the row pointers allocated between the rows).  Returns whether any
-    moved."""
-    sites: dict[tuple, list[int]] = {}
-    stretches = []  # (pid, lo, hi, object)
-    for oi in hot:
-        o = objs[oi]
-        if o.kind != "heap" or not o.sample_period:
-            continue
-        key = varattr.alias_key(o.name)
-        if key is not None:
-            sites.setdefault(key, []).append(oi)
-        stretches += _stretches(o, oi, ivs)
-    moved = False
-    for oi in hot:
-        o = objs[oi]
-        if o.attribution not in (varattr.REGISTER, varattr.TYPE) or o.thread_private:
-            continue
-        key = varattr.alias_key(o.name)
-        target = sites.get(key or ("", -1), [])
-        if len(target) == 1:
-            a_obj[a_obj == oi] = target[0]
-            moved = True
-            continue
-        if key is not None and any(k[0] == key[0] for k in sites):
-            continue  # another depth of such an array's name: its row pointers (`u[]`)
-        mine = np.flatnonzero(a_obj == oi)
-        to = np.full(len(mine), -1, dtype=np.int64)
-        for pid, lo, hi, site in stretches:
-            inside = (a_pid[mine] == pid) & (a_addr[mine] >= lo) & (a_addr[mine] < hi)
-            to[inside] = np.where(to[inside] < 0, site, -2)  # -2: in two arrays' stretches
-        keep = to >= 0
-        if keep.any():
-            a_obj[mine[keep]] = to[keep]
-            moved = True
-    return moved
-
-
-#: Sampled blocks of an array of small allocations this far apart at most (in sampling
-#: periods of bytes) are taken as one stretch of heap holding it, for samples that code
-#: attribution names: wider than the fills' FILL_GAP_PERIODS, as a code-named sample
-#: there is evidence of its own.  The address gap between two sampled blocks that stay
-#: is a sum of countdowns when short-lived blocks were sampled in between (a std::vector
-#: grown by push_back): 4 periods are passed a few times in a 66 MiB array.
-SITE_STRETCH_GAP = 16
-#: ... and reaching this many sampling periods past its first and last sampled blocks:
-#: the blocks before the first one sampled (the countdown to it is about a period of
-#: bytes, more than that in few runs) and after the last (a tree's first and last nodes).
-SITE_STRETCH_ENDS = 4
-
-
-def _stretches(o: Obj, oi: int, ivs: att.Intervals) -> list[tuple[int, int, int, int]]:
-    """(pid, lo, hi, oi): the stretches of heap where the sampled site ``o`` laid out its
-    blocks (its intervals in address order, merged across gaps of up to SITE_STRETCH_GAP
-    sampling periods, SITE_STRETCH_ENDS more at each end)."""
-    rows = np.fromiter((o.iv_instance or {}).keys(), dtype=np.int64)
-    rows = rows[rows < len(ivs.start)]
-    out = []
-    for pid in np.unique(ivs.pid[rows]).tolist():
-        r = rows[ivs.pid[rows] == pid]
-        r = r[np.argsort(ivs.start[r], kind="stable")]
-        st, en = ivs.start[r].astype(np.int64), ivs.end[r].astype(np.int64)
-        reach = np.maximum.accumulate(en)
-        breaks = np.flatnonzero(st[1:] - reach[:-1] > SITE_STRETCH_GAP * o.sample_period) + 1
-        for a, b in zip(np.r_[0, breaks].tolist(), np.r_[breaks, len(r)].tolist(), strict=True):
-            ends = SITE_STRETCH_ENDS * o.sample_period
-            out.append((int(pid), max(int(st[a]) - ends, 0), int(reach[b - 1]) + ends, oi))
-    return out
 
 
 def _instance_positions(o: Obj, addr, a_iv, members, ivs, page: int):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from numaprof.analyzer import attribution as att
-from numaprof.analyzer import core, objects, symbols, varattr
+from numaprof.analyzer import core, hot_objects, objects, symbols, varattr
 
 APP, GOMP, LIBC, CXX = "/work/app", "/usr/lib/x86_64-linux-gnu/libgomp.so.1", \
     "/usr/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"
@@ -94,11 +94,11 @@ def test_code_named_samples_in_a_sites_stretch_join_it():
     addr = np.array([0x100000 + 100, 0x100000 + 3000, 0x100000 + 30 * P, 0x100000 + 64 * P + 600,
                      0x900000], dtype=np.uint64)
     a_obj = np.array([1, 1, 1, 1, 1])
-    assert core._merge_into_sites([site, typed], [0, 1], a_obj, np.full(5, 7), addr, ivs)
+    assert hot_objects.merge_into_sites([site, typed], [0, 1], a_obj, np.full(5, 7), addr, ivs)
     assert a_obj.tolist() == [0, 0, 1, 0, 1]
     # another process's samples at those addresses are not the site's
     a_obj = np.array([1, 1])
-    assert not core._merge_into_sites([site, typed], [0, 1], a_obj, np.full(2, 8), addr[:2], ivs)
+    assert not hot_objects.merge_into_sites([site, typed], [0, 1], a_obj, np.full(2, 8), addr[:2], ivs)
 
 
 def test_code_named_samples_just_past_a_sites_ends_join_it():
@@ -106,27 +106,27 @@ def test_code_named_samples_just_past_a_sites_ends_join_it():
     # and after the last one: within SITE_STRETCH_ENDS periods they are the site's
     site, typed, ivs = _site_and_code_named(n_blocks=3)
     P = site.sample_period
-    ends = core.SITE_STRETCH_ENDS * P
+    ends = hot_objects.SITE_STRETCH_ENDS * P
     last_end = 0x100000 + 2 * 1024 + 512
     addr = np.array([0x100000 - ends + 8, 0x100000 - ends - 8, last_end + ends - 8, last_end + ends + 8],
                     dtype=np.uint64)
     a_obj = np.array([1, 1, 1, 1])
-    assert core._merge_into_sites([site, typed], [0, 1], a_obj, np.full(4, 7), addr, ivs)
+    assert hot_objects.merge_into_sites([site, typed], [0, 1], a_obj, np.full(4, 7), addr, ivs)
     assert a_obj.tolist() == [0, 1, 0, 1]
 
 
 def test_stretches_bridge_gaps_up_to_the_limit():
     # blocks of 512 bytes whose gaps are exactly the limit: one stretch; the second
     # stretch starts 64 periods on, more than the limit past the first
-    gap = core.SITE_STRETCH_GAP * 4096 + 512
+    gap = hot_objects.SITE_STRETCH_GAP * 4096 + 512
     site, _, ivs = _site_and_code_named(n_blocks=3, gap=gap)
-    got = core._stretches(site, 0, ivs)
-    ends = core.SITE_STRETCH_ENDS * 4096  # past the first and the last block
+    got = hot_objects._stretches(site, 0, ivs)
+    ends = hot_objects.SITE_STRETCH_ENDS * 4096  # past the first and the last block
     assert [(lo - 0x100000, hi - 0x100000) for _, lo, hi, _ in got] == \
         [(-ends, 2 * gap + 512 + ends), (64 * 4096 - ends, 64 * 4096 + gap + 512 + ends)]
     # one byte more and every block stands alone
     site, _, ivs = _site_and_code_named(n_blocks=3, gap=gap + 1)
-    assert len(core._stretches(site, 0, ivs)) == 5
+    assert len(hot_objects._stretches(site, 0, ivs)) == 5
 
 
 @pytest.mark.parametrize("name, count, out", [
@@ -185,7 +185,7 @@ def test_row_pointers_stay_apart_from_the_rows_in_the_stretch():
     rowptr = objects.Obj("heap", ("reg", "u[]"), 7, 0, 8, name="u[]", attribution=varattr.REGISTER)
     addr = np.array([0x100000 + 100, 0x100000 + 3000], dtype=np.uint64)
     a_obj = np.array([1, 1])
-    assert not core._merge_into_sites([site, rowptr], [0, 1], a_obj, np.full(2, 7), addr, ivs)
+    assert not hot_objects.merge_into_sites([site, rowptr], [0, 1], a_obj, np.full(2, 7), addr, ivs)
     assert a_obj.tolist() == [1, 1]
 
 
