@@ -169,9 +169,11 @@ def fortran_symbol_names(symbol: str) -> set[str]:
     program ``MAIN__``; Intel Fortran ``<module>_mp_<name>_``."""
     low = symbol.lower()
     names = {low, low.rstrip("_")}
-    m = re.fullmatch(r"__\w+?_mod_(\w+)", low)
+    # gfortran writes names in lower case and _MOD_ in upper: the separator, whatever the
+    # module's name ends with (``__mesh_mod_MOD_field_alloc`` is field_alloc of mesh_mod)
+    m = re.fullmatch(r"__\w+?_MOD_(\w+)", symbol)
     if m:
-        names.add(m.group(1))
+        names.add(m.group(1).lower())
     m = re.fullmatch(r"\w+?_mp_(\w+?)_?", low)
     if m:
         names.add(m.group(1))

@@ -127,3 +127,21 @@ def test_a_fifo_named_as_a_source_is_refused_not_waited_on(tmp_path):
     assert "FIFO" in refused.reason
     with pytest.raises(OSError):
         sha256_file("/dev/zero")
+
+
+def test_fortran_module_procedure_of_a_module_named_something_mod(tmp_path):
+    """gfortran spells a module procedure ``__<module>_MOD_<name>``, names in lower case and
+    the separator in upper: a module called ``mesh_mod`` (a common convention) gives
+    ``__mesh_mod_MOD_field_alloc``, whose procedure is ``field_alloc``, not
+    ``mod_field_alloc``; its file is found by that definition."""
+    from numaprof.recommender.patch.sites import fortran_symbol_names, resolve_source
+
+    assert "field_alloc" in fortran_symbol_names("__mesh_mod_MOD_field_alloc")
+    assert "mod_field_alloc" not in fortran_symbol_names("__mesh_mod_MOD_field_alloc")
+    assert "sweep" in fortran_symbol_names("__grid_MOD_sweep")
+    src = tmp_path / "dt.f90"
+    src.write_text("module mesh_mod\ncontains\n  subroutine field_alloc(a)\n"
+                   "    real(8), allocatable :: a(:)\n    allocate(a(10))\n"
+                   "  end subroutine field_alloc\nend module mesh_mod\n")
+    assert resolve_source("dt.f90", [str(src)], "__mesh_mod_MOD_field_alloc") == str(src)
+    assert resolve_source("dt.f90", [str(src)], "__mesh_mod_MOD_other") is None
