@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -248,7 +249,10 @@ def recorded_build(profile: Path, root: str, exe: str) -> str | None:
         # headers stand in for its -I
         incs = [f"-I{os.path.relpath(d, root)}" for d in u.include_dirs
                 if os.path.realpath(d).startswith(root + os.sep) or os.path.realpath(d) == root]
-        flags = [*u.producer.flags, *dict.fromkeys(incs)]
+        # the debug info the binary had (the compile check drops -g, the lab recording
+        # needs it to name the objects it measures)
+        debug = ["-g"] if re.search(r"(^|\s)-g(gdb)?[0-3]?(\s|$)", u.producer.text) else []
+        flags = [*u.producer.flags, *debug, *dict.fromkeys(incs)]
         steps.append(shlex.join([driver, *flags, "-c", src, "-o", obj]) + " $CFLAGS")
         objs.append(obj)
         link_flags += [f for f in flags if f in ("-fopenmp", "-pthread") and f not in link_flags]

@@ -14,6 +14,9 @@ F_DIRECTIVE = "!$omp parallel do schedule(static)"
 
 F_END_DIRECTIVE = "!$omp end parallel do"
 
+F_WORKSHARE = "!$omp parallel workshare"
+F_END_WORKSHARE = "!$omp end parallel workshare"
+
 
 #: Fortran elemental intrinsics a parallelised loop may call (pure by the standard).
 PURE_F_FUNCTIONS = frozenset({
@@ -322,13 +325,127 @@ def _f_omp_context(src: Source, node, unit) -> str | None:
 _F_UNITS = ("program", "subroutine", "function", "module_procedure")
 
 
+def _f_component_arrays(src: Source) -> set[str]:
+    """Components that derived types of this file declare with a shape (lower case)."""
+    out = set()
+    for t in walk(src.root):
+        if t.type != "derived_type_definition":
+            continue
+        for decl in walk(t):
+            if decl.type == "variable_declaration":
+                for d in decl.children_by_field_name("declarator"):
+                    if d.type == "sized_declarator":
+                        out.add(fortran_name(src, d.named_children[0]))
+    return out
+
+
+def _f_whole_array(src: Source, node, arrays: set[str]) -> bool:
+    """`a` or `x%a` (no subscript) naming an array: a whole-array reference."""
+    if node.type == "identifier":
+        return fortran_name(src, node) in arrays
+    if node.type == "derived_type_member_expression":
+        member = next((c for c in node.named_children if c.type == "type_member"), None)
+        base = node.named_children[0] if node.named_children else None
+        return (member is not None and base is not None
+                and base.type in ("identifier", "derived_type_member_expression")
+                and fortran_name(src, member) in _f_component_arrays(src))
+    return False
+
+
+def _f_workshare(src: Source, path: str, line: int, root: str | None) -> Patch | Refusal | None:
+    """A whole-array assignment on `line` (``f%rhs = 1.0d0``, ``a = b * 2``), the idiomatic
+    Fortran initialisation: ``!$omp parallel workshare`` around it, which gfortran runs
+    as a static loop over the array's last dimension, split among the threads as a
+    static ``parallel do`` over that dimension splits it.  Any array assignment keeps
+    its meaning under WORKSHARE (OpenMP: each element's evaluation and assignment is a
+    unit of work); the right side may call only elemental intrinsics.  None when the
+    line holds no such statement."""
+    row = line - 1
+    stmts = [n for n in walk(src.root) if n.type == "assignment_statement"
+             and n.start_point[0] == row == n.end_point[0]]
+    if len(stmts) != 1:
+        return None
+    stmt = stmts[0]
+    unit = stmt.parent
+    while unit is not None and unit.type not in _F_UNITS:
+        unit = unit.parent
+    left, right = stmt.child_by_field_name("left"), stmt.child_by_field_name("right")
+    if unit is None or left is None or right is None:
+        return None
+    if not _f_whole_array(src, left, _f_arrays(src, unit)):
+        return None
+    where = f"{os.path.basename(path)}:{line}"
+    bad = parse_refusal(src, unit, line)
+    if bad is not None:
+        return bad
+    for n in walk(right):
+        if n.type == "call_expression":
+            callee = n.named_children[0] if n.named_children else None
+            name = fortran_name(src, callee) if callee is not None else ""
+            if name not in PURE_F_FUNCTIONS and name not in _f_arrays(src, unit):
+                return Refusal(path, line, f"the assignment at {where} calls `{name}`, which "
+                                           "WORKSHARE would run on one thread")
+    omp = _f_omp_context(src, stmt, unit)
+    if omp is not None:
+        return Refusal(path, line, f"the assignment at {where} already runs under `{omp}`")
+    if not src.starts_line(stmt):
+        return Refusal(path, line, f"the assignment at {where} does not stand on its own line")
+    indent = src.indent(stmt)
+    at_end = src.line_end(stmt.end_byte)
+    pre = src.nl if at_end == len(src.data) and not src.data.endswith(b"\n") else ""
+    edits = [Edit(src.line_start(stmt.start_byte), f"{indent}{F_WORKSHARE}{src.nl}", attach=True),
+             Edit(at_end, f"{pre}{indent}{F_END_WORKSHARE}{src.nl}")]
+    info = PatchInfo(kind="parallel_first_touch", statement=F_WORKSHARE, where=where, scope=(
+        "a whole-array assignment to an array of this unit, a module it uses, its host or "
+        "a derived type's component; its right side calls only elemental intrinsics"))
+    return make_patch(path, src.data, edits, root,
+                      f"parallel first touch: `{F_WORKSHARE}` around the array assignment at "
+                      f"{where}", info)
+
+
+def first_whole_assignment(src: Source, alloc_line: int, var: str) -> int | None:
+    """The line of the statement that first uses the array `var` (``a`` or ``f%u``) after
+    its allocation at `alloc_line`, when that statement assigns the whole array and
+    stands at the top level of the allocating procedure; otherwise None.  gfortran turns
+    ``f%u = 0.0d0`` into a call of memset, whose page faults name no line of the program:
+    this is the statement they come from."""
+    row = alloc_line - 1
+    units = [n for n in walk(src.root) if n.type in _F_UNITS and contains_row(n, row)]
+    if not units:
+        return None
+    unit = units[-1]
+    var = "".join(var.lower().split())
+    for n in walk(unit):
+        if n.type not in ("identifier", "derived_type_member_expression") or \
+                n.parent is None or n.parent.type == "derived_type_member_expression":
+            continue
+        ref = "".join(fortran_name(src, n).split())
+        if ref != var and not var.startswith(ref + "%"):
+            continue  # another variable, or another component of the same one
+        stmt = n
+        while stmt.parent is not None and stmt.parent != unit:
+            stmt = stmt.parent
+        if stmt.parent != unit or stmt.start_point[0] <= row:
+            continue  # the allocation itself, or what precedes it
+        left = stmt.child_by_field_name("left") if stmt.type == "assignment_statement" else None
+        if left is not None and left.type in ("identifier", "derived_type_member_expression") \
+                and "".join(fortran_name(src, left).split()) == var:
+            return stmt.start_point[0] + 1
+        return None
+    return None
+
+
 def parallelize_fortran(src: Source, path: str, line: int, root: str | None) -> Patch | Refusal:
     row = line - 1
     where = f"{os.path.basename(path)}:{line}"
     loops = [n for n in walk(src.root) if n.type == "do_loop_statement"
              and contains_row(n, row)]
     if not loops:
-        return Refusal(path, line, f"{where} is not inside a `do` loop")
+        ws = _f_workshare(src, path, line, root)
+        if ws is not None:
+            return ws
+        return Refusal(path, line, f"{where} is neither inside a `do` loop nor a whole-array "
+                                   "assignment")
     unit = loops[0].parent
     while unit is not None and unit.type not in _F_UNITS:
         unit = unit.parent

@@ -9,7 +9,11 @@ from collections.abc import Iterable
 
 from numaprof.recommender.patch.edits import AlreadyPlaced, Patch, Refusal
 from numaprof.recommender.patch.loops_c import parallelize_c
-from numaprof.recommender.patch.loops_fortran import fortran_name, parallelize_fortran
+from numaprof.recommender.patch.loops_fortran import (
+    first_whole_assignment,
+    fortran_name,
+    parallelize_fortran,
+)
 from numaprof.recommender.patch.place import (
     allocation_target,
     by_hand_words,
@@ -246,6 +250,28 @@ def _cxx_constructed_serially(obj, paths: list[str],
     return None
 
 
+def _fortran_whole_assignment(obj, paths: list[str], root: str | None,
+                              hashes: dict[str, str] | None) -> Patch | Refusal | None:
+    """A Fortran array first touched in a library call (memset, memcpy): the whole-array
+    assignment that first uses it after its allocation, in the allocating procedure, is
+    where that call came from; parallelised with WORKSHARE.  None when there is no such
+    statement (or the object is no Fortran heap array)."""
+    parsed = parse_site(obj.site) if obj.kind == "heap" else None
+    if parsed is None or not re.fullmatch(r"[A-Za-z_]\w*(%[A-Za-z_]\w*)*", obj.name):
+        return None
+    func, file, line = parsed
+    if os.path.splitext(file)[1].lower() not in (".f90", ".f95", ".f03", ".f08", ".f"):
+        return None
+    path = _resolve(file, paths, func, line, "bind_block", hashes)
+    if isinstance(path, Refusal):
+        return None
+    src = load(path)
+    if isinstance(src, Refusal) or src.lang != "fortran":
+        return None
+    at = first_whole_assignment(src, line, obj.name)
+    return parallelize_first_touch(path, at, root=root) if at is not None else None
+
+
 def _resolve(file: str, paths: list[str], func: str | None, line: int, fallback: str,
              hashes: dict[str, str] | None) -> str | Refusal:
     """`resolve_source`, or a Refusal that says truly why there is no file to patch."""
@@ -344,6 +370,9 @@ def patch_for_object(obj, policy: str, source_paths: Iterable[str], *,
             refusals.append(result)
         if refusals:
             return refusals[0]
+        after = _fortran_whole_assignment(obj, paths, root, hashes)
+        if after is not None:
+            return after
         where = ", ".join(obj.first_touch.sites) or "no recorded site"
         return Refusal("", 0, f"`{obj.name}` was first touched at {where}, with no source "
                               "line to patch (a library call such as memset?)")

@@ -21,6 +21,8 @@ def test_recorded_compile_lines_rebuild_the_program(tmp_path):
     build = recorded_build(src / "p.data", str(src.resolve()), str(src / "serial_init"))
     assert build is not None
     assert "-fopenmp" in build and "-O2" in build and "serial_init.c" in build
+    # built with -g: the lab recording names the objects it measures from that debug info
+    assert " -g " in build
     copy = tmp_path / "copy"
     shutil.copytree(src, copy, ignore=shutil.ignore_patterns("p.data", "serial_init"))
     subprocess.run(build, shell=True, cwd=copy, check=True, env={"PATH": "/usr/bin:/bin",
