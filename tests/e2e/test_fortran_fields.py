@@ -32,12 +32,16 @@ def test_components_are_named_and_their_initialisation_parallelised(tmp_path):
                                   cwd=tmp_path, check=True).stdout)
     fixes = {o["name"]: o for o in sug["objects"] if o["name"] in ("f%u", "f%rhs", "f%unew")}
     patched = [n for n, o in fixes.items() if "!$omp parallel workshare" in (o.get("patch") or "")]
-    # f%u and f%unew are first touched inside memset: the statement is found by source
-    assert "f%u" in patched and "f%rhs" in patched, {n: o["fix"] for n, o in fixes.items()}
+    # f%u is first touched inside memset: the statement is found by source; every
+    # component given parallel_init is patched (f%rhs, with the fewest samples, is under
+    # the 2 % that make an object hot in 2 recordings of 5)
+    assert "f%u" in patched, {n: o["fix"] for n, o in fixes.items()}
+    assert all(n in patched for n, o in fixes.items() if o["policy"] == "parallel_init"), fixes
     applied = run_numaprof("suggest", "d.data", "--target", "2s", "--apply", cwd=tmp_path)
     assert applied.returncode == 0, applied.stderr
     text = src.read_text()
-    assert text.count("!$omp parallel workshare") == text.count("!$omp end parallel workshare") >= 2
+    assert text.count("!$omp parallel workshare") == text.count("!$omp end parallel workshare") \
+        == len(patched)
     subprocess.run(["gfortran", "-O2", "-fopenmp", "-o", "dt2", src.name], cwd=tmp_path, check=True)
     want = subprocess.run(["./dt", "200", "3"], cwd=tmp_path, capture_output=True, text=True)
     got = subprocess.run(["./dt2", "200", "3"], cwd=tmp_path, capture_output=True, text=True,
