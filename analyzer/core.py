@@ -242,10 +242,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
 
     # Priority: heap allocations, then statics, then whole mappings (which contain both).
     a_iv = att.locate_layers(a_pid, a_addr, a_time, layers)
-    if len(ivs):
-        a_obj = np.where(a_iv >= 0, ivs.obj[np.maximum(a_iv, 0)], -1).astype(np.int32)
-    else:
-        a_obj = np.full(len(a_iv), -1, dtype=np.int32)
+    a_obj = _objects_at(a_iv, ivs)
     # the border between two arrays of small blocks, where the code says it is
     if borders.settle(objs, heap_iv, a_iv, a_obj, a_ip, a_addr):
         ivs = att.Intervals.concat(layers)
@@ -264,8 +261,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     def object_counts() -> np.ndarray:
         """Samples per object, gathers by their base included; their objects as ivs has
         them now (sites merged since move with it)."""
-        b_obj = np.where(b_iv >= 0, ivs.obj[np.maximum(b_iv, 0)], -1)
-        return _object_counts(a_obj, a_count, n_obj) + _object_counts(b_obj, b_count, n_obj)
+        return _object_counts(a_obj, a_count, n_obj) + _object_counts(_objects_at(b_iv, ivs), b_count, n_obj)
 
     outside_mask = a_obj < 0
     outside = _count(outside_mask, a_count)
@@ -396,7 +392,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
 
     order = np.argsort(a_obj, kind="stable")
     bounds = np.searchsorted(a_obj[order], np.arange(-1, n_obj + 1))
-    b_obj = np.where(b_iv >= 0, ivs.obj[np.maximum(b_iv, 0)], -1)
+    b_obj = _objects_at(b_iv, ivs)
     gathers = _object_counts(b_obj, b_count, n_obj)
     scatters = _object_counts(np.where(b_store, b_obj, -1), b_count, n_obj)
     t_origin = int(a_time.min()) if len(a_time) else 0
@@ -519,6 +515,13 @@ def _add_gathers(r: ObjectResult, g: int, scatters: int) -> None:
     if g > n:
         r.pattern, r.pattern_confidence, r.samples_needed, r.pattern_tentative = "unknown", 0.0, 0, False
         r.phases = []
+
+
+def _objects_at(iv: np.ndarray, ivs: att.Intervals) -> np.ndarray:
+    """The object of each interval index (−1: none)."""
+    if not len(ivs):
+        return np.full(len(iv), -1, dtype=np.int32)
+    return np.where(iv >= 0, ivs.obj[np.maximum(iv, 0)], -1).astype(np.int32)
 
 
 def _object_counts(a_obj: np.ndarray, a_count: np.ndarray | None, n_obj: int) -> np.ndarray:

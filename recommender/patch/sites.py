@@ -260,8 +260,6 @@ def _fortran_whole_assignment(obj, paths: list[str], root: str | None,
     if parsed is None or not re.fullmatch(r"[A-Za-z_]\w*(%[A-Za-z_]\w*)*", obj.name):
         return None
     func, file, line = parsed
-    if os.path.splitext(file)[1].lower() not in (".f90", ".f95", ".f03", ".f08", ".f"):
-        return None
     path = _resolve(file, paths, func, line, "bind_block", hashes)
     if isinstance(path, Refusal):
         return None
