@@ -300,7 +300,7 @@ def holder_name(info: symbols.ElfInfo, sym: symbols.StaticSymbol, offset: int) -
     """The expression naming the word at ``offset`` in static ``sym``: the variable, or
     its member or element from the DWARF type (``grid.energy``, ``rows[3]``); without
     DWARF, ``sym+0x18``."""
-    base = staticvars.display_name(sym.name)
+    base = staticvars.display_name(sym.name, info, sym.address)
     path = staticvars.member_path(info, sym.address, offset)
     if path is not None:
         return base + path

@@ -412,7 +412,7 @@ def static_intervals(mappings: symbols.Mappings, objs: list[Obj], archive: Archi
             g = groups.get(key)
             if g is None:
                 g = groups[key] = len(objs)
-                name, site = _static_name(sym, base)
+                name, site = _static_name(sym, base, info)
                 if "_MOD_" in sym.name and staticvars.is_descriptor(info, sym.address):
                     # a module's allocatable array: the symbol is its descriptor, the
                     # elements are a heap object of the same name
@@ -474,14 +474,22 @@ def tls_intervals(tt: dict, mt: dict, mappings: symbols.Mappings, objs: list[Obj
     return att.Intervals.whole_run(rows)
 
 
-def _static_name(sym: symbols.StaticSymbol, base: str) -> tuple[str, str]:
+def _static_name(sym: symbols.StaticSymbol, base: str,
+                 info: symbols.ElfInfo | None = None) -> tuple[str, str]:
     """(name, site) of a static array; gfortran's module variables ``__mod_MOD_var`` are
-    named ``var``, their module goes to the site."""
+    named ``var``, their module goes to the site; a function's static local (``u1.3`` in
+    gcc's symbol table) is named as its DWARF declares it, the function goes to the
+    site."""
     name, site = sym.name, f"{sym.section}@{base}"
     if name.startswith("__") and "_MOD_" in name:
         module, var = name[2:].split("_MOD_", 1)
         if module and var:
             return var, f"module {module} {site}"
+    if info is not None and "." in name:
+        found = staticvars.source_name(info, sym.address)
+        if found is not None:
+            var, function = found
+            return var, f"in {function} {site}" if function else site
     return name, site
 
 

@@ -11,6 +11,7 @@ descriptors stand for the variable itself: their internals are not what a user w
 from __future__ import annotations
 
 import weakref
+from typing import NamedTuple
 
 from numaprof.analyzer import symbols
 
@@ -25,14 +26,35 @@ DW_OP_ADDR, DW_OP_PLUS_UCONST = 0x03, 0x23
 _cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def display_name(name: str) -> str:
+class _Var(NamedTuple):
+    type: object  # the type DIE
+    name: str  # DW_AT_name: what the source calls it
+    scope: str  # the function it is declared in ("" at file or namespace scope)
+
+
+def display_name(name: str, info: symbols.ElfInfo | None = None, address: int = 0) -> str:
     """The name a user wrote for a static symbol: gfortran's module variable
-    ``__mod_MOD_var`` is ``var``."""
+    ``__mod_MOD_var`` is ``var``; a static local of a function, which gcc calls
+    ``var.3`` in the symbol table, is the ``var`` of its DWARF (with ``info`` and its
+    link-time ``address``)."""
     if name.startswith("__") and "_MOD_" in name:
         _, var = name[2:].split("_MOD_", 1)
         if var:
             return var
+    if info is not None and "." in name:
+        found = source_name(info, address)
+        if found is not None:
+            return found[0]
     return name
+
+
+def source_name(info: symbols.ElfInfo, address: int) -> tuple[str, str] | None:
+    """(name, function) of the static variable at link-time ``address`` as its DWARF
+    declares it — function "" at file scope — or None without DWARF for it."""
+    var = _variables(info).get(address)
+    if var is None or not var.name:
+        return None
+    return var.name, var.scope
 
 
 def member_path(info: symbols.ElfInfo, address: int, offset: int) -> str | None:
@@ -43,7 +65,7 @@ def member_path(info: symbols.ElfInfo, address: int, offset: int) -> str | None:
     if var is None:
         return None
     try:
-        return _path(var, offset, 0)
+        return _path(var.type, offset, 0)
     except symbols.DAMAGED:
         return None
 
@@ -54,14 +76,14 @@ def is_descriptor(info: symbols.ElfInfo, address: int) -> bool:
     array's address and bounds, not its elements."""
     var = _variables(info).get(address)
     try:
-        t = _strip(var)
+        t = _strip(var.type) if var is not None else None
         return t is not None and t.tag == "DW_TAG_array_type" and "DW_AT_data_location" in t.attributes
     except symbols.DAMAGED:
         return False
 
 
-def _variables(info: symbols.ElfInfo) -> dict:
-    """{link-time address: type DIE} of the file's static variables (read once)."""
+def _variables(info: symbols.ElfInfo) -> dict[int, _Var]:
+    """{link-time address: variable} of the file's static variables (read once)."""
     cached = _cache.get(info)
     if cached is not None:
         return cached
@@ -82,13 +104,50 @@ def _variables(info: symbols.ElfInfo) -> dict:
                         continue
                     typ = _type_of(die)
                     if typ is not None:
-                        out.setdefault(int.from_bytes(bytes(v[1:9]), "little"), typ)
+                        out.setdefault(int.from_bytes(bytes(v[1:9]), "little"),
+                                       _Var(typ, _declared_name(die), _scope(die)))
                 if seen > MAX_DIES:
                     break
     except symbols.DAMAGED:
         pass
     _cache[info] = out
     return out
+
+
+def _declared_name(die) -> str:
+    """A variable's name, from its declaration when the definition refers to one."""
+    d = die
+    for _ in range(4):
+        if "DW_AT_name" in d.attributes:
+            return _name(d)
+        if "DW_AT_specification" not in d.attributes:
+            return ""
+        d = d.get_DIE_from_attribute("DW_AT_specification")
+    return ""
+
+
+def _scope(die) -> str:
+    """The name of the function a variable is declared in ("" outside every function)."""
+    p = die.get_parent()
+    for _ in range(64):
+        if p is None or p.tag == "DW_TAG_compile_unit":
+            return ""
+        if p.tag == "DW_TAG_subprogram":
+            return _subprogram_name(p)
+        p = p.get_parent()
+    return ""
+
+
+def _subprogram_name(die) -> str:
+    d = die
+    for _ in range(4):
+        if "DW_AT_name" in d.attributes:
+            return _name(d)
+        ref = next((a for a in ("DW_AT_specification", "DW_AT_abstract_origin") if a in d.attributes), None)
+        if ref is None:
+            return "?"
+        d = d.get_DIE_from_attribute(ref)
+    return "?"
 
 
 def _type_of(die):
