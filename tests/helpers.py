@@ -125,3 +125,19 @@ def objects_table(rows, pid: int = 7) -> dict:
         t.update(instances=np.array(cols[6], dtype=np.uint32), extent=np.array(cols[7], dtype=np.uint64),
                  lifetime=np.full(n, 1000, dtype=np.uint64))
     return t
+
+
+def serially_touched_object(name: str, site: str, kind: str, sites: list[str], size: int = 1 << 20):
+    """An analysed object (ObjectResult) first touched by one thread at ``sites``
+    (``func@file:line``), regular, for the patch tests."""
+    import numpy as np
+
+    from numaprof.analyzer.model import FirstTouch, ObjectResult
+
+    ft = FirstTouch(threads=1, nodes=[0], master_fraction=1.0, master_tid=1, sites=sites,
+                    pages=10, serial=True)
+    return ObjectResult(name=name, site=site, kind=kind, address=0, size=size, samples=9,
+                        share=0.3, pattern="regular", pattern_confidence=0.9, reads=0.5,
+                        writes=0.5, rmw=0.0, first_touch=ft, pages_by_node=[256],
+                        traffic=np.zeros((1, 1)), local_fraction=1.0, load_per_node=[1.0],
+                        imbalance=1.0)

@@ -224,6 +224,106 @@ def _static_size(src: Source, decl: scope.Decl, decls: list[scope.Decl]) -> int 
     return size
 
 
+def function_static_arrays(src: Source, symbol: str, function: str) -> tuple[object, list[scope.Decl]] | None:
+    """(the definition of `function`, the ``static`` declarations of the array `symbol`
+    at the top of its body), or None when the file does not define `function`."""
+    func = next((f for f in walk(src.root) if f.type == "function_definition"
+                 and function_name(f) == function), None)
+    if func is None:
+        return None
+    body = func.child_by_field_name("body")
+    found = []
+    for decl in body.named_children if body is not None else []:
+        if decl.type != "declaration" or not scope._has_storage(decl, "static"):
+            continue
+        for d in decl.children_by_field_name("declarator"):
+            ident = scope.declarator_identifier(d)
+            if ident is not None and src.text(ident) == symbol:
+                candidate = scope.Decl(symbol, "local", decl, d)
+                if _is_array(src, candidate):
+                    found.append(candidate)
+    return func, found
+
+
+def _after_declaration(decl: scope.Decl):
+    """The statement a placement of the static `decl` goes before: the first statement
+    after it that is no declaration (C89 code stays C89), above its #pragma lines."""
+    stmt = decl.node.next_named_sibling
+    while stmt is not None and stmt.type in ("declaration", "comment"):
+        stmt = stmt.next_named_sibling
+    if stmt is None:
+        return None
+    while stmt.prev_named_sibling is not None and stmt.prev_named_sibling.type == "preproc_call":
+        stmt = stmt.prev_named_sibling
+    return stmt
+
+
+def place_function_static(path: str, symbol: str, function: str, policy_const: str, *,
+                          root: str | None = None, weighted=None,
+                          recorded_size: int | None = None) -> Patch | Refusal | AlreadyPlaced:
+    """Insert ``numaprof_place(sym, sizeof(sym), POLICY);`` for an array declared
+    ``static`` at the top of main()'s body, after main's declarations: nothing outside
+    main can name it, so no access comes before that point.  A static of another
+    function is refused: the call would run at every call of that function."""
+    path = os.path.abspath(path)
+    const = policy_constant(policy_const)
+    src = load(path, want=C_FAMILY)
+    if isinstance(src, Refusal):
+        return Refusal(path, 0, src.reason)
+    name = os.path.basename(path)
+    found = function_static_arrays(src, symbol, function)
+    if found is None or not found[1]:
+        return Refusal(path, 0, f"`{symbol}` is not a static array at the top of {function}() "
+                                f"in {name}", "numactl")
+    func, decls = found
+    decl = decls[-1]
+    by_hand = by_hand_words(place_text(symbol, f"sizeof({symbol})", const, weighted),
+                            f"in {function}() after the declaration of `{symbol}`, once, "
+                            "before its first touch")
+    if function != "main":
+        return Refusal(path, decl.line, f"`{symbol}` is a static of {function}(), which may run "
+                                        "many times: a placement there would run at every call",
+                       "numactl", by_hand)
+    existing = find_placement(src, symbol, accept=lambda call, first: (
+        (d := scope.lookup(src, symbol, call.start_byte)) is not None and d.node == decl.node))
+    if existing is not None:
+        return existing
+    bad = parse_refusal(src, func, decl.line)
+    if bad is not None:
+        return Refusal(path, decl.line, bad.reason, "numactl", by_hand)
+    stmt = _after_declaration(decl)
+    if stmt is None:
+        return Refusal(path, decl.line, f"main() in {name} has no statement after the "
+                                        f"declaration of `{symbol}`", "numactl", by_hand)
+    edit = _insertion(src, stmt)
+    seen = scope.lookup(src, symbol, edit.offset)
+    if seen is None or seen.node != decl.node:
+        return Refusal(path, decl.line, f"`{symbol}` does not denote the static array at "
+                                        f"line {stmt.start_point[0] + 1} of {name}", "numactl", by_hand)
+    if not _complete(src, decl):
+        return Refusal(path, decl.line, f"`{symbol}` is declared without its size, so sizeof "
+                                        "cannot give it", "numactl", by_hand)
+    size = f"sizeof({symbol})"
+    size_bytes = _static_size(src, decl, [decl])
+    if size_bytes is not None and recorded_size is not None and size_bytes != recorded_size:
+        return Refusal(path, decl.line, f"`{symbol}` as declared in {name} (line {decl.line}) is "
+                                        f"{size_bytes} bytes, but the profile recorded "
+                                        f"{recorded_size}: not the array it saw", "numactl")
+    text = place_text(symbol, size, const, weighted)
+    edits, probe = with_include(src, Edit(edit.offset, edit.text.format(text)), text, size, True,
+                                recorded_size)
+    info = PatchInfo(
+        kind="place_static", statement=text, where=f"{name}:{stmt.start_point[0] + 1}",
+        target=symbol, size=size, size_bytes=size_bytes, recorded_bytes=recorded_size,
+        probe=probe,
+        scope=(f"`{symbol}` is the static array main() declares at line {decl.line}, which "
+               f"nothing outside main() names: placed after main's declarations, before any "
+               f"access, and sizeof gives its whole size"))
+    return make_patch(path, src.data, edits, root,
+                      f"place main's static `{symbol}` with {placement_words(const, weighted)} "
+                      f"after its declarations in {name}", info)
+
+
 def place_static(path: str, symbol: str, policy_const: str, before_line: int | None = None,
                  *, root: str | None = None, weighted=None, recorded_size: int | None = None,
                  at_main: bool = True) -> Patch | Refusal | AlreadyPlaced:

@@ -25,6 +25,8 @@ from numaprof.recommender.patch.place_cxx import serial_construction
 from numaprof.recommender.patch.place_static import (
     existing_static_placement,
     file_scope_arrays,
+    function_static_arrays,
+    place_function_static,
     place_static,
 )
 from numaprof.recommender.patch.source import (
@@ -473,6 +475,27 @@ def page_chunks_for_object(obj, sources: list[str], paths: list[str], root,
                              lambda path, line: page_chunk_patch(path, var, line, root=root))
 
 
+def _place_function_static_object(obj, function: str, policy: str, c_paths: list[str],
+                                  paths: list[str], root, hashes, weighted,
+                                  recorded) -> Patch | Refusal | AlreadyPlaced:
+    """A static array declared in a function: placed in the recorded source whose
+    definition of that function declares it."""
+    for path in c_paths:
+        src = load(path, want=C_FAMILY)
+        if isinstance(src, Refusal):
+            continue
+        found = function_static_arrays(src, obj.name, function)
+        if found is None or not found[1]:
+            continue
+        fresh = _resolve(path, paths, None, 0, "numactl", hashes)
+        if isinstance(fresh, Refusal):
+            return fresh
+        return place_function_static(path, obj.name, function, policy, root=root,
+                                     weighted=weighted, recorded_size=recorded)
+    return Refusal("", 0, f"no recorded C or C++ source declares the static array `{obj.name}` in "
+                          f"{function}()", "numactl")
+
+
 def replicate_for_object(obj, paths: list[str], root, hashes) -> Patch | Refusal:
     """The replicate patch (recommender/patch/replicate.py) of a heap object, in the file
     of its allocation site, or of a static array, in the recorded source defining it."""
@@ -506,9 +529,17 @@ def reduce_for_object(obj, sources: list[str], paths: list[str], root, hashes) -
         path, obj.name, line, root=root, one_unit=one))
 
 
+#: the site of a function's static array (docs/analyzer.md, "Names"): "in main .bss@ft"
+_FUNCTION_STATIC_SITE = re.compile(r"in (\S+) \.[^@ ]*@\S+")
+
+
 def _place_static_object(obj, policy: str, const: str, paths: list[str], root, hashes,
                          weighted, recorded) -> Patch | Refusal | AlreadyPlaced:
     c_paths = [p for p in paths if language(p) in C_FAMILY]
+    local = _FUNCTION_STATIC_SITE.fullmatch(obj.site or "")
+    if local is not None:
+        return _place_function_static_object(obj, local.group(1), policy, c_paths, paths, root,
+                                             hashes, weighted, recorded)
     defining = []
     for path in c_paths:
         src = load(path, want=C_FAMILY)

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, serially_touched_object
 
 from numaprof.recommender.patch import (
     C_PRAGMA,
@@ -456,18 +456,7 @@ def test_fortran_example_reconstructed_exactly(tmp_path):
 
 # ---------------------------------------------- from analyzer results to patches
 
-def obj(name: str, site: str, kind: str, sites: list[str], size: int = 1 << 20):
-    import numpy as np
-
-    from numaprof.analyzer.model import FirstTouch, ObjectResult
-
-    ft = FirstTouch(threads=1, nodes=[0], master_fraction=1.0, master_tid=1, sites=sites,
-                    pages=10, serial=True)
-    return ObjectResult(name=name, site=site, kind=kind, address=0, size=size, samples=9,
-                        share=0.3, pattern="regular", pattern_confidence=0.9, reads=0.5,
-                        writes=0.5, rmw=0.0, first_touch=ft, pages_by_node=[256],
-                        traffic=np.zeros((1, 1)), local_fraction=1.0, load_per_node=[1.0],
-                        imbalance=1.0)
+obj = serially_touched_object
 
 
 def test_patch_for_object_parallel_init_and_heap_placement(tmp_path):
