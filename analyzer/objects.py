@@ -509,6 +509,34 @@ def own_samples(mt: dict, pid, addr, ip, time) -> np.ndarray | None:
     return (att.locate(pid, addr, time, iv) >= 0) | (att.locate(pid, ip, time, iv) >= 0)
 
 
+#: The OpenMP runtimes' libraries (GCC's libgomp, LLVM's libomp, Intel's libiomp5), by
+#: the file name of their mapping.
+OPENMP_RUNTIME = re.compile(r"lib(gomp|omp|iomp5)(-[0-9a-f]+)?\.so(\.[0-9]+)*")
+
+
+def runtime_code(mt: dict) -> tuple[att.Intervals, list[str]] | None:
+    """The code mappings of an OpenMP runtime (by file name; all of its mappings when the
+    profile has no protections) and the runtimes' file names; None when none is mapped."""
+    prot = np.asarray(mt["prot"])
+    known_prot = bool(prot.any())
+    rows, names = [], []
+    for i, path in enumerate(mt["path"]):
+        base = os.path.basename(str(path))
+        if OPENMP_RUNTIME.fullmatch(base) and (not known_prot or int(prot[i]) & PROT_EXEC):
+            rows.append(i)
+            names.append(base)
+    if not rows:
+        return None
+    idx = np.asarray(rows)
+    start = np.asarray(mt["start"])[idx].astype(np.uint64)
+    n = len(idx)
+    iv = att.Intervals(np.asarray(mt["pid"])[idx].astype(np.int64), start,
+                       start + np.asarray(mt["len"])[idx].astype(np.uint64),
+                       np.asarray(mt["time"])[idx].astype(np.uint64),
+                       np.full(n, att.NEVER, dtype=np.uint64), np.arange(n, dtype=np.int64))
+    return iv, sorted(set(names))
+
+
 def mapping_intervals(mt: dict, objs: list[Obj]) -> att.Intervals:
     n = len(mt["start"])
     if n == 0:

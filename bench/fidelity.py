@@ -10,12 +10,14 @@ OpenMP threads, reads `numaprof report --format json` and prints, per run:
 
 - coverage: `profile.address_coverage`, the share of the samples not spin-waiting that
   carry a data address;
-- named: the share of the samples with a data address that fall on an object whose name
+- named: the share of the samples with a data address (on the program's data: less the
+  samples of numaprof's own work and of the OpenMP runtime's work on its own state,
+  which the report counts apart and puts in no object) that fall on an object whose name
   is a source name (see `is_named`): a variable, a member (`g->energy`, `Mesh::m_pos`,
   `lv[l].u`), a static symbol, or a type and member (`struct grid.energy`); not a
   mapping or stack placeholder (`[stack]`, `[heap]`, `stack@0x…`, `anon@0x…`,
   `heap@0x…`, `libfoo.so@0x…`), nor an allocation site (`func@file:line`);
-- unknown: the share of the samples with a data address that have no pattern: on an
+- unknown: the share of those samples that have no pattern: on an
   object whose pattern is `unknown`, or on no object at all (`profile.outside_objects`);
 - per expected array (the `numaprof-corpus: array` lines of the program's header): the
   objects whose name ends in that name (`is_named` names only; `lv->u` and `u` both end
@@ -223,7 +225,10 @@ def measure(report: dict, run: Run, opt: str) -> Fidelity:
     """The fidelity numbers of one `report --format json` document (definitions in this
     module's docstring)."""
     prof = report["profile"]
-    addressed = int(prof["with_address"])
+    # the samples on the program's data: not numaprof's own nor the OpenMP runtime's work
+    # on its own state (barrier counters), which are no object (`profile.numaprof_own`,
+    # `profile.runtime_samples`)
+    addressed = int(prof["with_address"]) - int(prof.get("numaprof_own", 0)) - int(prof.get("runtime_samples", 0))
     objs = report["objects"]
     named = sum(o["samples"] for o in objs if is_named(o["name"]))
     unknown = sum(o["samples"] for o in objs if o["pattern"] == "unknown") + int(prof["outside_objects"])

@@ -98,6 +98,7 @@ def report(a: Analysis, top: int | None = None) -> dict:
             "unresolved": int(p.unresolved),
             "outside_objects": int(p.outside_objects),
             "numaprof_own": int(p.numaprof_own),
+            "runtime_samples": int(p.runtime_samples),
             "gather_samples": int(p.gather_samples),
             "complete": bool(p.complete),
             "incomplete_reason": p.incomplete_reason,

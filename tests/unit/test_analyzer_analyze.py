@@ -567,6 +567,48 @@ def test_numaprofs_own_mappings_are_counted_not_objects(tmp_path):
     assert int(a.traffic.sum()) == 3
 
 
+def test_the_openmp_runtimes_own_state_is_counted_not_an_object(tmp_path):
+    """libgomp's code on its own state (barrier counters in a heap block of its own, here
+    in the anonymous mapping) is no array of the program's: counted in
+    `runtime_samples` with a finding, in no object.  The same code writing a user array
+    (a reduction's target) stays that array's sample, as does the program's own code on
+    the anonymous mapping."""
+    A, ANON, GOMP, LIBC = 0x7000_0000_0000, 0x7e00_0000_0000, 0x7f10_0000_0000, 0x7f20_0000_0000
+    private = 2
+    w = profgen.ProfileWriter(tmp_path / "p")
+    w.manifest()
+    w.topology([[0, 1]])
+    w.table("mappings", time=[1] * 4, pid=[7] * 4, start=[ANON, GOMP, GOMP + 0x100000, LIBC],
+            len=[0x100000] * 4, pgoff=[0] * 4, prot=[3, 5, 3, 5], flags=[private] * 4,
+            path=["//anon", "/usr/lib/x86_64-linux-gnu/libgomp.so.1.0.0",
+                  "/usr/lib/x86_64-linux-gnu/libgomp.so.1.0.0", "/usr/lib/libc.so.6"])
+    # the user's array (allocated by the program), and a block libgomp's code allocated
+    # (the shim sampled it: its stack's first frame is in libgomp)
+    T = 0x7100_0000_0000
+    w.table("objects", time=[1, 1], free_time=[0, 0], pid=[7, 7], tid=[7, 7], addr=[A, T],
+            size=[0x100000, 0x100000], kind=[1, 1], stack=[1, 2], prev=[0, 0])
+    w.table("stack_frames", stack=[1, 1, 2, 2], depth=[0, 1, 0, 1],
+            ip=[0x400100, 0x400200, GOMP + 0x300, 0x400300])
+    # libgomp's code: its barrier word x4 (3 atomic), its .data x1 (no code mapping: an
+    # address in its writable mapping), the user's heap array x2, its own block x2; the
+    # program's code on the anonymous mapping x1 and on the heap array x2
+    ip = [GOMP + 0x40] * 5 + [GOMP + 0x80] * 2 + [0x400000] * 3 + [GOMP + 0x40] * 2
+    addr = [ANON + 64] * 4 + [GOMP + 0x100010] + [A + 8, A + 16] + [ANON + 8, A + 24, A + 32] + [T, T + 64]
+    access = [3, 3, 3, 1, 1, 3, 3, 1, 1, 1, 3, 3]
+    n = len(addr)
+    w.table("samples", time=[10 + i for i in range(n)], pid=[7] * n, tid=[7] * n, cpu=[0] * n,
+            ip=ip, addr=addr, access=access)
+    a = analyze(tmp_path / "p")
+    assert a.profile.runtime_samples == 7 and a.profile.numaprof_own == 0
+    assert sorted((o.kind, o.samples) for o in a.objects) == [("heap", 4), ("mapping", 1)], \
+        [(o.name, o.kind, o.samples) for o in a.objects]
+    assert sum(o.samples for o in a.objects) + a.profile.outside_objects + 7 == a.profile.with_address
+    note = next(f for f in a.findings if "OpenMP runtime" in f)
+    assert note.startswith("7 samples (58.3% of those with an address)") and "libgomp.so.1.0.0" in note
+    assert "71% of them atomic read-modify-writes" in note and "synchronise often" in note, note
+    assert int(a.traffic.sum()) == 5
+
+
 def _as_runs(path):
     """Rewrite a profile's faults table the way the collector writes it
     (collector/src/faultruns.c): a thread's faults from one instruction, of one cpu and

@@ -1,0 +1,37 @@
+"""End-to-end: many short parallel loops (tests/progs/short_loops.c).  libgomp's code on
+its own barrier and loop counters, in a heap block it allocated, was an `anon@0x…` or
+`[heap]` object of the program's with a pattern (NPB SP class W: 20 % of the samples).
+It is counted apart (`profile.runtime_samples`), with a finding that says what it is and
+what cuts it; the loops' arrays keep their samples."""
+
+import json
+
+import pytest
+from helpers import PROGS, compile_openmp, run_numaprof
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    work = tmp_path_factory.mktemp("short_loops")
+    exe = compile_openmp(PROGS / "short_loops.c", work / "short_loops")
+    run_numaprof("record", "-o", work / "p.data", "--", exe, "2048", "400000",
+                 env={"OMP_NUM_THREADS": "2"}, check=True)
+    return json.loads(run_numaprof("report", work / "p.data", "--format", "json", check=True).stdout)
+
+
+def test_the_runtimes_own_state_is_counted_apart(report):
+    prof = report["profile"]
+    runtime = prof["runtime_samples"]
+    assert runtime >= 0.02 * prof["with_address"], prof
+    note = [f for f in report["findings"] if "OpenMP runtime's (libgomp" in f]
+    assert len(note) == 1 and note[0].startswith(f"{runtime} samples"), report["findings"]
+    objs = {o["name"]: o for o in report["objects"]}
+    for name in ("a", "b"):
+        assert objs[name]["kind"] == "heap", objs[name]
+    # what is left of the heap and anonymous mappings is not the runtime's barrier word
+    rest = sum(o["samples"] for o in report["objects"] if o["kind"] == "mapping" and not o["read_only"])
+    assert rest <= 0.02 * prof["with_address"], [(o["name"], o["samples"]) for o in report["objects"]]
+    assert sum(o["samples"] for o in report["objects"]) + prof["outside_objects"] + runtime \
+        + prof["numaprof_own"] == prof["with_address"]
