@@ -531,11 +531,12 @@ def _runtime_samples(mt: dict, frames: dict[int, list[int]], pid, ip, addr, time
 
     def runtimes_block(o: int) -> bool:
         if o not in mine:
-            top = frames.get(objs[o].stack, [])[:1] if objs[o].kind == "heap" and objs[o].stack != NO_STACK else []
-            mine[o] = bool(top) and bool(att.locate(np.asarray([objs[o].pid], dtype=np.int64),
+            ob = objs[o]
+            top = frames.get(ob.stack, [])[:1] if ob.kind == "heap" and ob.stack != NO_STACK else []
+            # the allocating instruction in the runtime's code, mapped at any time before
+            mine[o] = bool(top) and bool(att.locate(np.asarray([ob.pid], dtype=np.int64),
                                                     np.asarray(top, dtype=np.uint64),
-                                                    np.asarray([np.iinfo(np.uint64).max - 1], dtype=np.uint64),
-                                                    rt[0])[0] >= 0)
+                                                    np.asarray([att.NEVER - np.uint64(1)]), rt[0])[0] >= 0)
         return mine[o]
 
     theirs = np.array([o < 0 or objs[o].kind in ("mapping", "stack") or runtimes_block(o)

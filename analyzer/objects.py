@@ -500,13 +500,18 @@ def own_samples(mt: dict, pid, addr, ip, time) -> np.ndarray | None:
     rows = np.flatnonzero(flags & MAP_NUMAPROF)
     if not len(rows) or not len(addr):
         return None
+    iv = _mapping_rows(mt, rows)
+    return (att.locate(pid, addr, time, iv) >= 0) | (att.locate(pid, ip, time, iv) >= 0)
+
+
+def _mapping_rows(mt: dict, rows: np.ndarray) -> att.Intervals:
+    """Intervals of the mappings-table rows ``rows``, each from its time to the end."""
     start = np.asarray(mt["start"])[rows].astype(np.uint64)
     n = len(rows)
-    iv = att.Intervals(np.asarray(mt["pid"])[rows].astype(np.int64), start,
-                       start + np.asarray(mt["len"])[rows].astype(np.uint64),
-                       np.asarray(mt["time"])[rows].astype(np.uint64),
-                       np.full(n, att.NEVER, dtype=np.uint64), np.arange(n, dtype=np.int64))
-    return (att.locate(pid, addr, time, iv) >= 0) | (att.locate(pid, ip, time, iv) >= 0)
+    return att.Intervals(np.asarray(mt["pid"])[rows].astype(np.int64), start,
+                         start + np.asarray(mt["len"])[rows].astype(np.uint64),
+                         np.asarray(mt["time"])[rows].astype(np.uint64),
+                         np.full(n, att.NEVER, dtype=np.uint64), np.arange(n, dtype=np.int64))
 
 
 #: The OpenMP runtimes' libraries (GCC's libgomp, LLVM's libomp, Intel's libiomp5), by
@@ -527,14 +532,7 @@ def runtime_code(mt: dict) -> tuple[att.Intervals, list[str]] | None:
             names.append(base)
     if not rows:
         return None
-    idx = np.asarray(rows)
-    start = np.asarray(mt["start"])[idx].astype(np.uint64)
-    n = len(idx)
-    iv = att.Intervals(np.asarray(mt["pid"])[idx].astype(np.int64), start,
-                       start + np.asarray(mt["len"])[idx].astype(np.uint64),
-                       np.asarray(mt["time"])[idx].astype(np.uint64),
-                       np.full(n, att.NEVER, dtype=np.uint64), np.arange(n, dtype=np.int64))
-    return iv, sorted(set(names))
+    return _mapping_rows(mt, np.asarray(rows)), sorted(set(names))
 
 
 def mapping_intervals(mt: dict, objs: list[Obj]) -> att.Intervals:
