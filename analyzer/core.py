@@ -62,7 +62,6 @@ from numaprof.analyzer.objects import (
     name_object,
     outside_note,
     own_samples,
-    runtime_code,
     short_intervals,
     static_intervals,
     thread_sites,
@@ -78,6 +77,7 @@ from numaprof.analyzer.pages import (
     rows_of_nodes,
 )
 from numaprof.analyzer.profile import CPU_UNKNOWN, Profile, open_profile
+from numaprof.analyzer.runtime import runtime_note, runtime_samples
 from numaprof.analyzer.topology import single_node
 
 _RULES = re.compile(r"^#define\s+NMP_SAMPLE_RULES\(R\)\s*\\\s*$", re.M)
@@ -227,8 +227,8 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     n_own = _count(own, a_count) if own is not None else 0
     # the OpenMP runtime's work on its own state (barrier, loop-scheduling and lock
     # counters in its heap blocks and mappings): no array of the program's either
-    runtime, runtimes = _runtime_samples(prof.table("mappings"), _stack_frames(prof), a_pid, a_ip, a_addr, a_time,
-                                         layers, ivs, objs)
+    runtime, runtimes = runtime_samples(prof.table("mappings"), _stack_frames(prof), a_pid, a_ip, a_addr, a_time,
+                                        layers, ivs, objs)
     n_runtime = _count(runtime, a_count) if runtime is not None else 0
     drop = own if runtime is None else runtime if own is None else own | runtime
     if drop is not None and drop.any():
@@ -249,7 +249,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
                             "with an address) were numaprof's own work (the allocation shim's code "
                             "and record buffers): left out of the objects and the traffic")
         if n_runtime:
-            findings.append(_runtime_note(n_runtime, n_rmw, with_address, runtimes))
+            findings.append(runtime_note(n_runtime, n_rmw, with_address, runtimes))
     del own, runtime, drop
 
     # Priority: heap allocations, then statics, then whole mappings (which contain both).
@@ -505,61 +505,6 @@ def _attached_pid(manifest: dict) -> int | None:
     attach = manifest.get("attach")
     pid = attach.get("pid") if isinstance(attach, dict) else None
     return pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
-
-
-#: The share of the samples with an address from which the OpenMP runtime's work on its own
-#: state is a finding (below it, a few barriers of any program).
-RUNTIME_NOTE_SHARE = 0.01
-
-
-def _runtime_samples(mt: dict, frames: dict[int, list[int]], pid, ip, addr, time, layers, ivs: att.Intervals,
-                     objs: list[Obj]):
-    """(which samples are an OpenMP runtime's work on its own state, the runtimes' file
-    names): the runtime's code (libgomp, libomp) accessing no object of the program's —
-    an address in no object, in a whole mapping or thread stack that no allocation,
-    static or variable of the program names, or in a block the runtime's code allocated
-    (its allocation stack's first frame in the runtime: the shim sampled it).  (None, []) without a runtime or such a
-    sample.  A user array the runtime touches (a reduction's target) stays the array's."""
-    rt = runtime_code(mt)
-    if rt is None or not len(addr):
-        return None, []
-    idx = np.flatnonzero(att.locate(pid, ip, time, rt[0]) >= 0)
-    if not len(idx):
-        return None, []
-    where = _objects_at(att.locate_layers(pid[idx], addr[idx], time[idx], layers), ivs)
-    mine: dict[int, bool] = {}  # object → allocated by the runtime's code itself
-
-    def runtimes_block(o: int) -> bool:
-        if o not in mine:
-            ob = objs[o]
-            top = frames.get(ob.stack, [])[:1] if ob.kind == "heap" and ob.stack != NO_STACK else []
-            # the allocating instruction in the runtime's code, mapped at any time before
-            mine[o] = bool(top) and bool(att.locate(np.asarray([ob.pid], dtype=np.int64),
-                                                    np.asarray(top, dtype=np.uint64),
-                                                    np.asarray([att.NEVER - np.uint64(1)]), rt[0])[0] >= 0)
-        return mine[o]
-
-    theirs = np.array([o < 0 or objs[o].kind in ("mapping", "stack") or runtimes_block(o)
-                       for o in where.tolist()], dtype=bool)
-    if not theirs.any():
-        return None, []
-    mask = np.zeros(len(addr), dtype=bool)
-    mask[idx[theirs]] = True
-    return mask, rt[1]
-
-
-def _runtime_note(n: int, rmw: int, with_address: int, runtimes: list[str]) -> str:
-    """The finding of the samples the OpenMP runtime spent on its own state."""
-    share = n / max(with_address, 1)
-    head = (f"{n} samples ({100.0 * share:.1f}% of those with an address) were the OpenMP runtime's "
-            f"({', '.join(runtimes)}) work on its own state — barrier, loop-scheduling and lock "
-            f"counters{f', {100.0 * rmw / n:.0f}% of them atomic read-modify-writes' if rmw else ''}")
-    if share < RUNTIME_NOTE_SHARE:
-        return f"{head}: left out of the objects and the traffic"
-    return (f"{head}: the threads synchronise often (many short parallel loops, each ending in a "
-            "barrier). Fewer, longer loops per parallel region — fused loops, `nowait` where the next "
-            "loop does not need this one's results, larger chunks of a dynamic schedule — cut it. "
-            "Left out of the objects and the traffic")
 
 
 def _count(mask: np.ndarray, a_count: np.ndarray | None) -> int:

@@ -500,11 +500,11 @@ def own_samples(mt: dict, pid, addr, ip, time) -> np.ndarray | None:
     rows = np.flatnonzero(flags & MAP_NUMAPROF)
     if not len(rows) or not len(addr):
         return None
-    iv = _mapping_rows(mt, rows)
+    iv = mapping_rows(mt, rows)
     return (att.locate(pid, addr, time, iv) >= 0) | (att.locate(pid, ip, time, iv) >= 0)
 
 
-def _mapping_rows(mt: dict, rows: np.ndarray) -> att.Intervals:
+def mapping_rows(mt: dict, rows: np.ndarray) -> att.Intervals:
     """Intervals of the mappings-table rows ``rows``, each from its time to the end."""
     start = np.asarray(mt["start"])[rows].astype(np.uint64)
     n = len(rows)
@@ -512,27 +512,6 @@ def _mapping_rows(mt: dict, rows: np.ndarray) -> att.Intervals:
                          start + np.asarray(mt["len"])[rows].astype(np.uint64),
                          np.asarray(mt["time"])[rows].astype(np.uint64),
                          np.full(n, att.NEVER, dtype=np.uint64), np.arange(n, dtype=np.int64))
-
-
-#: The OpenMP runtimes' libraries (GCC's libgomp, LLVM's libomp, Intel's libiomp5), by
-#: the file name of their mapping.
-OPENMP_RUNTIME = re.compile(r"lib(gomp|omp|iomp5)(-[0-9a-f]+)?\.so(\.[0-9]+)*")
-
-
-def runtime_code(mt: dict) -> tuple[att.Intervals, list[str]] | None:
-    """The code mappings of an OpenMP runtime (by file name; all of its mappings when the
-    profile has no protections) and the runtimes' file names; None when none is mapped."""
-    prot = np.asarray(mt["prot"])
-    known_prot = bool(prot.any())
-    rows, names = [], []
-    for i, path in enumerate(mt["path"]):
-        base = os.path.basename(str(path))
-        if OPENMP_RUNTIME.fullmatch(base) and (not known_prot or int(prot[i]) & PROT_EXEC):
-            rows.append(i)
-            names.append(base)
-    if not rows:
-        return None
-    return _mapping_rows(mt, np.asarray(rows)), sorted(set(names))
 
 
 def mapping_intervals(mt: dict, objs: list[Obj]) -> att.Intervals:
