@@ -60,6 +60,9 @@ class Obj:
     # one of the arrays carved out of one allocation (analyzer/carved.py): the variable
     # that names it in the block's name, ``block (variable)``
     part: str = ""
+    # a static whose symbol may be a function's static local (``u1.3``): the ELF file
+    # whose DWARF names it, looked up only if it has samples (name_object)
+    dwarf: symbols.ElfInfo | None = None
 
 
 def thread_sites(prof: Profile, mappings: symbols.Mappings) -> dict[int, int]:
@@ -412,13 +415,15 @@ def static_intervals(mappings: symbols.Mappings, objs: list[Obj], archive: Archi
             g = groups.get(key)
             if g is None:
                 g = groups[key] = len(objs)
-                name, site = _static_name(sym, base, info)
+                name, site = _static_name(sym, base)
                 if "_MOD_" in sym.name and staticvars.is_descriptor(info, sym.address):
                     # a module's allocatable array: the symbol is its descriptor, the
                     # elements are a heap object of the same name
                     name += " (descriptor)"
+                # (every gcc binary has a `completed.0`: the DWARF is read only for
+                # such a symbol that was sampled)
                 objs.append(Obj("static", key, pid, sym.address + bias, sym.size, name=name, site=site,
-                                 path=path))
+                                 path=path, dwarf=info if "." in sym.name else None))
             rows.append((pid, sym.address + bias, sym.size, g))
     return att.Intervals.whole_run(rows)
 
@@ -474,23 +479,25 @@ def tls_intervals(tt: dict, mt: dict, mappings: symbols.Mappings, objs: list[Obj
     return att.Intervals.whole_run(rows)
 
 
-def _static_name(sym: symbols.StaticSymbol, base: str,
-                 info: symbols.ElfInfo | None = None) -> tuple[str, str]:
+def _static_name(sym: symbols.StaticSymbol, base: str) -> tuple[str, str]:
     """(name, site) of a static array; gfortran's module variables ``__mod_MOD_var`` are
-    named ``var``, their module goes to the site; a function's static local (``u1.3`` in
-    gcc's symbol table) is named as its DWARF declares it, the function goes to the
-    site."""
+    named ``var``, their module goes to the site."""
     name, site = sym.name, f"{sym.section}@{base}"
     if name.startswith("__") and "_MOD_" in name:
         module, var = name[2:].split("_MOD_", 1)
         if module and var:
             return var, f"module {module} {site}"
-    if info is not None and "." in name:
-        found = staticvars.source_name(info, sym.address)
-        if found is not None:
-            var, function = found
-            return var, f"in {function} {site}" if function else site
     return name, site
+
+
+def _name_static_local(o: Obj) -> None:
+    """A function's static local (``u1.3`` in gcc's symbol table) is named as its DWARF
+    declares it, the function goes to the site."""
+    info, o.dwarf = o.dwarf, None
+    found = staticvars.source_name(info, o.key[3])
+    if found is not None:
+        var, function = found
+        o.name, o.site = var, f"in {function} {o.site}" if function else o.site
 
 
 def own_samples(mt: dict, pid, addr, ip, time) -> np.ndarray | None:
@@ -576,6 +583,8 @@ def mapping_intervals(mt: dict, objs: list[Obj]) -> att.Intervals:
 
 
 def name_object(o: Obj, resolver: symbols.CodeResolver, prof: Profile) -> None:
+    if o.dwarf is not None:
+        _name_static_local(o)
     if o.name or o.kind != "heap":
         return
     fallback = f"heap@{o.address:#x}"

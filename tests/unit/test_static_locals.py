@@ -23,9 +23,17 @@ def _build(tmp_path):
 
 
 def _names(exe) -> dict[str, tuple[str, str]]:
+    """(name, site) of every static of `exe`, as static_intervals and then name_object
+    (for an object with samples) give them."""
     info = symbols.elf_info(str(exe))
     assert info is not None
-    return {sym.name: objects._static_name(sym, exe.name, info) for sym in info.objects}
+    mappings = symbols.Mappings({"pid": [1], "start": [0x400000], "len": [1 << 30], "pgoff": [0],
+                                 "path": [str(exe)], "time": [0], "flags": [0]})
+    objs: list[objects.Obj] = []
+    objects.static_intervals(mappings, objs, symbols.EMPTY)
+    for o in objs:
+        objects.name_object(o, None, None)
+    return {o.key[2]: (o.name, o.site) for o in objs}
 
 
 def test_static_locals_get_their_source_names(tmp_path):
