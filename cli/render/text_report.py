@@ -81,11 +81,16 @@ def short_site(site: str, width: int = SITE_WIDTH) -> str:
     paren = func.find("(")
     if paren > 0 and func.endswith(")"):
         func = func[:paren] + "(…)"  # the parameters go first: the name tells the function
+    # the function's own name before its classes and namespaces: `…assemble(…)`
+    cut = func.rfind("::", 0, paren if paren > 0 else len(func))
+    leaf = func[cut + 2:] if cut > 0 else func
+    compact = len(leaf) + 1 if cut > 0 else len(func)
+    if compact + len(where) + 1 > width:
+        # a long file name too: its middle goes, its end and line stay (`Gener….cpp:52`),
+        # the function keeps up to half the column
+        where = shorten(where, max(8, width - 1 - max(8, min(compact, (width - 1) // 2))))
     w = max(8, width - len(where) - 1)
     if len(func) > w:
-        # the function's own name before its classes and namespaces: `…assemble(…)`
-        cut = func.rfind("::", 0, paren if paren > 0 else len(func))
-        leaf = func[cut + 2:] if cut > 0 else func
         func = "…" + leaf if len(leaf) + 1 <= w else shorten(func, w)
     return func + "@" + where
 
@@ -93,6 +98,8 @@ def short_site(site: str, width: int = SITE_WIDTH) -> str:
 OBJECT_COLUMNS = ("name", "site", "size", "samples", "pattern", "R/W", "first touch",
                   "pages by node", "local")
 PAGES_MIN = 12  # the pages-by-node column wraps, down to this width
+TOUCH_MIN = 15  # ... and the first touch, down to `1 thread (100%)`
+WRAPPING = {"pages by node": PAGES_MIN, "first touch": TOUCH_MIN}
 
 
 def _object_row(o) -> list[str]:
@@ -137,10 +144,11 @@ def _pattern_cell(o) -> str:
 def _fit_name_and_site(rows: list[list[str]], width: int) -> tuple[int, int]:
     """Widths of the name and site columns (at most NAME_WIDTH and SITE_WIDTH) that keep
     the objects table within ``width`` columns: the other columns' cells are short and
-    kept whole (the pages wrap down to PAGES_MIN); name and site give up what is missing,
+    kept whole (the pages and the first touch wrap down to PAGES_MIN, TOUCH_MIN); name and site give up what is missing,
     the longer one first, down to 12 each."""
     fixed = sum(max([len(OBJECT_COLUMNS[k - 1])] + [len(r[k]) for r in rows])
-                for k in (3, 4, 5, 6, 7, 9)) + PAGES_MIN + 3 * len(OBJECT_COLUMNS) + 1
+                for k in (3, 4, 5, 6, 9)) + PAGES_MIN + 3 * len(OBJECT_COLUMNS) + 1
+    fixed += min(TOUCH_MIN, max([len(OBJECT_COLUMNS[6])] + [len(r[7]) for r in rows]))
     name = min(NAME_WIDTH, max([4] + [len(r[0]) + len(r[1]) for r in rows]))
     site = min(SITE_WIDTH, max([4] + [len(r[2]) for r in rows]))
     while fixed + name + site > width and max(name, site) > 12:
@@ -149,6 +157,12 @@ def _fit_name_and_site(rows: list[list[str]], width: int) -> tuple[int, int]:
         else:
             site -= 1
     return name, site
+
+
+def _table_width(widths: list[int]) -> int:
+    """Columns of a rich table with these column widths (a space either side of each
+    cell, a border between and around them)."""
+    return sum(widths) + 3 * len(widths) + 1
 
 
 def hot_objects(a: Analysis, top: int) -> tuple[list, int]:
@@ -201,16 +215,23 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
         rows = [[name, count + (f" [pid {o.pid}]" if o.pid else ""), *rest]
                 for o, (name, count, *rest) in zip(shown, rows, strict=True)]
     name_w, site_w = _fit_name_and_site(rows, con.width)
+    cells = [[shorten(name, max(4, name_w - len(count))) + count, short_site(site, site_w), *rest]
+             for name, count, site, *rest in rows]
+    widths = [max([len(col)] + [len(r[k]) for r in cells]) for k, col in enumerate(OBJECT_COLUMNS)]
+    # the wrapping columns get what the others leave (rich's own share-out of a table
+    # wider than the console could leave it a column wider, and cut off the last one)
+    touch, pages = OBJECT_COLUMNS.index("first touch"), OBJECT_COLUMNS.index("pages by node")
+    widths[touch] = min(widths[touch], max(TOUCH_MIN, widths[touch] - max(0, _table_width(widths) - con.width)))
+    widths[pages] = min(widths[pages], max(PAGES_MIN, widths[pages] - max(0, _table_width(widths) - con.width)))
     table = Table(title="hot objects", title_justify="left")
-    for col, just in zip(OBJECT_COLUMNS, ("left", "left", "right", "right", "left", "right", "left",
-                                          "left", "right"), strict=True):
-        table.add_column(col, justify=just, no_wrap=col != "pages by node", overflow="fold",
-                         min_width=PAGES_MIN if col == "pages by node" else None)
-    for o, (name, count, site, *rest) in zip(shown, rows, strict=True):
+    for k, (col, just) in enumerate(zip(OBJECT_COLUMNS, ("left", "left", "right", "right", "left", "right",
+                                                          "left", "left", "right"), strict=True)):
+        table.add_column(col, justify=just, no_wrap=col not in WRAPPING, overflow="fold",
+                         width=widths[k] if col in WRAPPING else None)
+    for o, row in zip(shown, cells, strict=True):
         if apart and o is apart[0] and len(shown) > len(apart):
             table.add_section()
-        table.add_row(esc(shorten(name, max(4, name_w - len(count))) + count),
-                      esc(short_site(site, site_w)), *(esc(c) for c in rest))
+        table.add_row(*(esc(c) for c in row))
     con.print(table)
     if any(o.pages_source in PAGES_SHORT for o in shown):
         con.print("[dim]" + esc("pages by node, from the kernel: (numa_maps) at exit, (free) / "

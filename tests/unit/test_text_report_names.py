@@ -91,3 +91,30 @@ def test_shorten_drops_template_arguments_first_and_keeps_annotations():
     assert text_report.shorten("grids[].energy", 32) == "grids[].energy"
     for text, width in [(LONG, 12), ("Eigen::Matrix<double, -1, 1, 0, -1, 1>", 10), ("x (descriptor)", 8)]:
         assert len(text_report.shorten(text, width)) <= width
+
+
+def test_long_file_names_in_sites_keep_the_table_within_the_console(tmp_path):
+    """Sites whose file name alone is longer than the site column (HPCG's
+    `GenerateCoarseProblem(…)@GenerateCoarseProblem.cpp:52`) beside wide cells (a
+    serial first touch, `needs +N samples`): the file name is shortened too, so every
+    column, the local one included, stays within the 160 columns of a file."""
+    acc = sa.access_regular(64, 2)
+    sites = ("InitializeSparseCGData(SparseMatrix_STRUCT&, CGData_STRUCT&)@CGData.hpp:45",
+             "GenerateCoarseProblem(SparseMatrix_STRUCT const&)@GenerateCoarseProblem.cpp:52",
+             "GenerateProblem_ref(SparseMatrix_STRUCT&, Vector_STRUCT*)@GenerateProblem_ref.cpp:109")
+    objs = [replace(sa.obj(name, "unknown", acc, serial=True, n_threads=1), site=site,
+                    count=count, attribution="allocation_sample", samples_needed=103,
+                    features={"parallel_samples": 3.0})
+            for name, site, count in (("data.z.values", sites[0], 1),
+                                      ("f2cOperator", sites[1], 16),
+                                      ("SparseMatrix_STRUCT::matrixValues[]", sites[2], 37_000))]
+    out = tmp_path / "r.txt"
+    text_report.render(sa.analysis(objs, sa.threads(2)), out=out)
+    table = [ln for ln in out.read_text().splitlines() if ln.startswith(("┏", "┃", "│", "└"))]
+    assert table and max(len(ln) for ln in table) <= 160, "\n".join(table)
+    for name, line in (("data.z.values", ":45"), ("f2cOperator", ".cpp:52"), ("rixValues[]", ".cpp:109")):
+        row = next(ln for ln in table if name in ln)
+        assert row.rstrip().endswith("│"), row
+        cells = [c.strip() for c in row.split("│")]
+        assert cells[2].endswith(line), cells  # the line number stays
+        assert cells[-2], cells  # the local column is there
