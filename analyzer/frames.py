@@ -91,6 +91,9 @@ class PcFrame:
     slots: tuple[Slot, ...]  # variables stored there at the pc, in scope first; then the
     # frame-base slots of those stored elsewhere at the pc (a register), their homes
     held: tuple[Held, ...]
+    # the function's DWARF describes its variables (a -g build, not -g1's line tables
+    # only), whether or not one of them is in the frame at the pc
+    described: bool = False
 
 
 @dataclass
@@ -225,7 +228,7 @@ class FrameIndex:
                 held.append(Held(loc.basis, loc.off, v.var))
         # in scope first; an array without a known size (to the CFA) after the others
         slots.sort(key=lambda s: (not s.in_scope, s.size == 0))
-        return PcFrame(f.name, f.key, cfa, f.frame_base, tuple(slots + later), tuple(held))
+        return PcFrame(f.name, f.key, cfa, f.frame_base, tuple(slots + later), tuple(held), bool(f.vars))
 
     def _function_at(self, vaddr: int) -> _Func | None:
         dw = self.info.dwarf()

@@ -397,7 +397,10 @@ def _spills(found: _Found, todo: np.ndarray, pcf, g, cfa, base_reg, addr, tid) -
     cuts = np.flatnonzero(np.diff(g[order])) + 1
     for members in np.split(order, cuts):
         fr = pcf[int(g[members[0]])]
-        if fr is not None and fr.slots:  # a function whose DWARF describes its locals
+        # a function whose DWARF describes its locals, at this pc or elsewhere (the outlined
+        # loop of a parallel region keeps all of them in registers): what is in its frame
+        # is none of them, not an array of its (an array at -g1 has no DWARF to say so)
+        if fr is not None and (fr.slots or fr.described):
             by_func.setdefault(fr.function, []).append(members)
     for function, parts in by_func.items():
         m = np.concatenate(parts)

@@ -43,3 +43,39 @@ def test_variables_of_the_frame_keep_their_names(report):
     # the accumulators' own slots are named after them (their DWARF locations say so)
     spilled_vars = [n for n in "abcdef" if n in objs]
     assert spilled_vars and all(objs[n]["attribution"] == "frame" for n in spilled_vars), sorted(objs)
+
+
+@pytest.fixture(scope="module")
+def report_novar(tmp_path_factory):
+    work = tmp_path_factory.mktemp("spills_novar")
+    exe = work / "spills_novar"
+    compile_openmp(PROGS / "spills_novar.c", exe)
+    run_numaprof("record", "-o", work / "p.data", "--", exe, "1000", "150000",
+                 env={"OMP_NUM_THREADS": "2"}, check=True)
+    return json.loads(run_numaprof("report", work / "p.data", "--format", "json", check=True).stdout)
+
+
+def test_spills_of_a_frame_with_no_variable_in_it(report_novar):
+    """The outlined loop keeps every variable in a register and only the compiler's
+    invariants in its frame (tests/progs/spills_novar.c): its DWARF still describes the
+    function, so they are its spills, not an anonymous `[stack]` (before: 85 % of the
+    samples on `[stack]` and `stack@…`)."""
+    objs = {o["name"]: o for o in report_novar["objects"]}
+    sp = objs.get("(spills) relax._omp_fn.0")
+    assert sp is not None, sorted(objs)
+    assert sp["attribution"] == "spill" and sp["thread_private"] is True and sp["threads"] == 2, sp
+    assert sp["size"] <= 64 and sp["share"] >= 0.5, sp
+    anon = [o for o in report_novar["objects"] if o["name"] == "[stack]" or o["name"].startswith("stack@")]
+    assert sum(o["samples"] for o in anon) <= 0.02 * report_novar["profile"]["with_address"], anon
+
+
+def test_line_tables_only_name_no_spills(tmp_path):
+    """At -g1 the DWARF has the functions but not their variables: a frame holding a real
+    array (spills.c's `hist`) cannot be told from the compiler's slots, so nothing in it
+    is called a spill."""
+    exe = compile_openmp(PROGS / "spills.c", tmp_path / "spills_g1", "-g1")
+    run_numaprof("record", "-o", tmp_path / "p.data", "--", exe, "1000", "60000",
+                 env={"OMP_NUM_THREADS": "2"}, check=True)
+    doc = json.loads(run_numaprof("report", tmp_path / "p.data", "--format", "json", check=True).stdout)
+    assert not [o["name"] for o in doc["objects"] if o["name"].startswith("(spills)")]
+    assert any(o["kind"] == "stack" for o in doc["objects"])  # the frame's samples are there
