@@ -45,6 +45,7 @@ from numaprof.analyzer.hot_objects import (
     tell_instances_apart,
     tell_library_blocks_apart,
 )
+from numaprof.analyzer.libstate import library_note, library_samples
 from numaprof.analyzer.model import (
     PLACING_POLICIES,
     Analysis,
@@ -230,7 +231,14 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     runtime, runtimes = runtime_samples(prof.table("mappings"), _stack_frames(prof), a_pid, a_ip, a_addr, a_time,
                                         layers, ivs, objs)
     n_runtime = _count(runtime, a_count) if runtime is not None else 0
-    drop = own if runtime is None else runtime if own is None else own | runtime
+    # and the C library's, libm's, ...: their tables, static state and stack frames
+    lib, lib_functions = library_samples(prof.table("mappings"), resolver, a_regs, a_pid, a_ip, a_addr, a_time,
+                                         layers, ivs, objs)
+    n_lib = _count(lib, a_count) if lib is not None else 0
+    drop = None
+    for part in (own, runtime, lib):
+        if part is not None:
+            drop = part if drop is None else drop | part
     if drop is not None and drop.any():
         keep = ~drop
         n_rmw = _count(runtime & (a_access == 3), a_count) if runtime is not None else 0
@@ -250,7 +258,9 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
                             "and record buffers): left out of the objects and the traffic")
         if n_runtime:
             findings.append(runtime_note(n_runtime, n_rmw, with_address, runtimes))
-    del own, runtime, drop
+        if n_lib:
+            findings.append(library_note(n_lib, with_address, lib_functions))
+    del own, runtime, lib, drop
 
     # Priority: heap allocations, then statics, then whole mappings (which contain both).
     a_iv = att.locate_layers(a_pid, a_addr, a_time, layers)
@@ -473,6 +483,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         outside_objects=outside,
         numaprof_own=n_own,
         runtime_samples=n_runtime,
+        library_samples=n_lib,
         complete=prof.complete,
         incomplete_reason=prof.incomplete_reason,
         exit_status=m.get("exit_status"),

@@ -207,6 +207,8 @@ class ProfileInfo:
     numaprof_own: int = 0  # samples with an address that were numaprof's own work (not objects)
     # samples with an address that were an OpenMP runtime's work on its own state (not objects)
     runtime_samples: int = 0
+    # ... a system library's (libc, libm) work on its own data (analyzer/libstate.py)
+    library_samples: int = 0
     # gathers and scatters with their base register's address (rule vsib_base): an object
     # but no element; not in with_address
     gather_samples: int = 0

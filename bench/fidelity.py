@@ -225,10 +225,12 @@ def measure(report: dict, run: Run, opt: str) -> Fidelity:
     """The fidelity numbers of one `report --format json` document (definitions in this
     module's docstring)."""
     prof = report["profile"]
-    # the samples on the program's data: not numaprof's own nor the OpenMP runtime's work
-    # on its own state (barrier counters), which are no object (`profile.numaprof_own`,
-    # `profile.runtime_samples`)
-    addressed = int(prof["with_address"]) - int(prof.get("numaprof_own", 0)) - int(prof.get("runtime_samples", 0))
+    # the samples on the program's data: not numaprof's own, the OpenMP runtime's work on
+    # its own state (barrier counters) nor a system library's on its own (libm's tables),
+    # which are no object (`profile.numaprof_own`, `profile.runtime_samples`,
+    # `profile.library_samples`)
+    addressed = (int(prof["with_address"]) - int(prof.get("numaprof_own", 0)) - int(prof.get("runtime_samples", 0))
+                 - int(prof.get("library_samples", 0)))
     objs = report["objects"]
     named = sum(o["samples"] for o in objs if is_named(o["name"]))
     unknown = sum(o["samples"] for o in objs if o["pattern"] == "unknown") + int(prof["outside_objects"])

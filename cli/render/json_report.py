@@ -99,6 +99,7 @@ def report(a: Analysis, top: int | None = None) -> dict:
             "outside_objects": int(p.outside_objects),
             "numaprof_own": int(p.numaprof_own),
             "runtime_samples": int(p.runtime_samples),
+            "library_samples": int(p.library_samples),
             "gather_samples": int(p.gather_samples),
             "complete": bool(p.complete),
             "incomplete_reason": p.incomplete_reason,

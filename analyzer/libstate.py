@@ -1,0 +1,110 @@
+"""The system libraries' work on their own data (docs/analyzer.md): samples of a system
+library's code (libc, libm, libstdc++, the dynamic linker) on data of a system library --
+its tables and static state (libm's exp() tables, stdio's and the allocator's state) -- or
+in its own stack frame (vfprintf's work buffer).  That is no array of the program's and
+nothing a placement moves: the samples are counted apart, as the OpenMP runtime's are
+(analyzer/runtime.py), and a finding names the functions, which are what the program
+spends those accesses on.  What a library's code does to the program's own arrays
+(memcpy into a heap block, qsort on a static array) stays the arrays'."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+
+import numpy as np
+
+from numaprof.analyzer import attribution as att
+from numaprof.analyzer import frames, symbols
+from numaprof.analyzer.objects import PROT_EXEC, Obj, mapping_rows
+from numaprof.analyzer.runtime import OPENMP_RUNTIME
+from numaprof.analyzer.varattr import RED_ZONE
+from numaprof.syspaths import is_system_library
+
+#: The share of the samples with an address from which the finding says what to cut.
+NOTE_SHARE = 0.05
+
+
+def _library_code(mt: dict) -> att.Intervals | None:
+    """The code mappings of the system libraries other than an OpenMP runtime (which has a
+    rule of its own); None when none is mapped."""
+    prot = np.asarray(mt["prot"])
+    known_prot = bool(prot.any())
+    rows = [i for i, path in enumerate(mt["path"])
+            if path and is_system_library(str(path)) and not OPENMP_RUNTIME.fullmatch(os.path.basename(str(path)))
+            and (not known_prot or int(prot[i]) & PROT_EXEC)]
+    return mapping_rows(mt, np.asarray(rows)) if rows else None
+
+
+def library_samples(mt: dict, resolver: symbols.CodeResolver, regs: dict | None, pid, ip, addr, time, layers,
+                    ivs: att.Intervals, objs: list[Obj]) -> tuple[np.ndarray | None, Counter]:
+    """(which samples are a system library's work on its own data, samples per (library,
+    function)): the library's code accessing a static or file mapping of a system library,
+    or -- where no object of the program's is -- its own stack frame, from the stack
+    pointer (less the red zone) to the canonical frame address of the sampled function
+    (its .eh_frame; needs the sampled registers).  (None, {}) without any."""
+    code = _library_code(mt)
+    if code is None or not len(addr):
+        return None, Counter()
+    idx = np.flatnonzero(att.locate(pid, ip, time, code) >= 0)
+    if not len(idx):
+        return None, Counter()
+    iv = att.locate_layers(pid[idx], addr[idx], time[idx], layers)
+    where = np.where(iv >= 0, ivs.obj[np.maximum(iv, 0)], -1) if len(ivs) else np.full(len(idx), -1)
+    theirs = np.zeros(len(idx), dtype=bool)
+    unowned = np.zeros(len(idx), dtype=bool)
+    for k, o in enumerate(where.tolist()):
+        ob = objs[o] if o >= 0 else None
+        if ob is not None and ob.kind in ("static", "mapping") and ob.path and is_system_library(ob.path):
+            theirs[k] = True
+        elif ob is None or ob.kind in ("stack", "mapping"):
+            unowned[k] = True
+    if regs is not None and unowned.any():
+        theirs |= unowned & _own_frame(resolver, regs, pid, ip, addr, idx)
+    if not theirs.any():
+        return None, Counter()
+    mask = np.zeros(len(addr), dtype=bool)
+    mask[idx[theirs]] = True
+    functions: Counter = Counter()
+    names: dict[tuple[int, int], tuple[str, str]] = {}
+    for p, i in zip(pid[mask].tolist(), ip[mask].tolist(), strict=True):
+        key = (p, i)
+        if key not in names:
+            found = resolver.elf_address(p, i)
+            fn = found[0].function_at(found[1]) if found is not None else None
+            names[key] = (os.path.basename(found[0].path) if found is not None else "?", fn or "?")
+        functions[names[key]] += 1
+    return mask, functions
+
+
+def _own_frame(resolver: symbols.CodeResolver, regs: dict, pid, ip, addr, idx) -> np.ndarray:
+    """Of the samples ``idx``: the address is in the sampled function's own frame."""
+    sp = np.asarray(regs["sp"])[idx].astype(np.int64)
+    bp = np.asarray(regs["bp"])[idx].astype(np.int64)
+    a = addr[idx].astype(np.int64)
+    out = np.zeros(len(idx), dtype=bool)
+    rules: dict[tuple[int, int], tuple[int, int] | None] = {}
+    for k, (p, i) in enumerate(zip(pid[idx].tolist(), ip[idx].tolist(), strict=True)):
+        if (p, i) not in rules:
+            found = resolver.elf_address(p, i)
+            rules[(p, i)] = frames.frame_index(found[0]).cfa_rule(found[1]) if found is not None else None
+        rule = rules[(p, i)]
+        if rule is None or (rule[0] == frames.DW_BP and not bp[k]):
+            continue
+        cfa = (sp[k] if rule[0] == frames.DW_SP else bp[k]) + rule[1]
+        out[k] = sp[k] - RED_ZONE <= a[k] < cfa
+    return out
+
+
+def library_note(n: int, with_address: int, functions: Counter) -> str:
+    """The finding of the samples system libraries spent on their own data."""
+    share = n / max(with_address, 1)
+    top = ", ".join(f"{fn} ({lib}) {100.0 * c / n:.0f}%" for (lib, fn), c in functions.most_common(3)
+                    if c >= 0.01 * n)
+    head = (f"{n} samples ({100.0 * share:.1f}% of those with an address) were system libraries' work on "
+            f"their own data — their tables, static state and stack frames, in {top}")
+    if share < NOTE_SHARE:
+        return f"{head}: left out of the objects and the traffic"
+    return (f"{head}: no array of the program's and nothing a placement moves (read-only tables are in "
+            "every core's caches); the calls to these functions are what costs — fewer calls, or a "
+            "vectorised or inlined version of them. Left out of the objects and the traffic")

@@ -1,0 +1,39 @@
+"""End-to-end: a system library's work on its own data (tests/progs/libcalls.c).  exp()
+reads libm's tables and fprintf works in its own frames: those samples are counted in
+`profile.library_samples` with a finding that names the functions, not shown as
+`libm.so.6 .rodata` or `[stack]` objects; the program's arrays stay objects."""
+
+import json
+
+import pytest
+from helpers import PROGS, compile_openmp, run_numaprof
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def analysed(tmp_path_factory):
+    work = tmp_path_factory.mktemp("libcalls")
+    exe = compile_openmp(PROGS / "libcalls.c", work / "libcalls", "-lm")
+    run_numaprof("record", "-o", work / "p.data", "--", exe, "200000", "1500", "3000000",
+                 env={"OMP_NUM_THREADS": "2"}, check=True)
+    doc = json.loads(run_numaprof("report", work / "p.data", "--format", "json", check=True).stdout)
+    return doc
+
+
+def test_the_libraries_own_data_is_counted_apart(analysed):
+    prof = analysed["profile"]
+    # exp()'s table reads are most of the loop's accesses (before: a `libm.so.6 .rodata`
+    # object with a third of the samples)
+    assert prof["library_samples"] >= 0.3 * prof["with_address"], prof
+    assert not [o for o in analysed["objects"] if "libm.so.6" in o["name"] + o["site"]], \
+        [(o["name"], o["site"]) for o in analysed["objects"]]
+    note = next(f for f in analysed["findings"] if "system libraries' work on their own data" in f)
+    assert "exp" in note and "(libm.so.6)" in note, note
+    total = sum(o["samples"] for o in analysed["objects"]) + prof["outside_objects"]
+    assert total + prof["library_samples"] + prof["runtime_samples"] + prof["numaprof_own"] == prof["with_address"]
+
+
+def test_the_programs_arrays_stay_objects(analysed):
+    objs = {o["name"]: o for o in analysed["objects"]}
+    assert objs["x"]["samples"] > 0 and objs["y"]["samples"] > 0, sorted(objs)
