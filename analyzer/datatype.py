@@ -373,6 +373,9 @@ _DWARF_OF = {}  # capstone x86 register -> DWARF number (rax 0 .. r15 15), every
 # rax rdx rcx rsi rdi r8-r11, and every vector register (System V)
 CALLER_SAVED = {0, 1, 2, 4, 5, 8, 9, 10, 11, *range(17, 33), *range(67, 83)}
 WALK = 256  # instructions walked back for one register
+#: Insn.base of a load from a static word (``mov disp(%rip), %reg``): Insn.disp is then the
+#: word's link-time address
+RIP = -5
 STEPS = 8  # registers followed (copies, address arithmetic, loads) for one access
 
 
@@ -419,7 +422,7 @@ class Insn:
     addr: int
     next: int  # address of the following instruction
     writes: frozenset[int]
-    op: str  # copy | lea | step | load | addload | store | call | other
+    op: str  # copy | lea | step | load | addload | store | call | pop | ret | jmp | other
     dst: int = -1
     src: int = -1  # copy: the source register; store: the register stored
     base: int = -1  # lea, load, store: the memory operand's base register
@@ -448,6 +451,17 @@ def decode(code: bytes, addr: int) -> list[Insn]:
         op, dst, src, base, index, disp, size = "other", -1, -1, -1, -1, 0, 0
         if i.group(capstone.CS_GRP_CALL):
             op = "call"
+        elif i.group(capstone.CS_GRP_RET):
+            op = "ret"
+        elif i.id == x86.X86_INS_JMP:
+            op = "jmp"  # unconditional: what follows is reached only by a jump to it
+        elif i.id == x86.X86_INS_POP:
+            op = "pop"  # an epilogue's restore of a callee-saved register
+        elif (i.id == x86.X86_INS_MOV and len(ops) == 2 and ops[0].type == x86.X86_OP_REG
+              and ops[0].reg in table and ops[0].size == 8 and ops[1].type == x86.X86_OP_MEM
+              and ops[1].mem.base == x86.X86_REG_RIP and ops[1].mem.index == 0 and ops[1].mem.segment == 0):
+            # a pointer loaded from a static variable
+            op, dst, base, disp, size = "load", table[ops[0].reg], RIP, i.address + i.size + ops[1].mem.disp, 8
         elif (i.id in vector_copies and len(ops) == 2 and ops[0].type == x86.X86_OP_REG
               and ops[1].type == x86.X86_OP_REG and ops[0].reg in table and ops[1].reg in table):
             op, dst, src, size = "copy", table[ops[0].reg], table[ops[1].reg], 8

@@ -28,7 +28,7 @@ from elftools.dwarf.locationlists import (
     LocationParser,
 )
 
-from numaprof.analyzer import datatype, symbols
+from numaprof.analyzer import datatype, staticvars, symbols
 
 DW_SP, DW_BP = 7, 6  # DWARF register numbers of rsp and rbp (System V x86-64 psABI)
 BASIS_FB = -1  # a slot's offset is from the function's frame base
@@ -374,6 +374,10 @@ class FrameIndex:
         start = bisect.bisect_left(addrs, pc) - 1
         for k in range(start, max(start - datatype.WALK, -1), -1):
             ins = insns[k]
+            if ins.op in ("ret", "jmp"):
+                # nothing above falls through to here: a block reached by jumps only (gcc
+                # puts a loop's rare branch after the function's return)
+                return self._single_definition(insns, reg, steps)
             if reg not in ins.writes:
                 if ins.op == "call" and reg in datatype.CALLER_SAVED:
                     return self._named_after(insns, k, reg)  # a call's result: `p = malloc(n)`
@@ -408,6 +412,32 @@ class FrameIndex:
                 return Origin(v.name, ("var", *v.key), v.site, v.type, "register")
         return None
 
+    def _single_definition(self, insns: list[datatype.Insn], reg: int, steps: int) -> Origin | None:
+        """_walk() from the one instruction of the function that sets callee-saved ``reg``
+        (its epilogue's restores aside): every value it holds in the body is that one.
+        None for a register set more than once, or one a call or the caller sets (a
+        parameter's, a call's result), whose value depends on the path taken."""
+        if reg in datatype.CALLER_SAVED or reg == DW_SP or steps <= 0:
+            return None
+        defs = [ins for ins in insns if reg in ins.writes and ins.op != "pop"]
+        return self._walk(defs[0].next, reg, steps - 1) if len(defs) == 1 else None
+
+    def _static_pointer(self, address: int) -> Origin | None:
+        """What a pointer loaded from the static variable at link-time ``address`` is
+        (``mov center_table(%rip), %rbp``): the array it points to, named after it."""
+        found = staticvars.pointer_at(self.info, address)
+        if found is None:
+            return None
+        name, die, decl = found
+        files = self._files.get(decl.cu.cu_offset)
+        if files is None:
+            files = self._files[decl.cu.cu_offset] = symbols._cu_files(self.info.dwarf(), decl.cu)
+        fi, line = decl.attributes.get("DW_AT_decl_file"), decl.attributes.get("DW_AT_decl_line")
+        site = "static pointer"
+        if fi is not None and line is not None and 0 <= fi.value < len(files):
+            site += f"@{os.path.basename(files[fi.value])}:{int(line.value)}"
+        return Origin(name, ("static", self.info.path, address), site, self.types.resolve(die), "register")
+
     def _named_after(self, insns: list[datatype.Insn], k: int, reg: int) -> Origin | None:
         """The variable whose location is ``reg`` after ``insns[k]`` set it, as long as
         nothing sets it again: the value a call returned (``scratch = malloc(n)``, its
@@ -423,6 +453,8 @@ class FrameIndex:
 
     def _loaded(self, ins: datatype.Insn, steps: int) -> Origin | None:
         """What a pointer loaded by ``ins`` from memory is."""
+        if ins.base == datatype.RIP:
+            return self._static_pointer(ins.disp)
         if self.frame_register(ins.addr, ins.base):
             if ins.index >= 0:
                 return None

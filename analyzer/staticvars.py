@@ -30,6 +30,7 @@ class _Var(NamedTuple):
     type: object  # the type DIE
     name: str  # DW_AT_name: what the source calls it
     scope: str  # the function it is declared in ("" at file or namespace scope)
+    die: object  # the variable's DIE
 
 
 def display_name(name: str, info: symbols.ElfInfo | None = None, address: int = 0) -> str:
@@ -55,6 +56,25 @@ def source_name(info: symbols.ElfInfo, address: int) -> tuple[str, str] | None:
     if var is None or not var.name:
         return None
     return var.name, var.scope
+
+
+def pointer_at(info: symbols.ElfInfo, address: int):
+    """(name, type DIE, declaring DIE) of the static pointer variable at link-time
+    ``address`` as its DWARF declares it (the type a pointer's, typedefs and qualifiers
+    stripped; the declaration: where DW_AT_decl_file and _line are), or None."""
+    var = _variables(info).get(address)
+    if var is None or not var.name:
+        return None
+    try:
+        t = _strip(var.type)
+        decl = var.die
+        for _ in range(4):
+            if "DW_AT_decl_file" in decl.attributes or "DW_AT_specification" not in decl.attributes:
+                break
+            decl = decl.get_DIE_from_attribute("DW_AT_specification")
+    except symbols.DAMAGED:
+        return None
+    return (var.name, t, decl) if t is not None and t.tag == "DW_TAG_pointer_type" else None
 
 
 def member_path(info: symbols.ElfInfo, address: int, offset: int) -> str | None:
@@ -105,7 +125,7 @@ def _variables(info: symbols.ElfInfo) -> dict[int, _Var]:
                     typ = _type_of(die)
                     if typ is not None:
                         out.setdefault(int.from_bytes(bytes(v[1:9]), "little"),
-                                       _Var(typ, _declared_name(die), _scope(die)))
+                                       _Var(typ, _declared_name(die), _scope(die), die))
                 if seen > MAX_DIES:
                     break
     except symbols.DAMAGED:

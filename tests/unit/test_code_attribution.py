@@ -74,6 +74,54 @@ int main(int argc, char **argv)
 }
 """
 
+C_STATIC = r"""
+#include <stdio.h>
+#include <stdlib.h>
+
+struct grid {
+    long n;
+    double *energy;
+    double *xs;
+};
+
+static double *table; /* a table small enough that the shim tracks no allocation of it */
+
+__attribute__((noinline)) double lookups(const int *idx, int n)
+{
+    double s = 0.0;
+    for (int k = 0; k < n; k++)
+        s += table[idx[k]];
+    return s;
+}
+
+/* a block reached only by a jump, after code that restores rbx (gcc puts a loop's rare
+ * branch after the function's epilogue and return, as in Rodinia's streamcluster): what
+ * lies above it in the code is not what ran before it */
+__attribute__((noinline)) double detour(const struct grid *g, long i)
+{
+    double r;
+    __asm__("mov 16(%1), %%rbx\n\t"
+            "jmp 2f\n\t"
+            "1: pop %%rbx\n\t"
+            "jmp 1b\n\t"
+            "2: movsd (%%rbx,%2,8), %0"
+            : "=x"(r) : "r"(g), "r"(i) : "rbx", "memory");
+    return r * 2.0;
+}
+
+int main(int argc, char **argv)
+{
+    int idx[4] = {0, 3, 1, 2};
+    table = malloc(64 * sizeof *table);
+    struct grid g = {64, 0, 0};
+    g.xs = malloc(64 * sizeof *g.xs);
+    for (int i = 0; i < 64; i++)
+        table[i] = g.xs[i] = (double)i;
+    printf("%f %f\n", lookups(idx, 4), detour(&g, argc));
+    return 0;
+}
+"""
+
 CXX_MESH = r"""
 #include <cstdio>
 #include <vector>
@@ -236,6 +284,33 @@ def test_pointer_kept_in_a_vector_register(tmp_path, opt):
     exe = build_program(tmp_path, "grid.c", C_GRID, "gcc", ["-g", opt], ("objdump",))
     load = _loads(exe, "parked")[0]
     accesses = [(load[0], load[1], load[2], HEAP + 0x2000 + 8 * i, HEAP + 0x2000) for i in range(60)]
+    a = analyze(_profile(tmp_path / "p", exe, accesses))
+    named = [(o.name, o.attribution, o.samples) for o in a.objects if o.samples]
+    assert named == [("struct grid.xs", "type", 60)], named
+
+
+@pytest.mark.parametrize("opt", ["-O2", "-O3"])
+def test_pointer_loaded_from_a_static_variable(tmp_path, opt):
+    """`table[idx[k]]` through a register loaded by `mov table(%rip)`: the static pointer
+    names the array it points to, declared at its line (before: `[heap]`)."""
+    exe = build_program(tmp_path, "static.c", C_STATIC, "gcc", ["-g", opt], ("objdump",))
+    load = _loads(exe, "lookups")[-1]
+    accesses = [(load[0], load[1], load[2], HEAP + 0x3000 + 8 * (i * 7 % 64), HEAP + 0x3000) for i in range(60)]
+    a = analyze(_profile(tmp_path / "p", exe, accesses))
+    named = [(o.name, o.attribution, o.site, o.samples) for o in a.objects if o.samples]
+    line = next(k for k, text in enumerate(C_STATIC.splitlines(), 1) if text.startswith("static double *table"))
+    assert named == [("table", "register", f"static pointer@static.c:{line}", 60)], named
+
+
+@pytest.mark.parametrize("opt", ["-O2", "-O3"])
+def test_block_reached_by_a_jump_takes_the_registers_one_definition(tmp_path, opt):
+    """A load in a block that only a jump reaches, below a `pop %rbx` that never runs
+    before it: rbx's one definition in the function, `mov 16(%rdi), %rbx` (g->xs), names
+    it, not the pop above it in the code."""
+    exe = build_program(tmp_path, "static.c", C_STATIC, "gcc", ["-g", opt], ("objdump",))
+    load = _loads(exe, "detour")[0]
+    assert load[1] == "rbx", load
+    accesses = [(load[0], load[1], load[2], HEAP + 0x5000 + 8 * i, HEAP + 0x5000) for i in range(60)]
     a = analyze(_profile(tmp_path / "p", exe, accesses))
     named = [(o.name, o.attribution, o.samples) for o in a.objects if o.samples]
     assert named == [("struct grid.xs", "type", 60)], named
