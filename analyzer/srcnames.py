@@ -194,6 +194,26 @@ def _collect(node, row, types, out):
         _collect(ch, row, types, out)
 
 
+def _function_at(tree, row: int):
+    """The innermost function definition holding ``row`` -- or, in C, the body of a
+    K&R-style definition (``float *alloc_1d_dbl(n) int n; { ... }``, legacy numerical
+    codes), which tree-sitter-c does not parse as one: a block at the file's top level,
+    where only a function body can be -- or None."""
+    funcs: list = []
+    _collect(tree.root_node, row, ("function_definition",), funcs)
+    if funcs:
+        return funcs[-1]
+    for node in tree.root_node.children:
+        if node.type == "ERROR":
+            found = next((ch for ch in node.children if ch.type == "compound_statement"
+                          and ch.start_point[0] <= row <= ch.end_point[0]), None)
+            if found is not None:
+                return found
+        elif node.type == "compound_statement" and node.start_point[0] <= row <= node.end_point[0]:
+            return node
+    return None
+
+
 def _text(node, src: bytes) -> str:
     return src[node.start_byte : node.end_byte].decode("utf-8", "replace")
 
@@ -376,11 +396,9 @@ def returns_allocation(path: str, line: int, name: str | None, lang: str | None 
         return False
     tree, src = parsed
     row = line - 1
-    funcs: list = []
-    _collect(tree.root_node, row, ("function_definition",), funcs)
-    if not funcs:
+    body = _function_at(tree, row)  # the innermost (a lambda or local class method in C++)
+    if body is None:
         return False
-    body = funcs[-1]  # the innermost (a lambda or local class method in C++)
     returns: list = []
     _find(body, "return_statement", returns)
     for r in returns:

@@ -321,6 +321,44 @@ def test_returns_allocation_and_out_argument(tmp_path):
     assert not srcnames.returns_allocation(str(src), 4, "s->field")
 
 
+def test_knr_definitions_are_functions(tmp_path):
+    """K&R-style definitions (legacy numerical C: Rodinia's backprop allocates through
+    `float *alloc_1d_dbl(n) int n; { ... }`), which tree-sitter-c does not parse as
+    function definitions: their bodies are still the function's, so the wrapper that
+    returns what it allocated is one, and a matrix it builds row by row gives its rows."""
+    src = tmp_path / "k.c"
+    src.write_text(
+        "float *alloc_1d(n)\n"
+        "int n;\n"
+        "{\n"
+        "  float *new;\n"
+        "  new = (float *) malloc((unsigned) (n * sizeof(float)));\n"
+        "  return (new);\n"
+        "}\n"
+        "float **alloc_2d(m, n)\n"
+        "int m, n;\n"
+        "{\n"
+        "  int i;\n"
+        "  float **new;\n"
+        "  new = (float **) malloc((unsigned) (m * sizeof(float *)));\n"
+        "  for (i = 0; i < m; i++)\n"
+        "    new[i] = alloc_1d(n);\n"
+        "  return (new);\n"
+        "}\n"
+        "void keep(n)\n"
+        "int n;\n"
+        "{\n"
+        "  float *q;\n"
+        "  q = (float *) malloc(n);\n"
+        "  saved = q;\n"
+        "}\n"
+    )
+    assert srcnames.assigned_name(str(src), 5) == "new"
+    assert srcnames.returned_part(str(src), 5, "new") == ""
+    assert srcnames.returned_part(str(src), 15, "new[i]") == "[]"
+    assert srcnames.returned_part(str(src), 22, "q") is None
+
+
 F_ONE_STATEMENT = """\
 module heat
   implicit none
