@@ -25,6 +25,7 @@ from numaprof.analyzer import (
     stream,
     symbols,
     varattr,
+    walked,
 )
 from numaprof.analyzer import features as feat
 from numaprof.analyzer import format as fmt
@@ -55,7 +56,6 @@ from numaprof.analyzer.model import (
     Topology,
 )
 from numaprof.analyzer.objects import (
-    NO_STACK,
     Obj,
     _stack_frames,
     heap_intervals,
@@ -271,8 +271,15 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     if a_regs is not None:
         # what only a whole mapping (or nothing) holds: named by the code's frame and
         # registers, after the heap, static and before the mapping attribution
+        # and what only an attached process's heap walk holds, named by the code (analyzer/walked.py)
+        on_walked = walked.walked_blocks(objs)[a_obj]
+        walked_at = np.flatnonzero(on_walked)
+        was_obj, was_iv = a_obj[walked_at], a_iv[walked_at]
         var_iv = _variable_objects(a_regs, a_pid, a_tidx, tids, a_time, a_ip, a_addr, a_obj, a_iv,
-                                   len(ivs), objs, resolver)
+                                   len(ivs), objs, resolver, on_walked)
+        if len(walked_at):
+            walked.settle(objs, walked_at, was_obj, was_iv, a_obj, a_iv)
+        del on_walked, walked_at, was_obj, was_iv
         # one allocation holding several arrays (a workspace carved up): one object each
         heap_iv, _ = carved.split(objs, heap_iv, a_regs, a_pid, tids[a_tidx], a_time, a_ip, a_addr, a_obj,
                                   a_iv, resolver)
@@ -380,8 +387,6 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         name_object(objs[oi], resolver, prof)
         if objs[oi].part:
             objs[oi].name += f" ({objs[oi].part})"
-    if a_regs is not None:
-        _name_blocks_by_code(objs, hot, a_regs, a_pid, tids[a_tidx], a_time, a_ip, a_addr, a_obj, resolver)
     name_file_data(objs, hot, a_obj, a_pid, a_addr, a_ip, resolver)
     tell_library_blocks_apart(objs, hot, resolver, prof)
     tell_instances_apart(objs, hot, resolver, prof)
@@ -696,14 +701,14 @@ def _access_registers(prof: Profile, s, sel) -> dict[str, np.ndarray] | None:
 
 
 def _variable_objects(regs, a_pid, a_tidx, tids, a_time, a_ip, a_addr, a_obj, a_iv, n_iv, objs: list[Obj],
-                      resolver) -> att.Intervals:
-    """Samples on no object or only on a whole mapping, attributed to variables by their
-    frame and registers (analyzer/varattr.py): their objects are appended to ``objs``,
-    a_obj and a_iv updated in place (the instances are intervals numbered from n_iv on);
-    returns the instances."""
+                      resolver, also: np.ndarray) -> att.Intervals:
+    """Samples on no object or only on a whole mapping (and the samples ``also``),
+    attributed to variables by their frame and registers (analyzer/varattr.py): their
+    objects are appended to ``objs``, a_obj and a_iv updated in place (the instances are
+    intervals numbered from n_iv on); returns the instances."""
     kinds = np.array([o.kind in ("stack", "mapping") for o in objs] + [True])
     stacks = np.array([o.kind == "stack" for o in objs] + [False])
-    cand = kinds[a_obj]  # a_obj -1 picks the last entry: no object
+    cand = kinds[a_obj] | also  # a_obj -1 picks the last entry: no object
     if not cand.any():
         return att.Intervals.empty()
     samples = varattr.Samples(pid=a_pid, tid=tids[a_tidx], time=a_time, ip=a_ip, addr=a_addr,
@@ -726,58 +731,6 @@ def _variable_objects(regs, a_pid, a_tidx, tids, a_time, a_ip, a_addr, a_obj, a_
     n = len(va.inst_start)
     return att.Intervals(va.inst_pid, va.inst_start, va.inst_end, np.zeros(n, dtype=np.uint64),
                          np.full(n, att.NEVER, dtype=np.uint64), first + va.inst_obj)
-
-
-#: A block known only by its address (found by reading the heap of a process attached
-#: to) takes the name of the variable its accesses went through when at least this many
-#: samples and this share of those named by code agree on it.
-CODE_NAME_MIN_SAMPLES = 3
-CODE_NAME_MIN_SHARE = 0.5
-
-
-def _name_blocks_by_code(objs: list[Obj], hot: list[int], regs, a_pid, a_tid, a_time, a_ip, a_addr,
-                         a_obj, resolver) -> None:
-    """Heap blocks named by no allocation site or global (``heap@0x…``: the heap walk of an
-    attached process) take the name of the pointer variable, or the type and member, the
-    sampled instructions accessed them through (analyzer/varattr.py's register and type
-    attribution, as perf's data-type profiling names an access).  The samples stay on the
-    block: its bounds are known, only its name comes from the code.  Blocks read through
-    one variable (a kernel's parameter, called on several tables) would share its name:
-    each then keeps its address beside it (``xs@0x7f…``), which stays the same across the
-    slices of one process so that they still merge."""
-    nameless = [oi for oi in hot
-                if objs[oi].kind == "heap" and objs[oi].stack == NO_STACK and objs[oi].name.startswith("heap@")]
-    if not nameless:
-        return
-    cand = np.isin(a_obj, np.asarray(nameless, dtype=a_obj.dtype))
-    if not cand.any():
-        return
-    samples = varattr.Samples(pid=a_pid, tid=a_tid, time=a_time, ip=a_ip, addr=a_addr, size=regs["size"],
-                              sp=regs["sp"], bp=regs["bp"], insn_off=regs["insn_off"],
-                              base_reg=regs["base_reg"], base_off=regs["base_off"], region=a_obj)
-    va = varattr.attribute(samples, cand, np.zeros(len(a_addr), dtype=bool), resolver)
-    if not len(va.sample):
-        return
-    var_of = va.inst_obj[va.instance]  # each attributed sample's variable
-    on = a_obj[va.sample]
-    chosen: dict[int, varattr.VarObject] = {}
-    for oi in nameless:
-        mine = var_of[on == oi]
-        mine = mine[[va.objects[k].attribution in (varattr.REGISTER, varattr.TYPE) for k in mine.tolist()]]
-        if len(mine) < CODE_NAME_MIN_SAMPLES:
-            continue
-        counts = np.bincount(mine, minlength=len(va.objects))
-        best = int(np.argmax(counts))
-        if counts[best] >= CODE_NAME_MIN_SAMPLES and counts[best] >= CODE_NAME_MIN_SHARE * len(mine):
-            chosen[oi] = va.objects[best]
-    uses: dict[str, int] = {}
-    for vo in chosen.values():
-        uses[vo.name] = uses.get(vo.name, 0) + 1
-    for oi, vo in chosen.items():
-        o = objs[oi]
-        o.name = vo.name if uses[vo.name] == 1 else f"{vo.name}@{o.address:#x}"
-        o.site = f"{o.site}, read as {vo.name} in {vo.site}" if o.site else vo.site
-        o.attribution = vo.attribution
 
 
 def _instance_positions(o: Obj, addr, a_iv, members, ivs, page: int):

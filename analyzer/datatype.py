@@ -454,7 +454,10 @@ def decode(code: bytes, addr: int) -> list[Insn]:
         elif i.group(capstone.CS_GRP_RET):
             op = "ret"
         elif i.id == x86.X86_INS_JMP:
-            op = "jmp"  # unconditional: what follows is reached only by a jump to it
+            # unconditional: what follows is reached only by a jump to it; disp its target
+            # (0: an indirect jump)
+            op = "jmp"
+            disp = ops[0].imm if len(ops) == 1 and ops[0].type == x86.X86_OP_IMM else 0
         elif i.id == x86.X86_INS_POP:
             op = "pop"  # an epilogue's restore of a callee-saved register
         elif (i.id == x86.X86_INS_MOV and len(ops) == 2 and ops[0].type == x86.X86_OP_REG

@@ -374,9 +374,10 @@ class FrameIndex:
         start = bisect.bisect_left(addrs, pc) - 1
         for k in range(start, max(start - datatype.WALK, -1), -1):
             ins = insns[k]
-            if ins.op in ("ret", "jmp"):
+            if ins.op == "ret" or (ins.op == "jmp" and not ins.addr < ins.disp <= pc):
                 # nothing above falls through to here: a block reached by jumps only (gcc
-                # puts a loop's rare branch after the function's return)
+                # puts a loop's rare branch after the function's return); a jump forward
+                # into what was walked (a loop entered in its middle) leads here itself
                 return self._single_definition(insns, reg, steps)
             if reg not in ins.writes:
                 if ins.op == "call" and reg in datatype.CALLER_SAVED:

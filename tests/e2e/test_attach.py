@@ -4,6 +4,7 @@ own object, named by the global that points to it, with a pattern (analyzer/atta
 analyzer/heapwalk.py)."""
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -239,3 +240,36 @@ def test_switch_output_slices_a_launched_command(tmp_path):
     assert proc.returncode == 3, proc.stderr
     assert (tmp_path / "q.data.0001" / "manifest.json").exists()
 
+
+
+def test_a_block_the_code_reads_as_two_arrays_is_named_by_both(tmp_path):
+    """One heap block, found by the heap walks, that `smooth` reads as `u` and `residual`
+    as `r` (tests/progs/attach_reuse.c; a solver's temporaries get the same memory back
+    from the allocator): the samples go to `u` and `r`, named by the code, not to one
+    `heap@0x…` (before: the block stayed nameless, no variable having half of its named
+    samples)."""
+    exe = tmp_path / "attach_reuse"
+    subprocess.run(["gcc", "-O2", "-g", "-fopenmp", "-o", str(exe), str(PROGS / "attach_reuse.c")], check=True)
+    go = tmp_path / "go"
+    prog = subprocess.Popen([str(exe), str(go), "3"], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "2"})
+    try:
+        ready = prog.stdout.readline().split()
+        assert ready[:1] == ["ready"], ready
+        prof = tmp_path / "p.data"
+        rec = subprocess.Popen([*numaprof_argv(), "record", "-o", str(prof), "-p", ready[1],
+                                "--duration", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        go.touch()
+        _, err = rec.communicate(timeout=300)
+        assert rec.returncode == 0, err
+    finally:
+        prog.wait(timeout=120)
+    doc = json.loads(run_numaprof("report", prof, "--format", "json", check=True).stdout)
+    objs = {o["name"]: o for o in doc["objects"]}
+    assert "u" in objs and "r" in objs, sorted(objs)
+    assert objs["u"]["kind"] == "heap" and objs["u"]["attribution"] == "register", objs["u"]
+    heap = doc["profile"]["with_address"]
+    named = objs["u"]["samples"] + objs["r"]["samples"]
+    nameless = sum(o["samples"] for o in doc["objects"] if o["name"].startswith("heap@"))
+    assert named >= 0.6 * heap and nameless < 0.2 * heap, (named, nameless, heap)

@@ -43,6 +43,12 @@ def test_a_template_wrapper_in_a_header_passes_its_block_on(tmp_path):
     path.write_text(HEADER)
     line = HEADER.splitlines().index("   return static_cast<T *>(malloc(sizeof(T)*size)) ;") + 1
     site = symbols.SourceLine("double* Allocate<double>(unsigned long)", str(path), line)
-    # read as C (by the extension alone) the template is no function: not seen as a wrapper
-    assert srcnames.returned_part(str(path), line, None, "c") is None
+    # read as C (by the extension alone) the template is no function definition; its
+    # body is still a block at the file's top level (as a K&R definition's is), the
+    # function's
+    tree, _ = srcnames._parse(str(path), "c", symbols.EMPTY)
+    defs: list = []
+    srcnames._collect(tree.root_node, line - 1, ("function_definition",), defs)
+    assert not defs
+    assert srcnames.returned_part(str(path), line, None, "c") == ""
     assert srcnames.returned_part(str(path), line, None, site_language(site.file, site.function)) == ""
