@@ -29,22 +29,28 @@ def _start(work, seconds: str):
     return prog, ready[1], go
 
 
+def _attach(prog, pid: str, go, prof, duration: str) -> dict:
+    """`record -p pid` into ``prof`` for ``duration`` seconds, the program let go (its go
+    file made) once numaprof has attached; the program waited for: the report's JSON."""
+    try:
+        rec = subprocess.Popen([*numaprof_argv(), "record", "-o", str(prof), "-p", pid,
+                                "--duration", duration], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        time.sleep(0.5)  # the heap is read when the collector attaches; then the work starts
+        go.touch()
+        _, err = rec.communicate(timeout=300)
+        assert rec.returncode == 0, err
+    finally:
+        prog.wait(timeout=120)
+    return json.loads(run_numaprof("report", prof, "--format", "json", check=True).stdout)
+
+
 @pytest.fixture(scope="module")
 def attached(tmp_path_factory):
     work = tmp_path_factory.mktemp("attach")
     prog, pid, go = _start(work, "4")
-    try:
-        prof = work / "p.data"
-        rec = subprocess.Popen([*numaprof_argv(), "record", "-o", str(prof), "-p", pid,
-                                "--duration", "2.5"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
-        time.sleep(0.5)  # the heap is read when the collector attaches; then the work starts
-        go.touch()
-        out, err = rec.communicate(timeout=300)
-        assert rec.returncode == 0, err
-    finally:
-        prog.wait(timeout=120)
-    doc = json.loads(run_numaprof("report", prof, "--format", "json", check=True).stdout)
+    prof = work / "p.data"
+    doc = _attach(prog, pid, go, prof, "2.5")
     doc["manifest"] = json.loads((prof / "manifest.json").read_text())  # for the tests' eyes
     return doc
 
@@ -253,19 +259,11 @@ def test_a_block_the_code_reads_as_two_arrays_is_named_by_both(tmp_path):
     go = tmp_path / "go"
     prog = subprocess.Popen([str(exe), str(go), "3"], stdout=subprocess.PIPE, text=True,
                             env={**os.environ, "OMP_NUM_THREADS": "2"})
-    try:
-        ready = prog.stdout.readline().split()
-        assert ready[:1] == ["ready"], ready
-        prof = tmp_path / "p.data"
-        rec = subprocess.Popen([*numaprof_argv(), "record", "-o", str(prof), "-p", ready[1],
-                                "--duration", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(0.5)
-        go.touch()
-        _, err = rec.communicate(timeout=300)
-        assert rec.returncode == 0, err
-    finally:
-        prog.wait(timeout=120)
-    doc = json.loads(run_numaprof("report", prof, "--format", "json", check=True).stdout)
+    ready = prog.stdout.readline().split()
+    if ready[:1] != ["ready"]:
+        prog.kill()
+        raise AssertionError(ready)
+    doc = _attach(prog, ready[1], go, tmp_path / "p.data", "2")
     objs = {o["name"]: o for o in doc["objects"]}
     assert "u" in objs and "r" in objs, sorted(objs)
     assert objs["u"]["kind"] == "heap" and objs["u"]["attribution"] == "register", objs["u"]

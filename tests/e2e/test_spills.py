@@ -12,14 +12,17 @@ from helpers import PROGS, compile_openmp, run_numaprof
 pytestmark = pytest.mark.e2e
 
 
+def _recorded(work, name: str, *args: str, flags: tuple[str, ...] = ()) -> dict:
+    """tests/progs/<name>.c built (gcc -O2 -g and ``flags``), recorded with 2 threads and
+    ``args``: its `report --format json`."""
+    exe = compile_openmp(PROGS / f"{name}.c", work / name, *flags)
+    run_numaprof("record", "-o", work / "p.data", "--", exe, *args, env={"OMP_NUM_THREADS": "2"}, check=True)
+    return json.loads(run_numaprof("report", work / "p.data", "--format", "json", check=True).stdout)
+
+
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    work = tmp_path_factory.mktemp("spills")
-    exe = work / "spills"
-    compile_openmp(PROGS / "spills.c", exe)
-    run_numaprof("record", "-o", work / "p.data", "--", exe, "1000", "150000",
-                 env={"OMP_NUM_THREADS": "2"}, check=True)
-    return json.loads(run_numaprof("report", work / "p.data", "--format", "json", check=True).stdout)
+    return _recorded(tmp_path_factory.mktemp("spills"), "spills", "1000", "150000")
 
 
 def test_spill_slots_are_one_private_object_of_their_function(report):
@@ -47,12 +50,7 @@ def test_variables_of_the_frame_keep_their_names(report):
 
 @pytest.fixture(scope="module")
 def report_novar(tmp_path_factory):
-    work = tmp_path_factory.mktemp("spills_novar")
-    exe = work / "spills_novar"
-    compile_openmp(PROGS / "spills_novar.c", exe)
-    run_numaprof("record", "-o", work / "p.data", "--", exe, "1000", "150000",
-                 env={"OMP_NUM_THREADS": "2"}, check=True)
-    return json.loads(run_numaprof("report", work / "p.data", "--format", "json", check=True).stdout)
+    return _recorded(tmp_path_factory.mktemp("spills_novar"), "spills_novar", "1000", "150000")
 
 
 def test_spills_of_a_frame_with_no_variable_in_it(report_novar):
@@ -73,9 +71,6 @@ def test_line_tables_only_name_no_spills(tmp_path):
     """At -g1 the DWARF has the functions but not their variables: a frame holding a real
     array (spills.c's `hist`) cannot be told from the compiler's slots, so nothing in it
     is called a spill."""
-    exe = compile_openmp(PROGS / "spills.c", tmp_path / "spills_g1", "-g1")
-    run_numaprof("record", "-o", tmp_path / "p.data", "--", exe, "1000", "60000",
-                 env={"OMP_NUM_THREADS": "2"}, check=True)
-    doc = json.loads(run_numaprof("report", tmp_path / "p.data", "--format", "json", check=True).stdout)
+    doc = _recorded(tmp_path, "spills", "1000", "60000", flags=("-g1",))
     assert not [o["name"] for o in doc["objects"] if o["name"].startswith("(spills)")]
     assert any(o["kind"] == "stack" for o in doc["objects"])  # the frame's samples are there
