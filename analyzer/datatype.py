@@ -56,6 +56,7 @@ class TypeInfo:
     artificial: bool = False  # made by the compiler (GCC's OpenMP data record)
     file: str = ""  # record: where it is declared (DW_AT_decl_file, DW_AT_decl_line)
     line: int = 0
+    c: bool = False  # record: a C one (its members are `block.array`, not `block::array`)
 
     @property
     def pointer(self) -> bool:
@@ -104,17 +105,20 @@ class Types:
             return self._by_offset[first]
         self._by_offset[first] = None  # a cycle through this DIE resolves to unknown
         d = die
+        alias = ""  # the innermost typedef's name: what C calls an anonymous struct
         for _ in range(_DEPTH):
             if d.tag not in _QUALIFIERS or "DW_AT_type" not in d.attributes:
                 break
+            if d.tag == "DW_TAG_typedef":
+                alias = _name(d) or alias
             d = d.get_DIE_from_attribute("DW_AT_type")
-        t = self._build(d) if d.tag not in _QUALIFIERS else None
+        t = self._build(d, alias) if d.tag not in _QUALIFIERS else None
         self._by_offset[first] = t
         if t is not None:
             self._by_offset.setdefault(d.offset, t)
         return t
 
-    def _build(self, d) -> TypeInfo | None:
+    def _build(self, d, alias: str = "") -> TypeInfo | None:
         a = d.attributes
         fortran = _fortran(d)
         size = int(a["DW_AT_byte_size"].value) if "DW_AT_byte_size" in a and \
@@ -152,12 +156,18 @@ class Types:
                 members.append(Member(name, loc, mt.size if mt else 0,
                                       tdie.offset if tdie is not None else -1))
             kw = _RECORDS[d.tag]
-            name = _qualified(d) or "(anonymous)"
-            if not fortran and _c_language(d) and kw in ("struct", "union"):
-                name = f"{kw} {name}"
+            name = _qualified(d)
+            if not name and alias:
+                # `typedef struct { ... } block;`: the name the program uses is the typedef's
+                name = alias
+            else:
+                name = name or "(anonymous)"
+                if not fortran and _c_language(d) and kw in ("struct", "union"):
+                    name = f"{kw} {name}"
             line = a["DW_AT_decl_line"].value if "DW_AT_decl_line" in a else 0
             return TypeInfo("record", name, size, d.offset, members=tuple(members), fortran=fortran,
-                            artificial="DW_AT_artificial" in a, line=int(line), file=self._file(d))
+                            artificial="DW_AT_artificial" in a, line=int(line), file=self._file(d),
+                            c=not fortran and _c_language(d))
         return TypeInfo("other", _name(d), size, d.offset, fortran=fortran)
 
     def _target(self, d) -> int | None:
@@ -238,7 +248,7 @@ def member_name(record: TypeInfo, path: list[str]) -> str:
         return ".".join(path)
     if record.fortran:
         return "%".join([record.name, *path])
-    if record.name.startswith(("struct ", "union ")):
+    if record.c or record.name.startswith(("struct ", "union ")):
         return ".".join([record.name, *path])
     name = symbols.readable(record.name)
     if record.file and symbols.is_system_source(record.file):

@@ -122,6 +122,34 @@ int main(int argc, char **argv)
 }
 """
 
+C_TYPEDEF = r"""
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct {
+    long n;
+    double *energy;
+} grid_t;
+
+__attribute__((noinline)) double total(const grid_t *g)
+{
+    double s = 0.0;
+    for (long i = 0; i < g->n; i++)
+        s += g->energy[i] * 2.0;
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    grid_t g = {1000 + argc, 0};
+    g.energy = malloc((size_t)g.n * sizeof *g.energy);
+    for (long i = 0; i < g.n; i++)
+        g.energy[i] = (double)i;
+    printf("%f\n", total(&g));
+    return 0;
+}
+"""
+
 CXX_MESH = r"""
 #include <cstdio>
 #include <vector>
@@ -262,6 +290,17 @@ def test_structure_member_and_pointer_parameter(tmp_path, opt):
     assert e.address <= HEAP + 0x1000 and t.address <= HEAP + 0x40000
     assert not any(o.name == "[heap]" and o.samples for o in a.objects)
     assert a.profile.outside_objects == 0
+
+
+@pytest.mark.parametrize("opt", ["-O2", "-O3"])
+def test_a_typedef_names_an_anonymous_structure(tmp_path, opt):
+    """`typedef struct { ... } grid_t;` (miniAMR's `block`): the member is named after the
+    typedef, in C's notation, `grid_t.energy`, not `energy` of a `struct (anonymous)`."""
+    exe = build_program(tmp_path, "typedef.c", C_TYPEDEF, "gcc", ["-g", opt], ("objdump",))
+    energy = _samples(_loads(exe, "total")[0], HEAP + 0x1000)
+    a = analyze(_profile(tmp_path / "p", exe, energy))
+    named = [(o.name, o.attribution, o.site.split("@")[0], o.samples) for o in a.objects if o.samples]
+    assert named == [("grid_t.energy", "type", "grid_t", 60)], named
 
 
 @pytest.mark.parametrize("opt", ["-O2", "-O3"])
