@@ -193,8 +193,12 @@ def _constructed_by_caller(o: Obj, ips: list[int], resolver: symbols.CodeResolve
     the variable its caller's line declares or assigns (``VectorType r(b.startIndex,
     nrows);``, ``p = new Grid(n);``); None when the allocating frame is not a constructor
     or the caller's line names nothing."""
-    frames = itertools.islice(resolver.user_frames(o.pid, ips), 0, 2)
+    frames = itertools.islice(resolver.user_frames(o.pid, ips), 0, 5)
     ctor, caller = next(frames, None), next(frames, None)
+    while ctor is not None and caller is not None and _is_constructor(caller.function) \
+            and _class_of(caller.function) == _class_of(ctor.function):
+        # a delegating constructor (`pvector(n, v) : pvector(n)`) builds the same object
+        ctor, caller = caller, next(frames, None)
     if ctor is None or caller is None or not _is_constructor(ctor.function) \
             or _is_constructor(caller.function):
         return None
@@ -239,6 +243,18 @@ def _library_variable(p: symbols.SourceLine, roots: list[str], archive: Archive)
 
 def _is_constructor(function: str) -> bool:
     """``ns::X<T>::X(args)``: the last two components of the qualified name agree."""
+    bare = _name_parts(function)
+    return len(bare) >= 2 and bare[-1] == bare[-2] and bool(bare[-1])
+
+
+def _class_of(function: str) -> tuple[str, ...]:
+    """The class (and namespaces) of a member function, template arguments left out:
+    ``pvector<int>::pvector(unsigned long)`` → ``("pvector",)``."""
+    return tuple(_name_parts(function)[:-1])
+
+
+def _name_parts(function: str) -> list[str]:
+    """The components of a function's qualified name, template arguments left out."""
     head = function.split("(", 1)[0]
     depth, parts, cur = 0, [], ""
     for ch in head:
@@ -250,8 +266,7 @@ def _is_constructor(function: str) -> bool:
             continue
         cur += ch
     parts.append(cur)
-    bare = [x.split("<", 1)[0].strip() for x in parts]
-    return len(bare) >= 2 and bare[-1] == bare[-2] and bool(bare[-1])
+    return [x.split("<", 1)[0].strip() for x in parts]
 
 
 #: A data mapping of an ELF file is named by the section holding this share of its samples.

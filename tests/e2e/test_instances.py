@@ -1,7 +1,8 @@
 """End-to-end: several objects of one class whose constructor allocates its member
 (tests/progs/vectors.cpp, after miniFE's Vector).  Each vector's coefficients are
 allocated at the constructor's `coefs(len)`, which names them all
-`Vector<double>::coefs`; they are named after the object each caller constructs."""
+`Vector<double>::coefs`; they are named after the object each caller constructs, a
+delegating constructor passed over."""
 
 import json
 
@@ -28,7 +29,8 @@ def test_each_constructed_object_names_its_member(report):
     src = (PROGS / "vectors.cpp").read_text().splitlines()
     objs = {o["name"]: o for o in report["objects"]}
     for name, decl in (("x.coefs", "Vector<double> x(n);"), ("r.coefs", "Vector<double> r(n);"),
-                       ("p->coefs", "Vector<double> *p = new Vector<double>(n);")):
+                       ("p->coefs", "Vector<double> *p = new Vector<double>(n);"),
+                       ("b.coefs", "Vector<double> b(n, 1.0);")):  # through a delegating constructor
         o = objs.get(name)
         assert o is not None, sorted(objs)
         line = next(i for i, t in enumerate(src, 1) if t.strip() == decl)

@@ -6,7 +6,8 @@
 //
 // Each vector's coefficients are `Vector<double>::coefs` in the constructor; the report
 // must tell them apart by the object each caller constructs: `x.coefs`, `r.coefs`,
-// `p->coefs` (made with new).
+// `p->coefs` (made with new), and `b.coefs`, built by a constructor that delegates to
+// the other (GAP's pvector(n, init) : pvector(n)).
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -17,6 +18,11 @@ template <typename T> struct Vector {
 #pragma omp parallel for schedule(static)
         for (long i = 0; i < n; i++)
             coefs[i] = T(i % 7);
+    }
+    Vector(long len, T init) : Vector(len)
+    {
+        for (long i = 0; i < n; i++)
+            coefs[i] += init;
     }
     long n;
     std::vector<T> coefs;
@@ -29,10 +35,11 @@ int main(int argc, char **argv)
     Vector<double> x(n);
     Vector<double> r(n);
     Vector<double> *p = new Vector<double>(n);
+    Vector<double> b(n, 1.0);
     for (int it = 0; it < iters; it++) {
 #pragma omp parallel for schedule(static)
         for (long i = 0; i < n; i++)
-            r.coefs[i] = 0.5 * r.coefs[i] + x.coefs[i] * p->coefs[i];
+            r.coefs[i] = 0.5 * r.coefs[i] + x.coefs[i] * p->coefs[i] - b.coefs[i];
 #pragma omp parallel for schedule(static)
         for (long i = 0; i < n; i++)
             p->coefs[i] = r.coefs[i] - 0.25 * p->coefs[i];
