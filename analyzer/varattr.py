@@ -204,6 +204,7 @@ def attribute(s: Samples, candidate: np.ndarray, in_stack: np.ndarray, resolver)
     basis = {frames.BASIS_FB: (fb, fb_ok), frames.DW_SP: (sp, g >= 0), frames.DW_BP: (bp, (g >= 0) & bp_ok)}
 
     found = _Found()
+    later = np.zeros(n, dtype=bool)
     left = np.asarray(candidate, dtype=bool) & (g >= 0)
     work = np.flatnonzero(left)
     order = work[np.argsort(g[work], kind="stable")]
@@ -236,28 +237,49 @@ def attribute(s: Samples, candidate: np.ndarray, in_stack: np.ndarray, resolver)
                 m = members[hit]
                 found.add(m, obj, start[hit], sl.size, np.where(own[m], tid[m], -1))
                 free &= ~hit
-        for h in fr.held:
-            if not free.any():
-                break
-            _held(found, h, fis[u], charged[u], members, free, a, sp, cfa_reg[u], base_reg, bknown, bval, own,
-                  tid)
-        # what no location names: where the base register's pointer came from
-        br, bk = base_reg[members], bknown[members]
-        for reg in np.unique(br[free & bk]).tolist():
-            if fis[u].frame_register(charged[u], reg):
-                continue
-            o = fis[u].origin(charged[u], reg)
-            sel = free & bk & (br == reg)
-            if o is not None and _name(found, o, fis[u].types, members[sel], a[sel], bval[members[sel]], own, tid):
-                free &= ~sel
+        # an address on a stack outside this frame is a local of another frame (the
+        # caller's `rng`, which a library's member function reaches through `this`): the
+        # locals of the frames seen at other samples are looked for first (_observed),
+        # what the pointer's type says after
+        deferred = free & in_stack[members] & ~own[members]
+        later[members[deferred]] = True
+        _by_code(found, members, free & ~deferred, fr, fis[u], charged[u], cfa_reg[u], a, sp, base_reg, bknown,
+                 bval, own, tid)
     for part in found.parts:
         left[part[0]] = False
     _observed(found, s, left & in_stack, pcf, g, basis, addr, tid)
     for part in found.parts:
         left[part[0]] = False
+    work = np.flatnonzero(left & later)
+    order = work[np.argsort(g[work], kind="stable")]
+    for members in np.split(order, np.flatnonzero(np.diff(g[order])) + 1) if len(order) else []:
+        u = int(g[members[0]])
+        _by_code(found, members, np.ones(len(members), dtype=bool), pcf[u], fis[u], charged[u], cfa_reg[u],
+                 addr[members], sp, base_reg, bknown, bval, own, tid)
+    for part in found.parts:
+        left[part[0]] = False
     _spills(found, left & in_stack & own & bknown, pcf, g, cfa, base_reg, addr, tid)
     _merge_aliases(found, s, in_stack)
     return _instances(found, s, in_stack, n)
+
+
+def _by_code(found: _Found, members, free, fr: frames.PcFrame, fi: frames.FrameIndex, pc: int, cfa_reg: int, a,
+             sp, base_reg, bknown, bval, own, tid) -> None:
+    """Samples ``members`` (those ``free``) of one frame named by the pointers its
+    variables hold, else by where the base register's pointer came from."""
+    for h in fr.held:
+        if not free.any():
+            return
+        _held(found, h, fi, pc, members, free, a, sp, cfa_reg, base_reg, bknown, bval, own, tid)
+    # what no location names: where the base register's pointer came from
+    br, bk = base_reg[members], bknown[members]
+    for reg in np.unique(br[free & bk]).tolist():
+        if fi.frame_register(pc, reg):
+            continue
+        o = fi.origin(pc, reg)
+        sel = free & bk & (br == reg)
+        if o is not None and _name(found, o, fi.types, members[sel], a[sel], bval[members[sel]], own, tid):
+            free &= ~sel
 
 
 def _held(found: _Found, h: frames.Held, fi: frames.FrameIndex, pc: int, members, free, a, sp, cfa_reg,
