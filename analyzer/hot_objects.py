@@ -325,8 +325,8 @@ def merge_into_sites(objs: list[Obj], hot: list[int], a_obj: np.ndarray, a_pid: 
     of heap where exactly one such array's blocks were laid out (its blocks and the gaps
     between them, SITE_STRETCH_GAP apart at most) goes to it (`Entry`, the element type
     of `m_rows[i].push_back(e)`), unless its name is such an array's at another depth
-    (`lv->u[]`, the row pointers allocated between the rows).  Returns whether any
-    moved."""
+    (`lv->u[]`, the row pointers allocated between the rows), or the array has no
+    variable's name (its site is its name).  Returns whether any moved."""
     sites: dict[tuple, list[int]] = {}
     stretches = []  # (pid, lo, hi, object)
     for oi in hot:
@@ -336,7 +336,11 @@ def merge_into_sites(objs: list[Obj], hot: list[int], a_obj: np.ndarray, a_pid: 
         key = varattr.alias_key(o.name)
         if key is not None:
             sites.setdefault(key, []).append(oi)
-        stretches += _stretches(o, oi, ivs)
+        if o.name != o.site:
+            # (a site the allocation's line names no variable for, a library's buffers
+            # allocated from the program's I/O statement (gfortran's OPEN), takes in no
+            # array the code names: the name is the better evidence)
+            stretches += _stretches(o, oi, ivs)
     moved = False
     for oi in hot:
         o = objs[oi]

@@ -101,6 +101,23 @@ def test_code_named_samples_in_a_sites_stretch_join_it():
     assert not hot_objects.merge_into_sites([site, typed], [0, 1], a_obj, np.full(2, 8), addr[:2], ivs)
 
 
+def test_a_site_without_a_variable_takes_in_no_named_array():
+    """CloverLeaf: a few small blocks libgfortran allocated for an `OPEN` were sampled; the
+    stretch of heap around them held `celldx`, which the kernels read through their
+    argument.  A site named by no variable (its name is its site) keeps its own samples
+    and takes in none the code names."""
+    site, _, ivs = _site_and_code_named()
+    site.name = site.site = "initialise_@initialise.f90:73"
+    named = objects.Obj("heap", ("points", "celldx"), 7, 0, 0, name="celldx", attribution=varattr.REGISTER)
+    addr = np.array([0x100000 + 100, 0x100000 + 3000], dtype=np.uint64)
+    a_obj = np.array([1, 1])
+    assert not hot_objects.merge_into_sites([site, named], [0, 1], a_obj, np.full(2, 7), addr, ivs)
+    assert a_obj.tolist() == [1, 1]
+    site.name = "grid[]"  # a variable's array takes them in, as above
+    assert hot_objects.merge_into_sites([site, named], [0, 1], a_obj, np.full(2, 7), addr, ivs)
+    assert a_obj.tolist() == [0, 0]
+
+
 def test_code_named_samples_just_past_a_sites_ends_join_it():
     # the first and the last nodes of a tree, allocated before the first sampled block
     # and after the last one: within SITE_STRETCH_ENDS periods they are the site's
