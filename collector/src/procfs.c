@@ -4,8 +4,9 @@
  * Final page placement per mapping (docs/record.md, "Page location"): a copy of
  * /proc/<pid>/numa_maps as <dir>/numa_maps.<pid>, written through a temporary file and
  * rename(2) so a reader never sees a partial copy (the shim writes the same file at the
- * target's exit; whichever is last wins, both are complete).  /proc is read below
- * NUMAPROF_SYSROOT for tests.
+ * target's exit; whichever is last wins, both are complete; an empty read, a process
+ * that exited meanwhile, replaces nothing).  /proc is read below NUMAPROF_SYSROOT for
+ * tests.
  */
 #include "nmp_collector.h"
 
@@ -41,6 +42,7 @@ int nmp_numa_maps_copy(pid_t pid, const char *dir)
     }
     char buf[65536];
     int saved = 0;
+    size_t total = 0;
     for (;;) {
         ssize_t n = read(in, buf, sizeof buf);
         if (n < 0 && errno == EINTR)
@@ -49,8 +51,15 @@ int nmp_numa_maps_copy(pid_t pid, const char *dir)
             saved = errno;
             break;
         }
-        if (n == 0)
+        if (n == 0) {
+            /* A live process has mappings: an empty numa_maps is one that exited between
+             * the caller's check and this read (its memory is gone), and must not replace
+             * the copy the shim made at its exit. */
+            if (total == 0)
+                saved = ESRCH;
             break;
+        }
+        total += (size_t)n;
         for (ssize_t off = 0; off < n;) {
             ssize_t w = write(out, buf + off, (size_t)(n - off));
             if (w < 0 && errno == EINTR)
