@@ -58,6 +58,11 @@ def shorten(text: str, width: int) -> str:
 
 
 _CLONE = re.compile(r" \[clone [^\]]*\]$")
+# gfortran's symbols: a module procedure `__mesh_mod_MOD_field_alloc`, an OpenMP region
+# outlined from one `…._omp_fn.0`, an external procedure `build_field_`
+_FORTRAN_MODULE_PROC = re.compile(r"^__(\w+?)_MOD_(\w+)")
+_OUTLINED = re.compile(r"\._omp_fn\.\d+$")
+_FORTRAN_FILE = re.compile(r"\.(f|for|ftn|f77|f90|f95|f03|f08)$", re.I)
 
 
 def count_words(n: int) -> str:
@@ -73,6 +78,14 @@ def short_site(site: str, width: int = SITE_WIDTH) -> str:
     """A site with its function shortened (its parameters first) and its ``@file:line``
     kept whole."""
     func, at, where = site.rpartition("@")
+    if at and _FORTRAN_FILE.search(where.rsplit(":", 1)[0]):
+        # a Fortran procedure as its source names it (`mesh_mod::field_alloc`,
+        # `build_field`), an OpenMP region by the procedure it is in
+        func = _OUTLINED.sub("", func)
+        module = _FORTRAN_MODULE_PROC.match(func)
+        func = f"{module.group(1)}::{module.group(2)}" if module else \
+            func[:-1] if func.endswith("_") and func[:-1].isidentifier() else func
+        site = f"{func}@{where}"
     if not at or len(site) <= width:
         return shorten(site, width)
     # a compiler's clone of the function (gcc's OpenMP region `f(int) [clone ._omp_fn.0]`):

@@ -118,3 +118,16 @@ def test_long_file_names_in_sites_keep_the_table_within_the_console(tmp_path):
         cells = [c.strip() for c in row.split("│")]
         assert cells[2].endswith(line), cells  # the line number stays
         assert cells[-2], cells  # the local column is there
+
+
+def test_fortran_procedures_are_shown_as_their_source_names_them():
+    """gfortran's symbols in a Fortran site: a module procedure `__m_MOD_p` is `m::p`, an
+    external procedure loses the trailing underscore, an OpenMP region its `._omp_fn.N`;
+    a C function's underscore stays."""
+    assert text_report.short_site("__mesh_mod_MOD_field_alloc@derived_fields.f90:15", 60) == \
+        "mesh_mod::field_alloc@derived_fields.f90:15"
+    assert text_report.short_site("build_field_@build_field.f90:34", 60) == "build_field@build_field.f90:34"
+    assert text_report.short_site("__visc_MOD_visc_kernel._omp_fn.0@visc.F90:73", 60) == \
+        "visc::visc_kernel@visc.F90:73"
+    assert text_report.short_site("foo_@x.c:3", 60) == "foo_@x.c:3"
+    assert text_report.short_site("main._omp_fn.0@app.c:3", 60) == "main._omp_fn.0@app.c:3"
