@@ -408,8 +408,17 @@ static int rebuild(struct walk *w, int pat, int reg, struct nmp_rebuild *rb, int
         if (w->join[k] != J_NONE)
             return -1; /* the value may come from another path */
         const struct nmp_insn *d = &w->v[w->at[k + 1]];
-        if (!(d->wregs & (1u << reg)))
+        if (!(d->wregs & (1u << reg))) {
+            /* a copy of reg made before: `mov %reg,%dst` or `lea c(%reg),%dst` (the RMAT
+             * generator's `lea 0x1(%rax),%r9; mov 0x30(%rsp,%rax,8),%rax`, a load over its
+             * own index); reg is dst less c wherever dst can be known from there */
+            if (d->wregs && !d->def_32 && d->def_src == reg &&
+                (d->def_op == NMP_DEF_MOV || (d->def_op == NMP_DEF_LEA && d->def_src2 < 0)) &&
+                rebuild(w, k, __builtin_ctz(d->wregs), rb, depth + 1) == 0 &&
+                (d->def_op == NMP_DEF_MOV || push_add(rb, -(int64_t)d->def_imm) == 0))
+                return 0;
             continue;
+        }
         int kd = k + 1, b = d->def_src, x = d->def_src2, sh = log2_scale(d->def_scale);
         int64_t ub = 0, ux = 0;
         switch (d->def_op) {

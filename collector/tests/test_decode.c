@@ -93,6 +93,28 @@ static void test_register_steps(struct nmp_decoder *d)
     r.r[R8] = 5;
     check_case(d, "index copied by mov", copy, sizeof copy, A, A + 9, 1, &r,
                (struct expect){r.r[DI] + 5 * 8, NMP_ACC_LOAD, 8, NMP_RULE_SKID});
+    /* A copy made before the access, which overwrites its own index (GAP's RMAT
+     * generator, gcc -O3): mov %r9,%rax; lea 0x1(%rax),%r9; mov 0x30(%rsp,%rax,8),%rax;
+     * add %r13d,%r13d <- ip; the index is r9 - 1 */
+    static const uint8_t lea_before[] = {0x4c, 0x89, 0xc8, 0x4c, 0x8d, 0x48, 0x01, 0x48, 0x8b,
+                                         0x44, 0xc4, 0x30, 0x45, 0x01, 0xed, 0xc3};
+    r.r[SP] = 0x7ffd00001000;
+    r.r[R9] = 8;
+    r.r[AX] = 0x1234; /* what the load gave */
+    check_case(d, "index copied by lea before the access", lea_before, sizeof lea_before, A,
+               A + 0xc, 1, &r, (struct expect){r.r[SP] + 0x30 + 7 * 8, NMP_ACC_LOAD, 8, NMP_RULE_SKID});
+    /* the copy taken before a shift (GAP's bottom-up step): movslq (%rax),%rsi; mov
+     * %rsi,%rdi; shr $6,%rsi; mov (%r15,%rsi,8),%rsi; and $1,%edi <- ip: rsi = rdi >> 6 */
+    static const uint8_t before_shift[] = {0x48, 0x63, 0x30, 0x48, 0x89, 0xf7, 0x48, 0xc1, 0xee,
+                                           0x06, 0x49, 0x8b, 0x34, 0xf7, 0x83, 0xe7, 0x01, 0xc3};
+    r.r[R15] = 0x7f0000240000;
+    r.r[DI] = 1000;
+    r.r[SI] = 0x5555; /* what the load gave */
+    check_case(d, "copy before a shift", before_shift, sizeof before_shift, A, A + 0xe, 1, &r,
+               (struct expect){r.r[R15] + (1000 >> 6) * 8, NMP_ACC_LOAD, 8, NMP_RULE_SKID});
+    /* after `and $1,%edi` the copy is gone too */
+    check_case(d, "copy before a shift, copy overwritten", before_shift, sizeof before_shift, A,
+               A + 0x11, 1, &r, (struct expect){0, NMP_ACC_LOAD, 8, NMP_RULE_CLOBBERED});
 }
 
 /* Through conditional branches and joins: the other paths into a join must keep the
