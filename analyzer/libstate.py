@@ -16,8 +16,8 @@ import numpy as np
 
 from numaprof.analyzer import attribution as att
 from numaprof.analyzer import frames, symbols
-from numaprof.analyzer.objects import PROT_EXEC, Obj, mapping_rows
-from numaprof.analyzer.runtime import OPENMP_RUNTIME
+from numaprof.analyzer.objects import Obj
+from numaprof.analyzer.runtime import code_mappings, is_openmp_runtime
 from numaprof.analyzer.varattr import RED_ZONE
 from numaprof.syspaths import is_system_library
 
@@ -25,15 +25,9 @@ from numaprof.syspaths import is_system_library
 NOTE_SHARE = 0.05
 
 
-def _library_code(mt: dict) -> att.Intervals | None:
-    """The code mappings of the system libraries other than an OpenMP runtime (which has a
-    rule of its own); None when none is mapped."""
-    prot = np.asarray(mt["prot"])
-    known_prot = bool(prot.any())
-    rows = [i for i, path in enumerate(mt["path"])
-            if path and is_system_library(str(path)) and not OPENMP_RUNTIME.fullmatch(os.path.basename(str(path)))
-            and (not known_prot or int(prot[i]) & PROT_EXEC)]
-    return mapping_rows(mt, np.asarray(rows)) if rows else None
+def _library_code(path: str) -> bool:
+    """A system library other than an OpenMP runtime (which has a rule of its own)."""
+    return is_system_library(path) and not is_openmp_runtime(path)
 
 
 def library_samples(mt: dict, resolver: symbols.CodeResolver, regs: dict | None, pid, ip, addr, time, layers,
@@ -43,10 +37,10 @@ def library_samples(mt: dict, resolver: symbols.CodeResolver, regs: dict | None,
     or -- where no object of the program's is -- its own stack frame, from the stack
     pointer (less the red zone) to the canonical frame address of the sampled function
     (its .eh_frame; needs the sampled registers).  (None, {}) without any."""
-    code = _library_code(mt)
+    code = code_mappings(mt, _library_code)
     if code is None or not len(addr):
         return None, Counter()
-    idx = np.flatnonzero(att.locate(pid, ip, time, code) >= 0)
+    idx = np.flatnonzero(att.locate(pid, ip, time, code[0]) >= 0)
     if not len(idx):
         return None, Counter()
     iv = att.locate_layers(pid[idx], addr[idx], time[idx], layers)

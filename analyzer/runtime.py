@@ -17,20 +17,24 @@ from numaprof.analyzer.objects import NO_STACK, PROT_EXEC, Obj, mapping_rows
 OPENMP_RUNTIME = re.compile(r"lib(gomp|omp|iomp5)(-[0-9a-f]+)?\.so(\.[0-9]+)*")
 
 
-def runtime_code(mt: dict) -> tuple[att.Intervals, list[str]] | None:
-    """The code mappings of an OpenMP runtime (by file name; all of its mappings when the
-    profile has no protections) and the runtimes' file names; None when none is mapped."""
+def code_mappings(mt: dict, keep) -> tuple[att.Intervals, list[str]] | None:
+    """The code mappings of the files whose path ``keep`` accepts (all of their mappings
+    when the profile has no protections) and those files' names; None when none is
+    mapped."""
     prot = np.asarray(mt["prot"])
     known_prot = bool(prot.any())
     rows, names = [], []
     for i, path in enumerate(mt["path"]):
-        base = os.path.basename(str(path))
-        if OPENMP_RUNTIME.fullmatch(base) and (not known_prot or int(prot[i]) & PROT_EXEC):
+        if path and keep(str(path)) and (not known_prot or int(prot[i]) & PROT_EXEC):
             rows.append(i)
-            names.append(base)
+            names.append(os.path.basename(str(path)))
     if not rows:
         return None
     return mapping_rows(mt, np.asarray(rows)), sorted(set(names))
+
+
+def is_openmp_runtime(path: str) -> bool:
+    return OPENMP_RUNTIME.fullmatch(os.path.basename(path)) is not None
 
 
 #: The share of the samples with an address from which the OpenMP runtime's work on its own
@@ -47,7 +51,7 @@ def runtime_samples(mt: dict, frames: dict[int, list[int]], pid, ip, addr, time,
     (its allocation stack's first frame in the runtime: the shim sampled it).  (None, [])
     without a runtime or such a sample.  A user array the runtime touches (a reduction's
     target) stays the array's."""
-    rt = runtime_code(mt)
+    rt = code_mappings(mt, is_openmp_runtime)
     if rt is None or not len(addr):
         return None, []
     idx = np.flatnonzero(att.locate(pid, ip, time, rt[0]) >= 0)
