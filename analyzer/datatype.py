@@ -432,13 +432,14 @@ class Insn:
     addr: int
     next: int  # address of the following instruction
     writes: frozenset[int]
-    op: str  # copy | lea | step | load | addload | store | call | pop | ret | jmp | other
+    op: str  # copy | lea | step | load | addload | store | call | pop | ret | jmp | jcc | other
     dst: int = -1
     src: int = -1  # copy: the source register; store: the register stored
     base: int = -1  # lea, load, store: the memory operand's base register
     index: int = -1
     disp: int = 0
     size: int = 0  # bytes loaded / copied / stored
+    nop: bool = False
 
 
 def decode(code: bytes, addr: int) -> list[Insn]:
@@ -467,6 +468,10 @@ def decode(code: bytes, addr: int) -> list[Insn]:
             # unconditional: what follows is reached only by a jump to it; disp its target
             # (0: an indirect jump)
             op = "jmp"
+            disp = ops[0].imm if len(ops) == 1 and ops[0].type == x86.X86_OP_IMM else 0
+        elif i.group(capstone.CS_GRP_JUMP):
+            # a conditional branch (jcc, loop, jrcxz): disp its target
+            op = "jcc"
             disp = ops[0].imm if len(ops) == 1 and ops[0].type == x86.X86_OP_IMM else 0
         elif i.id == x86.X86_INS_POP:
             op = "pop"  # an epilogue's restore of a callee-saved register
@@ -505,5 +510,6 @@ def decode(code: bytes, addr: int) -> list[Insn]:
               and ops[0].mem.segment == 0 and ops[0].mem.base in table):
             op, src, size = "store", table[ops[1].reg], 8  # a spill: mov %reg, disp(%base)
             base, index, disp = table[ops[0].mem.base], table.get(ops[0].mem.index, -1), ops[0].mem.disp
-        out.append(Insn(i.address, i.address + i.size, writes, op, dst, src, base, index, disp, size))
+        out.append(Insn(i.address, i.address + i.size, writes, op, dst, src, base, index, disp, size,
+                        i.id == x86.X86_INS_NOP))
     return out

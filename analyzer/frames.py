@@ -30,6 +30,7 @@ from elftools.dwarf.locationlists import (
 
 from numaprof.analyzer import datatype, staticvars, symbols
 
+EXPLORE = 8192  # instructions looked at for the definitions that reach one register
 DW_SP, DW_BP = 7, 6  # DWARF register numbers of rsp and rbp (System V x86-64 psABI)
 BASIS_FB = -1  # a slot's offset is from the function's frame base
 BASIS_EXPR = -3  # a slot's start is a DWARF expression of the stack pointer, frame pointer,
@@ -121,6 +122,7 @@ class _Func:
     vars: list[_Var]
     ranges: list[tuple[int, int]]
     code: tuple[list, list[int]] | None = None  # decoded instructions and their addresses
+    preds: list | bool | None = None  # each instruction's predecessors (_preds); False: unknown
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,10 @@ class Origin:
     site: str
     type: datatype.TypeInfo | None  # the pointer's type
     how: str  # register: a variable's location names the register; type: tracked
+
+
+#: A definition that leads back to the one being followed (around a loop): it adds no origin.
+_CYCLE = Origin("", ("cycle",), "", None, "cycle")
 
 
 class FrameIndex:
@@ -147,6 +153,7 @@ class FrameIndex:
         self._funcs: dict[int, _Func | None] = {}
         self._files: dict[int, list[str]] = {}
         self._at: dict[tuple[int, int], PcFrame | None] = {}
+        self._busy: set[tuple] = set()  # definitions being followed (_agree)
 
     # -- call-frame information -------------------------------------------------------
     def cfa_rule(self, vaddr: int) -> tuple[int, int] | None:
@@ -215,6 +222,13 @@ class FrameIndex:
                 if home is not None and t is not None and t.size > 0:
                     later.append(Slot(home.basis, home.off, t.size, v.var, False))
             if loc is None:
+                continue
+            if loc.kind == "mem" and loc.basis == DW_BP and (cfa is None or cfa[0] != DW_BP):
+                # rbp as a general register (the CFA is not kept from it here): it holds
+                # the variable's address, as another register would (a Fortran automatic
+                # array's block at -O3: `DW_OP_breg6 (rbp): 0`), not a slot of the frame
+                if t is not None:
+                    held.append(Held(DW_BP, loc.off, replace(v.var, type=datatype.pointer_to(t)), ref=True))
                 continue
             if loc.kind == "mem":
                 if t is not None and (t.size > 0 or t.kind == "array"):
@@ -335,7 +349,8 @@ class FrameIndex:
         key = (pc, reg, "origin")
         if key not in self._at:
             try:
-                self._at[key] = self._origin(pc, reg, datatype.STEPS) if self.usable else None
+                o = self._origin(pc, reg, datatype.STEPS) if self.usable else None
+                self._at[key] = None if o is _CYCLE else o
             except _ERRORS:
                 self._at[key] = None
         return self._at[key]
@@ -378,7 +393,7 @@ class FrameIndex:
                 # nothing above falls through to here: a block reached by jumps only (gcc
                 # puts a loop's rare branch after the function's return); a jump forward
                 # into what was walked (a loop entered in its middle) leads here itself
-                return self._single_definition(insns, reg, steps)
+                return self._reaching(f, pc, reg, steps)
             if reg not in ins.writes:
                 if ins.op == "call" and reg in datatype.CALLER_SAVED:
                     return self._named_after(insns, k, reg)  # a call's result: `p = malloc(n)`
@@ -411,17 +426,121 @@ class FrameIndex:
             v = self._held_at(addrs[0], reg)
             if v is not None and v.name:
                 return Origin(v.name, ("var", *v.key), v.site, v.type, "register")
+            return None
+        if start - datatype.WALK >= 0:
+            # set further up than the walk looks (a long Fortran procedure keeps an
+            # automatic array's address in r15 from its malloc on, while its location
+            # list stops after a few instructions)
+            return self._reaching(f, pc, reg, steps)
         return None
 
-    def _single_definition(self, insns: list[datatype.Insn], reg: int, steps: int) -> Origin | None:
-        """_walk() from the one instruction of the function that sets callee-saved ``reg``
-        (its epilogue's restores aside): every value it holds in the body is that one.
-        None for a register set more than once, or one a call or the caller sets (a
-        parameter's, a call's result), whose value depends on the path taken."""
+    def _reaching(self, f: _Func, pc: int, reg: int, steps: int) -> Origin | None:
+        """What callee-saved ``reg`` holds at ``pc`` from the instructions that set it on
+        every way into pc (reaching definitions over the function's branches): their one
+        origin, or None when they differ, when a way comes from the function's entry (the
+        caller's value), from an indirect jump or from a restore (pop), or past EXPLORE
+        instructions.  A register set once before a long loop, or set on each branch to
+        the same array (a Fortran procedure rotating its automatic arrays' addresses
+        through r10, r12 and r15), is that array wherever it is read."""
         if reg in datatype.CALLER_SAVED or reg == DW_SP or steps <= 0:
             return None
-        defs = [ins for ins in insns if reg in ins.writes and ins.op != "pop"]
-        return self._walk(defs[0].next, reg, steps - 1) if len(defs) == 1 else None
+        insns, _ = self._code(f)
+
+        def sets(ins: datatype.Insn) -> bool | None:
+            return None if reg in ins.writes and ins.op == "pop" else reg in ins.writes
+
+        return self._agree(("reg", pc, reg), self._defs(f, pc, sets),
+                           lambda d: self._walk(insns[d].next, reg, steps - 1))
+
+    def _reaching_store(self, load: datatype.Insn, steps: int) -> Origin | None:
+        """What a frame slot read by ``load`` holds, from the stores to it on every way
+        into the load (as _reaching for a register): the registers stored agree."""
+        slot = self._cfa_offset(load.addr, load.base, load.disp)
+        f = self._function_at(load.addr)
+        if slot is None or f is None or steps <= 0:
+            return None
+        insns, _ = self._code(f)
+
+        def stores(st: datatype.Insn) -> bool:
+            return (st.op == "store" and st.index < 0 and self.frame_register(st.addr, st.base)
+                    and self._cfa_offset(st.addr, st.base, st.disp) == slot)
+
+        return self._agree(("slot", load.addr, slot), self._defs(f, load.addr, stores),
+                           lambda d: self._origin(insns[d].addr, insns[d].src, steps - 1))
+
+    def _agree(self, key: tuple, defs: set[int] | None, origin_of) -> Origin | None:
+        """The one origin of the definitions ``defs`` (origin_of(index)); those that lead
+        back to ``key`` itself (around a loop) add nothing."""
+        if not defs or key in self._busy:
+            return _CYCLE if defs and key in self._busy else None
+        self._busy.add(key)
+        try:
+            found = None
+            for d in sorted(defs):
+                o = origin_of(d)
+                if o is _CYCLE:
+                    continue
+                if o is None or (found is not None and o.key != found.key):
+                    return None
+                found = o
+            return found
+        finally:
+            self._busy.discard(key)
+
+    def _defs(self, f: _Func, pc: int, sets) -> set[int] | None:
+        """The instructions ``sets`` accepts that reach pc on some way through the
+        function's branches, not passing another; None when a way comes from the entry
+        or code not decoded, when sets() says None (a value it cannot follow), when an
+        indirect jump may lead anywhere, or past EXPLORE instructions."""
+        insns, addrs = self._code(f)
+        preds = self._preds(f)
+        start = bisect.bisect_left(addrs, pc)
+        if preds is None or start >= len(addrs) or addrs[start] != pc:
+            return None
+        seen, todo, defs = {start}, [start], set()
+        while todo:
+            for p in preds[todo.pop()]:
+                if p < 0 or len(seen) > EXPLORE:
+                    return None
+                if p in seen:
+                    continue
+                seen.add(p)
+                hit = sets(insns[p])
+                if hit is None:
+                    return None
+                if hit:
+                    defs.add(p)
+                else:
+                    todo.append(p)
+        return defs
+
+    def _preds(self, f: _Func) -> list[list[int]] | None:
+        """Each instruction's predecessors in the function (-1: its entry, or code not
+        decoded); None when an indirect jump could lead anywhere."""
+        if f.preds is None:
+            insns, addrs = self._code(f)
+            at = {a: k for k, a in enumerate(addrs)}
+            entry = min(lo for lo, _ in f.ranges)
+            preds: list[list[int]] = [[] for _ in insns]
+            for k, ins in enumerate(insns):
+                if ins.addr == entry:
+                    preds[k].append(-1)
+                if k + 1 < len(insns) and ins.op not in ("jmp", "ret") and ins.next == addrs[k + 1]:
+                    preds[k + 1].append(k)
+                if ins.op in ("jmp", "jcc"):
+                    if not ins.disp:
+                        f.preds = False
+                        return None
+                    t = at.get(ins.disp)
+                    if t is not None:
+                        preds[t].append(k)
+            for k in range(len(insns)):
+                if not preds[k] and not insns[k].nop:
+                    # reached by no branch: code not decoded, or an exception's landing pad
+                    # (alignment padding after a jump is reached by nothing)
+                    preds[k].append(-1)
+            f.preds = preds
+        return f.preds or None
 
     def _static_pointer(self, address: int) -> Origin | None:
         """What a pointer loaded from the static variable at link-time ``address`` is
@@ -468,7 +587,8 @@ class FrameIndex:
             # what was stored there before: a register the compiler spilled, or the
             # value of a local pointer into another array (as in _origin)
             store = self._spill(ins)
-            deeper = self._origin(store.addr, store.src, steps) if store is not None else None
+            deeper = (self._origin(store.addr, store.src, steps) if store is not None
+                      else self._reaching_store(ins, steps))
             if held is None or (deeper is not None and deeper.how == "type" and deeper.name):
                 return deeper
             return held

@@ -1,0 +1,64 @@
+"""Reaching definitions in a function's code (analyzer/frames.py, FrameIndex._reaching):
+what a callee-saved register holds at an instruction is the one origin of every
+definition that reaches it through the function's branches -- a long Fortran procedure
+keeps an automatic array's address in r15 from its malloc on, and its location list
+stops a few instructions later (SNAP's dim3_sweep, gfortran -O3)."""
+
+from numaprof.analyzer import datatype, frames
+
+R15, R12, RAX, RBX = 15, 12, 0, 3
+
+
+def _insn(addr, size, op, writes=(), disp=0, nop=False):
+    return datatype.Insn(addr, addr + size, frozenset(writes), op, disp=disp, nop=nop)
+
+
+def _function(indirect=False):
+    """0x100 mov %rax,%r15; jne 0x120; mov %rbx,%r15; jmp 0x120 (or jmp *%rax); nop
+    padding; 0x120 the loop reading r15, its back edge; ret."""
+    insns = [
+        _insn(0x100, 3, "copy", {R15}),
+        _insn(0x103, 2, "jcc", disp=0x120),
+        _insn(0x105, 3, "copy", {R15}),
+        _insn(0x108, 2, "jmp", disp=0 if indirect else 0x120),
+        _insn(0x10a, 0x16, "other", nop=True),
+        _insn(0x120, 4, "load", {RAX}),
+        _insn(0x124, 2, "jcc", disp=0x120),
+        _insn(0x126, 1, "ret"),
+    ]
+    return frames._Func("f", 0, None, [], [(0x100, 0x127)], code=(insns, [i.addr for i in insns]))
+
+
+def _index():
+    fi = frames.FrameIndex.__new__(frames.FrameIndex)
+    fi._busy = set()
+    return fi
+
+
+def _origin(name):
+    return frames.Origin(name, ("var", "f", name, "f.f90", 1), "f@f.f90:1", None, "register")
+
+
+def test_every_definition_reaching_the_instruction():
+    fi, f = _index(), _function()
+    assert fi._defs(f, 0x120, lambda i: R15 in i.writes) == {0, 2}
+    # r12 is set nowhere: the way from the entry brings the caller's value
+    assert fi._defs(f, 0x120, lambda i: R12 in i.writes) is None
+    # an indirect jump may lead anywhere
+    assert fi._defs(_function(indirect=True), 0x120, lambda i: R15 in i.writes) is None
+
+
+def test_the_definitions_must_agree():
+    fi, f = _index(), _function()
+    same = {0x103: _origin("psi"), 0x108: _origin("psi")}
+    fi._walk = lambda pc, reg, steps: same[pc]
+    assert fi._reaching(f, 0x120, R15, 4).name == "psi"
+    fi._walk = lambda pc, reg, steps: {0x103: _origin("psi"), 0x108: _origin("pc")}[pc]
+    assert fi._reaching(f, 0x120, R15, 4) is None
+    fi._walk = lambda pc, reg, steps: {0x103: _origin("psi"), 0x108: None}[pc]
+    assert fi._reaching(f, 0x120, R15, 4) is None
+    # a definition leading back to the one followed (around a loop) adds nothing
+    fi._walk = lambda pc, reg, steps: {0x103: _origin("psi"), 0x108: frames._CYCLE}[pc]
+    assert fi._reaching(f, 0x120, R15, 4).name == "psi"
+    # a caller-saved register's value depends on the calls made on the way: not followed
+    assert fi._reaching(f, 0x120, RAX, 4) is None
