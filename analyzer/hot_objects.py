@@ -137,11 +137,15 @@ def merge_container_sites(objs: list[Obj], hot: list[int], counts: np.ndarray, a
         at = _site_frame(resolver, o.pid, frames.get(o.stack, []))
         if at is not None:
             k, function = at
-            callers = tuple(frames[o.stack][k + 1:])
+            # a local variable of the allocating function is one array whoever called it
+            # (SNAP's dim3_sweep, whose automatic arrays the master thread and the others
+            # allocate through different lines of their callers)
+            callers = (o.site,) if o.site_local else tuple(frames[o.stack][k + 1:])
             groups.setdefault((o.pid, o.name, function, callers), []).append(oi)
     merged = []
     for members in groups.values():
-        if len({objs[k].site for k in members}) < 2:
+        if len(members) < 2 or (len({objs[k].site for k in members}) < 2
+                                and not all(objs[k].site_local for k in members)):
             continue
         members.sort(key=lambda k: (-int(counts[k]), k))
         rep = objs[members[0]]
@@ -357,6 +361,9 @@ def merge_into_sites(objs: list[Obj], hot: list[int], a_obj: np.ndarray, a_pid: 
         mine = np.flatnonzero(a_obj == oi)
         to = np.full(len(mine), -1, dtype=np.int64)
         for pid, lo, hi, site in stretches:
+            if objs[site].site_local and o.attribution == varattr.REGISTER and \
+                    _function_of(o.site) == _function_of(objs[site].site):
+                continue  # another local of the function allocating it: another array
             inside = (a_pid[mine] == pid) & (a_addr[mine] >= lo) & (a_addr[mine] < hi)
             to[inside] = np.where(to[inside] < 0, site, -2)  # -2: in two arrays' stretches
         keep = to >= 0
@@ -377,6 +384,10 @@ SITE_STRETCH_GAP = 16
 #: the blocks before the first one sampled (the countdown to it is about a period of
 #: bytes, more than that in few runs) and after the last (a tree's first and last nodes).
 SITE_STRETCH_ENDS = 4
+
+
+def _function_of(site: str) -> str:
+    return site.rpartition("@")[0]
 
 
 def _stretches(o: Obj, oi: int, ivs: att.Intervals) -> list[tuple[int, int, int, int]]:

@@ -63,6 +63,10 @@ class Obj:
     # a static whose symbol may be a function's static local (``u1.3``): the ELF file
     # whose DWARF names it, looked up only if it has samples (name_object)
     dwarf: symbols.ElfInfo | None = None
+    # the name is a variable of the allocating function itself, written on the
+    # allocation's line (`double *tmp = malloc(n)`, a Fortran automatic array), whichever
+    # caller reached it: the same array from every call stack (hot_objects)
+    site_local: bool = False
 
 
 def thread_sites(prof: Profile, mappings: symbols.Mappings) -> dict[int, int]:
@@ -605,6 +609,7 @@ def name_object(o: Obj, resolver: symbols.CodeResolver, prof: Profile) -> None:
         return
     if site.line > 0:
         var, named_at = _assigned(site, roots, resolver.archive)
+        first = var
         # an allocation wrapper (it returns the block): its caller's variable names the
         # array, up to a few wrappers deep (xmalloc inside new_grid inside main)
         # (a wrapper that builds a grid row by row, `g[i][j] = calloc(...)` returning g,
@@ -637,8 +642,13 @@ def name_object(o: Obj, resolver: symbols.CodeResolver, prof: Profile) -> None:
             # a member of the object a member function works on: `Mesh::m_pos`
             var = srcnames.member_name(str(named_at[0]), named_at[1], var,
                                        site_language(named_at[1].file, named_at[1].function), resolver.archive) + suffix
+            local = var == first and _LOCAL_NAME.fullmatch(var) is not None
             var = element_name(var, o.count)
+            o.site_local = local
     o.name = var or o.site
+
+
+_LOCAL_NAME = re.compile(r"[A-Za-z_]\w*")
 
 
 def _passed_from_caller(name: str | None, at, callers, roots: list[str], archive: Archive):

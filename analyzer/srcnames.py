@@ -95,6 +95,8 @@ def assigned_name(path: str, line: int, column: int = 0, lang: str | None = None
                     "function_declarator", "assignment_expression"),
             "fortran": ("sized_allocation", "allocate_statement")}[lang]
     _collect(tree.root_node, row, want, calls)
+    if lang == "fortran" and not calls:
+        return _fortran_automatic(tree, row, column, call, src)
     if lang == "cpp":
         # a declaration constructing an object (`std::vector<double> v(n);`) is a call
         # only when it has constructor arguments; plain `double *a = ...` defers to its
@@ -155,6 +157,58 @@ def _fortran_allocated(node, call: tuple[int, int] | None, src: bytes) -> str | 
         node = allocs[0]
     ident = next((ch for ch in node.named_children if ch.type in ("identifier", "derived_type_member_expression")), None)
     return _text(ident, src) if ident is not None else None
+
+
+#: attributes of a declaration whose arrays are not automatic ones the procedure allocates
+_NOT_AUTOMATIC = ("intent", "allocatable", "pointer", "parameter", "save", "value", "external")
+
+
+def _fortran_automatic(tree, row: int, column: int, call: tuple[int, int] | None, src: bytes) -> str | None:
+    """A Fortran automatic array declared on ``row`` (``real, dimension(n) :: a, b``,
+    ``real :: w(n)``): a local whose size is known only at run time, which gfortran
+    allocates with malloc on entry (unless -fstack-arrays) at the line and column of its
+    name: the one at ``column``, else the ``call[0]``-th of the ``call[1]`` such arrays
+    there, or the only one."""
+    decls: list = []
+    _collect(tree.root_node, row, ("variable_declaration",), decls)
+    procs = [p for p in _nodes_at(tree, row + 1, "subroutine", "function", "program") if p.is_named]
+    dummies: set[str] = set()
+    stmt = next((c for c in procs[-1].children if c.type in ("subroutine_statement", "function_statement")),
+                None) if procs else None
+    params = next((c for c in stmt.children if c.type == "parameters"), None) if stmt is not None else None
+    if params is not None:
+        dummies = {_text(c, src).lower() for c in params.named_children if c.type == "identifier"}
+    autos = []
+    for d in decls:
+        quals = [c for c in d.named_children if c.type == "type_qualifier"]
+        if any(_text(q, src).lower().startswith(_NOT_AUTOMATIC) for q in quals):
+            continue
+        shape = next((q for q in quals if _text(q, src).lower().startswith("dimension")), None)
+        shared = shape is not None and _runtime_size(shape)
+        for c in d.named_children:
+            if c.type == "identifier" and shared:
+                ident = c
+            elif c.type == "sized_declarator" and _runtime_size(c):
+                ident = next((x for x in c.named_children if x.type == "identifier"), None)
+            else:
+                continue
+            if ident is not None and _text(ident, src).lower() not in dummies:
+                autos.append(_text(ident, src))
+                # gfortran's column is the name's last character
+                if ident.start_point[0] == row and ident.start_point[1] <= column - 1 < ident.end_point[1]:
+                    return autos[-1]
+    if call is not None and len(autos) == call[1] and 0 <= call[0] < len(autos):
+        return autos[call[0]]
+    return autos[0] if len(autos) == 1 else None
+
+
+def _runtime_size(node) -> bool:
+    """Whether a shape holds a name (``dimension(nang, 4)``, ``w(n)``): a size known at
+    run time only.  A deferred or assumed shape (``(:)``, ``(*)``) holds none."""
+    if node.type == "identifier":
+        return True
+    return any(_runtime_size(c) for c in node.named_children
+               if c.type not in ("kind",) and not (node.type == "sized_declarator" and c is node.named_children[0]))
 
 
 def _constructs(node) -> bool:

@@ -135,6 +135,32 @@ def test_assigned_name_forms(tmp_path):
     assert srcnames.assigned_name(str(f), 2, column=18) == "b"
 
 
+def test_fortran_automatic_arrays_named_by_column(tmp_path):
+    """gfortran mallocs a procedure's automatic arrays (local, sized at run time) at the
+    line of their declaration, each call at the column of the name's last character
+    (SNAP's dim3_sweep); dummy arguments, allocatables and fixed sizes allocate nothing."""
+    f = tmp_path / "auto.f90"
+    f.write_text(
+        "subroutine s(nang, n, a)\n"
+        "  integer, intent(in) :: nang, n\n"
+        "  real(8), dimension(nang) :: psi, pc, den\n"
+        "  real(8), dimension(nang, 4) :: hv, fxhv\n"
+        "  real(8) :: w(n), c(3), z\n"
+        "  real(8), intent(inout) :: a(n)\n"
+        "  real(8), allocatable :: b(:)\n"
+        "end subroutine\n"
+    )
+    line = f.read_text().splitlines()
+    for ln, name in ((3, "psi"), (3, "pc"), (3, "den"), (4, "hv"), (4, "fxhv")):
+        end = re.search(rf"\b{name}\b", line[ln - 1]).end()  # 1-based column of the last character
+        assert srcnames.assigned_name(str(f), ln, column=end) == name
+    assert srcnames.assigned_name(str(f), 3) is None  # three arrays, no column: which?
+    assert srcnames.assigned_name(str(f), 3, call=(1, 3)) == "pc"
+    assert srcnames.assigned_name(str(f), 5) == "w"  # c(3) is fixed, z a scalar
+    assert srcnames.assigned_name(str(f), 6) is None  # a dummy argument
+    assert srcnames.assigned_name(str(f), 7) is None  # deferred shape
+
+
 F_COMMON = """\
 module fields
   implicit none

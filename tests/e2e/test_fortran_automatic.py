@@ -1,0 +1,45 @@
+"""End-to-end: a Fortran procedure's automatic arrays (tests/progs/automatic.f90, the cell
+update of a transport sweep as SNAP's dim3_sweep writes it: `real(8), dimension(nang) ::
+psi, pc, den` and `dimension(nang, 4) :: hv, fxhv`).  gfortran mallocs them on every
+call at the line of the declaration, the column of each name; both threads call the
+procedure, the first through another line of the driver.  Each is one object under its
+own name: not five objects named by the site `cell_sweep@automatic.f90:13`, not one
+per caller, and no frame object for the array gcc keeps in rbp."""
+
+import json
+import shutil
+import subprocess
+from collections import Counter
+
+import pytest
+from helpers import PROGS, run_numaprof
+
+pytestmark = pytest.mark.e2e
+
+AUTOMATIC = {"psi", "pc", "den", "hv", "fxhv"}
+
+
+@pytest.mark.parametrize("opt", ["-O2", "-O3"])
+def test_automatic_arrays_named_once_each(tmp_path, opt):
+    src = tmp_path / "automatic.f90"
+    shutil.copy(PROGS / "automatic.f90", src)
+    exe = tmp_path / "automatic"
+    subprocess.run(["gfortran", opt, "-g", "-fopenmp", "-o", str(exe), str(src)], check=True, cwd=tmp_path)
+    run_numaprof("record", "-o", tmp_path / "p.data", "--", exe, "1500", env={"OMP_NUM_THREADS": "2"},
+                 check=True, cwd=tmp_path)
+    doc = json.loads(run_numaprof("report", tmp_path / "p.data", "--format", "json", check=True).stdout)
+    objs = doc["objects"]
+    names = Counter(o["name"] for o in objs if o["name"] in AUTOMATIC)
+    # hv and fxhv take most of the time: each is sampled in every run
+    assert {"hv", "fxhv"} <= set(names), [(o["name"], o["site"], o["samples"]) for o in objs]
+    assert all(n == 1 for n in names.values()), names
+    for o in objs:
+        if o["name"] in AUTOMATIC:
+            assert o["kind"] == "heap" and "cell_sweep@automatic.f90:1" in o["site"], o
+    unnamed = [(o["name"], o["samples"]) for o in objs if "cell_sweep@automatic.f90" in o["name"]]
+    assert not unnamed, unnamed
+    hv = next(o for o in objs if o["name"] == "hv")
+    assert hv["threads"] == 2, hv
+    total = sum(o["samples"] for o in objs)
+    assert sum(o["samples"] for o in objs if o["name"] in AUTOMATIC) >= 0.6 * total, \
+        [(o["name"], o["samples"]) for o in objs[:8]]
