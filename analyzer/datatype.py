@@ -386,7 +386,7 @@ WALK = 256  # instructions walked back for one register
 #: Insn.base of a load from a static word (``mov disp(%rip), %reg``): Insn.disp is then the
 #: word's link-time address
 RIP = -5
-STEPS = 8  # registers followed (copies, address arithmetic, loads) for one access
+STEPS = 12  # registers followed (copies, address arithmetic, loads) for one access
 
 
 def _dwarf_table() -> dict[int, int]:
