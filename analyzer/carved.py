@@ -146,7 +146,7 @@ def plan(name: np.ndarray, labels: list[str], off: np.ndarray, size: np.ndarray,
     parts = []
     for j, c in enumerate(big):
         start = 0 if j == 0 else _boundary(big[j - 1][1], c[0])
-        end = block if j == len(big) - 1 else _boundary(c[1], big[j + 1][0])
+        end = _last_end(start, c, block) if j == len(big) - 1 else _boundary(c[1], big[j + 1][0])
         label = max(c[3].items(), key=lambda kv: (kv[1], kv[0]))[0]
         parts.append(Part(label, start, end))
     if len({p.label for p in parts}) < len(parts) or any(p.end <= p.start for p in parts):
@@ -166,6 +166,18 @@ def _join(ranges: list) -> list[list]:
         else:
             clusters.append([lo, hi, n, {name: n}])
     return clusters
+
+
+def _last_end(start: int, c: list, block: int) -> int:
+    """Where the last part ends: at the block's end, unless the bytes past its last
+    sampled one outnumber its own (a pool allocator's reserve, YAKL's LinearAllocator
+    holding 1-3 MiB arrays in a 3 GiB block): then a sample spacing past that byte."""
+    hi = c[1]
+    if block - hi <= hi - start:
+        return block
+    step = -(-(hi - start) // max(c[2], 1))
+    end = hi + step + (-(hi + step)) % ALIGN
+    return min(block, end)
 
 
 def _boundary(hi: int, lo: int) -> int:

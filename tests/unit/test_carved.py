@@ -35,6 +35,20 @@ def test_disjoint_variables_are_arrays_of_their_own():
     assert abs(parts[1].start - N) < 3 * N / 300 and abs(parts[2].start - 2 * N) < 3 * N / 60
 
 
+def test_the_last_part_of_a_pool_ends_near_its_samples():
+    """A pool allocator's block (YAKL's LinearAllocator: a few MiB of arrays at the start
+    of a 3 GiB reserve): the last array ends about a sample spacing past its last sampled
+    byte, not at the block's end; a block the arrays fill keeps its end."""
+    rng = np.random.default_rng(7)
+    names, labels, off, size = _samples([("x", 0, N, 300), ("y", N, 2 * N, 200)], rng)
+    parts = carved.plan(names, labels, off, size, 3 << 30)
+    assert [p.label for p in parts] == ["x", "y"]
+    assert 2 * N - 3 * N / 200 < parts[-1].end <= 2 * N + 3 * N / 200, parts
+    assert parts[-1].end % carved.ALIGN == 0
+    parts = carved.plan(names, labels, off, size, 2 * N + 4096)
+    assert parts[-1].end == 2 * N + 4096
+
+
 def test_names_with_overlapping_ranges_are_one_array():
     rng = np.random.default_rng(2)
     names, labels, off, size = _samples([("x", 0, N, 400), ("s->x", N // 4, N // 2, 50), ("y", N, 2 * N, 300)], rng)
