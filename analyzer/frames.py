@@ -101,7 +101,8 @@ class PcFrame:
 class _Loc:
     lo: int | None  # None: everywhere in the function
     hi: int | None
-    kind: str  # "mem": stored at basis + off; "val": its value is reg + off
+    kind: str  # "mem": stored at basis + off; "val": its value is reg + off; "ptrslot": its
+    # address is stored at basis + off; "ref": stored at register basis + off
     basis: int
     off: int
     expr: tuple = ()  # basis BASIS_EXPR: the address expression's operations
@@ -234,6 +235,8 @@ class FrameIndex:
                 if t is not None and (t.size > 0 or t.kind == "array"):
                     in_scope = v.scope is None or any(a <= charged < b for a, b in v.scope)
                     slots.append(Slot(loc.basis, loc.off, t.size, v.var, in_scope, loc.expr))
+            elif loc.kind == "ptrslot":
+                continue  # the frame holds its address, not it (_pointer_home)
             elif loc.kind == "ref" and t is not None:
                 # the register holds the variable's address: a pointer to it, as far as
                 # what is reached through the register goes
@@ -584,6 +587,10 @@ class FrameIndex:
                 held = Origin(v.name, ("var", *v.key), v.site, v.type, "register")
                 if v.parameter:
                     return held
+            if held is None:
+                home = self._pointer_home(ins)
+                if home is not None:
+                    return home
             # what was stored there before: a register the compiler spilled, or the
             # value of a local pointer into another array (as in _origin)
             store = self._spill(ins)
@@ -619,6 +626,21 @@ class FrameIndex:
         if pointee.pointer and o.name:
             return Origin(o.name + "[]", (*o.key, "[]"), o.site, pointee, "type")
         return None
+
+    def _pointer_home(self, load: datatype.Insn) -> Origin | None:
+        """The array whose address the frame slot ``load`` reads holds: a variable located
+        elsewhere in the function as `DW_OP_fbreg k; DW_OP_deref` at that slot (gfortran
+        keeps an automatic array's address there across calls)."""
+        slot = self._cfa_offset(load.addr, load.base, load.disp)
+        f = self._function_at(load.addr)
+        if slot is None or f is None or f.frame_base is None or f.frame_base[0] != BASIS_FB:
+            return None
+        found = {v.var.key: v.var for v in f.vars for c in v.locs
+                 if c.kind == "ptrslot" and f.frame_base[1] + c.off == slot and v.var.name and v.var.type}
+        if len(found) != 1:
+            return None
+        v = next(iter(found.values()))
+        return Origin(v.name, ("var", *v.key), v.site, datatype.pointer_to(v.type), "register")
 
     def _spill(self, load: datatype.Insn) -> datatype.Insn | None:
         """The store of a register to the frame slot ``load`` reads (the same offset from
@@ -779,6 +801,10 @@ def _classify(ops) -> tuple | None:
     name = ops[0].op_name
     if len(ops) == 1 and name == "DW_OP_fbreg":
         return "mem", BASIS_FB, int(ops[0].args[0])
+    if len(ops) == 2 and name == "DW_OP_fbreg" and ops[1].op_name == "DW_OP_deref":
+        # its address is stored in the frame at frame base + k (gfortran's automatic
+        # arrays where their pointer is spilled)
+        return "ptrslot", BASIS_FB, int(ops[0].args[0])
     if len(ops) == 1 and name.startswith("DW_OP_breg"):
         r = _register(ops)
         if r is not None and r[0] in (DW_SP, DW_BP):

@@ -62,3 +62,28 @@ def test_the_definitions_must_agree():
     assert fi._reaching(f, 0x120, R15, 4).name == "psi"
     # a caller-saved register's value depends on the calls made on the way: not followed
     assert fi._reaching(f, 0x120, RAX, 4) is None
+
+
+class _Op:
+    def __init__(self, name, *args):
+        self.op_name, self.args = name, list(args)
+
+
+def test_a_slot_holding_an_arrays_address():
+    """`DW_OP_fbreg k; DW_OP_deref`: the frame holds the variable's address (gfortran
+    spills a dummy argument's or an automatic array's pointer there); a load from that
+    slot elsewhere in the function is a pointer to the variable."""
+    assert frames._classify([_Op("DW_OP_fbreg", -112), _Op("DW_OP_deref")]) == ("ptrslot", frames.BASIS_FB, -112)
+    assert frames._classify([_Op("DW_OP_fbreg", -112)]) == ("mem", frames.BASIS_FB, -112)
+    t = datatype.TypeInfo("array", "", 64, -1)
+    ec = frames._Var(frames.Variable("ec", "f", "f.f90", 3, t, True), None,
+                     [frames._Loc(0x100, 0x110, "ptrslot", frames.BASIS_FB, -112)])
+    f = frames._Func("f", 0, (frames.BASIS_FB, 0), [ec], [(0x100, 0x200)])
+    fi = _index()
+    fi._function_at = lambda pc: f
+    fi._cfa_offset = lambda pc, reg, disp: disp - 224  # CFA = rsp + 224
+    load = datatype.Insn(0x150, 0x155, frozenset({2}), "load", dst=2, base=7, disp=112, size=8)
+    o = fi._pointer_home(load)
+    assert o is not None and o.name == "ec" and o.type.pointer
+    other = datatype.Insn(0x150, 0x155, frozenset({2}), "load", dst=2, base=7, disp=120, size=8)
+    assert fi._pointer_home(other) is None
