@@ -645,10 +645,33 @@ def name_object(o: Obj, resolver: symbols.CodeResolver, prof: Profile) -> None:
             local = var == first and _LOCAL_NAME.fullmatch(var) is not None
             var = element_name(var, o.count)
             o.site_local = local
+        elif named_at is not None and ips:
+            var = _compiler_temporary(resolver, o.pid, ips[0], site, named_at[0])
+            o.site_local = var is not None  # one statement's, whoever called
     o.name = var or o.site
 
 
 _LOCAL_NAME = re.compile(r"[A-Za-z_]\w*")
+TEMPORARY_TEXT = 40  # characters of a statement kept in a compiler temporary's name
+
+
+def _compiler_temporary(resolver, pid: int, ip: int, site, src) -> str | None:
+    """``(temporary) where (pc <= zero)``: a block the compiled code of a Fortran statement
+    that allocates nothing itself mallocs directly -- gfortran's temporary for a WHERE
+    mask, an array expression whose sides overlap, an array-valued function's result --
+    named by the statement.  Not a block a library allocated for the statement (its frame
+    comes first: libgfortran's buffers for an OPEN), nor an ALLOCATE it did not read."""
+    if site_language(site.file, site.function) != "fortran":
+        return None
+    first = resolver.resolve(pid, ip, return_address=True)
+    if first is None or (first.file, first.line) != (site.file, site.line):
+        return None
+    text = " ".join(_source_line(src, site.line).split("!", 1)[0].split())
+    if not text or re.search(r"\ballocate\b", text, re.IGNORECASE):
+        return None
+    if len(text) > TEMPORARY_TEXT:
+        text = text[: TEMPORARY_TEXT - 1].rstrip() + "…"
+    return f"(temporary) {text}"
 
 
 def _passed_from_caller(name: str | None, at, callers, roots: list[str], archive: Archive):

@@ -4,7 +4,8 @@ psi, pc, den` and `dimension(nang, 4) :: hv, fxhv`).  gfortran mallocs them on e
 call at the line of the declaration, the column of each name; both threads call the
 procedure, the first through another line of the driver.  Each is one object under its
 own name: not five objects named by the site `cell_sweep@automatic.f90:13`, not one
-per caller, and no frame object for the array gcc keeps in rbp."""
+per caller, and no frame object for the array gcc keeps in rbp.  The mask gfortran
+allocates for a WHERE construct is named by its statement, one object too."""
 
 import json
 import shutil
@@ -38,6 +39,9 @@ def test_automatic_arrays_named_once_each(tmp_path, opt):
             assert o["kind"] == "heap" and "cell_sweep@automatic.f90:1" in o["site"], o
     unnamed = [(o["name"], o["samples"]) for o in objs if "cell_sweep@automatic.f90" in o["name"]]
     assert not unnamed, unnamed
+    masks = [o for o in objs if o["name"].startswith("(temporary) ")]
+    assert [o["name"] for o in masks] == ["(temporary) where (den < 0.3d0)"], \
+        [(o["name"], o["site"], o["samples"]) for o in objs]
     hv = next(o for o in objs if o["name"] == "hv")
     assert hv["threads"] == 2, hv
     total = sum(o["samples"] for o in objs)

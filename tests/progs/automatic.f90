@@ -28,6 +28,10 @@ contains
           where (fxhv(:, l) < 0.0d0) hv(:, l) = 0.0d0
         end do
         if (sum_hv /= sum(hv)) pc = pc * den
+        where (den < 0.3d0)
+          pc = 0.5d0 * pc
+          den = den + 0.1d0
+        end where
         flux(i) = flux(i) + sum(w * pc) + sum(hv(:, 1) * fxhv(:, 2))
       end do
   end subroutine cell_sweep
