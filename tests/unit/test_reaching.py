@@ -87,3 +87,28 @@ def test_a_slot_holding_an_arrays_address():
     assert o is not None and o.name == "ec" and o.type.pointer
     other = datatype.Insn(0x150, 0x155, frozenset({2}), "load", dst=2, base=7, disp=120, size=8)
     assert fi._pointer_home(other) is None
+
+
+def test_a_frame_slot_from_the_stores_reaching_the_load():
+    """A slot read far from where it was written: the stores that reach the load through
+    the branches (both sides of a branch spill the same array's pointer) name it."""
+    insns = [
+        _insn(0x100, 2, "jcc", disp=0x110),
+        datatype.Insn(0x102, 0x107, frozenset(), "store", src=R15, base=7, disp=0x40, size=8),
+        _insn(0x107, 2, "jmp", disp=0x117),
+        _insn(0x109, 7, "other", nop=True),
+        datatype.Insn(0x110, 0x115, frozenset(), "store", src=R12, base=7, disp=0x40, size=8),
+        _insn(0x115, 2, "other"),
+        datatype.Insn(0x117, 0x11c, frozenset({RAX}), "load", dst=RAX, base=7, disp=0x40, size=8),
+        _insn(0x11c, 1, "ret"),
+    ]
+    f = frames._Func("f", 0, None, [], [(0x100, 0x11d)], code=(insns, [i.addr for i in insns]))
+    fi = _index()
+    fi._function_at = lambda pc: f
+    fi._cfa_offset = lambda pc, reg, disp: disp - 0x80
+    fi.frame_register = lambda pc, reg: reg == 7
+    load = insns[6]
+    fi._origin = lambda pc, reg, steps: {R15: _origin("psi"), R12: _origin("psi")}[reg]
+    assert fi._reaching_store(load, 4).name == "psi"
+    fi._origin = lambda pc, reg, steps: {R15: _origin("psi"), R12: _origin("pc")}[reg]
+    assert fi._reaching_store(load, 4) is None
