@@ -206,10 +206,7 @@ def attribute(s: Samples, candidate: np.ndarray, in_stack: np.ndarray, resolver)
     found = _Found()
     later = np.zeros(n, dtype=bool)
     left = np.asarray(candidate, dtype=bool) & (g >= 0)
-    work = np.flatnonzero(left)
-    order = work[np.argsort(g[work], kind="stable")]
-    cuts = np.flatnonzero(np.diff(g[order])) + 1
-    for members in np.split(order, cuts) if len(order) else []:
+    for members in _by_kind(np.flatnonzero(left), g):
         u = int(g[members[0]])
         fr = pcf[u]
         if fr is None:
@@ -250,9 +247,7 @@ def attribute(s: Samples, candidate: np.ndarray, in_stack: np.ndarray, resolver)
     _observed(found, s, left & in_stack, pcf, g, basis, addr, tid)
     for part in found.parts:
         left[part[0]] = False
-    work = np.flatnonzero(left & later)
-    order = work[np.argsort(g[work], kind="stable")]
-    for members in np.split(order, np.flatnonzero(np.diff(g[order])) + 1) if len(order) else []:
+    for members in _by_kind(np.flatnonzero(left & later), g):
         u = int(g[members[0]])
         _by_code(found, members, np.ones(len(members), dtype=bool), pcf[u], fis[u], charged[u], cfa_reg[u],
                  addr[members], sp, base_reg, bknown, bval, own, tid)
@@ -403,6 +398,15 @@ def _observed(found: _Found, s: Samples, todo: np.ndarray, pcf, g, basis, addr, 
         found.add(sel, obj, np.full(len(sel), st), size, owner)
 
 
+def _by_kind(idx: np.ndarray, g: np.ndarray) -> list[np.ndarray]:
+    """The samples ``idx`` in groups of one frame kind each (``g``: one per sampled pc),
+    so that a frame is read once per group, not per sample."""
+    if not len(idx):
+        return []
+    order = idx[np.argsort(g[idx], kind="stable")]
+    return np.split(order, np.flatnonzero(np.diff(g[order])) + 1)
+
+
 def _spills(found: _Found, todo: np.ndarray, pcf, g, cfa, base_reg, addr, tid) -> None:
     """The samples left in the sampled function's own frame, accessed through the stack
     or frame pointer where no variable of the function is stored: register spills and
@@ -415,9 +419,7 @@ def _spills(found: _Found, todo: np.ndarray, pcf, g, cfa, base_reg, addr, tid) -
         return
     # per frame kind (one per sampled pc), then per function: a loop per pc, not per sample
     by_func: dict[str, list[np.ndarray]] = {}
-    order = rest[np.argsort(g[rest], kind="stable")]
-    cuts = np.flatnonzero(np.diff(g[order])) + 1
-    for members in np.split(order, cuts):
+    for members in _by_kind(rest, g):
         fr = pcf[int(g[members[0]])]
         # a function whose DWARF describes its locals, at this pc or elsewhere (the outlined
         # loop of a parallel region keeps all of them in registers): what is in its frame
