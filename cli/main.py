@@ -1,61 +1,29 @@
-"""The `numaprof` command: a click group that only registers the subcommands."""
+"""The `numaprof` command's entry point: one line and an exit code for every failure.
+
+`numaprof record` with the ordinary options (a command to launch, -o, --freq, ...) is
+parsed and run without click (cli/recording.py): the interpreter's start and the CLI's
+imports come before the program's, and click, dataclasses and the analysis modules would
+be two thirds of that.  Everything else goes through the click group (cli/group.py).
+"""
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 
-import click
-
-from numaprof import __version__
-from numaprof.cli.render import clean
 from numaprof.errors import NumaprofError
 
-#: subcommand → the module of numaprof.cli whose `command` it is, imported when used, so
-#: that `numaprof record` does not pay for the analysis commands' imports before the
-#: program starts (click's documented lazy group: list_commands / get_command)
-SUBCOMMANDS = {
-    "record": "record",
-    "report": "report",
-    "suggest": "suggest",
-    "topology": "topology",
-    "lab": "lab",
-    "events": "events",
-    "config": "config",
-}
 
+def __getattr__(name: str):
+    if name == "group":  # the click group, imported only when asked for
+        from numaprof.cli.group import group
 
-class LazyGroup(click.Group):
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(SUBCOMMANDS)
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        module = SUBCOMMANDS.get(cmd_name)
-        if module is None:
-            return None
-        return importlib.import_module(f"numaprof.cli.{module}").command
-
-
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("-v", "--verbose", is_flag=True, help="Show tracebacks and debug detail.")
-@click.version_option(__version__, prog_name="numaprof")
-@click.pass_context
-def group(ctx: click.Context, verbose: bool) -> None:
-    """numaprof: find out how a program uses memory on a NUMA machine, and what to change.
-
-    \b
-      numaprof record ./app args...   sample memory accesses, arrays, first touches
-      numaprof report                 arrays, access patterns, R/W mix, node traffic
-      numaprof suggest                placement policy per array, numactl / OpenMP lines
-    """
-    ctx.ensure_object(dict)
-    ctx.obj["verbose"] = verbose
-
+        return group
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: runs the group, turning NumaprofError into one line and an exit code."""
+    """Entry point: runs the command, turning NumaprofError into one line and an exit code."""
     args = sys.argv[1:] if argv is None else argv
     try:
         _main(args)
@@ -85,16 +53,24 @@ def _leave(code) -> None:
 
 def _main(args: list[str]) -> None:
     verbose = any(a in ("-v", "--verbose") for a in args[:1])
+    rest = args[1:] if verbose else args
+    if rest[:1] == ["record"]:
+        from numaprof.cli import recording
+
+        values = recording.parse_args(rest[1:])
+        if values is not None:
+            try:
+                cfg = recording.make_config(**values)
+                code = recording.run_record(cfg, ["numaprof", *args])
+            except BaseException as e:  # noqa: BLE001 - each kind is one line below
+                _fail(e, verbose)
+            sys.exit(code)
+    import click
+
+    from numaprof.cli.group import group
+
     try:
         group.main(args=args, prog_name="numaprof", standalone_mode=False)
-    except NumaprofError as e:
-        if verbose:
-            import traceback  # 4 ms of every start otherwise
-
-            traceback.print_exc()
-        # one line, shown and not obeyed: a message may quote a profile's content
-        print(f"numaprof: {clean(str(e))}", file=sys.stderr)
-        sys.exit(e.exit_code)
     except click.exceptions.Abort:
         print("numaprof: interrupted", file=sys.stderr)
         sys.exit(130)
@@ -103,20 +79,40 @@ def _main(args: list[str]) -> None:
         sys.exit(e.exit_code)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
-    except KeyboardInterrupt:
+    except BaseException as e:  # noqa: BLE001
+        _fail(e, verbose)
+    sys.exit(0)
+
+
+def _fail(e: BaseException, verbose: bool) -> None:
+    """Ends the command for exception `e`: one line (and the traceback with -v) and the
+    exit code of its kind; SystemExit goes on as it is."""
+    if isinstance(e, SystemExit):
+        raise e
+    from numaprof.cli.render import clean
+
+    if isinstance(e, NumaprofError):
+        if verbose:
+            import traceback  # 4 ms of every start otherwise
+
+            traceback.print_exception(e)
+        # one line, shown and not obeyed: a message may quote a profile's content
+        print(f"numaprof: {clean(str(e))}", file=sys.stderr)
+        sys.exit(e.exit_code)
+    if isinstance(e, KeyboardInterrupt):
         print("numaprof: interrupted", file=sys.stderr)
         sys.exit(130)
-    except BrokenPipeError:
+    if isinstance(e, BrokenPipeError):
         sys.exit(141)
-    except Exception as e:  # a bug: one line unless -v
-        if verbose:
-            import traceback
+    if not isinstance(e, Exception):
+        raise e
+    if verbose:  # a bug: one line unless -v
+        import traceback
 
-            traceback.print_exc()
-        print(f"numaprof: internal error: {type(e).__name__}: {clean(str(e))} "
-              "(run with -v for details)", file=sys.stderr)
-        sys.exit(70)
-    sys.exit(0)
+        traceback.print_exception(e)
+    print(f"numaprof: internal error: {type(e).__name__}: {clean(str(e))} "
+          "(run with -v for details)", file=sys.stderr)
+    sys.exit(70)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-DEFAULT_PROFILE = "numaprof.data"
+from numaprof.defaults import DEFAULT_PROFILE  # noqa: F401 - the subcommands' default profile
 
 target_option = click.option(
     "--target",

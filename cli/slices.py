@@ -9,7 +9,6 @@ numaprof record's, as when it is recorded whole.
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import json
 import os
@@ -22,7 +21,8 @@ import time
 from pathlib import Path
 
 from numaprof import paths
-from numaprof.cli.record import SIGNAL_ONLY, RecordConfig, run_record
+from numaprof.cli.record import SIGNAL_ONLY
+from numaprof.cli.recording import RecordConfig, run_record
 from numaprof.cli.supervise import STOP_SIGNALS, process_alive
 from numaprof.errors import NumaprofError
 
@@ -59,7 +59,7 @@ def run_slices(cfg: RecordConfig, every, argv: list[str], release_fd: int | None
             if release_fd is not None:
                 os.set_inheritable(release_fd, True)
             try:
-                rc = run_record(dataclasses.replace(cfg, output=out, duration=length,
+                rc = run_record(cfg._replace(output=out, duration=length,
                                                     rotate_on=signal.SIGUSR2, release_fd=release_fd), argv)
             except NumaprofError:
                 if done and not process_alive(cfg.pid):
@@ -115,7 +115,7 @@ def run_launched(cfg: RecordConfig, every, argv: list[str]) -> int:
     recording follows what the command starts."""
     alloc_dir, env = _shim_directory(cfg)
     try:
-        return _launch(dataclasses.replace(cfg, alloc_dir=alloc_dir, children=True), env, every, argv)
+        return _launch(cfg._replace(alloc_dir=alloc_dir, children=True), env, every, argv)
     finally:
         if alloc_dir is not None:
             shutil.rmtree(alloc_dir, ignore_errors=True)
@@ -165,7 +165,7 @@ def _launch(cfg: RecordConfig, env: dict | None, every, argv: list[str]) -> int:
                   file=sys.stderr)
             return 126 if err in (errno.EACCES, errno.ENOEXEC) else 127  # as a shell says
         pid = int(first[1])
-        rc = run_slices(dataclasses.replace(cfg, pid=pid), every, argv, release_fd=go_w)
+        rc = run_slices(cfg._replace(pid=pid), every, argv, release_fd=go_w)
         last = report.readline().split()  # blocks until COMMAND ends
     _reap(keeper)
     status = int(last[1]) if last[:1] == ["status"] else None

@@ -255,7 +255,7 @@ def cmd_lab_guest(args) -> int:
     """Inside a lab guest: record every run of plan.json in this one Python process (an
     import of numpy costs about a minute under TCG, so one `numaprof record` per run would
     cost more than the runs)."""
-    from numaprof.cli.record import RecordConfig, run_record
+    from numaprof.cli.recording import RecordConfig, run_record
 
     plan_doc = json.loads(Path(args.plan).read_text())
     for item in plan_doc["runs"]:

@@ -8,6 +8,8 @@ import re
 from numaprof import paths
 
 HEADER_NAME = "numaprof_defaults.h"
+#: The profile directory `record` writes and `report` / `suggest` read when given none.
+DEFAULT_PROFILE = "numaprof.data"
 
 
 def _read() -> dict[str, int]:

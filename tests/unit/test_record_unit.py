@@ -2,7 +2,7 @@
 
 import pytest
 
-from numaprof.cli.record import expand_output
+from numaprof.cli.recording import expand_output
 from numaprof.errors import NumaprofError
 
 
@@ -27,7 +27,7 @@ def test_host_and_pid():
 
 
 def test_redact_command_keeps_the_program_name():
-    from numaprof.cli.record import REDACTED, redact_command
+    from numaprof.cli.recording import REDACTED, redact_command
 
     argv = ["numaprof", "record", "-o", "p", "--", "./app", "--password=x", "in.dat"]
     cmd, kept = redact_command(("./app", "--password=x", "in.dat"), argv)
@@ -41,7 +41,7 @@ def test_a_collector_that_is_not_built_is_a_setup_failure(tmp_path, monkeypatch)
     from pathlib import Path
 
     from numaprof import paths
-    from numaprof.cli.record import RecordConfig, run_record
+    from numaprof.cli.recording import RecordConfig, run_record
 
     def not_built():
         raise NumaprofError("the numaprof collector is not built")
