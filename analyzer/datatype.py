@@ -386,7 +386,13 @@ WALK = 256  # instructions walked back for one register
 #: Insn.base of a load from a static word (``mov disp(%rip), %reg``): Insn.disp is then the
 #: word's link-time address
 RIP = -5
-STEPS = 12  # registers followed (copies, address arithmetic, loads) for one access
+#: registers followed (copies, address arithmetic, loads, frame slots) one after the other
+#: for one access: gfortran -O3 passes a dummy argument's address round a loop through four
+#: frame slots, reloaded after each call (tests/progs/automatic.f90: 14 steps)
+STEPS = 24
+#: walks in all for one access, over every definition that reaches it: the depth above
+#: times the ways through a function's branches stays bounded
+WORK = 2000
 
 
 def _dwarf_table() -> dict[int, int]:

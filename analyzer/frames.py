@@ -31,7 +31,7 @@ from elftools.dwarf.locationlists import (
 from numaprof.analyzer import datatype, staticvars, symbols
 
 EXPLORE = 8192  # instructions looked at for the definitions that reach one register
-DW_SP, DW_BP = 7, 6  # DWARF register numbers of rsp and rbp (System V x86-64 psABI)
+DW_SP, DW_BP, DW_AX = 7, 6, 0  # DWARF numbers of rsp, rbp, rax (System V x86-64 psABI)
 BASIS_FB = -1  # a slot's offset is from the function's frame base
 BASIS_EXPR = -3  # a slot's start is a DWARF expression of the stack pointer, frame pointer,
 # frame base or CFA (Slot.expr): a C variable-length array, `((rsp + 7) >> 3) << 3`
@@ -155,6 +155,7 @@ class FrameIndex:
         self._files: dict[int, list[str]] = {}
         self._at: dict[tuple[int, int], PcFrame | None] = {}
         self._busy: set[tuple] = set()  # definitions being followed (_agree)
+        self._work = 0  # registers one origin() may still follow (datatype.WORK)
 
     # -- call-frame information -------------------------------------------------------
     def cfa_rule(self, vaddr: int) -> tuple[int, int] | None:
@@ -352,6 +353,7 @@ class FrameIndex:
         key = (pc, reg, "origin")
         if key not in self._at:
             try:
+                self._work = datatype.WORK
                 o = self._origin(pc, reg, datatype.STEPS) if self.usable else None
                 self._at[key] = None if o is _CYCLE else o
             except _ERRORS:
@@ -385,6 +387,9 @@ class FrameIndex:
 
     def _walk(self, pc: int, reg: int, steps: int) -> Origin | None:
         """_origin() from the instructions before pc that set reg."""
+        self._work -= 1
+        if self._work < 0:  # a function whose branches multiply the ways to follow
+            return None
         f = self._function_at(pc)
         if f is None:
             return None
@@ -438,18 +443,24 @@ class FrameIndex:
         return None
 
     def _reaching(self, f: _Func, pc: int, reg: int, steps: int) -> Origin | None:
-        """What callee-saved ``reg`` holds at ``pc`` from the instructions that set it on
-        every way into pc (reaching definitions over the function's branches): their one
-        origin, or None when they differ, when a way comes from the function's entry (the
-        caller's value), from an indirect jump or from a restore (pop), or past EXPLORE
-        instructions.  A register set once before a long loop, or set on each branch to
-        the same array (a Fortran procedure rotating its automatic arrays' addresses
-        through r10, r12 and r15), is that array wherever it is read."""
-        if reg in datatype.CALLER_SAVED or reg == DW_SP or steps <= 0:
+        """What ``reg`` holds at ``pc`` from the instructions that set it on every way into
+        pc (reaching definitions over the function's branches): their one origin, or None
+        when they differ, when a way comes from the function's entry (the caller's value),
+        from an indirect jump or from a restore (pop), or past EXPLORE instructions.  A
+        register set once before a long loop, or set on each branch to the same array (a
+        Fortran procedure rotating its automatic arrays' addresses through r10, r12 and
+        r15), is that array wherever it is read.  A call on a way defines rax (its result)
+        and leaves the other caller-saved registers unknown: a caller-saved register is
+        followed only where every way sets it after the last call (gfortran -O3 keeps a
+        dummy argument's address in rcx, reloaded from the frame after each call)."""
+        if reg == DW_SP or steps <= 0:
             return None
         insns, _ = self._code(f)
+        clobbered = None if reg != DW_AX and reg in datatype.CALLER_SAVED else False
 
         def sets(ins: datatype.Insn) -> bool | None:
+            if ins.op == "call":
+                return True if reg == DW_AX else clobbered
             return None if reg in ins.writes and ins.op == "pop" else reg in ins.writes
 
         return self._agree(("reg", pc, reg), self._defs(f, pc, sets),
@@ -473,7 +484,9 @@ class FrameIndex:
 
     def _agree(self, key: tuple, defs: set[int] | None, origin_of) -> Origin | None:
         """The one origin of the definitions ``defs`` (origin_of(index)); those that lead
-        back to ``key`` itself (around a loop) add nothing."""
+        back to a definition being followed (around a loop) add nothing, and when all of
+        them do, neither does ``key`` (_CYCLE): a pointer the code passes round a loop
+        through several frame slots is what it was when it entered the loop."""
         if not defs or key in self._busy:
             return _CYCLE if defs and key in self._busy else None
         self._busy.add(key)
@@ -486,7 +499,7 @@ class FrameIndex:
                 if o is None or (found is not None and o.key != found.key):
                     return None
                 found = o
-            return found
+            return found if found is not None else _CYCLE
         finally:
             self._busy.discard(key)
 

@@ -60,8 +60,55 @@ def test_the_definitions_must_agree():
     # a definition leading back to the one followed (around a loop) adds nothing
     fi._walk = lambda pc, reg, steps: {0x103: _origin("psi"), 0x108: frames._CYCLE}[pc]
     assert fi._reaching(f, 0x120, R15, 4).name == "psi"
-    # a caller-saved register's value depends on the calls made on the way: not followed
+    # rax is set in the loop only: the way from the entry brings the caller's value
     assert fi._reaching(f, 0x120, RAX, 4) is None
+
+
+RCX = 2
+
+
+def _reloaded(call_after_reload=False):
+    """A caller-saved register reloaded after a call on each branch (gfortran -O3 keeps a
+    dummy argument's address in rcx and reloads it from the frame after each call):
+    0x100 mov slot,%rcx; jne 0x110; call; mov slot,%rcx; 0x110 the access through rcx
+    (with a call between the reload and the access, in the variant)."""
+    insns = [
+        _insn(0x100, 5, "load", {RCX}),
+        _insn(0x105, 2, "jcc", disp=0x110),
+        _insn(0x107, 5, "call", {7}),
+        _insn(0x10c, 4, "load", {RCX}),
+    ]
+    if call_after_reload:
+        insns[2], insns[3] = insns[3], _insn(0x10c, 4, "call", {7})
+        insns[2] = _insn(0x107, 5, "load", {RCX})
+    insns += [_insn(0x110, 4, "load", {RAX}), _insn(0x114, 1, "ret")]
+    return frames._Func("f", 0, None, [], [(0x100, 0x115)], code=(insns, [i.addr for i in insns]))
+
+
+def test_a_caller_saved_register_set_after_every_call():
+    """A call on a way defines rax (its result) and leaves the other caller-saved
+    registers unknown: rcx is followed where each way sets it after the last call."""
+    fi = _index()
+    psi = {0x105: _origin("w"), 0x110: _origin("w")}
+    fi._walk = lambda pc, reg, steps: psi[pc]
+    assert fi._reaching(_reloaded(), 0x110, RCX, 4).name == "w"
+    assert fi._reaching(_reloaded(call_after_reload=True), 0x110, RCX, 4) is None
+    # after a call on the one way in, rax is the call's result (followed from there:
+    # `p = malloc(n)`), rcx is unknown
+    insns = [_insn(0x100, 5, "call", {7}), _insn(0x105, 4, "load", {3}), _insn(0x109, 1, "ret")]
+    f = frames._Func("f", 0, None, [], [(0x100, 0x10a)], code=(insns, [i.addr for i in insns]))
+    fi._walk = lambda pc, reg, steps: {0x105: _origin("p")}[pc]
+    assert fi._reaching(f, 0x105, RAX, 4).name == "p"
+    assert fi._reaching(f, 0x105, RCX, 4) is None
+
+
+def test_definitions_that_all_lead_round_the_loop_add_nothing():
+    """A slot reloaded on a way whose only definition is the one being followed (a
+    pointer passed round a loop through frame slots) is no other origin: _CYCLE, so that
+    the definitions from before the loop decide."""
+    fi, f = _index(), _function()
+    fi._walk = lambda pc, reg, steps: frames._CYCLE
+    assert fi._reaching(f, 0x120, R15, 4) is frames._CYCLE
 
 
 class _Op:
