@@ -67,6 +67,9 @@ class Obj:
     # allocation's line (`double *tmp = malloc(n)`, a Fortran automatic array), whichever
     # caller reached it: the same array from every call stack (hot_objects)
     site_local: bool = False
+    # the arrays its allocation statement allocates, itself among them (Fortran
+    # `allocate(q(n), w(n), flux(n, g))`): the others are other arrays (hot_objects)
+    line_names: tuple = ()
 
 
 def thread_sites(prof: Profile, mappings: symbols.Mappings) -> dict[int, int]:
@@ -639,6 +642,9 @@ def name_object(o: Obj, resolver: symbols.CodeResolver, prof: Profile) -> None:
             if cur is not None:
                 var, named_at, o.site, suffix = cur, at, caller.site, rows
         if var is not None:
+            o.line_names = srcnames.allocated_names(
+                str(named_at[0]), named_at[1].line, site_language(named_at[1].file, named_at[1].function),
+                resolver.archive)
             # a member of the object a member function works on: `Mesh::m_pos`
             var = srcnames.member_name(str(named_at[0]), named_at[1], var,
                                        site_language(named_at[1].file, named_at[1].function), resolver.archive) + suffix

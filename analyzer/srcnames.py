@@ -155,8 +155,28 @@ def _fortran_allocated(node, call: tuple[int, int] | None, src: bytes) -> str | 
         node = allocs[call[0]]
     elif node.type == "allocate_statement" and allocs:
         node = allocs[0]
+    return _allocated_array(node, src)
+
+
+def _allocated_array(node, src: bytes) -> str | None:
+    """The array a ``sized_allocation`` allocates: ``u`` of ``u(n)``, ``g%u`` of ``g%u(n)``."""
     ident = next((ch for ch in node.named_children if ch.type in ("identifier", "derived_type_member_expression")), None)
     return _text(ident, src) if ident is not None else None
+
+
+def allocated_names(path: str, line: int, lang: str, archive: Archive = EMPTY) -> tuple[str, ...]:
+    """Every array the Fortran ``allocate`` statements on ``path:line`` allocate, in order
+    (``allocate(q(n, m), w(n), flux(m, g))`` -> ``q``, ``w``, ``flux``); () for another
+    language or line."""
+    if lang != "fortran" or line <= 0:
+        return ()
+    parsed = _parse(path, lang, archive)
+    if parsed is None:
+        return ()
+    tree, src = parsed
+    found: list = []
+    _collect(tree.root_node, line - 1, ("sized_allocation",), found)
+    return tuple(n for n in (_allocated_array(node, src) for node in found) if n is not None)
 
 
 #: attributes of a declaration whose arrays are not automatic ones the procedure allocates

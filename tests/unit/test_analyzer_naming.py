@@ -133,6 +133,10 @@ def test_assigned_name_forms(tmp_path):
     f.write_text("subroutine s(n)\n  allocate(a(n), b(n,n))\nend subroutine\n")
     assert srcnames.assigned_name(str(f), 2) == "a"
     assert srcnames.assigned_name(str(f), 2, column=18) == "b"
+    # every array of the statement, for telling its arrays apart (hot_objects)
+    assert srcnames.allocated_names(str(f), 2, "fortran") == ("a", "b")
+    assert srcnames.allocated_names(str(f), 1, "fortran") == ()
+    assert srcnames.allocated_names(str(src), 2, "c") == ()
 
 
 def test_fortran_automatic_arrays_named_by_column(tmp_path):

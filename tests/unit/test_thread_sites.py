@@ -118,6 +118,23 @@ def test_a_site_without_a_variable_takes_in_no_named_array():
     assert a_obj.tolist() == [0, 0]
 
 
+def test_another_array_of_the_allocation_statement_stays_apart():
+    """`allocate(q(n, m), w(n), flux(m, g))`: a sampled block of flux lies beside w, which
+    the callee reads through its dummy argument `w` (named by the code).  w is another
+    array of the statement that allocated flux, not an unsampled block of flux; a name the
+    statement does not allocate (a callee's own name for flux) still joins flux."""
+    site, _, ivs = _site_and_code_named()
+    site.name, site.line_names = "flux", ("q", "w", "flux")
+    w = objects.Obj("heap", ("var", "cell_sweep", "w"), 7, 0, 0, name="w", attribution=varattr.REGISTER)
+    addr = np.array([0x100000 + 100, 0x100000 + 3000], dtype=np.uint64)
+    a_obj = np.array([1, 1])
+    assert not hot_objects.merge_into_sites([site, w], [0, 1], a_obj, np.full(2, 7), addr, ivs)
+    assert a_obj.tolist() == [1, 1]
+    w.name = "fx"  # the callee's dummy for flux
+    assert hot_objects.merge_into_sites([site, w], [0, 1], a_obj, np.full(2, 7), addr, ivs)
+    assert a_obj.tolist() == [0, 0]
+
+
 def test_code_named_samples_just_past_a_sites_ends_join_it():
     # the first and the last nodes of a tree, allocated before the first sampled block
     # and after the last one: within SITE_STRETCH_ENDS periods they are the site's
