@@ -21,7 +21,7 @@ def test_components_are_named_and_their_initialisation_parallelised(tmp_path):
     shutil.copy(PROGS / "derived_fields.f90", src)
     subprocess.run(["gfortran", "-O2", "-g", "-fopenmp", "-o", "dt", src.name], cwd=tmp_path,
                    check=True)
-    run_numaprof("record", "-o", "d.data", "--freq", "4000", "--", "./dt", "900", "60",
+    run_numaprof("record", "-o", "d.data", "--freq", "4000", "--", "./dt", "900", "240",
                  cwd=tmp_path, env={"OMP_NUM_THREADS": "2"}, check=True)
     rep = json.loads(run_numaprof("report", "d.data", "--format", "json", cwd=tmp_path,
                                   check=True).stdout)
