@@ -134,11 +134,14 @@ class Origin:
     key: tuple  # the logical object's identity
     site: str
     type: datatype.TypeInfo | None  # the pointer's type
-    how: str  # register: a variable's location names the register; type: tracked
+    how: str  # register: a variable's location names the register; type: tracked;
+    # call: the block a call returned, no variable holding it (key: ("call", the call's
+    # link-time return address)), named from the call's source line (varattr)
 
 
 #: A definition that leads back to the one being followed (around a loop): it adds no origin.
 _CYCLE = Origin("", ("cycle",), "", None, "cycle")
+CALL = "call"  # Origin.how of the block a call returned
 
 
 class FrameIndex:
@@ -346,10 +349,12 @@ class FrameIndex:
         return _Var(var, scope, locs) if locs else None
 
     # -- where a pointer came from --------------------------------------------------
-    def origin(self, pc: int, reg: int) -> Origin | None:
+    def origin(self, pc: int, reg: int, calls: bool = False) -> Origin | None:
         """What register ``reg`` (DWARF number) holds at link-time address ``pc``, from
         the variables' locations there or the instructions that set it (the module
-        docstring of analyzer/datatype.py); None when that cannot be told."""
+        docstring of analyzer/datatype.py); None when that cannot be told.  With
+        ``calls``, also the block a call returned when no variable holds it (how
+        "call": the caller names it from the call's source line)."""
         key = (pc, reg, "origin")
         if key not in self._at:
             try:
@@ -358,7 +363,8 @@ class FrameIndex:
                 self._at[key] = None if o is _CYCLE else o
             except _ERRORS:
                 self._at[key] = None
-        return self._at[key]
+        o = self._at[key]
+        return o if calls or o is None or o.how != CALL else None
 
     def frame_register(self, pc: int, reg: int) -> bool:
         """Whether ``reg`` addresses the frame at pc: the stack pointer, or rbp where the
@@ -409,9 +415,13 @@ class FrameIndex:
             if ins.op == "step" and ins.dst == reg:
                 if ins.src < 0 or steps <= 0:
                     continue  # the same pointer, moved along (an iterator)
-                # reg += src: reg the pointer, or src the pointer and reg an offset
+                # reg += src: reg the pointer, or src the pointer and reg an offset (a
+                # call's result: an offset as likely as a block)
                 o = self._walk(ins.addr, reg, steps - 1)
-                return o if o is not None else self._origin(ins.addr, ins.src, steps - 1)
+                if o is not None and o.how != CALL:
+                    return o
+                alt = self._origin(ins.addr, ins.src, steps - 1)
+                return alt if alt is not None else o
             if steps <= 0:
                 return None
             if ins.op == "copy":
@@ -584,7 +594,11 @@ class FrameIndex:
             if v is not None and v.name:
                 return Origin(v.name, ("var", *v.key), v.site, v.type, "register")
             if reg in ins.writes or ins.op == "call":
-                return None
+                break
+        if insns[k].op == "call" and reg == DW_AX:
+            # what the call returned, in no variable: a compiler's temporary (gfortran's
+            # malloc of a WHERE mask), or a pointer whose variable's location is lost
+            return Origin("", (CALL, insns[k].next), "", None, CALL)
         return None
 
     def _loaded(self, ins: datatype.Insn, steps: int) -> Origin | None:

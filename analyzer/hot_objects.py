@@ -330,8 +330,11 @@ def merge_into_sites(objs: list[Obj], hot: list[int], a_obj: np.ndarray, a_pid: 
     between them, SITE_STRETCH_GAP apart at most) goes to it (`Entry`, the element type
     of `m_rows[i].push_back(e)`), unless its name is such an array's at another depth
     (`lv->u[]`, the row pointers allocated between the rows), or the array has no
-    variable's name (its site is its name).  Returns whether any moved."""
+    variable's name (its site is its name).  Samples named after the call that returned
+    their block (varattr: a compiler temporary) go to the sampled array of the same name
+    and site.  Returns whether any moved."""
     sites: dict[tuple, list[int]] = {}
+    named_sites: dict[tuple[str, str], list[int]] = {}  # (name, site) -> sampled arrays
     stretches = []  # (pid, lo, hi, object)
     for oi in hot:
         o = objs[oi]
@@ -340,6 +343,7 @@ def merge_into_sites(objs: list[Obj], hot: list[int], a_obj: np.ndarray, a_pid: 
         key = varattr.alias_key(o.name)
         if key is not None:
             sites.setdefault(key, []).append(oi)
+        named_sites.setdefault((o.name, o.site), []).append(oi)
         if o.name != o.site:
             # (a site the allocation's line names no variable for, a library's buffers
             # allocated from the program's I/O statement (gfortran's OPEN), takes in no
@@ -352,6 +356,10 @@ def merge_into_sites(objs: list[Obj], hot: list[int], a_obj: np.ndarray, a_pid: 
             continue
         key = varattr.alias_key(o.name)
         target = sites.get(key or ("", -1), [])
+        if len(target) != 1:
+            # the blocks a call returned, named as that call's sampled blocks are (a
+            # compiler temporary's statement): the same site
+            target = named_sites.get((o.name, o.site), [])
         if len(target) == 1:
             a_obj[a_obj == oi] = target[0]
             moved = True

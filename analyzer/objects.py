@@ -680,6 +680,22 @@ def _compiler_temporary(resolver, pid: int, ip: int, site, src) -> str | None:
     return f"(temporary) {text}"
 
 
+def call_result_name(resolver, pid: int, ret_ip: int) -> tuple[str, str] | None:
+    """(name, site) of the block a call in the program's code returned (runtime return
+    address ``ret_ip``), for accesses through the returned pointer that no variable's
+    location names and no tracked block holds: the variable the call's line assigns it
+    to, or the Fortran statement whose compiler temporary it is (``(temporary) where
+    (den < 0.3d0)``, gfortran's WHERE mask), as a block from that call is named when the
+    allocation shim sampled it (name_object); None when the line names nothing."""
+    site = resolver.allocation_site(pid, [ret_ip])
+    if site is None or site.line <= 0:
+        return None
+    var, named_at = _assigned(site, [], resolver.archive)
+    if var is None and named_at is not None:
+        var = _compiler_temporary(resolver, pid, ret_ip, site, named_at[0])
+    return (var, site.site) if var else None
+
+
 def _passed_from_caller(name: str | None, at, callers, roots: list[str], archive: Archive):
     """(name, (source path, caller)) of an array the function at ``at`` allocated into
     its parameter (srcnames.through_parameter), named by the caller's argument; None

@@ -167,6 +167,7 @@ def attribute(s: Samples, candidate: np.ndarray, in_stack: np.ndarray, resolver)
     pcf: list[frames.PcFrame | None] = [None] * U
     fis: list[frames.FrameIndex | None] = [None] * U
     charged = [0] * U
+    bias = [0] * U  # runtime minus link-time address of the sample's code
     cfa_reg = np.full(U, -1, dtype=np.int64)
     cfa_off = np.zeros(U, dtype=np.int64)
     fb_reg = np.full(U, -2, dtype=np.int64)  # -2 none, BASIS_FB: the CFA, else a register
@@ -184,7 +185,7 @@ def attribute(s: Samples, candidate: np.ndarray, in_stack: np.ndarray, resolver)
         fr = fi.frame_at(vaddr, vaddr - off)
         if fr is None:
             continue
-        pcf[u], fis[u], charged[u] = fr, fi, vaddr - off
+        pcf[u], fis[u], charged[u], bias[u] = fr, fi, vaddr - off, (ip & ADDR_MASK) - vaddr
         if fr.cfa is not None:
             cfa_reg[u], cfa_off[u] = fr.cfa
         if fr.frame_base is not None:
@@ -240,8 +241,9 @@ def attribute(s: Samples, candidate: np.ndarray, in_stack: np.ndarray, resolver)
         # what the pointer's type says after
         deferred = free & in_stack[members] & ~own[members]
         later[members[deferred]] = True
+        calls = _CallNamer(resolver, int(ukeys[u][0]), bias[u])
         _by_code(found, members, free & ~deferred, fr, fis[u], charged[u], cfa_reg[u], a, sp, base_reg, bknown,
-                 bval, own, tid)
+                 bval, own, tid, calls)
     for part in found.parts:
         left[part[0]] = False
     _observed(found, s, left & in_stack, pcf, g, basis, addr, tid)
@@ -250,7 +252,8 @@ def attribute(s: Samples, candidate: np.ndarray, in_stack: np.ndarray, resolver)
     for members in _by_kind(np.flatnonzero(left & later), g):
         u = int(g[members[0]])
         _by_code(found, members, np.ones(len(members), dtype=bool), pcf[u], fis[u], charged[u], cfa_reg[u],
-                 addr[members], sp, base_reg, bknown, bval, own, tid)
+                 addr[members], sp, base_reg, bknown, bval, own, tid,
+                 _CallNamer(resolver, int(ukeys[u][0]), bias[u]))
     for part in found.parts:
         left[part[0]] = False
     _spills(found, left & in_stack & own & bknown, pcf, g, cfa, base_reg, addr, tid)
@@ -258,10 +261,28 @@ def attribute(s: Samples, candidate: np.ndarray, in_stack: np.ndarray, resolver)
     return _instances(found, s, in_stack, n)
 
 
+class _CallNamer:
+    """Names the block a call of one process's code returned (frames.CALL origins) as a
+    heap block from that call is named (objects.call_result_name), once per call."""
+
+    def __init__(self, resolver, pid: int, bias: int):
+        self.resolver, self.pid, self.bias = resolver, pid, bias
+
+    def __call__(self, o: frames.Origin) -> frames.Origin | None:
+        from numaprof.analyzer import objects  # naming by source: only for these samples
+
+        named = objects.call_result_name(self.resolver, self.pid, o.key[1] + self.bias)
+        if named is None:
+            return None
+        name, site = named
+        return frames.Origin(name, ("call", self.pid, site, name), site, None, REGISTER)
+
+
 def _by_code(found: _Found, members, free, fr: frames.PcFrame, fi: frames.FrameIndex, pc: int, cfa_reg: int, a,
-             sp, base_reg, bknown, bval, own, tid) -> None:
+             sp, base_reg, bknown, bval, own, tid, calls: _CallNamer) -> None:
     """Samples ``members`` (those ``free``) of one frame named by the pointers its
-    variables hold, else by where the base register's pointer came from."""
+    variables hold, else by where the base register's pointer came from (a block a
+    call returned: by the call's source line, ``calls``)."""
     for h in fr.held:
         if not free.any():
             return
@@ -271,7 +292,9 @@ def _by_code(found: _Found, members, free, fr: frames.PcFrame, fi: frames.FrameI
     for reg in np.unique(br[free & bk]).tolist():
         if fi.frame_register(pc, reg):
             continue
-        o = fi.origin(pc, reg)
+        o = fi.origin(pc, reg, calls=True)
+        if o is not None and o.how == frames.CALL:
+            o = calls(o)
         sel = free & bk & (br == reg)
         if o is not None and _name(found, o, fi.types, members[sel], a[sel], bval[members[sel]], own, tid):
             free &= ~sel

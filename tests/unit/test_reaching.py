@@ -159,3 +159,19 @@ def test_a_frame_slot_from_the_stores_reaching_the_load():
     assert fi._reaching_store(load, 4).name == "psi"
     fi._origin = lambda pc, reg, steps: {R15: _origin("psi"), R12: _origin("pc")}[reg]
     assert fi._reaching_store(load, 4) is None
+
+
+def test_the_block_a_call_returned():
+    """rax after a call, held by no variable: the block the call returned (frames.CALL,
+    keyed by the call's return address), which varattr names from the call's source
+    line; origin() gives it only to a caller that asks (calls=True)."""
+    insns = [_insn(0x100, 5, "call", {7}), _insn(0x105, 3, "copy", {5}), _insn(0x108, 1, "ret")]
+    fi = _index()
+    fi._held_at = lambda pc, reg: None
+    o = fi._named_after(insns, 0, RAX)
+    assert o is not None and o.how == frames.CALL and o.key == (frames.CALL, 0x105) and not o.name
+    assert fi._named_after(insns, 0, RCX) is None  # a call leaves rcx unknown
+    fi.usable, fi._at = True, {}
+    fi._origin = lambda pc, reg, steps: o
+    assert fi.origin(0x106, RAX) is None
+    assert fi.origin(0x106, RAX, calls=True) is o
