@@ -436,8 +436,11 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         g = int(round(float(gathers[oi]))) if oi < len(gathers) else 0
         if g:
             _add_gathers(results[-1], g, int(round(float(scatters[oi]))))
-        if len(idx) > 1:
+        if len(idx):
             pid = int(a_pid[idx[0]])
+            results[-1].access_sites = access_sites(
+                a_ip[idx], lambda ip, pid=pid: _site_of(resolver, pid, ip), results[-1].samples)
+        if len(idx) > 1:
             found = sharing_.object_sharing(
                 results[-1].name, a_addr[idx], a_tidx[idx], a_time[idx], a_access[idx] >= 2,
                 a_ip[idx], lambda ip, pid=pid: _site_of(resolver, pid, ip),
@@ -558,6 +561,26 @@ def _object_counts(a_obj: np.ndarray, a_count: np.ndarray | None, n_obj: int) ->
         return np.zeros(0, dtype=np.int64)
     on = a_obj >= 0
     return np.bincount(a_obj[on], weights=None if a_count is None else a_count[on], minlength=n_obj)
+
+
+ACCESS_SITES = 3  # source lines kept per object
+
+
+def access_sites(ips: np.ndarray, site_of, samples: int, top: int = ACCESS_SITES) -> list[tuple[str, int]]:
+    """The ``top`` source lines (``site_of(ip)``) of the sampled instructions ``ips`` with
+    the most samples, counted in ``samples`` (the object's count, of which ``ips`` may
+    be a sub-sample); instructions without a line are left out."""
+    if not len(ips):
+        return []
+    uniq, counts = np.unique(ips, return_counts=True)
+    by_site: dict[str, int] = {}
+    for ip, c in zip(uniq.tolist(), counts.tolist(), strict=True):
+        site = site_of(ip)
+        if site is not None:
+            by_site[site] = by_site.get(site, 0) + c
+    scale = samples / len(ips)
+    ranked = sorted(by_site.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    return [(site, int(round(c * scale))) for site, c in ranked]
 
 
 def _site_of(resolver, pid: int, ip: int) -> str | None:

@@ -162,6 +162,9 @@ class ObjectResult:
     # its .rodata): page-cache pages, read from every core's caches; nothing to place
     read_only: bool = False
     pid: int = 0  # the process whose object it is (a profile may hold several: mpirun)
+    # the source lines whose code accessed it most ("function@file:line", samples), most
+    # first: where in the program the array is read and written
+    access_sites: list[tuple[str, int]] = field(default_factory=list)
 
 
 @dataclass

@@ -95,6 +95,14 @@ def _scatter(o: ObjectResult, thread_names: list[str]) -> str:
     return _png(fig)
 
 
+def _accessed_at(o: ObjectResult) -> str:
+    """The source lines whose code accessed the object most, with their shares."""
+    if not o.access_sites:
+        return ""
+    return "<p>accessed at " + ", ".join(
+        f"{_h(site)} ({pct(n / o.samples) if o.samples else '-'})" for site, n in o.access_sites) + "</p>"
+
+
 def _bars(o: ObjectResult) -> str:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(3, 2.4))
@@ -170,7 +178,7 @@ def render(a: Analysis, suggestions=None, top: int = 10) -> str:
                   "pages by node", "local"], rows, left=2)
     names = [f"{t.comm or 'thread'} {t.tid}" for t in a.threads]
     per_object = "".join(
-        f"<h3>{_h(o.name)}</h3><div class=\"obj\">{_scatter(o, names)}{_bars(o)}</div>"
+        f"<h3>{_h(o.name)}</h3>{_accessed_at(o)}<div class=\"obj\">{_scatter(o, names)}{_bars(o)}</div>"
         for o in objects)
     parts = [
         "<!DOCTYPE html><html><head><meta charset=\"utf-8\">",

@@ -64,6 +64,7 @@ def obj(o: ObjectResult) -> dict:
             "inferred_pages": int(ft.inferred_pages),
             "serial": bool(ft.serial),
         },
+        "access_sites": [{"site": site, "samples": int(n)} for site, n in o.access_sites],
         "pages_by_node": [int(v) for v in o.pages_by_node],
         "pages_source": o.pages_source,
         "pages_source_text": PAGES_SOURCES.get(o.pages_source, o.pages_source),

@@ -57,6 +57,7 @@ def shorten(text: str, width: int) -> str:
     return text[:width - 1 - tail] + "…" + text[len(text) - tail:]
 
 
+ACCESS_SITE_WIDTH = 60  # characters of an access site in `--object` (JSON has it whole)
 _CLONE = re.compile(r" \[clone [^\]]*\]$")
 # gfortran's symbols: a module procedure `__mesh_mod_MOD_field_alloc`, an OpenMP region
 # outlined from one `…._omp_fn.0`, an external procedure `build_field_`
@@ -270,6 +271,11 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
     if hidden:
         con.print(f"[dim]+{hidden} object(s) with under {MIN_SHARE:.1%} of the samples each "
                   "(--object NAME or --format json shows them)[/dim]")
+    if len(shown) == 1 and shown[0].access_sites:  # --object NAME: where the code reads it
+        o = shown[0]
+        con.print(f"  {esc(o.name)}: accessed at " + ", ".join(
+            f"{esc(short_site(site, ACCESS_SITE_WIDTH))} ({pct(n / o.samples) if o.samples else '-'})"
+            for site, n in o.access_sites))
     for o in shown:
         if len(o.phases) > 1:
             con.print(f"  {esc(o.name)}: phases " + ", ".join(

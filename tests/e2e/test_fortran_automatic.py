@@ -44,6 +44,12 @@ def test_automatic_arrays_named_once_each(tmp_path, opt):
         [(o["name"], o["site"], o["samples"]) for o in objs]
     hv = next(o for o in objs if o["name"] == "hv")
     assert hv["threads"] == 2, hv
+    # where the code reads and writes it: the statements of the cell update that use hv
+    # (lines 24-35), the WHERE on fxhv that writes it most
+    lines = [int(a["site"].rsplit(":", 1)[1]) for a in hv["access_sites"]]
+    assert lines and all(24 <= n <= 35 for n in lines), hv["access_sites"]
+    assert all("cell_sweep@automatic.f90" in a["site"] for a in hv["access_sites"]), hv["access_sites"]
+    assert sum(a["samples"] for a in hv["access_sites"]) >= 0.8 * hv["samples"], hv["access_sites"]
 
 
 @pytest.mark.parametrize("opt", ["-O2", "-O3"])

@@ -819,3 +819,18 @@ def test_data_of_a_file_named_by_its_section(tmp_path):
     assert [(o.name, o.samples) for o in found] == [("consts .got", n)], \
         [(o.name, o.site, o.samples) for o in a.objects]
     assert found[0].site == "scale@consts", found[0].site
+
+
+def test_access_sites_rank_the_lines_by_samples():
+    """An object's access sites: the source lines of its sampled instructions, most
+    samples first, at most three, counted at the object's own scale (its samples may be a
+    sub-sample), instructions without a line left out."""
+    from numaprof.analyzer.core import access_sites
+
+    lines = {0x10: "f@a.c:3", 0x14: "f@a.c:3", 0x20: "g@a.c:9", 0x30: "h@a.c:12", 0x40: None,
+             0x50: "k@a.c:20"}
+    ips = np.array([0x10] * 3 + [0x14] * 2 + [0x20] * 4 + [0x30] * 2 + [0x40] * 6 + [0x50])
+    assert access_sites(ips, lines.get, len(ips)) == [("f@a.c:3", 5), ("g@a.c:9", 4), ("h@a.c:12", 2)]
+    # a sub-sample of an object of 36 samples: the counts at its scale
+    assert access_sites(ips, lines.get, 36, top=1) == [("f@a.c:3", 10)]
+    assert access_sites(np.array([], dtype=np.uint64), lines.get, 0) == []

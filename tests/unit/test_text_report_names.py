@@ -131,3 +131,30 @@ def test_fortran_procedures_are_shown_as_their_source_names_them():
         "visc::visc_kernel@visc.F90:73"
     assert text_report.short_site("foo_@x.c:3", 60) == "foo_@x.c:3"
     assert text_report.short_site("main._omp_fn.0@app.c:3", 60) == "main._omp_fn.0@app.c:3"
+
+
+def test_one_object_shown_says_where_the_code_accesses_it(tmp_path):
+    """`report --object NAME`: the object's access sites under the table, Fortran
+    procedures as their source names them, with shares of its samples; the JSON and the
+    HTML carry them for every object."""
+    rho = replace(sa.obj("rho", "regular", sa.access_regular(64, 2), serial=False, n_threads=2),
+                  samples=200, access_sites=[("__hydro_MOD_sweep._omp_fn.0@hydro.f90:41", 150),
+                                             ("__hydro_MOD_sweep._omp_fn.0@hydro.f90:44", 30)])
+    u = replace(sa.obj("u", "regular", sa.access_regular(64, 2), serial=False, n_threads=2),
+                access_sites=[("init@init.c:3", 5)])
+    out = tmp_path / "r.txt"
+    text_report.render(sa.analysis([rho], sa.threads(2)), out=out)
+    text = out.read_text()
+    assert "rho: accessed at hydro::sweep@hydro.f90:41 (75%), hydro::sweep@hydro.f90:44 (15%)" in text, text
+    text_report.render(sa.analysis([rho, u], sa.threads(2)), out=out)
+    assert "accessed at" not in out.read_text()  # the whole table: too many lines
+    doc = json_report.report(sa.analysis([rho, u], sa.threads(2)))
+    by = {o["name"]: o["access_sites"] for o in doc["objects"]}
+    assert by == {"rho": [{"site": "__hydro_MOD_sweep._omp_fn.0@hydro.f90:41", "samples": 150},
+                          {"site": "__hydro_MOD_sweep._omp_fn.0@hydro.f90:44", "samples": 30}],
+                  "u": [{"site": "init@init.c:3", "samples": 5}]}
+    from numaprof.cli.render import html_report
+
+    page = html_report.render(sa.analysis([rho, u], sa.threads(2)))
+    assert "accessed at __hydro_MOD_sweep._omp_fn.0@hydro.f90:41 (75%)" in page
+    assert "accessed at init@init.c:3" in page
