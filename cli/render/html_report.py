@@ -178,7 +178,7 @@ def render(a: Analysis, suggestions=None, top: int = 10) -> str:
                   "pages by node", "local"], rows, left=2)
     names = [f"{t.comm or 'thread'} {t.tid}" for t in a.threads]
     per_object = "".join(
-        f"<h3>{_h(o.name)}</h3>{_accessed_at(o)}<div class=\"obj\">{_scatter(o, names)}{_bars(o)}</div>"
+        f"<h3>{_h(o.name)}</h3><div class=\"obj\">{_scatter(o, names)}{_bars(o)}</div>{_accessed_at(o)}"
         for o in objects)
     parts = [
         "<!DOCTYPE html><html><head><meta charset=\"utf-8\">",
