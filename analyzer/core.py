@@ -39,6 +39,7 @@ from numaprof.analyzer.firsttouch import (
     regroup_touches,
 )
 from numaprof.analyzer.hot_objects import (
+    code_of,
     merge_container_sites,
     merge_into_sites,
     name_file_data,
@@ -439,7 +440,8 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         if len(idx):
             pid = int(a_pid[idx[0]])
             results[-1].access_sites = access_sites(
-                a_ip[idx], lambda ip, pid=pid: _site_of(resolver, pid, ip), results[-1].samples)
+                a_ip[idx], lambda ip, pid=pid: _site_of(resolver, pid, ip) or code_of(resolver, pid, ip),
+                results[-1].samples)
         if len(idx) > 1:
             found = sharing_.object_sharing(
                 results[-1].name, a_addr[idx], a_tidx[idx], a_time[idx], a_access[idx] >= 2,

@@ -305,10 +305,10 @@ def name_file_data(objs: list[Obj], hot: list[int], a_obj: np.ndarray, a_pid: np
         base = os.path.basename(o.path)
         o.name = f"{base} {section}"
         ips, counts = np.unique(a_ip[rows], return_counts=True)
-        o.site = _code_of(resolver, pid, int(ips[int(np.argmax(counts))])) or o.path
+        o.site = code_of(resolver, pid, int(ips[int(np.argmax(counts))])) or o.path
 
 
-def _code_of(resolver: symbols.CodeResolver, pid: int, ip: int) -> str | None:
+def code_of(resolver: symbols.CodeResolver, pid: int, ip: int) -> str | None:
     """`function@file` of a code address (`PLT@file` for a stub of the PLT), or None."""
     found = resolver.elf_address(pid, ip & 0xFFFFFFFFFFFFFFFF)
     m = resolver.mappings.find(pid, ip & 0xFFFFFFFFFFFFFFFF)

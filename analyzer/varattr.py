@@ -246,7 +246,8 @@ def attribute(s: Samples, candidate: np.ndarray, in_stack: np.ndarray, resolver)
                  bval, own, tid, calls)
     for part in found.parts:
         left[part[0]] = False
-    _observed(found, s, left & in_stack, pcf, g, basis, addr, tid)
+    # (not the sampled frame's own memory: a frame that returned held it before)
+    _observed(found, s, left & in_stack & ~own, pcf, g, basis, addr, tid, sp)
     for part in found.parts:
         left[part[0]] = False
     for members in _by_kind(np.flatnonzero(left & later), g):
@@ -359,10 +360,13 @@ def _name(found: _Found, o: frames.Origin, types: datatype.Types, m, a, val, own
     return True
 
 
-def _observed(found: _Found, s: Samples, todo: np.ndarray, pcf, g, basis, addr, tid) -> None:
+def _observed(found: _Found, s: Samples, todo: np.ndarray, pcf, g, basis, addr, tid, sp) -> None:
     """The samples left on a stack: placed in the array locals of the frames seen at
     other samples (a caller's local cleared by memset in libc), the frame seen nearest in
-    time when several held that address."""
+    time when several held that address.  On the owner's own stack, a frame that can be
+    live at the sample: a caller's local lies above the stack pointer, so one below it
+    had returned and its memory is another frame's now (Rodinia's hotspot3D: the compute
+    loop's spills were readinput's `str`, read at the start, 246 samples)."""
     rest = np.flatnonzero(todo)
     if not len(rest):
         return
@@ -405,9 +409,9 @@ def _observed(found: _Found, s: Samples, todo: np.ndarray, pcf, g, basis, addr, 
     items = sorted(inst.items(), key=lambda kv: -kv[1][0])[:MAX_OBSERVED]
     best = np.full(len(rest), np.iinfo(np.int64).max)
     pick = np.full(len(rest), -1, dtype=np.int64)
-    a, t, p = addr[rest], time[rest], pid[rest]
-    for j, ((ip, _, _, st), (size, t0, t1, _)) in enumerate(items):
-        inside = (p == ip) & (a >= st) & (a < st + size)
+    a, t, p, who, below = addr[rest], time[rest], pid[rest], tid[rest], sp[rest]
+    for j, ((ip, owner, _, st), (size, t0, t1, _)) in enumerate(items):
+        inside = (p == ip) & (a >= st) & (a < st + size) & ((who != owner) | (below <= st))
         if not inside.any():
             continue
         dist = np.maximum(0, np.maximum(t0 - t, t - t1))
