@@ -205,6 +205,7 @@ def _replicated(sug, obj, paths, root, hashes, build, patches: list, offered: di
     sug.reason += (f" Replicated instead: {replicate_words(sug.name, sug.size, rep, sug.predicted)}"
                    f"; the patch makes the copies and reads them ({result.info.scope}).")
     sug.policy, sug.predicted, sug.change = "replicate", rep, "patch"
+    sug.weighted_nodes, sug.weights = [], []  # the weighted placement it replaces, if that was it
     sug.alternatives = _chosen_first(sug.alternatives, "replicate")
     sug.replicate = None
     sug.patch = result.diff

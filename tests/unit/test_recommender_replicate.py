@@ -3,6 +3,7 @@ several nodes (recommender/choose.py `replicable`; numaprof_place.h numaprof_rep
 
 import numpy as np
 import pytest
+from helpers import ROOT
 from synth_analysis import BIG, PAGE, analysis, obj, threads, two_node_recorded
 
 from numaprof.analyzer.model import ObjectAccess
@@ -167,3 +168,26 @@ def test_the_copies_of_an_applied_replicate_are_not_placed():
     assert s.objects == []
     assert any(n.startswith("not placed (copies per node made by numaprof_replicate")
                and n.endswith(": c.") for n in s.notes), s.notes
+
+
+def test_a_weighted_placement_replaced_by_a_copy_keeps_no_weights(monkeypatch):
+    """A read-only table whose placement was weighted_interleave (nodes of unequal
+    bandwidth) and whose copy per node is patched instead: the suggestion is replicate,
+    and the weights of the placement it replaces are not left on it (the JSON gave
+    `"weights": [3, 1]` beside `"policy": "replicate"`)."""
+    from numaprof.recommender import fixes
+    from numaprof.recommender.patch import sites
+    from numaprof.recommender.patch.edits import Patch, PatchInfo
+
+    o = obj("table", "random", table_access(BIG, 16), serial=True, n_threads=16)
+    an = analysis([o], threads(16))
+    s = suggest(an, resolve_target(str(ROOT / "tests" / "data" / "hwloc-2n-bandwidth.xml"), an.topology))
+    sug = s.objects[0]
+    assert sug.policy == "weighted_interleave" and sug.weights
+    sug.replicate = sug.alternative("replicate")
+    info = PatchInfo(kind="replicate", statement="numaprof_replicate(table, n);", where="t.c:3",
+                     scope="table: the array")
+    patch = Patch("/src/t.c", "0" * 64, "--- a/t.c\n+++ b/t.c\n", "", (), "/src", info=info)
+    monkeypatch.setattr(sites, "replicate_for_object", lambda *a: patch)
+    assert fixes._replicated(sug, o, {}, "/src", {}, None, [], {})
+    assert sug.policy == "replicate" and sug.weights == [] and sug.weighted_nodes == []
