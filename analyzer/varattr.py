@@ -264,7 +264,8 @@ def attribute(s: Samples, candidate: np.ndarray, in_stack: np.ndarray, resolver)
 
 class _CallNamer:
     """Names the block a call of one process's code returned (frames.CALL origins) as a
-    heap block from that call is named (objects.call_result_name), once per call."""
+    heap block from that call is named (objects.call_result_name; the resolver's lines and
+    the parsed sources are cached there)."""
 
     def __init__(self, resolver, pid: int, bias: int):
         self.resolver, self.pid, self.bias = resolver, pid, bias
