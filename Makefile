@@ -10,7 +10,7 @@ PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo pyth
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 NUMAPROF := $(VENV)/bin/numaprof
-APT_PACKAGES := build-essential cmake pkg-config gfortran openmpi-bin chromium libcapstone-dev libzydis-dev libhwloc-dev hwloc \
+APT_PACKAGES := build-essential cmake pkg-config gfortran openmpi-bin chromium libcapstone-dev libzydis-dev libhwloc-dev hwloc libjansson-dev libdw-dev \
 	libpfm4-dev libnuma-dev numactl linux-perf python3-venv sudo libc6-dbg \
 	qemu-system-x86 linux-image-amd64 busybox-static
 STAMP := $(VENV)/.installed
@@ -45,11 +45,13 @@ $(STAMP): pyproject.toml constraints.txt $(PY_DIRS)
 bytecode: $(STAMP)
 	@$(PY) -m compileall -q -j2 analyzer recommender cli lab numaprof >/dev/null
 
-# Development build of the native parts into build/dev (used from a source checkout).
+# Development build of the native parts into build/dev (used from a source checkout); the
+# `numaprof` launcher of .venv is replaced by this build's, which runs build/dev's collector.
 build:
-	@cmake -S . -B build/cmake -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=$(CURDIR)/build/dev >/dev/null
+	@cmake -S . -B build/cmake -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=$(CURDIR)/build/dev -DNMP_CHECKOUT=ON >/dev/null
 	@cmake --build build/cmake -j2 >/dev/null
 	@cmake --install build/cmake >/dev/null
+	@if test -x $(VENV)/bin/numaprof-cli; then install -m 755 build/dev/bin/numaprof $(NUMAPROF); fi
 
 demo: setup
 	$(MAKE) -s -C examples

@@ -74,12 +74,13 @@ def perf_argv(out: Path, freq: int) -> list[str] | None:
     return argv if r.returncode == 0 else None
 
 
-def timed(argv: list[str], env: dict) -> tuple[float, int]:
-    """Wall seconds, and the CLOCK_MONOTONIC ns at the end."""
+def timed(argv: list[str], env: dict) -> tuple[float, int, int]:
+    """Wall seconds, and the CLOCK_MONOTONIC ns at the start and at the end."""
+    start = time.monotonic_ns()
     t0 = time.perf_counter()
     subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                    check=True)
-    return time.perf_counter() - t0, time.monotonic_ns()
+    return time.perf_counter() - t0, start, time.monotonic_ns()
 
 
 def profile_bytes(d: Path) -> tuple[int, int]:
@@ -117,7 +118,7 @@ def main() -> None:
             runs.update({"collector": [], "shim only": []})
         if args.baseline:
             runs["baseline"] = []
-        collector_cpu, after = [], []
+        collector_cpu, before, after = [], [], []
         # profiles go where a user's would (beside the checkout), not to /tmp: on the
         # development VM /tmp's inode group, churned by the test suite, took 30 ms to
         # create a profile's 85 files, 1-2 ms elsewhere on the same disk
@@ -132,10 +133,11 @@ def main() -> None:
                 runs["plain"].append(timed(argv, env)[0])
                 for d in (out, out.with_name(out.name + ".old")):  # not timed
                     shutil.rmtree(d, ignore_errors=True)
-                wall, end = timed([*numaprof(), "record", "-o", str(out), "--", *argv], env)
+                wall, start, end = timed([*numaprof(), "record", "-o", str(out), "--", *argv], env)
                 runs["record"].append(wall)
                 col = json.loads((out / "collector.json").read_text())
                 collector_cpu.append(col["collector_cpu_ns"] / 1e9)
+                before.append((col["start_ns"] - start) / 1e9)
                 after.append((end - col["end_ns"]) / 1e9)
                 if perf is not None:
                     runs["perf"].append(timed([*perf, *argv], env)[0])
@@ -167,8 +169,31 @@ def main() -> None:
                 line += (f"; ratio to plain: median {spread(ratios)}, best/best "
                          f"{min(ts) / min(plain):.3f}")
             print(line)
-        print(f"  collector cpu {spread(collector_cpu)} s; record after the program ended "
-              f"{spread(after)} s; samples {n}, sample table {size / max(n, 1):.1f} bytes/sample")
+        print(f"  collector cpu {spread(collector_cpu)} s; record before the program started "
+              f"{spread(before)} s, after it ended {spread(after)} s; samples {n}, sample table "
+              f"{size / max(n, 1):.1f} bytes/sample")
+        if args.parts:
+            parts(runs, before, after)
+
+
+def parts(runs: dict[str, list[float]], before: list[float], after: list[float]) -> None:
+    """Where record's extra time goes, as medians over the repetitions (each part from its
+    own repetition's plain run): the CLI and collector before the program's first
+    instruction, the time after its exit, the run itself under sampling (the rest), and,
+    measured apart, the shim alone and the collector without the CLI."""
+    plain = runs["plain"]
+    extra = statistics.median(t - p for t, p in zip(runs["record"], plain, strict=True))
+    rows = [("before the program (launcher, collector set-up)", statistics.median(before)),
+            ("after the program (collector's end, CLI's finish)", statistics.median(after))]
+    rows.append(("during the run (sampling, shim, page faults)", extra - rows[0][1] - rows[1][1]))
+    for name in ("shim only", "collector"):
+        if name in runs:
+            rows.append((f"  apart: {name} minus plain", statistics.median(
+                t - p for t, p in zip(runs[name], plain, strict=True))))
+    print(f"  parts of record's extra {extra * 1000:.1f} ms:")
+    for name, t in rows:
+        share = f"{100 * t / extra:5.1f} %" if extra > 0 else "    -"
+        print(f"    {name:52s} {t * 1000:8.1f} ms  {share}")
 
 
 if __name__ == "__main__":

@@ -51,9 +51,25 @@ def _leave(code) -> None:
     os._exit(code)
 
 
+def _launched() -> tuple[int, int, int] | None:
+    """The collector the native launcher started for this `record` (collector/launcher):
+    its pid, control socket and error pipe, from NUMAPROF_LAUNCHED (removed, so that
+    neither the manifest nor a later child sees it)."""
+    value = os.environ.pop("NUMAPROF_LAUNCHED", None)
+    if value is None:
+        return None
+    try:
+        pid, ctl, err = (int(x) for x in value.split(":"))
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)  # ours, or not
+    except (ValueError, OSError):  # (ChildProcessError: a variable from elsewhere)
+        return None
+    return pid, ctl, err
+
+
 def _main(args: list[str]) -> None:
     verbose = any(a in ("-v", "--verbose") for a in args[:1])
     rest = args[1:] if verbose else args
+    launched = _launched()
     if rest[:1] == ["record"]:
         from numaprof.cli import recording
 
@@ -61,10 +77,15 @@ def _main(args: list[str]) -> None:
         if values is not None:
             try:
                 cfg = recording.make_config(**values)
-                code = recording.run_record(cfg, ["numaprof", *args])
+                code = recording.run_record(cfg, ["numaprof", *args], launched=launched)
             except BaseException as e:  # noqa: BLE001 - each kind is one line below
                 _fail(e, verbose)
             sys.exit(code)
+    if launched is not None:  # a collector runs that nothing here will wait for
+        print("numaprof: internal error: the launcher read record's arguments as an "
+              "ordinary recording and the CLI did not (run with the CLI: numaprof-cli)",
+              file=sys.stderr)
+        sys.exit(70)
     import click
 
     from numaprof.cli.group import group

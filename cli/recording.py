@@ -12,9 +12,7 @@ from __future__ import annotations
 import errno
 import json
 import os
-import re
 import signal
-import stat
 import sys
 import threading
 import time
@@ -226,114 +224,6 @@ def _disk_full(e: OSError) -> bool:
     return e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
-MANIFEST_LIMIT = 64 << 20  # bytes: a manifest larger than this is not one of ours
-# What `numaprof record` (and the perf.data importer) put in a profile directory: a
-# directory with anything else in it is not removed when profiles are rotated.
-_PROFILE_ENTRY = (
-    r"(manifest|collector|archive|sources|topology)\.json|topology\.xml|archive"
-    r"|[a-z_]+\.[a-z_0-9]+\.(col|heap)|numa_maps\.\d+|shim\.\d+\.(bin|pool)|tls\.\d+"
-    # the temporary files of a run killed while it wrote them
-    r"|(manifest|archive|sources)\.json\.tmp|\.(collector\.json|topology\.(json|xml))\.tmp(\.\d+)?"
-    r"|\.numa_maps\.\d+\.(shim|tmp\.\d+)")
-
-
-def _is_profile(path: Path) -> bool:
-    """True if `path` is a directory (not a symbolic link) holding the manifest of a
-    numaprof profile.  Opens nothing but a regular file, and reads a bounded amount."""
-    try:
-        if not stat.S_ISDIR(os.lstat(path).st_mode):
-            return False
-        fd = os.open(path / "manifest.json", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return False
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MANIFEST_LIMIT:
-            return False
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            doc = json.loads(f.read(MANIFEST_LIMIT + 1))
-    except (OSError, ValueError, RecursionError):
-        return False
-    finally:
-        os.close(fd)
-    return isinstance(doc, dict) and doc.get("format") == FORMAT
-
-
-def _foreign_entry(path: Path) -> str | None:
-    """The first entry of profile directory `path` that numaprof does not write, if any
-    (a user's file kept in an old profile, or the backup of an --apply)."""
-    for entry in sorted(os.scandir(path), key=lambda e: e.name):
-        if not re.fullmatch(_PROFILE_ENTRY, entry.name):  # compiled only when asked
-            return entry.name
-        if entry.name == "archive":
-            # content-addressed copies of binaries and sources: hex digests only
-            if entry.is_symlink() or not entry.is_dir():
-                return entry.name
-            for sub in os.scandir(entry.path):
-                if not re.fullmatch(r"[0-9a-f]{16,128}", sub.name) or not sub.is_file(
-                        follow_symlinks=False):
-                    return f"archive/{sub.name}"
-        elif entry.is_symlink() or not entry.is_file():
-            return entry.name
-    return None
-
-
-def _prepare_output(cfg: RecordConfig) -> Path | None:
-    """Creates the profile directory; an existing profile is kept as <dir>.old, as perf does.
-
-    Only what numaprof wrote is ever moved or removed: <dir> is rotated only when it is a
-    numaprof profile, and an existing <dir>.old is removed only when it is one too and
-    holds nothing but what numaprof writes.  Otherwise this refuses, and touches nothing.
-    Returns the path of the kept old profile (to restore it if the run cannot start).
-    """
-    out = cfg.output
-    old = None
-    try:
-        os.lstat(out)
-        exists = True
-    except FileNotFoundError:
-        exists = False
-    except OSError as e:  # a parent one cannot search, or that is not a directory
-        raise NumaprofError(f"cannot use {out}: {e.strerror}", COLLECTOR_FAILED) from e
-    if exists:
-        if not _is_profile(out):
-            raise NumaprofError(
-                f"{out} exists and is not a numaprof profile; remove it or choose another -o",
-                COLLECTOR_FAILED)
-        old = out.with_name(out.name + ".old")
-        try:
-            if os.path.lexists(old):
-                if not _is_profile(old):
-                    raise NumaprofError(
-                        f"{old} exists and is not a numaprof profile (numaprof would keep the "
-                        f"previous profile there); move it away or choose another -o",
-                        COLLECTOR_FAILED)
-                foreign = _foreign_entry(old)
-                if foreign is not None:
-                    raise NumaprofError(
-                        f"{old}/{foreign} was not written by numaprof record, so {old} is not "
-                        f"removed to keep the previous profile there; move it away or choose "
-                        f"another -o", COLLECTOR_FAILED)
-                import shutil
-
-                shutil.rmtree(old)
-            out.rename(old)
-        except OSError as e:
-            raise NumaprofError(f"cannot keep the previous profile as {old}: {e.strerror}",
-                                COLLECTOR_FAILED) from e
-    try:
-        out.mkdir(mode=0o700, parents=False)
-    except OSError as e:
-        kept = ""
-        if old is not None:
-            try:
-                old.rename(out)
-            except OSError:
-                kept = f" (the previous profile is in {old})"
-        raise NumaprofError(f"cannot create {out}: {e.strerror}{kept}", COLLECTOR_FAILED) from e
-    return old
-
-
 REDACTED = "<redacted>"
 
 
@@ -398,7 +288,9 @@ def _shim_setting(name: str, default: int, limit: int) -> int | None:
 
 
 def _collector_argv(cfg: RecordConfig) -> list[str]:
-    argv = [str(paths.collector()), "-o", str(cfg.output), "--backend", cfg.backend,
+    # --rotate: the collector makes the profile directory, keeping a previous profile as
+    # <dir>.old and touching nothing numaprof did not write (collector/src/outdir.c)
+    argv = [str(paths.collector()), "-o", str(cfg.output), "--rotate", "--backend", cfg.backend,
             "--alloc-threshold", str(cfg.alloc_threshold)]
     shim = paths.shim()
     if shim.exists():
@@ -685,38 +577,53 @@ def _summary(cfg: RecordConfig, manifest: dict) -> str:
             f"backend {manifest.get('backend')}){state}; next: {nxt}")
 
 
-def run_record(cfg: RecordConfig, argv: list[str]) -> int:
-    """Records `cfg.command` (or attaches to cfg.pid); returns the program's exit status."""
+def run_record(cfg: RecordConfig, argv: list[str], launched: tuple[int, int, int] | None = None) -> int:
+    """Records `cfg.command` (or attaches to cfg.pid); returns the program's exit status.
+
+    `launched`: the collector the native launcher already started for this command
+    (cli/supervise.run_collector), adopted instead of started here.
+    """
     try:
         collector_argv = _collector_argv(cfg)  # fails early if the collector is not built
     except NumaprofError as e:
-        raise NumaprofError(str(e), COLLECTOR_FAILED) from e
-    old = _prepare_output(cfg)
+        if launched is None:
+            raise NumaprofError(str(e), COLLECTOR_FAILED) from e
+        collector_argv = []
     manifest_path = cfg.output / "manifest.json"
     manifest = _manifest(cfg, argv)
-    try:
-        _write_json_atomic(manifest_path, manifest)
-    except NumaprofError as e:
-        raise NumaprofError(f"{e}{_discard(cfg.output, old)}", COLLECTOR_FAILED) from e
     prefetch = _Prefetch(cfg)
     heap = _HeapSnapshot(cfg) if cfg.pid and cfg.alloc_dir is None else None
+    unwritten: list[NumaprofError] = []  # the manifest the program's start could not wait for
 
-    def started() -> None:
-        prefetch.start()
-        if heap is not None:
-            heap.start()
+    def started(kept: bool | None, running: bool) -> None:
+        if kept is None:
+            return  # the collector made no profile: its one line says why
+        try:
+            _write_json_atomic(manifest_path, manifest)
+        except NumaprofError as e:
+            unwritten.append(e)
+        if running:  # (a program already ended, as a launched `true` may: no time to use)
+            prefetch.start()
 
     def collector_died(signum: int, pid: int) -> None:
         print(f"numaprof: numaprof-collect was killed by {signal_name(signum)} (out of "
               f"memory?): sampling stopped; the program (pid {pid}) goes on to its end, and "
               f"the partial profile stays in {cfg.output}/", file=sys.stderr)
 
-    try:
-        run = run_collector(collector_argv, collector_died,
-                            also_relay=(cfg.rotate_on,) if cfg.rotate_on else (),
-                            on_started=started)
-    except NumaprofError as e:
-        raise NumaprofError(f"{e}{_discard(cfg.output, old)}", COLLECTOR_FAILED) from e
+    run = run_collector(collector_argv, collector_died,
+                        also_relay=(cfg.rotate_on,) if cfg.rotate_on else (),
+                        on_started=started, launched=launched,
+                        on_spawned=heap.start if heap is not None else None)
+    if run.kept is None:  # nothing made, nothing moved: the collector's line says why
+        why = run.said or (f"numaprof-collect was killed by {signal_name(-run.status)}"
+                           if run.status < 0 else
+                           f"numaprof-collect stopped with status {run.status}")
+        raise NumaprofError(why, COLLECTOR_FAILED)
+    old = cfg.output.with_name(cfg.output.name + ".old") if run.kept else None
+    if unwritten:
+        rc = run.status if run.status >= 0 else 128 - run.status
+        raise NumaprofError(f"{unwritten[0]} (the program's exit status was {rc}; nothing was "
+                            f"kept{_discard(cfg.output, old)})", COLLECTOR_FAILED)
     cache = prefetch.join()
     end = _heap_at_end(cfg) if heap is not None else None
     if run.status < 0 and not (cfg.output / "collector.json").exists():

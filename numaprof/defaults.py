@@ -8,21 +8,22 @@ import re
 from numaprof import paths
 
 HEADER_NAME = "numaprof_defaults.h"
-#: The profile directory `record` writes and `report` / `suggest` read when given none.
-DEFAULT_PROFILE = "numaprof.data"
 
 
-def _read() -> dict[str, int]:
+def _read() -> dict[str, int | str]:
     path = paths.include_dir() / HEADER_NAME
     try:
         text = path.read_text()
     except OSError as e:  # a broken installation: the header ships with the collector
         raise RuntimeError(f"cannot read {path}: {e.strerror}") from None
-    return {m.group(1): int(m.group(2))
-            for m in re.finditer(r"^#define[ \t]+NMP_DEFAULT_(\w+)[ \t]+(\d+)[ \t]*$", text, re.M)}
+    return {m.group(1): int(m.group(2)) if m.group(2) else m.group(3)
+            for m in re.finditer(r'^#define[ \t]+NMP_DEFAULT_(\w+)[ \t]+(?:(\d+)|"([^"\\]*)")[ \t]*$',
+                                 text, re.M)}
 
 
 _VALUES = _read()
+#: The profile directory `record` writes and `report` / `suggest` read when given none.
+DEFAULT_PROFILE: str = _VALUES["PROFILE"]
 #: Samples per second per thread.
 FREQ: int = _VALUES["FREQ"]
 #: Heap allocations of at least this many bytes are tracked with their call stack.

@@ -1,19 +1,22 @@
 /* numaprof's default settings, defined once: the collector and the allocation shim
  * include this file and `numaprof record` reads it (numaprof/defaults.py), so that a
- * default changed here changes everywhere.  Keep to `#define NMP_DEFAULT_<NAME> <integer>`.
+ * default changed here changes everywhere.  Keep to `#define NMP_DEFAULT_<NAME> <integer>`
+ * or `#define NMP_DEFAULT_<NAME> "<string>"`.
  */
 #ifndef NUMAPROF_DEFAULTS_H
 #define NUMAPROF_DEFAULTS_H
 
-/* Hz per thread.  Measured on the 2-core VM, where a cpu-clock sample costs the target
- * ~15-25 us (timer VM exits): 1009 Hz keeps sampling near 2 % of CPU on a 2-thread
- * memory-bound OpenMP loop and still gives ~2000 samples/s there (>= 1000/s even for a
- * single thread).  A prime avoids lockstep with 1 kHz periodic activity.  perf's 4000 Hz
- * was measured too (2026-11-24, a 2-thread Jacobi of 1.8 s filling both cpus): 935 of
- * 8587 samples lost (the collector, decoding each sample, finds no idle cpu to drain the
- * rings), none at 1009 Hz; an object short of samples is reported with the rate or the
- * run length that would give it enough (docs/record.md). */
-#define NMP_DEFAULT_FREQ 1009
+/* Hz per thread: perf's default rate (4000), made a prime so as not to run in lockstep
+ * with 1 kHz periodic activity.  At 1009 Hz (the default until 2026-12-02) a 2.7 s run of
+ * LULESH 2.0 (70 arrays, 15-30 samples each) left 0.31 of its samples on objects too
+ * short of samples for a pattern; at 4001 Hz 0.04 (docs/record.md).  Where a cpu-clock
+ * sample is dear (the 2-core development VM: 20-30 us a sample, timer VM exits) this
+ * costs a busy thread ~10 % (perf record at the same rate alike, bench/README.md);
+ * --freq 1009 is the cheaper choice for a long run.  The loss measured at 4000 Hz on
+ * 2026-11-24 (935 of 8587 samples of a 2-thread Jacobi filling both cpus) was not seen
+ * again on 2026-12-02: no sample lost in 13 recordings filling both cpus (the eleven
+ * -O2 corpus runs, 20-91 K samples each, an 8.6 s memory-bound kernel, LULESH). */
+#define NMP_DEFAULT_FREQ 4001
 
 /* Heap allocations of at least this many bytes are tracked with their call stack. */
 #define NMP_DEFAULT_ALLOC_THRESHOLD 65536
@@ -41,5 +44,9 @@
  * its site's summary instead of being recorded one by one (docs/record.md): at the default
  * sampling rate it lived about one sampling period. */
 #define NMP_DEFAULT_SHORT_LIVED 1000000
+
+/* The profile directory `numaprof record` writes, and `report` and `suggest` read, when
+ * given none (the native launcher reads it too: collector/launcher). */
+#define NMP_DEFAULT_PROFILE "numaprof.data"
 
 #endif

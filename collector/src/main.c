@@ -3,11 +3,13 @@
  *   numaprof-collect -o DIR [--freq HZ] [--backend auto|soft|pebs|ibs]
  *                    [--shim LIB] [--alloc-threshold BYTES] [--fault-period N]
  *                    [-p PID --duration SECONDS [--alloc-dir DIR] [--release-fd FD] [--children]]
- *                    [--error-fd FD] [--control-fd FD]
+ *                    [--error-fd FD] [--control-fd FD] [--rotate]
  *                    -- CMD ARGS...
  *   numaprof-collect --list-events [--json]
  *   numaprof-collect --schema     (the profile tables and sample rules, as JSON)
  *   numaprof-collect --convert-shim -o DIR
+ *   numaprof-collect --source-files EXE...   (srcfiles.c: each one's count, then its
+ *                    sources' paths, all NUL-terminated)
  *
  * Exit status: the command's; 128+N if it died of signal N; 127 command not found;
  * 126 not executable; 125 numaprof-collect itself failed (one line on stderr).
@@ -17,6 +19,8 @@
  * the command is started; numaprof record writes one byte (the signal number) for each
  * stopping signal it receives, and its end of file means numaprof record is gone
  * (signals.c).  Both descriptors are close-on-exec: the command never sees them.
+ * --rotate: DIR is made anew, an existing profile there kept as DIR.old (outdir.c); with
+ * --control-fd the collector first writes "out K\n" (K 1 if it kept one, else 0).
  * --convert-shim turns the allocation shim's files of DIR into the objects table, for a
  * profile whose collector was killed before it could (numaprof record does it then).
  * --alloc-dir DIR (with -p): the program runs with the allocation shim writing into DIR
@@ -38,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -125,10 +130,11 @@ int main(int argc, char **argv)
         {"error-fd", required_argument, 0, 'E'}, {"control-fd", required_argument, 0, 'C'},
         {"convert-shim", no_argument, 0, 'S'},   {"schema", no_argument, 0, 'D'},
         {"alloc-dir", required_argument, 0, 'A'}, {"release-fd", required_argument, 0, 'R'},
-        {"children", no_argument, 0, 'K'},
+        {"children", no_argument, 0, 'K'},       {"rotate", no_argument, 0, 'O'},
+        {"source-files", no_argument, 0, 'Q'},
         {0, 0, 0, 0},
     };
-    int ch, list_events = 0, json = 0, convert_shim = 0, schema = 0;
+    int ch, list_events = 0, json = 0, convert_shim = 0, schema = 0, rotate = 0, sources = 0;
     uint64_t v;
     opterr = 0;
     while ((ch = getopt_long(argc, argv, "+o:F:b:s:t:p:d:", opts, NULL)) != -1) {
@@ -207,6 +213,12 @@ int main(int argc, char **argv)
         case 'K':
             cfg.children = 1;
             break;
+        case 'O':
+            rotate = 1;
+            break;
+        case 'Q':
+            sources = 1;
+            break;
         case 'R':
             if ((cfg.release_fd = parse_fd(optarg)) < 0)
                 return fail("--release-fd needs an open file descriptor", optarg);
@@ -220,10 +232,14 @@ int main(int argc, char **argv)
         return print_schema(stdout);
     if (list_events)
         return nmp_hw_list_events(stdout, json) == 0 ? 0 : NMP_EXIT_SELF;
+    if (sources)
+        return nmp_source_files(argv + optind, argc - optind, stdout) == 0 ? 0 : NMP_EXIT_SELF;
     if (!cfg.dir)
         return fail("-o DIR is required", NULL);
     struct stat st;
-    if (stat(cfg.dir, &st) != 0 || !S_ISDIR(st.st_mode))
+    if (rotate && convert_shim)
+        return fail("--rotate makes a new profile; --convert-shim finishes one", NULL);
+    if (!rotate && (stat(cfg.dir, &st) != 0 || !S_ISDIR(st.st_mode)))
         return fail("output directory does not exist", cfg.dir);
     char err[NMP_ERRLEN] = "";
     if (convert_shim) {
@@ -248,6 +264,18 @@ int main(int argc, char **argv)
         cfg.fault_period = default_fault_period();
     if (cfg.shim && access(cfg.shim, R_OK) != 0)
         return fail("allocation shim not readable", cfg.shim);
+    if (rotate) {
+        int kept;
+        if (nmp_outdir_prepare(cfg.dir, &kept, err) != 0)
+            return fail(err, NULL);
+        if (cfg.control_fd >= 0) {
+            /* numaprof record learns that the directory is its own (it may remove it if
+             * the run cannot finish) and whether the previous profile is in <dir>.old */
+            char line[16];
+            int len = snprintf(line, sizeof line, "out %d\n", kept);
+            (void)!send(cfg.control_fd, line, (size_t)len, MSG_NOSIGNAL); /* gone: seen later */
+        }
+    }
 
     int rc = nmp_collect_run(&cfg, err);
     /* numaprof record may be gone (killed): no SIGPIPE for this last line.  The command

@@ -106,6 +106,16 @@ int nmp_shim_convert(const char *dir, struct nmp_shim_totals *totals, char *err)
 int nmp_shim_convert_window(const char *dir, const char *out, uint64_t lo, uint64_t hi, int keep,
                             struct nmp_shim_totals *totals, char *err);
 
+/* outdir.c: the profile directory `out` made anew for a recording, an existing profile
+ * there kept as <out>.old (*kept = 1) and nothing that numaprof did not write touched.
+ * 0, or -1 with the one line of the refusal in `err` (and everything as it was). */
+int nmp_outdir_prepare(const char *out, int *kept, char *err);
+
+/* srcfiles.c: for each of the `n` files `paths`, the number of source files its DWARF
+ * line tables name and their absolute, normalised paths, NUL-terminated, to `out`.
+ * 0, or -1 if `out` could not be written. */
+int nmp_source_files(char **paths, int n, FILE *out);
+
 /* util.c: small helpers shared by the modules */
 uint64_t nmp_now_ns(void); /* CLOCK_MONOTONIC */
 void nmp_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -17,7 +17,10 @@ def _python_of_numaprof() -> str:
     argv = numaprof_argv()
     if len(argv) > 1:  # no entry point: `python -m numaprof.cli.main`
         return argv[0]
-    first = Path(argv[0]).read_text().splitlines()[0]
+    entry = Path(argv[0])
+    if entry.read_bytes()[:4] == b"\x7fELF":  # the native launcher: the CLI it runs
+        entry = entry.with_name("numaprof-cli")
+    first = entry.read_text().splitlines()[0]
     assert first.startswith("#!"), first
     return first[2:].strip()
 
@@ -65,6 +68,26 @@ def test_the_collector_the_cli_runs_is_built_from_this_tree_and_up_to_date():
         newest = max(deps, key=lambda p: p.stat().st_mtime)
         assert binary.stat().st_mtime >= newest.stat().st_mtime, (
             f"{binary} is older than {newest}: make test did not rebuild the C parts")
+
+
+def test_the_launcher_is_built_from_this_tree_and_runs_its_collector():
+    """The native `numaprof` (collector/launcher) is make build's, and starts the
+    collector the CLI would (numaprof/paths.py): this tree's."""
+    argv = numaprof_argv()
+    if len(argv) > 1:
+        return  # no entry point installed: the CLI starts the collector itself
+    launcher = Path(argv[0])
+    built = ROOT / "build" / "dev" / "bin" / "numaprof"
+    assert launcher.read_bytes() == built.read_bytes(), f"{launcher} is not make build's {built}"
+    source = ROOT / "collector" / "launcher" / "numaprof.c"
+    assert built.stat().st_mtime >= source.stat().st_mtime, f"{built} is older than {source}"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NUMAPROF_LIBEXEC")}
+    env["NUMAPROF_LAUNCHER_DRY_RUN"] = "1"
+    proc = subprocess.run([str(launcher), "record", "--", "true"], cwd="/", env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    collector = Path(proc.stdout.split("\n")[0])
+    assert collector.resolve() == (ROOT / "build" / "dev" / "libexec" / "numaprof-collect").resolve()
 
 
 def test_the_test_interpreter_imports_this_checkout():

@@ -53,3 +53,42 @@ def test_a_collector_that_is_not_built_is_a_setup_failure(tmp_path, monkeypatch)
         run_record(cfg, ["numaprof", "record", "true"])
     assert e.value.exit_code == 125 and "not built" in str(e.value)
     assert not (tmp_path / "p").exists()
+
+
+def test_the_supervisor_outlives_a_child_another_thread_reaped(monkeypatch):
+    """record's prefetch thread runs a helper while the supervisor reaps every child it
+    sees exit (a subreaper adopts orphans): when the thread's waitpid takes the child
+    between the supervisor's look and its own waitpid, the supervisor goes on (it ended
+    record with 'No child processes' in the NUMA lab once)."""
+    import os
+    import time
+
+    from numaprof.cli import supervise
+
+    helper = os.fork()
+    if helper == 0:
+        os._exit(0)
+    collector = os.fork()
+    if collector == 0:
+        time.sleep(0.3)
+        os._exit(3)
+    while os.waitid(os.P_PID, helper, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+        time.sleep(0.01)  # the helper is a zombie: the supervisor's next look finds it
+    real_waitpid = os.waitpid
+
+    def thread_first(pid, options):
+        if pid == helper:
+            real_waitpid(pid, options)  # the prefetch thread's own wait came first
+        return real_waitpid(pid, options)
+
+    monkeypatch.setattr(os, "waitpid", thread_first)
+
+    class Control:
+        def program_pid(self):
+            return None
+
+    sup = supervise._Supervisor(collector, Control(), (), None)
+    while sup.collector_rc is None:
+        sup._reap()
+        time.sleep(0.01)
+    assert sup.collector_rc == 3
