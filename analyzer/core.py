@@ -47,7 +47,12 @@ from numaprof.analyzer.hot_objects import (
     tell_instances_apart,
     tell_library_blocks_apart,
 )
-from numaprof.analyzer.libstate import library_note, library_samples
+from numaprof.analyzer.libstate import (
+    library_functions,
+    library_note,
+    library_samples,
+    library_stack_samples,
+)
 from numaprof.analyzer.model import (
     PLACING_POLICIES,
     Analysis,
@@ -243,24 +248,15 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     if drop is not None and drop.any():
         keep = ~drop
         n_rmw = _count(runtime & (a_access == 3), a_count) if runtime is not None else 0
-        a_addr, a_time, a_pid, a_tidx = a_addr[keep], a_time[keep], a_pid[keep], a_tidx[keep]
-        a_trow, a_access, a_ip = a_trow[keep], a_access[keep], a_ip[keep]
-        if a_weight is not None:
-            a_weight = a_weight[keep]
-        if a_count is not None:
-            a_count = a_count[keep]
-        if a_hitm is not None:
-            a_hitm = a_hitm[keep]
-        if a_regs is not None:
-            a_regs = {k: v[keep] for k, v in a_regs.items()}
+        (a_addr, a_time, a_pid, a_tidx, a_trow, a_access, a_ip, a_weight, a_count, a_hitm,
+         a_regs) = _kept(keep, a_addr, a_time, a_pid, a_tidx, a_trow, a_access, a_ip, a_weight,
+                         a_count, a_hitm, a_regs)
         if n_own:
             findings.append(f"{n_own} samples ({100.0 * n_own / max(with_address, 1):.1f}% of those "
                             "with an address) were numaprof's own work (the allocation shim's code "
                             "and record buffers): left out of the objects and the traffic")
         if n_runtime:
             findings.append(runtime_note(n_runtime, n_rmw, with_address, runtimes))
-        if n_lib:
-            findings.append(library_note(n_lib, with_address, lib_functions))
     del own, runtime, lib, drop
 
     # Priority: heap allocations, then statics, then whole mappings (which contain both).
@@ -281,6 +277,18 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         if len(walked_at):
             walked.settle(objs, walked_at, was_obj, was_iv, a_obj, a_iv)
         del on_walked, walked_at, was_obj, was_iv
+        # a system library's code on stack memory no variable of the program holds: its
+        # callers' frames within the library (strtof's digit buffers, vfscanf's work area)
+        more = library_stack_samples(prof.table("mappings"), resolver, a_pid, a_ip, a_time, objs, a_obj)
+        if more is not None:
+            n_more = _count(more, a_count)
+            n_lib += n_more
+            lib_functions.update(library_functions(resolver, a_pid[more], a_ip[more]))
+            keep = ~more
+            (a_addr, a_time, a_pid, a_tidx, a_trow, a_access, a_ip, a_weight, a_count, a_hitm,
+             a_regs, a_iv, a_obj) = _kept(keep, a_addr, a_time, a_pid, a_tidx, a_trow, a_access, a_ip,
+                                          a_weight, a_count, a_hitm, a_regs, a_iv, a_obj)
+            del more, keep
         # one allocation holding several arrays (a workspace carved up): one object each
         heap_iv, _ = carved.split(objs, heap_iv, a_regs, a_pid, tids[a_tidx], a_time, a_ip, a_addr, a_obj,
                                   a_iv, resolver)
@@ -293,6 +301,8 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         them now (sites merged since move with it)."""
         return _object_counts(a_obj, a_count, n_obj) + _object_counts(_objects_at(b_iv, ivs), b_count, n_obj)
 
+    if n_lib:
+        findings.append(library_note(n_lib, with_address, lib_functions))
     outside_mask = a_obj < 0
     outside = _count(outside_mask, a_count)
     note = outside_note(resolver, a_pid[outside_mask], a_addr[outside_mask], a_ip[outside_mask],
@@ -725,6 +735,13 @@ def _access_registers(prof: Profile, s, sel) -> dict[str, np.ndarray] | None:
     return out
 
 
+def _kept(keep: np.ndarray, *columns):
+    """The per-sample ``columns`` (arrays, None, or a dict of arrays: the registers) with
+    only the samples ``keep`` selects."""
+    return tuple(None if c is None else {k: v[keep] for k, v in c.items()} if isinstance(c, dict)
+                 else c[keep] for c in columns)
+
+
 def _variable_objects(regs, a_pid, a_tidx, tids, a_time, a_ip, a_addr, a_obj, a_iv, n_iv, objs: list[Obj],
                       resolver, also: np.ndarray) -> att.Intervals:
     """Samples on no object or only on a whole mapping (and the samples ``also``),
@@ -736,9 +753,22 @@ def _variable_objects(regs, a_pid, a_tidx, tids, a_time, a_ip, a_addr, a_obj, a_
     cand = kinds[a_obj] | also  # a_obj -1 picks the last entry: no object
     if not cand.any():
         return att.Intervals.empty()
+    # an address on the stack mapping that holds the sample's stack pointer is on the
+    # sampled thread's own stack, where that mapping is one thread's: glibc maps each
+    # thread's stack apart; a mapping that holds the stack pointers of several threads
+    # (stacks carved out of one region, a stack reused by a later thread) says nothing
+    lo = np.array([o.address for o in objs] + [0], dtype=np.uint64)[a_obj]
+    hi = lo + np.array([o.size for o in objs] + [0], dtype=np.uint64)[a_obj]
+    sp = np.asarray(regs["sp"]).astype(np.uint64)
+    own_stack = stacks[a_obj] & (sp >= lo) & (sp < hi)
+    tid_of = np.asarray(tids[a_tidx]).astype(np.int64)
+    pairs = np.unique(np.stack([a_obj[own_stack].astype(np.int64), tid_of[own_stack]]), axis=1)
+    shared = np.flatnonzero(np.bincount(pairs[0], minlength=len(objs) + 1) > 1)
+    own_stack &= ~np.isin(a_obj, shared)
     samples = varattr.Samples(pid=a_pid, tid=tids[a_tidx], time=a_time, ip=a_ip, addr=a_addr,
                               size=regs["size"], sp=regs["sp"], bp=regs["bp"], insn_off=regs["insn_off"],
-                              base_reg=regs["base_reg"], base_off=regs["base_off"], region=a_obj)
+                              base_reg=regs["base_reg"], base_off=regs["base_off"], region=a_obj,
+                              own_stack=own_stack)
     va = varattr.attribute(samples, cand, stacks[a_obj], resolver)
     if not len(va.sample):
         return att.Intervals.empty()
@@ -850,7 +880,11 @@ def _object_result(o: Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow
         pages_by_node, pages_source = [int(x) for x in pn_index.pages(members, ivs, page)], "move_pages"
     page_key = iv.astype(np.int64) * (1 << 36) + pg
     features, windows = feat.object_features(a_time[idx], a_tidx[idx], pos, page_key, a_ip[idx], length)
-    pattern, conf = patterns.classify(features)
+    private = o.thread_private or (o.kind == "heap" and _private_instances(iv, a_tidx[idx]))
+    if private and not o.sample_period and n and _widest_instance(o, ivs, iv) <= CACHE_LINE:
+        pattern, conf = "regular", 1.0  # see _widest_instance
+    else:
+        pattern, conf = patterns.classify(features)
     needed = classifier.samples_needed(features, pattern)
     first_touch = first_touch_of(oi, ft, topo, n_program_threads, resolver)
     if kernel is None and first_touch.pages and (
@@ -864,7 +898,6 @@ def _object_result(o: Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow
     if not o.sample_period:
         spans = ivs.pages(members, page.bit_length() - 1)
         n_pages = max(1, int(spans.max()) if len(members) else -(-int(o.size) // page))
-    private = o.thread_private or (o.kind == "heap" and _private_instances(iv, a_tidx[idx]))
     access = ObjectAccess(page=pg.astype(np.int64), thread=a_tidx[idx].astype(np.int32),
                           # unweighted samples share one read-only 1.0 instead of n copies
                           weight=w if w is not None else np.broadcast_to(np.float64(1.0), (n,)),
@@ -908,6 +941,25 @@ def _object_result(o: Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow
         read_only=o.read_only,
         pid=int(o.pid),
     )
+
+
+#: Bytes of a cache line (x86): an instance no wider has one line to be accessed in.
+CACHE_LINE = 64
+
+
+def _widest_instance(o: Obj, ivs, iv: np.ndarray) -> int:
+    """The bytes of the widest sampled instance of `o` (its size when that is larger).
+
+    A thread-private object whose instances are each within a cache line is regular by
+    the patterns' definitions (docs/classifier.md "Thread-private scalars"): each
+    instance is one thread's in every phase, so which thread touches which part never
+    changes, and an access within one line cannot spread over the object.  Such objects
+    are the scalars and small structs a compiler keeps in the frame (a local `double`
+    whose address is taken, `x1` of a shape-function loop), sampled a few dozen times
+    each: the model, trained on arrays of megabytes, has nothing to tell them apart by,
+    and their `unknown` hid nothing a user could act on."""
+    widest = int(np.max(ivs.end[iv] - ivs.start[iv])) if len(iv) else 0
+    return max(widest, int(o.size))
 
 
 #: Share of a heap site's samples that must be on the one thread using each instance.

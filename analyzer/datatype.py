@@ -432,13 +432,24 @@ def _vector_copies() -> frozenset[int]:
     return frozenset(getattr(x86, f"X86_INS_{n}") for n in names if hasattr(x86, f"X86_INS_{n}"))
 
 
+def _value_stores() -> frozenset[int]:
+    """Capstone ids of the moves of a register to memory that store a value (a general
+    register, an xmm register's scalar or whole vector): what a spill is made of."""
+    from capstone import x86
+
+    names = ("MOV", "MOVD", "VMOVD", "MOVQ", "VMOVQ", "MOVSD", "VMOVSD", "MOVSS", "VMOVSS",
+             "MOVAPS", "VMOVAPS", "MOVAPD", "VMOVAPD", "MOVUPS", "VMOVUPS", "MOVUPD", "VMOVUPD",
+             "MOVDQA", "VMOVDQA", "MOVDQU", "VMOVDQU", "MOVLPD", "VMOVLPD", "MOVLPS", "VMOVLPS")
+    return frozenset(getattr(x86, f"X86_INS_{n}") for n in names if hasattr(x86, f"X86_INS_{n}"))
+
+
 @dataclass(frozen=True)
 class Insn:
     """One instruction, as much of it as the tracking needs (DWARF register numbers)."""
     addr: int
     next: int  # address of the following instruction
     writes: frozenset[int]
-    op: str  # copy | lea | step | load | addload | store | call | pop | ret | jmp | jcc | other
+    op: str  # copy | lea | step | load | addload | store | vstore | call | pop | ret | jmp | jcc | other
     dst: int = -1
     src: int = -1  # copy: the source register; store: the register stored
     base: int = -1  # lea, load, store: the memory operand's base register
@@ -455,6 +466,7 @@ def decode(code: bytes, addr: int) -> list[Insn]:
 
     table = _dwarf_table()
     vector_copies = _vector_copies()
+    value_stores = _value_stores()
     md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
     md.detail = True
     out = []
@@ -515,6 +527,13 @@ def decode(code: bytes, addr: int) -> list[Insn]:
               and ops[1].type == x86.X86_OP_REG and ops[1].reg in table and ops[1].size == 8
               and ops[0].mem.segment == 0 and ops[0].mem.base in table):
             op, src, size = "store", table[ops[1].reg], 8  # a spill: mov %reg, disp(%base)
+            base, index, disp = table[ops[0].mem.base], table.get(ops[0].mem.index, -1), ops[0].mem.disp
+        elif (len(ops) == 2 and i.id in value_stores and ops[0].type == x86.X86_OP_MEM
+              and ops[1].type == x86.X86_OP_REG and ops[1].reg in table
+              and ops[0].mem.segment == 0 and ops[0].mem.base in table):
+            # any other register stored whole or in its low part (`movsd %xmm3, 0x18(%rsp)`,
+            # `mov %ecx, 0x8(%rsp)`): a value spilled, not a pointer (FrameIndex.slot_value)
+            op, src, size = "vstore", table[ops[1].reg], ops[0].size
             base, index, disp = table[ops[0].mem.base], table.get(ops[0].mem.index, -1), ops[0].mem.disp
         out.append(Insn(i.address, i.address + i.size, writes, op, dst, src, base, index, disp, size,
                         i.id == x86.X86_INS_NOP))

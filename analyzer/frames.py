@@ -669,6 +669,57 @@ class FrameIndex:
         v = next(iter(found.values()))
         return Origin(v.name, ("var", *v.key), v.site, datatype.pointer_to(v.type), "register")
 
+    def slot_value(self, pc: int, slot: int) -> Variable | None:
+        """The variable whose value the frame slot at CFA + ``slot`` holds at link-time
+        address ``pc``: every store to the slot on the ways into pc (reaching
+        definitions, as _reaching_store) stored the register that one named variable
+        was in at that store (its location list there), a spill the DWARF does not
+        describe once the value is in the frame; None when the stores differ, when one
+        stored a value of no variable (a hoisted product), or when that cannot be told.
+        The stack-slot tracking of perf's data-type profiling
+        (tools/perf/util/annotate-data.c: the type of the register stored into a stack
+        slot becomes the slot's, struct type_state_stack)."""
+        key = (pc, slot, "slot")
+        if key not in self._at:
+            try:
+                self._at[key] = self._slot_value(pc, slot) if self.usable else None
+            except _ERRORS:
+                self._at[key] = None
+        return self._at[key]
+
+    def _slot_value(self, pc: int, slot: int) -> Variable | None:
+        f = self._function_at(pc)
+        if f is None:
+            return None
+        insns, addrs = self._code(f)
+
+        def stores(st: datatype.Insn) -> bool:
+            return (st.op in ("store", "vstore") and st.index < 0 and self.frame_register(st.addr, st.base)
+                    and self._cfa_offset(st.addr, st.base, st.disp) == slot)
+
+        at = bisect.bisect_left(addrs, pc)
+        if at < len(addrs) and addrs[at] == pc and stores(insns[at]):
+            return self._value_at(f, pc, insns[at].src)  # the access is the store itself
+        found = None
+        for d in sorted(self._defs(f, pc, stores) or ()):
+            v = self._value_at(f, insns[d].addr, insns[d].src)
+            if v is None or (found is not None and v.key != found.key):
+                return None
+            found = v
+        return found
+
+    @staticmethod
+    def _value_at(f: _Func, pc: int, reg: int) -> Variable | None:
+        """The one named variable whose value register ``reg`` is at ``pc``."""
+        hits = {}
+        for v in f.vars:
+            if not v.var.name or (v.scope is not None and not any(a <= pc < b for a, b in v.scope)):
+                continue
+            loc = next((c for c in v.locs if c.lo is None or c.lo <= pc < c.hi), None)
+            if loc is not None and loc.kind == "val" and loc.basis == reg and loc.off == 0:
+                hits[v.var.key] = v.var
+        return next(iter(hits.values())) if len(hits) == 1 else None
+
     def _spill(self, load: datatype.Insn) -> datatype.Insn | None:
         """The store of a register to the frame slot ``load`` reads (the same offset from
         the CFA), the nearest before it in the function."""
@@ -811,6 +862,8 @@ def _register(ops) -> tuple[int, int] | None:
     name = ops[0].op_name
     if name.startswith("DW_OP_reg") and name[9:].isdigit():
         return int(name[9:]), 0
+    if name == "DW_OP_regx" and ops[0].args:
+        return int(ops[0].args[0]), 0
     if name.startswith("DW_OP_breg") and name[10:].isdigit():
         return int(name[10:]), int(ops[0].args[0])
     return None
@@ -820,7 +873,7 @@ def _classify(ops) -> tuple | None:
     """("mem", basis, k): the variable is stored at basis + k (DW_OP_fbreg k: the frame
     base; DW_OP_bregN k with N rsp or rbp); ("mem", BASIS_EXPR, 0, ops): at the address
     an expression of those computes (evaluate()); ("val", N, k): its value is register
-    N + k (DW_OP_regN; DW_OP_bregN k, DW_OP_stack_value); ("ref", N, k): it is stored at
+    N + k (DW_OP_regN, DW_OP_regx N; DW_OP_bregN k, DW_OP_stack_value); ("ref", N, k): it is stored at
     register N + k, N another register (DW_OP_bregN k); None for anything else
     (constants, pieces, values computed from memory or other registers)."""
     if not ops:
@@ -847,8 +900,10 @@ def _classify(ops) -> tuple | None:
         if r is not None and r[0] < 16 and r[0] not in (DW_SP, DW_BP):
             return "ref", r[0], r[1] + int(ops[1].args[0])
     if len(ops) == 1 and name.startswith("DW_OP_reg"):
+        # a general register, or an xmm register (DWARF 17-32 and 67-82, x86-64 psABI
+        # figure 3.36): a floating-point variable's value, what a spill stores
         r = _register(ops)
-        return ("val", r[0], 0) if r is not None and r[0] < 16 else None
+        return ("val", r[0], 0) if r is not None and (r[0] < 16 or 17 <= r[0] <= 32 or 67 <= r[0] <= 82) else None
     if len(ops) == 2 and ops[1].op_name == "DW_OP_stack_value" and name.startswith("DW_OP_breg"):
         r = _register(ops[:1])
         return ("val", r[0], r[1]) if r is not None and r[0] < 16 else None

@@ -372,8 +372,7 @@ def merge_into_sites(objs: list[Obj], hot: list[int], a_obj: np.ndarray, a_pid: 
             if objs[site].site_local and o.attribution == varattr.REGISTER and \
                     _function_of(o.site) == _function_of(objs[site].site):
                 continue  # another local of the function allocating it: another array
-            if o.attribution == varattr.REGISTER and o.name != objs[site].name and \
-                    o.name in objs[site].line_names:
+            if o.name != objs[site].name and o.name in objs[site].line_names:
                 continue  # another array of its allocation statement: `w` beside `flux`
             inside = (a_pid[mine] == pid) & (a_addr[mine] >= lo) & (a_addr[mine] < hi)
             to[inside] = np.where(to[inside] < 0, site, -2)  # -2: in two arrays' stretches

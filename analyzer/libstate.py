@@ -59,16 +59,49 @@ def library_samples(mt: dict, resolver: symbols.CodeResolver, regs: dict | None,
         return None, Counter()
     mask = np.zeros(len(addr), dtype=bool)
     mask[idx[theirs]] = True
+    return mask, library_functions(resolver, pid[mask], ip[mask])
+
+
+def library_functions(resolver: symbols.CodeResolver, pid, ip) -> Counter:
+    """Samples per (library file, function) of the code addresses ``ip``."""
     functions: Counter = Counter()
     names: dict[tuple[int, int], tuple[str, str]] = {}
-    for p, i in zip(pid[mask].tolist(), ip[mask].tolist(), strict=True):
+    for p, i in zip(pid.tolist(), ip.tolist(), strict=True):
         key = (p, i)
         if key not in names:
             found = resolver.elf_address(p, i)
             fn = found[0].function_at(found[1]) if found is not None else None
             names[key] = (os.path.basename(found[0].path) if found is not None else "?", fn or "?")
         functions[names[key]] += 1
-    return mask, functions
+    return functions
+
+
+def library_stack_samples(mt: dict, resolver: symbols.CodeResolver, pid, ip, time, objs: list[Obj],
+                          obj) -> np.ndarray | None:
+    """Which samples are a system library's code on a whole stack mapping (``obj``: each
+    sample's object, after the program's variables were named by frame and register):
+    stack memory that no variable of the program holds, outside the sampled function's
+    own frame (`library_samples` took those), so in the frames of the library functions
+    that called it -- strtof's digit buffers while a digit routine runs, vfscanf's work
+    area while strtof runs.  A program's array passed to the library is named by the
+    frame that holds it (analyzer/varattr.py) and stays the program's; so does any
+    stack memory the program's own code touches.  Limit: a program's scalar of under 64
+    bytes written by the library (`sscanf(line, "%f", &v)`) is not named by another
+    frame and is counted here, one sample in each call.  None when there is none."""
+    raw = np.array([o.kind == "stack" and o.key[0] == "map" for o in objs] + [False])
+    on = raw[obj]
+    if not on.any():
+        return None
+    code = code_mappings(mt, _library_code)
+    if code is None:
+        return None
+    idx = np.flatnonzero(on)
+    theirs = att.locate(pid[idx], ip[idx], time[idx], code[0]) >= 0
+    if not theirs.any():
+        return None
+    mask = np.zeros(len(obj), dtype=bool)
+    mask[idx[theirs]] = True
+    return mask
 
 
 def _own_frame(resolver: symbols.CodeResolver, regs: dict, pid, ip, addr, idx) -> np.ndarray:

@@ -165,18 +165,25 @@ def _allocated_array(node, src: bytes) -> str | None:
 
 
 def allocated_names(path: str, line: int, lang: str, archive: Archive = EMPTY) -> tuple[str, ...]:
-    """Every array the Fortran ``allocate`` statements on ``path:line`` allocate, in order
-    (``allocate(q(n, m), w(n), flux(m, g))`` -> ``q``, ``w``, ``flux``); () for another
-    language or line."""
-    if lang != "fortran" or line <= 0:
+    """Every variable that the statements on ``path:line`` allocate for, in order: the
+    arrays of Fortran ``allocate`` statements (``allocate(q(n, m), w(n), flux(m, g))`` ->
+    ``q``, ``w``, ``flux``), the variables C and C++ calls there are assigned to
+    (``double *a = malloc(n), *b = malloc(n);`` -> ``a``, ``b``); () for another language
+    or line."""
+    if lang not in ("fortran", "c", "cpp") or line <= 0:
         return ()
     parsed = _parse(path, lang, archive)
     if parsed is None:
         return ()
     tree, src = parsed
     found: list = []
-    _collect(tree.root_node, line - 1, ("sized_allocation",), found)
-    return tuple(n for n in (_allocated_array(node, src) for node in found) if n is not None)
+    if lang == "fortran":
+        _collect(tree.root_node, line - 1, ("sized_allocation",), found)
+        names = (_allocated_array(node, src) for node in found)
+    else:
+        _collect(tree.root_node, line - 1, ("call_expression", "new_expression"), found)
+        names = (_c_target(node, src) for node in found if node.start_point[0] == line - 1)
+    return tuple(dict.fromkeys(n for n in names if n is not None))
 
 
 #: attributes of a declaration whose arrays are not automatic ones the procedure allocates

@@ -62,6 +62,10 @@ class Samples:
     base_reg: np.ndarray
     base_off: np.ndarray
     region: np.ndarray  # the mapping (any id) holding each address, -1 none
+    #: whether each address is on the stack mapping that holds the sample's stack pointer:
+    #: the sampled thread's own stack, beyond its frame too (a caller's local reached
+    #: through a callee's pointer); None: not known, the frame alone says
+    own_stack: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.addr)
@@ -202,6 +206,11 @@ def attribute(s: Samples, candidate: np.ndarray, in_stack: np.ndarray, resolver)
                         | ((fbr == frames.DW_BP) & bp_ok))
     # the sample's own frame (its owner is the sampled thread): [sp - red zone, CFA)
     own = cfa_ok & (addr >= sp - RED_ZONE) & (addr < cfa)
+    # whose memory an access is: the sampled thread's when in its frame or elsewhere on
+    # its own stack (a caller's `double v[5]` written through the callee's pointer);
+    # -1 (anyone's) otherwise
+    own_memory = own if s.own_stack is None else own | np.asarray(s.own_stack, dtype=bool)
+    owner_of = np.where(own_memory, tid, -1)
     basis = {frames.BASIS_FB: (fb, fb_ok), frames.DW_SP: (sp, g >= 0), frames.DW_BP: (bp, (g >= 0) & bp_ok)}
 
     found = _Found()
@@ -233,7 +242,7 @@ def attribute(s: Samples, candidate: np.ndarray, in_stack: np.ndarray, resolver)
             if hit.any():
                 obj = found.object(("var", *sl.var.key), _slot_name(sl.var), sl.var.site, FRAME)
                 m = members[hit]
-                found.add(m, obj, start[hit], sl.size, np.where(own[m], tid[m], -1))
+                found.add(m, obj, start[hit], sl.size, owner_of[m])
                 free &= ~hit
         # an address on a stack outside this frame is a local of another frame (the
         # caller's `rng`, which a library's member function reaches through `this`): the
@@ -243,7 +252,7 @@ def attribute(s: Samples, candidate: np.ndarray, in_stack: np.ndarray, resolver)
         later[members[deferred]] = True
         calls = _CallNamer(resolver, int(ukeys[u][0]), bias[u])
         _by_code(found, members, free & ~deferred, fr, fis[u], charged[u], cfa_reg[u], a, sp, base_reg, bknown,
-                 bval, own, tid, calls)
+                 bval, own_memory, tid, calls)
     for part in found.parts:
         left[part[0]] = False
     # (not the sampled frame's own memory: a frame that returned held it before)
@@ -253,11 +262,11 @@ def attribute(s: Samples, candidate: np.ndarray, in_stack: np.ndarray, resolver)
     for members in _by_kind(np.flatnonzero(left & later), g):
         u = int(g[members[0]])
         _by_code(found, members, np.ones(len(members), dtype=bool), pcf[u], fis[u], charged[u], cfa_reg[u],
-                 addr[members], sp, base_reg, bknown, bval, own, tid,
+                 addr[members], sp, base_reg, bknown, bval, own_memory, tid,
                  _CallNamer(resolver, int(ukeys[u][0]), bias[u]))
     for part in found.parts:
         left[part[0]] = False
-    _spills(found, left & in_stack & own & bknown, pcf, g, cfa, base_reg, addr, tid)
+    _spills(found, left & in_stack & own & bknown, pcf, fis, charged, g, cfa, base_reg, addr, tid)
     _merge_aliases(found, s, in_stack)
     return _instances(found, s, in_stack, n)
 
@@ -435,25 +444,46 @@ def _by_kind(idx: np.ndarray, g: np.ndarray) -> list[np.ndarray]:
     return np.split(order, np.flatnonzero(np.diff(g[order])) + 1)
 
 
-def _spills(found: _Found, todo: np.ndarray, pcf, g, cfa, base_reg, addr, tid) -> None:
+def _spills(found: _Found, todo: np.ndarray, pcf, fis, charged, g, cfa, base_reg, addr, tid) -> None:
     """The samples left in the sampled function's own frame, accessed through the stack
     or frame pointer where no variable of the function is stored: register spills and
     the compiler's temporaries (a kernel short of registers reloads them in its inner
-    loop).  One object per function, ``(spills) function``, private to each thread: what
-    perf's data-type profiling counts under a pseudo type of its own rather than a
-    variable (tools/perf/util/annotate-data.c, "(stack operation)")."""
+    loop).  A slot every store into which (on the ways to the access) stored one named
+    variable's register is that variable's copy, named after it
+    (frames.FrameIndex.slot_value); the others are one object per function,
+    ``(spills) function``, private to each thread: what perf's data-type profiling
+    counts under a pseudo type of its own rather than a variable
+    (tools/perf/util/annotate-data.c, "(stack operation)")."""
     rest = np.flatnonzero(todo & np.isin(base_reg, (frames.DW_SP, frames.DW_BP)))
     if not len(rest):
         return
     # per frame kind (one per sampled pc), then per function: a loop per pc, not per sample
     by_func: dict[str, list[np.ndarray]] = {}
     for members in _by_kind(rest, g):
-        fr = pcf[int(g[members[0]])]
+        u = int(g[members[0]])
+        fr = pcf[u]
         # a function whose DWARF describes its locals, at this pc or elsewhere (the outlined
         # loop of a parallel region keeps all of them in registers): what is in its frame
         # is none of them, not an array of its (an array at -g1 has no DWARF to say so)
-        if fr is not None and (fr.slots or fr.described):
-            by_func.setdefault(fr.function, []).append(members)
+        if fr is None or not (fr.slots or fr.described):
+            continue
+        slot = addr[members] - cfa[members]
+        copied = np.zeros(len(members), dtype=bool)
+        for k in np.unique(slot).tolist():
+            var = fis[u].slot_value(charged[u], int(k))
+            if var is None:
+                continue
+            hit = slot == k
+            m = members[hit]
+            # a pointer's copy is the pointer's, not the array it points to (which
+            # register attribution keys by the variable)
+            pointer = var.type is not None and var.type.pointer
+            obj = found.object(("pointer" if pointer else "var", *var.key), _slot_name(var), var.site, SPILL)
+            found.add(m, obj, cfa[m] + int(k), max(SPILL_SLOT, var.type.size if var.type is not None else 0),
+                      tid[m])
+            copied |= hit
+        if not copied.all():
+            by_func.setdefault(fr.function, []).append(members[~copied])
     for function, parts in by_func.items():
         m = np.concatenate(parts)
         # one instance per frame: the slots between the lowest and the highest accessed

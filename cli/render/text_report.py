@@ -32,8 +32,10 @@ NAME_WIDTH = 32  # characters of a name in the objects table (the whole name: JS
 SITE_WIDTH = 30
 
 
-# what numaprof adds to a name: `p (pointer)`, `u (descriptor)`, `table (copies)`
+# what numaprof adds to a name: `p (pointer)`, `u (descriptor)`, `table (copies)`; and
+# before it, what the memory is when no variable names it: `(spills) f`, `(temporary) …`
 _ANNOTATION = re.compile(r" \((?:pointer|descriptor|copies)\)$")
+_KIND = re.compile(r"^\((?:spills|temporary)\) ")
 _INNER_TEMPLATE = re.compile(r"<(?!…>)(?:[^<>]|<…>)*>")
 
 
@@ -48,6 +50,9 @@ def shorten(text: str, width: int) -> str:
     note = _ANNOTATION.search(text)
     if note and width - len(note.group()) >= 6:
         return shorten(text[:note.start()], width - len(note.group())) + note.group()
+    kind = _KIND.match(text)
+    if kind and width - len(kind.group()) >= 6:
+        return kind.group() + shorten(text[kind.end():], width - len(kind.group()))
     while len(text) > width and _INNER_TEMPLATE.search(text):
         text = _INNER_TEMPLATE.sub("<…>", text)
     if len(text) <= width:

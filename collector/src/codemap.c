@@ -576,8 +576,23 @@ static void access_registers(const struct nmp_memop *m, const struct nmp_regs *r
     uint64_t b;
     if (m->base >= 0 && nmp_memop_reg(m, regs, m->base, &b) == 0) {
         int64_t off = (int64_t)(s->addr - b);
-        if (off > INT32_MIN && off <= INT32_MAX)
+        if (off > INT32_MIN && off <= INT32_MAX) {
             s->base_off = (int32_t)off;
+            return;
+        }
+    }
+    /* With a scale of 1 base and index are the same to the cpu, and compilers put the
+     * pointer in either: `movups %xmm0,0x10(%r8,%rdi,1)` with the offset in r8 and the
+     * array's pointer in rdi (NPB FT's fftz2, gfortran -O2).  The register the access is
+     * a small offset from is the one holding the pointer: it is named the base. */
+    if (m->scale == 1 && m->index >= 0 && m->index < NMP_NREGS &&
+        nmp_memop_reg(m, regs, m->index, &b) == 0) {
+        int64_t off = (int64_t)(s->addr - b);
+        if (off > INT32_MIN && off <= INT32_MAX) {
+            s->base_reg = (uint8_t)(nmp_dwarf_reg(m->index) + 1);
+            s->index_reg = (uint8_t)(nmp_dwarf_reg(m->base) + 1);
+            s->base_off = (int32_t)off;
+        }
     }
 }
 

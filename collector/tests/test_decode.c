@@ -748,6 +748,35 @@ int main(void)
                   "stepped base: rule %d addr 0x%" PRIx64 " insn_off %d base_reg %d base_off %d",
                   t.rule, t.addr, t.insn_off, t.base_reg, t.base_off);
         unlink(path2);
+        /* base and index swapped by the compiler (scale 1): movups %xmm0,0x10(%r8,%rdi,1)
+         * with an offset in r8 and the pointer in rdi, ip on the next instruction.  The
+         * register the access is a small offset from is the base: rdi (DWARF 5, stored
+         * 6), r8 the index (DWARF 8, stored 9), base_off r8 + 0x10 */
+        static const uint8_t swapped[] = {0x41, 0x0f, 0x11, 0x44, 0x38, 0x10, 0x48, 0x01, 0xc1};
+        char path3[4200];
+        snprintf(path3, sizeof path3, "%s.swapped", path);
+        int fd3 = open(path3, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        CHECK_MSG(fd3 >= 0 && write(fd3, swapped, sizeof swapped) == (ssize_t)sizeof swapped,
+                  "write %s", path3);
+        if (fd3 >= 0)
+            close(fd3);
+        CHECK_MSG(nmp_decoder_mmap(d, pid, 0x700000, 4096, 0, path3) == 0, "mmap swapped");
+        struct nmp_regs rw = r;
+        rw.r[R8] = 0x120;
+        rw.r[DI] = 0x7f0000100000;
+        struct nmp_sample w = {.pid = pid, .tid = pid, .ip = 0x700000 + 6};
+        nmp_decode_sample(d, &rw, &w);
+        CHECK_MSG(w.rule == NMP_RULE_SKID && w.addr == 0x7f0000100130 && w.access == NMP_ACC_STORE &&
+                      w.insn_off == 6 && w.base_reg == 6 && w.index_reg == 9 && w.base_off == 0x130,
+                  "swapped base: rule %d addr 0x%" PRIx64 " insn_off %d base_reg %d index_reg %d "
+                  "base_off %d", w.rule, w.addr, w.insn_off, w.base_reg, w.index_reg, w.base_off);
+        /* both too far from the address (two pointers added): no base offset */
+        rw.r[R8] = 0x7e0000000000;
+        rw.r[DI] = 0x10000000000;
+        nmp_decode_sample(d, &rw, &w);
+        CHECK_MSG(w.addr == 0x7f0000000010 && w.base_reg == 9 && w.base_off == NMP_BASE_OFF_UNKNOWN,
+                  "no small offset: base_reg %d base_off %d", w.base_reg, w.base_off);
+        unlink(path3);
         /* exec invalidates the process's mappings and cache */
         nmp_decoder_exec(d, pid);
         s.ip = 0x500000 + 4096 + 4;

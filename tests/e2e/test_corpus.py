@@ -66,6 +66,15 @@ FLAKY_PATTERN = {
     ("workspace", "col"): "9-16 samples in 3 of 3 recordings on the AMD VM, unknown (the gather of "
                           "t beside it takes 82 %)",
     ("workspace", "b"): "25-43 samples on the AMD VM: regular in 2 of 3 recordings, unknown in one",
+    # CI's first run at 4001 Hz (2026-12-01, another machine) gave f 4077 samples and
+    # `irregular` (0.655); here (AMD VM, 2026-12-02) it is regular (0.952) in 17 of 17
+    # default recordings (1721-2926 samples, 3 of them beside two busy loops) and in 3 of
+    # 3 of 80 steps (4144-4979 samples), the ranges of its threads apart (overlap 0).
+    # A coarser small-block sample (`--small-sample 4194304`, 1 of 2 recordings) merged a
+    # coarse level's f with the blocks around it into one instance (overlap 0.39, still
+    # regular at 0.877): the likely cause, unconfirmed.
+    ("multigrid", "f"): "irregular (0.655, 4077 samples) in 1 CI run; regular in 17 of 17 "
+                        "default recordings on the AMD VM",
 }
 TARGET_MISSES: dict[tuple[str, str], str] = {}
 # Targets met in some recordings only (non-strict).

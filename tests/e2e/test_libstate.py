@@ -37,3 +37,28 @@ def test_the_libraries_own_data_is_counted_apart(analysed):
 def test_the_programs_arrays_stay_objects(analysed):
     objs = {o["name"]: o for o in analysed["objects"]}
     assert objs["x"]["samples"] > 0 and objs["y"]["samples"] > 0, sorted(objs)
+
+
+@pytest.fixture(scope="module")
+def parsed(tmp_path_factory):
+    work = tmp_path_factory.mktemp("parse_lines")
+    exe = compile_openmp(PROGS / "parse_lines.c", work / "parse_lines")
+    run_numaprof("record", "-o", work / "p.data", "--", exe, "200000", "3",
+                 env={"OMP_NUM_THREADS": "2"}, check=True)
+    return json.loads(run_numaprof("report", work / "p.data", "--format", "json", check=True).stdout)
+
+
+def test_the_frames_of_a_librarys_callers_within_it_are_its_own(parsed):
+    """sscanf's conversion routines work on buffers in the frames of the library
+    functions that called them (tests/progs/parse_lines.c): counted with the library's
+    samples, not left as a `[stack]` object (before: one with a third of the samples);
+    the program's `line`, read by the library through its pointer, keeps its name."""
+    prof, objs = parsed["profile"], parsed["objects"]
+    raw = [o for o in objs if o["kind"] == "stack" and (o["name"] == "[stack]" or o["name"].startswith("stack@"))]
+    assert sum(o["samples"] for o in raw) <= 0.02 * prof["with_address"], raw
+    assert prof["library_samples"] >= 0.3 * prof["with_address"], prof
+    line = next((o for o in objs if o["name"] == "line"), None)
+    assert line is not None and line["kind"] == "stack" and line["attribution"] == "frame", sorted(o["name"] for o in objs)
+    assert next(o for o in objs if o["name"] == "v")["samples"] > 0
+    total = sum(o["samples"] for o in objs) + prof["outside_objects"]
+    assert total + prof["library_samples"] + prof["runtime_samples"] + prof["numaprof_own"] == prof["with_address"]

@@ -36,3 +36,19 @@ def test_the_runtimes_own_state_is_counted_apart(report):
     # (the C library's work on its own data, a sample now and then, is counted apart too)
     assert sum(o["samples"] for o in report["objects"]) + prof["outside_objects"] + runtime \
         + prof["numaprof_own"] + prof["library_samples"] == prof["with_address"]
+
+
+def test_the_other_array_of_a_sampled_allocation_line_stays_apart(tmp_path):
+    """`double *a = malloc(..), *b = malloc(..)` on one line: with small blocks sampled
+    about once per 16 KiB, one of the two 16 KiB arrays is recorded as its allocation
+    site's; the other, named by the code that reads it, is another array of that line
+    and keeps its samples (it went into the sampled one's stretch of heap, one time in
+    six at the default sampling of small blocks)."""
+    exe = compile_openmp(PROGS / "short_loops.c", tmp_path / "short_loops")
+    run_numaprof("record", "-o", tmp_path / "p.data", "--small-sample", "16384", "--", exe,
+                 "2048", "100000", env={"OMP_NUM_THREADS": "2"}, check=True)
+    doc = json.loads(run_numaprof("report", tmp_path / "p.data", "--format", "json",
+                                  check=True).stdout)
+    objs = {o["name"]: o for o in doc["objects"]}
+    assert "a" in objs and "b" in objs, [(o["name"], o["samples"]) for o in doc["objects"]]
+    assert objs["a"]["samples"] > 0.8 * objs["b"]["samples"]  # a: read twice, written once

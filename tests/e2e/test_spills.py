@@ -74,3 +74,31 @@ def test_line_tables_only_name_no_spills(tmp_path):
     doc = _recorded(tmp_path, "spills", "1000", "60000", flags=("-g1",))
     assert not [o["name"] for o in doc["objects"] if o["name"].startswith("(spills)")]
     assert any(o["kind"] == "stack" for o in doc["objects"])  # the frame's samples are there
+
+
+def test_private_scalars_are_regular_and_wider_objects_are_classified(report):
+    """A thread-private object no wider than a cache line is regular by the patterns'
+    definitions (docs/classifier.md "Thread-private scalars"): the accumulators `a`..`f`
+    (8 bytes each, a frame per thread) and the spill slots.  `hist` of the same frame,
+    4 KiB updated at random, is wider: its pattern is the model's."""
+    objs = {o["name"]: o for o in report["objects"]}
+    scalars = [objs[n] for n in "abcdef" if n in objs] + [objs["(spills) main._omp_fn.0"]]
+    for o in scalars:
+        assert o["thread_private"] and o["size"] <= 64, o["name"]
+        assert (o["pattern"], o["pattern_confidence"], o["samples_needed"]) == ("regular", 1.0, 0), o
+    hist = objs["hist"]
+    assert hist["pattern"] == "random", hist  # not made regular: the model's answer
+
+
+def test_a_callers_local_reached_through_a_callee_is_its_threads(tmp_path):
+    """`accumulate` updates its caller's `double sums[4]` through its parameter `v`
+    (tests/progs/callee_local.c): the addresses are outside the sampled frame but on the
+    sampled thread's own stack, so each instance is that thread's (before: owner
+    unknown, not thread-private, and the model's `irregular`)."""
+    doc = _recorded(tmp_path, "callee_local", "4096", "100000")
+    objs = {o["name"]: o for o in doc["objects"]}
+    v = objs.get("v")
+    assert v is not None, sorted(objs)
+    assert (v["kind"], v["attribution"], v["count"], v["threads"]) == ("stack", "register", 2, 2), v
+    assert v["thread_private"] is True and v["pattern"] == "regular", v
+    assert v["share"] >= 0.5, v

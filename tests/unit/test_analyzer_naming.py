@@ -123,6 +123,7 @@ def test_assigned_name_forms(tmp_path):
         "  p->grid[3] = (float *) aligned_alloc(64, n);\n"
         "  use(malloc(8));\n"
         "  double **m = NULL, *q = calloc(1, 2);\n"
+        "  double *a = malloc(8), *b = malloc(8); c = calloc(1, 2); use(malloc(1));\n"
         "}\n"
     )
     assert srcnames.assigned_name(str(src), 2) == "x"
@@ -136,7 +137,10 @@ def test_assigned_name_forms(tmp_path):
     # every array of the statement, for telling its arrays apart (hot_objects)
     assert srcnames.allocated_names(str(f), 2, "fortran") == ("a", "b")
     assert srcnames.allocated_names(str(f), 1, "fortran") == ()
-    assert srcnames.allocated_names(str(src), 2, "c") == ()
+    assert srcnames.allocated_names(str(src), 2, "c") == ("x",)
+    # a C line allocating for several variables (tests/progs/short_loops.c): all of them
+    assert srcnames.allocated_names(str(src), 6, "c") == ("a", "b", "c")
+    assert srcnames.allocated_names(str(src), 4, "c") == ()
 
 
 def test_fortran_automatic_arrays_named_by_column(tmp_path):

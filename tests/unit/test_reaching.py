@@ -175,3 +175,73 @@ def test_the_block_a_call_returned():
     fi._origin = lambda pc, reg, steps: o
     assert fi.origin(0x106, RAX) is None
     assert fi.origin(0x106, RAX, calls=True) is o
+
+
+XMM1, XMM2 = 18, 19  # DWARF numbers of xmm1, xmm2 (x86-64 psABI figure 3.36)
+
+
+def _spilled(second_src=XMM1, second_var="vol"):
+    """`vol` (a double) in xmm1 stored to a frame slot on one side of a branch, xmm2 (or
+    xmm1) on the other, the slot read after the join: 0x100 jcc; 0x102 movsd %xmm1,
+    0x40(%rsp); jmp; 0x110 movsd %xmm?,0x40(%rsp); 0x117 the load the sample is on."""
+    insns = [
+        _insn(0x100, 2, "jcc", disp=0x110),
+        datatype.Insn(0x102, 0x108, frozenset(), "vstore", src=XMM1, base=7, disp=0x40, size=8),
+        _insn(0x108, 2, "jmp", disp=0x117),
+        _insn(0x10a, 6, "other", nop=True),
+        datatype.Insn(0x110, 0x116, frozenset(), "vstore", src=second_src, base=7, disp=0x40, size=8),
+        _insn(0x116, 1, "other"),
+        _insn(0x117, 6, "other"),
+        _insn(0x11d, 1, "ret"),
+    ]
+    t = datatype.TypeInfo("base", "double", 8, -1)
+    vol = frames._Var(frames.Variable("vol", "f", "f.c", 3, t), None,
+                      [frames._Loc(0x100, 0x108, "val", XMM1, 0)])
+    second = frames._Loc(0x110, 0x116, "val", second_src, 0)
+    if second_var == "vol":
+        vol.locs.append(second)
+        variables = [vol]
+    else:
+        variables = [vol, frames._Var(frames.Variable(second_var, "f", "f.c", 4, t), None, [second])]
+    f = frames._Func("f", 0, None, variables, [(0x100, 0x11e)], code=(insns, [i.addr for i in insns]))
+    fi = _index()
+    fi._function_at = lambda pc: f
+    fi._cfa_offset = lambda pc, reg, disp: disp - 0x80  # CFA = rsp + 0x80
+    fi.frame_register = lambda pc, reg: reg == 7
+    return fi
+
+
+def test_a_spill_slot_holds_the_variable_its_stores_stored():
+    """A frame slot no location list describes, read at 0x117: every store reaching the
+    read stored xmm1 while `vol` was in it (its location list at the store), so the slot
+    is vol's copy (what perf's data-type profiling does with a stack slot)."""
+    fi = _spilled(second_var="vol")
+    v = fi._slot_value(0x117, 0x40 - 0x80)
+    assert v is not None and v.name == "vol"
+    assert fi._slot_value(0x117, 0x48 - 0x80) is None  # no store to that slot reaches it
+
+
+def test_a_spill_slot_of_two_variables_or_of_none_is_no_ones():
+    # the other branch stores another variable's register: the slot is neither's
+    assert _spilled(second_src=XMM2, second_var="area")._slot_value(0x117, 0x40 - 0x80) is None
+    # xmm2 there holds no variable (a hoisted product `u * v`): no name either
+    fi = _spilled(second_src=XMM2, second_var="area")
+    fi._function_at(0).vars.pop()
+    assert fi._slot_value(0x117, 0x40 - 0x80) is None
+
+
+def test_an_xmm_register_location_is_a_value():
+    assert frames._classify([_Op("DW_OP_reg18")]) == ("val", XMM1, 0)
+    assert frames._classify([_Op("DW_OP_regx", 67)]) == ("val", 67, 0)  # xmm16
+    assert frames._classify([_Op("DW_OP_reg16")]) is None  # the return address column
+
+
+def test_register_stores_to_the_frame_decode_as_value_stores():
+    """`movsd %xmm3, 0x18(%rsp)` and `mov %ecx, 0x8(%rsp)`: a spill of a double and of an
+    int, the register stored and the slot (the 8-byte general-register store stays a
+    `store`, what a pointer's spill is)."""
+    movsd, mov32, mov64 = (datatype.decode(b, 0x1000)[0] for b in (
+        bytes.fromhex("f20f115c2418"), bytes.fromhex("894c2408"), bytes.fromhex("48894c2408")))
+    assert (movsd.op, movsd.src, movsd.base, movsd.disp, movsd.size) == ("vstore", 20, 7, 0x18, 8)
+    assert (mov32.op, mov32.src, mov32.base, mov32.disp, mov32.size) == ("vstore", RCX, 7, 8, 4)
+    assert (mov64.op, mov64.src, mov64.disp) == ("store", RCX, 8)

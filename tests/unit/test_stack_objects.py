@@ -230,10 +230,17 @@ def test_fortran_automatic_array_in_a_register(tmp_path, opt):
     assert (cp[0].kind, cp[0].attribution, cp[0].count) == ("stack", "register", 1)
     assert cp[0].address == private and cp[0].samples == len(samples)
     assert cp[0].thread_private
-    # another thread, whose own frame is elsewhere, reaching it: no longer private
+    # another thread, whose own frame is elsewhere, reaching it: no longer private (its
+    # stack pointer in the same mapping: a mapping of two threads' stacks is no one's)
     other = (1, bias + where, stack + (1 << 20), stack + (2 << 20), private + 64, held.reg + 1, 64)
     b = analyze(_profile(tmp_path / "q", maps, [*samples, other]))
     cp = next(o for o in b.objects if o.name == "cp")
+    assert cp.threads == 2 and not cp.thread_private
+    # ... nor when its stack pointer is on a stack mapping of its own
+    own = 0x7E0000000000
+    far = (1, bias + where, own + (1 << 20), own + (2 << 20), private + 64, held.reg + 1, 64)
+    c = analyze(_profile(tmp_path / "r", [*maps, (own, 8 << 20, 0, "", "rw-p")], [*samples, far]))
+    cp = next(o for o in c.objects if o.name == "cp")
     assert cp.threads == 2 and not cp.thread_private
 
 

@@ -89,6 +89,9 @@ def test_shorten_drops_template_arguments_first_and_keeps_annotations():
     got = text_report.shorten("a_rather_long_pointer_name (pointer)", 24)
     assert got.endswith(" (pointer)") and got.startswith("a_rat") and len(got) == 24
     assert text_report.shorten("grids[].energy", 32) == "grids[].energy"
+    # what the memory is stays whole too: LULESH's spills were `(spil…olForElems`
+    got = text_report.shorten("(spills) CalcHourglassControlForElems", 22)
+    assert got.startswith("(spills) ") and got.endswith("ForElems") and len(got) == 22, got
     for text, width in [(LONG, 12), ("Eigen::Matrix<double, -1, 1, 0, -1, 1>", 10), ("x (descriptor)", 8)]:
         assert len(text_report.shorten(text, width)) <= width
 
