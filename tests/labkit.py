@@ -100,14 +100,17 @@ check() {
     sleep 1
     w=$((w + 1))
     if [ $w -ge %(timeout)d ]; then
-      { echo "still running after %(timeout)d s:"; ps -eo pid,ppid,pgid,stat,wchan:32,etime,args
+      # what the stuck processes are doing; bounded, as reading a process's cmdline
+      # waits for its memory map's lock, which a stuck process may hold
+      timeout -s KILL 60 sh -c '
+        echo "still running after %(timeout)d s:"; ps -eo pid,ppid,pgid,stat,wchan:32,etime,args
         for d in /proc/[0-9]*; do
-          if [ "$(cut -d' ' -f5 $d/stat 2>/dev/null)" = "$p" ]; then
-            echo "== ${d#/proc/} $(tr '\0' ' ' < $d/cmdline)"
+          if [ "$(cut -d" " -f5 $d/stat 2>/dev/null)" = "$0" ]; then
+            echo "== ${d#/proc/} $(tr "\0" " " < $d/cmdline)"
             cat $d/stack 2>/dev/null
-            for t in $d/task/*; do echo "task ${t##*/} $(cat $t/wchan 2>/dev/null) $(cut -d' ' -f3 $t/stat)"; done
+            for t in $d/task/*; do echo "task ${t##*/} $(cat $t/wchan 2>/dev/null) $(cut -d" " -f3 $t/stat)"; done
           fi
-        done; } > "$1.hang" 2>&1
+        done' $p > "$1.hang" 2>&1
       kill -KILL -$p 2>/dev/null
       wait $p 2>/dev/null
       echo 124 > "$1.rc"
@@ -143,7 +146,7 @@ STALL_ATTEMPTS = 2
 
 def run_watched(workdir: Path, lab_args: list[str], timeout: float = LAB_TIMEOUT, *,
                 boot_deadline: float = BOOT_DEADLINE, stall_deadline: float = STALL_DEADLINE,
-                poll: float = 5.0):
+                poll: float = 5.0, names: list[str] = ()):
     """run_lab of checks.sh, killed with its process group when the guest stalls:
     (CompletedProcess, None), or (None, why) after a stall."""
     proc = subprocess.Popen([*numaprof_argv(), "lab", *lab_args, "--", "sh", "checks.sh"],
@@ -177,9 +180,19 @@ def run_watched(workdir: Path, lab_args: list[str], timeout: float = LAB_TIMEOUT
             # to 10 s: give it 20.
             kill_group(proc, grace=20.0)
             reader.join(30)
-            return None, why
+            return None, why + _progress(workdir, names, out)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out.get("stdout", ""),
                                        out.get("stderr", "")), None
+
+
+def _progress(workdir: Path, names: list[str], out: dict[str, str]) -> str:
+    """Where a stalled guest was: which of the checks ``names`` ended, the one running
+    (its .cmd is written as it starts), and the guest's last lines, for the failure."""
+    ended = [n for n in names if (workdir / f"{n}.rc").exists()]
+    running = [n for n in names if (workdir / f"{n}.cmd").exists() and n not in ended]
+    tail = "\n".join((out.get("stdout", "") + out.get("stderr", "")).splitlines()[-15:])
+    return (f"; ended: {', '.join(ended) or 'none'}; not ended: {', '.join(running) or 'none'}"
+            + (f"; the guest's last lines:\n{tail}" if tail else ""))
 
 
 def run_group(workdir: Path, lab_args: list[str], checks: list[tuple[str, str]]) -> GuestRun:
@@ -188,9 +201,9 @@ def run_group(workdir: Path, lab_args: list[str], checks: list[tuple[str, str]])
     stalls = []
     for _ in range(STALL_ATTEMPTS):
         for old in (workdir / "started", *[workdir / f"{name}.{ext}" for name, _ in checks
-                                           for ext in ("rc", "out", "err", "hang")]):
+                                           for ext in ("rc", "out", "err", "hang", "cmd")]):
             old.unlink(missing_ok=True)
-        proc, why = run_watched(workdir, lab_args)
+        proc, why = run_watched(workdir, lab_args, names=[name for name, _ in checks])
         if proc is not None:
             break
         stalls.append(why)

@@ -354,6 +354,19 @@ def test_a_guest_whose_checks_stop_ending_is_killed(tmp_path, monkeypatch):
     assert proc is None and "no check ended" in why
 
 
+def test_a_stalled_guest_says_where_it_was(tmp_path, monkeypatch):
+    """The stall's reason names the checks of the group that ended and the one that did
+    not, with the guest's last lines: what the next stall in CI is diagnosed from."""
+    kit = _fake_lab(tmp_path, monkeypatch, ": > started; echo 0 > a.rc; : > a.cmd; : > b.cmd; "
+                    "echo booted; echo 'b: working' >&2; sleep 600")
+    (tmp_path / "old.rc").write_text("0\n")  # another group's check in the same directory
+    proc, why = kit.run_watched(tmp_path, [], boot_deadline=60, stall_deadline=1, poll=0.2,
+                                names=["a", "b", "c"])
+    assert proc is None and "no check ended" in why
+    assert "ended: a; not ended: b;" in why and "old" not in why
+    assert why.endswith("booted\nb: working"), why
+
+
 def test_a_guest_that_ends_is_returned(tmp_path, monkeypatch):
     kit = _fake_lab(tmp_path, monkeypatch, ": > started; echo 0 > a.rc; echo done")
     proc, why = kit.run_watched(tmp_path, [], boot_deadline=5, stall_deadline=5, poll=0.2)
