@@ -449,7 +449,8 @@ class Insn:
     addr: int
     next: int  # address of the following instruction
     writes: frozenset[int]
-    op: str  # copy | lea | step | load | addload | store | vstore | call | pop | ret | jmp | jcc | other
+    op: str  # copy | lea | step | load | addload | vload | store | vstore | call | pop | ret | jmp
+    # | jcc | other
     dst: int = -1
     src: int = -1  # copy: the source register; store: the register stored
     base: int = -1  # lea, load, store: the memory operand's base register
@@ -514,6 +515,12 @@ def decode(code: bytes, addr: int) -> list[Insn]:
                     op, size = "load", 8
                 elif i.id == x86.X86_INS_ADD and size == 8:
                     op = "addload"  # reg += a word from memory: either may be the pointer
+                elif i.id in value_stores:
+                    op, size = "vload", s.size  # a value read whole (`movsd 8(%rax,%rcx,8), %xmm3`)
+            elif (s.type == x86.X86_OP_MEM and s.mem.segment == 0 and s.mem.base == x86.X86_REG_RIP
+                  and s.mem.index == 0 and i.id in value_stores):
+                # a static scalar's value (`movsd dt(%rip), %xmm0`): disp its address
+                op, base, disp, size = "vload", RIP, i.address + i.size + s.mem.disp, s.size
             elif s.type == x86.X86_OP_REG and s.reg in table and size == 8:
                 if i.id == x86.X86_INS_MOV:
                     op, src = "copy", table[s.reg]

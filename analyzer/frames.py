@@ -31,6 +31,7 @@ from elftools.dwarf.locationlists import (
 from numaprof.analyzer import datatype, staticvars, symbols
 
 EXPLORE = 8192  # instructions looked at for the definitions that reach one register
+COPY_DEPTH = 6  # registers and frame slots followed back for the value one slot holds
 DW_SP, DW_BP, DW_AX = 7, 6, 0  # DWARF numbers of rsp, rbp, rax (System V x86-64 psABI)
 BASIS_FB = -1  # a slot's offset is from the function's frame base
 BASIS_EXPR = -3  # a slot's start is a DWARF expression of the stack pointer, frame pointer,
@@ -137,6 +138,28 @@ class Origin:
     how: str  # register: a variable's location names the register; type: tracked;
     # call: the block a call returned, no variable holding it (key: ("call", the call's
     # link-time return address)), named from the call's source line (varattr)
+
+
+@dataclass(frozen=True)
+class Copy:
+    """A frame slot holding values read from one array or member (FrameIndex.slot_value):
+    a spilled element, ``lhs (copy)``, kept in the frame of ``function``."""
+    of: str  # the array's or member's name: `lhs`, `struct grid.energy`
+    of_key: tuple  # its logical object's identity (Origin.key, or the static's address)
+    function: str
+    size: int  # bytes of one copy (the load's width)
+
+    @property
+    def name(self) -> str:
+        return f"{self.of} (copy)"
+
+    @property
+    def key(self) -> tuple:
+        return ("copy", self.function, *self.of_key)
+
+    @property
+    def site(self) -> str:
+        return symbols.readable(self.function)
 
 
 #: A definition that leads back to the one being followed (around a loop): it adds no origin.
@@ -669,25 +692,28 @@ class FrameIndex:
         v = next(iter(found.values()))
         return Origin(v.name, ("var", *v.key), v.site, datatype.pointer_to(v.type), "register")
 
-    def slot_value(self, pc: int, slot: int) -> Variable | None:
+    def slot_value(self, pc: int, slot: int) -> Variable | Copy | None:
         """The variable whose value the frame slot at CFA + ``slot`` holds at link-time
         address ``pc``: every store to the slot on the ways into pc (reaching
         definitions, as _reaching_store) stored the register that one named variable
         was in at that store (its location list there), a spill the DWARF does not
-        describe once the value is in the frame; None when the stores differ, when one
-        stored a value of no variable (a hoisted product), or when that cannot be told.
+        describe once the value is in the frame; or a Copy: every store stored an
+        element read from one array (_register_value).  None when the stores differ,
+        when one stored a value of neither (a hoisted product), or when that cannot be
+        told.
         The stack-slot tracking of perf's data-type profiling
         (tools/perf/util/annotate-data.c: the type of the register stored into a stack
         slot becomes the slot's, struct type_state_stack)."""
         key = (pc, slot, "slot")
         if key not in self._at:
             try:
-                self._at[key] = self._slot_value(pc, slot) if self.usable else None
+                v = self._slot_value(pc, slot) if self.usable else None
+                self._at[key] = None if v is _CYCLE else v
             except _ERRORS:
                 self._at[key] = None
         return self._at[key]
 
-    def _slot_value(self, pc: int, slot: int) -> Variable | None:
+    def _slot_value(self, pc: int, slot: int, depth: int = COPY_DEPTH) -> Variable | Copy | None:
         f = self._function_at(pc)
         if f is None:
             return None
@@ -699,14 +725,83 @@ class FrameIndex:
 
         at = bisect.bisect_left(addrs, pc)
         if at < len(addrs) and addrs[at] == pc and stores(insns[at]):
-            return self._value_at(f, pc, insns[at].src)  # the access is the store itself
-        found = None
-        for d in sorted(self._defs(f, pc, stores) or ()):
-            v = self._value_at(f, insns[d].addr, insns[d].src)
-            if v is None or (found is not None and v.key != found.key):
+            defs: set[int] | None = {at}  # the access is the store itself
+        else:
+            defs = self._defs(f, pc, stores)
+        return self._one_value(("vslot", pc, slot), defs,
+                               lambda d: self._register_value(f, insns[d].addr, insns[d].src, depth))
+
+    def _register_value(self, f: _Func, pc: int, reg: int, depth: int) -> Variable | Copy | None:
+        """What register ``reg`` holds just before ``pc``: the value of the named variable
+        located there (its location list), or a copy of an element of one array or
+        member: every definition reaching pc read it from that array (a load through a
+        pointer whose origin is known, or from a static variable), copied a register
+        holding one, or reloaded a frame slot holding one.  perf's data-type profiling
+        gives a register the type of the memory it was loaded from in the same way
+        (tools/perf/util/annotate-data.c, update_insn_state)."""
+        v = self._value_at(f, pc, reg)
+        if v is not None or depth <= 0:
+            return v
+        insns, _ = self._code(f)
+
+        def sets(ins: datatype.Insn) -> bool | None:
+            if ins.op == "call":
+                return None if reg in datatype.CALLER_SAVED else False
+            return reg in ins.writes
+
+        return self._one_value(("value", pc, reg), self._defs(f, pc, sets),
+                               lambda d: self._defined_value(f, insns[d], reg, depth - 1))
+
+    def _defined_value(self, f: _Func, ins: datatype.Insn, reg: int, depth: int) -> Variable | Copy | None:
+        """What ``ins`` put in ``reg`` (_register_value)."""
+        v = self._value_at(f, ins.next, reg)  # a variable's location starting at its set
+        if v is not None:
+            return v
+        if ins.op == "copy" and ins.dst == reg:
+            return self._register_value(f, ins.addr, ins.src, depth)
+        if ins.op not in ("load", "vload") or ins.dst != reg:
+            return None
+        if ins.base == datatype.RIP:
+            found = staticvars.source_name(self.info, ins.disp)
+            if found is None:
                 return None
-            found = v
-        return found
+            return Copy(found[0], ("static", self.info.path, ins.disp), f.name, ins.size)
+        if self.frame_register(ins.addr, ins.base):
+            slot = self._cfa_offset(ins.addr, ins.base, ins.disp)
+            return None if slot is None or ins.index >= 0 else self._slot_value(ins.addr, slot, depth)
+        o = self.origin(ins.addr, ins.base)
+        target = self.types.pointee(o.type) if o is not None and o.name else None
+        if target is not None and target.kind == "array":
+            target = self.types.element(o.type)
+        if target is None:  # not known to be a pointer: an offset, a computed address
+            return None
+        if target.kind == "record":
+            off = ins.disp % target.size if ins.index >= 0 and target.size else ins.disp
+            path, _ = self.types.member_path(target, off)
+            if path:
+                return Copy(datatype.member_name(target, path), ("type", target.name, *path), f.name, ins.size)
+            return None
+        return Copy(o.name, o.key, f.name, ins.size)
+
+    def _one_value(self, key: tuple, defs: set[int] | None, value_of):
+        """The one value the definitions ``defs`` agree on (value_of(index)); those that
+        lead back to one being followed (a slot reloaded and stored back round a loop)
+        add nothing, and when all of them do, neither does ``key`` (_CYCLE)."""
+        if not defs or key in self._busy:
+            return _CYCLE if defs and key in self._busy else None
+        self._busy.add(key)
+        try:
+            found = None
+            for d in sorted(defs):
+                v = value_of(d)
+                if v is _CYCLE:
+                    continue
+                if v is None or (found is not None and v.key != found.key):
+                    return None
+                found = v
+            return found if found is not None else _CYCLE
+        finally:
+            self._busy.discard(key)
 
     @staticmethod
     def _value_at(f: _Func, pc: int, reg: int) -> Variable | None:

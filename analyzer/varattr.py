@@ -449,8 +449,10 @@ def _spills(found: _Found, todo: np.ndarray, pcf, fis, charged, g, cfa, base_reg
     or frame pointer where no variable of the function is stored: register spills and
     the compiler's temporaries (a kernel short of registers reloads them in its inner
     loop).  A slot every store into which (on the ways to the access) stored one named
-    variable's register is that variable's copy, named after it
-    (frames.FrameIndex.slot_value); the others are one object per function,
+    variable's register is that variable's copy, named after it; one whose stores all
+    stored an element read from one array is that array's copy, ``lhs (copy)``, one
+    object per array and function (frames.FrameIndex.slot_value); the others are one
+    object per function,
     ``(spills) function``, private to each thread: what perf's data-type profiling
     counts under a pseudo type of its own rather than a variable
     (tools/perf/util/annotate-data.c, "(stack operation)")."""
@@ -475,6 +477,11 @@ def _spills(found: _Found, todo: np.ndarray, pcf, fis, charged, g, cfa, base_reg
                 continue
             hit = slot == k
             m = members[hit]
+            if isinstance(var, frames.Copy):  # an array's elements kept in the frame
+                obj = found.object(var.key, var.name, var.site, SPILL)
+                found.add(m, obj, cfa[m] + int(k), max(SPILL_SLOT, var.size), tid[m])
+                copied |= hit
+                continue
             # a pointer's copy is the pointer's, not the array it points to (which
             # register attribution keys by the variable)
             pointer = var.type is not None and var.type.pointer

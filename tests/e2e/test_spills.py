@@ -102,3 +102,22 @@ def test_a_callers_local_reached_through_a_callee_is_its_threads(tmp_path):
     assert (v["kind"], v["attribution"], v["count"], v["threads"]) == ("stack", "register", 2, 2), v
     assert v["thread_private"] is True and v["pattern"] == "regular", v
     assert v["share"] >= 0.5, v
+
+
+def test_slots_holding_an_arrays_elements_are_its_copies(tmp_path):
+    """tests/progs/block_solve.c: BT's matmul_sub in C.  gcc -O2 reads the elements of
+    the blocks `a` and `b` once and keeps some of them in the frame: every store into
+    such a slot stored a register loaded from `a` (or `b`) through its pointer, so the
+    slot is `a (copy)`, private to its thread, beside the function's other spills (the
+    products in progress, of no array); the blocks' arrays keep their own names."""
+    doc = _recorded(tmp_path, "block_solve", "200000", "100")
+    objs = {o["name"]: o for o in doc["objects"]}
+    copy = objs.get("a (copy)")
+    assert copy is not None, sorted(objs)
+    assert (copy["kind"], copy["attribution"], copy["site"]) == ("stack", "spill", "matmul_sub"), copy
+    assert copy["thread_private"] is True and copy["threads"] == 2, copy
+    assert copy["share"] >= 0.02 and copy["size"] <= 64, copy
+    assert objs["(spills) matmul_sub"]["attribution"] == "spill"
+    # the heap arrays: by address, named after their variables as ever
+    assert objs["lhs"]["kind"] == "heap" and objs["c"]["kind"] == "heap", sorted(objs)
+    assert "a" not in objs and "b" not in objs, sorted(objs)  # no copy taken for the array

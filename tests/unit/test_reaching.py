@@ -245,3 +245,90 @@ def test_register_stores_to_the_frame_decode_as_value_stores():
     assert (movsd.op, movsd.src, movsd.base, movsd.disp, movsd.size) == ("vstore", 20, 7, 0x18, 8)
     assert (mov32.op, mov32.src, mov32.base, mov32.disp, mov32.size) == ("vstore", RCX, 7, 8, 4)
     assert (mov64.op, mov64.src, mov64.disp) == ("store", RCX, 8)
+
+
+XMM3, XMM4, XMM5, RDI, RCX_ = 20, 21, 22, 5, 2
+
+
+class _Types:
+    """Stands for datatype.Types: the pointer `lhs` points to doubles."""
+
+    double = datatype.TypeInfo("base", "double", 8, -1)
+
+    def pointee(self, t):
+        return self.double if t is not None and t.kind == "pointer" else None
+
+    def element(self, t):
+        return self.double
+
+
+def _copied(between=(), stored=XMM3, reload=False):
+    """0x100 movsd (%rdi,%rcx,8),%xmm3 (an element of `lhs`, rdi its pointer); the
+    instructions ``between`` (0x105 up to 0x120); 0x120 movsd %xmm?,0x40(%rsp); (with
+    ``reload``: 0x126 movsd 0x40(%rsp),%xmm4; 0x12c movsd %xmm4,0x48(%rsp)); then the
+    read of the last slot stored, at .end()."""
+    insns = [datatype.Insn(0x100, 0x105, frozenset({XMM3}), "vload", dst=XMM3, base=RDI, index=RCX_, size=8)]
+    insns += list(between) or [datatype.Insn(0x105, 0x120, frozenset(), "other")]
+    insns.append(datatype.Insn(0x120, 0x126, frozenset(), "vstore", src=stored, base=7, disp=0x40, size=8))
+    if reload:
+        insns.append(datatype.Insn(0x126, 0x12c, frozenset({XMM4}), "vload", dst=XMM4, base=7, disp=0x40,
+                                   size=8))
+        insns.append(datatype.Insn(0x12c, 0x132, frozenset(), "vstore", src=XMM4, base=7, disp=0x48, size=8))
+    end = insns[-1].next
+    insns += [_insn(end, 6, "other"), _insn(end + 6, 1, "ret")]
+    f = frames._Func("eliminate", 0, None, [], [(0x100, end + 7)], code=(insns, [i.addr for i in insns]))
+    # entered at 0x100 with nothing in xmm3 yet: the entry's way is the load's
+    fi = _index()
+    fi.info, fi.types = None, _Types()
+    fi._function_at = lambda pc: f
+    fi._cfa_offset = lambda pc, reg, disp: disp - 0x80
+    fi.frame_register = lambda pc, reg: reg == 7
+    pointer = datatype.TypeInfo("pointer", "double *", 8, -1)
+    lhs = frames.Origin("lhs", ("var", "main", "lhs", "b.c", 9), "main@b.c:9", pointer, "register")
+    fi.origin = lambda pc, reg, calls=False: lhs if (pc, reg) == (0x100, RDI) else None
+    fi.end = end
+    return fi
+
+
+def test_a_spill_slot_of_an_arrays_element_is_that_arrays_copy():
+    """The register stored was loaded from `lhs` through its pointer and is stored as it
+    is (other registers computed in between): the slot holds lhs's elements, `lhs
+    (copy)`, one object per array and function; so does a slot it is copied on to."""
+    mul = datatype.Insn(0x105, 0x120, frozenset({XMM5}), "other")
+    for fi, slot in ((_copied([mul]), 0x40), (_copied([mul], reload=True), 0x48)):
+        v = fi._slot_value(fi.end, slot - 0x80)
+        assert isinstance(v, frames.Copy), (slot, v)
+        assert (v.name, v.key, v.site, v.size) == (
+            "lhs (copy)", ("copy", "eliminate", "var", "main", "lhs", "b.c", 9), "eliminate", 8)
+    # a register copy of the element (`movapd %xmm3,%xmm4`) stored: the same
+    copy = datatype.Insn(0x105, 0x120, frozenset({XMM4}), "copy", dst=XMM4, src=XMM3)
+    fi = _copied([copy], stored=XMM4)
+    v = fi._slot_value(fi.end, 0x40 - 0x80)
+    assert isinstance(v, frames.Copy) and v.of == "lhs"
+
+
+def test_a_spill_slot_of_a_computed_value_is_no_arrays():
+    # xmm3 multiplied after its load (`mulsd %xmm0,%xmm3`): a value of no array
+    mul = datatype.Insn(0x105, 0x120, frozenset({XMM3}), "other")
+    fi = _copied([mul])
+    assert fi._slot_value(fi.end, 0x40 - 0x80) is None
+    # loaded through a register of unknown origin (an offset, a computed address)
+    fi = _copied([datatype.Insn(0x105, 0x120, frozenset(), "other")])
+    assert isinstance(fi._slot_value(fi.end, 0x40 - 0x80), frames.Copy)
+    fi.origin = lambda pc, reg, calls=False: None
+    assert fi._slot_value(fi.end, 0x40 - 0x80) is None
+    # a call between the load and the store leaves xmm3 unknown (caller-saved)
+    call = datatype.Insn(0x105, 0x120, frozenset({RAX}), "call")
+    fi = _copied([call])
+    assert fi._slot_value(fi.end, 0x40 - 0x80) is None
+
+
+def test_register_loads_of_values_decode_as_value_loads():
+    """`movsd 0x8(%rdi,%rcx,8),%xmm3` and `movsd 0x10(%rip),%xmm0` (a static double, its
+    address the next instruction's plus 0x10); a pointer's 8-byte load stays a `load`."""
+    indexed, static, mov64 = (datatype.decode(b, 0x1000)[0] for b in (
+        bytes.fromhex("f20f105ccf08"), bytes.fromhex("f20f100510000000"), bytes.fromhex("488b4708")))
+    assert (indexed.op, indexed.dst, indexed.base, indexed.index, indexed.disp, indexed.size) == (
+        "vload", XMM3, RDI, RCX_, 8, 8)
+    assert (static.op, static.dst, static.base, static.disp) == ("vload", 17, datatype.RIP, 0x1018)
+    assert (mov64.op, mov64.base, mov64.disp) == ("load", RDI, 8)
