@@ -126,11 +126,15 @@ check() {
 def guest_script(checks: list[tuple[str, str]], timeout: int = CHECK_TIMEOUT) -> str:
     """One /bin/sh script running every check in order; a failing check does not stop it,
     nor does a stuck one (CHECK_TIMEOUT).  Each check's command goes to <name>.cmd."""
-    lines = [": > started", "NUMAPROF=" + shlex.quote(shlex.join(numaprof_argv())),
+    # the heartbeat tells a stalled guest (TCG stopped making progress: it stops too)
+    # from a check stuck past its watchdog (it goes on): labkit._progress
+    lines = [": > started", "(while :; do : > heartbeat; sleep 5; done) & beat=$!",
+             "NUMAPROF=" + shlex.quote(shlex.join(numaprof_argv())),
              "export NUMAPROF",
              _CHECK_FN % {"timeout": timeout}]
     for name, cmd in checks:
         lines.append(f"printf '%s\\n' {shlex.quote(cmd)} > {name}.cmd\ncheck {name}")
+    lines.append("kill $beat 2>/dev/null")
     lines.append("exit 0")
     return "\n".join(lines) + "\n"
 
@@ -190,8 +194,11 @@ def _progress(workdir: Path, names: list[str], out: dict[str, str]) -> str:
     (its .cmd is written as it starts), and the guest's last lines, for the failure."""
     ended = [n for n in names if (workdir / f"{n}.rc").exists()]
     running = [n for n in names if (workdir / f"{n}.cmd").exists() and n not in ended]
+    beat = workdir / "heartbeat"
+    alive = (f"the guest's heartbeat {time.time() - beat.stat().st_mtime:.0f} s old" if beat.exists()
+             else "no heartbeat")
     tail = "\n".join((out.get("stdout", "") + out.get("stderr", "")).splitlines()[-15:])
-    return (f"; ended: {', '.join(ended) or 'none'}; not ended: {', '.join(running) or 'none'}"
+    return (f"; ended: {', '.join(ended) or 'none'}; not ended: {', '.join(running) or 'none'}; {alive}"
             + (f"; the guest's last lines:\n{tail}" if tail else ""))
 
 
@@ -200,7 +207,7 @@ def run_group(workdir: Path, lab_args: list[str], checks: list[tuple[str, str]])
     (workdir / "checks.sh").write_text(guest_script(checks))
     stalls = []
     for _ in range(STALL_ATTEMPTS):
-        for old in (workdir / "started", *[workdir / f"{name}.{ext}" for name, _ in checks
+        for old in (workdir / "started", workdir / "heartbeat", *[workdir / f"{name}.{ext}" for name, _ in checks
                                            for ext in ("rc", "out", "err", "hang", "cmd")]):
             old.unlink(missing_ok=True)
         proc, why = run_watched(workdir, lab_args, names=[name for name, _ in checks])

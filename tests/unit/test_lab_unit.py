@@ -2,6 +2,7 @@
 the vng command line, the guest script, and the missing-tool messages."""
 
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -363,8 +364,14 @@ def test_a_stalled_guest_says_where_it_was(tmp_path, monkeypatch):
     proc, why = kit.run_watched(tmp_path, [], boot_deadline=60, stall_deadline=1, poll=0.2,
                                 names=["a", "b", "c"])
     assert proc is None and "no check ended" in why
-    assert "ended: a; not ended: b;" in why and "old" not in why
+    assert "ended: a; not ended: b;" in why and "old" not in why and "; no heartbeat;" in why
     assert why.endswith("booted\nb: working"), why
+
+
+def test_a_stalled_guests_heartbeat_says_whether_it_still_ran(tmp_path, monkeypatch):
+    kit = _fake_lab(tmp_path, monkeypatch, ": > started; echo 0 > a.rc; : > heartbeat; sleep 600")
+    proc, why = kit.run_watched(tmp_path, [], boot_deadline=60, stall_deadline=1, poll=0.2, names=["a"])
+    assert proc is None and re.search(r"; the guest's heartbeat [0-9]+ s old", why), why
 
 
 def test_a_guest_that_ends_is_returned(tmp_path, monkeypatch):
