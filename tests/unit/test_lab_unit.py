@@ -374,6 +374,36 @@ def test_a_stalled_guests_heartbeat_says_whether_it_still_ran(tmp_path, monkeypa
     assert proc is None and re.search(r"; the guest's heartbeat [0-9]+ s old", why), why
 
 
+def _stalling_group(tmp_path, monkeypatch, beat: str):
+    """labkit.run_group of one check with a guest that stalls after it, `beat` its
+    heartbeat; the number of boots it made."""
+    kit = _fake_lab(tmp_path, monkeypatch, f"echo boot >> boots; : > started; {beat} sleep 600")
+    watched = getattr(kit, "_unpatched_run_watched", kit.run_watched)  # a second call
+    monkeypatch.setattr(kit, "_unpatched_run_watched", watched, raising=False)
+    monkeypatch.setattr(kit, "require_lab", lambda: None)
+    monkeypatch.setattr(kit, "run_watched", lambda workdir, lab_args, names=(): watched(
+        workdir, lab_args, boot_deadline=60, stall_deadline=1, poll=0.2, names=names))
+    with pytest.raises(pytest.fail.Exception) as e:
+        kit.run_group(tmp_path, [], [("a", "true")])
+    return (tmp_path / "boots").read_text().count("boot"), str(e.value)
+
+
+def test_a_stalled_guest_is_booted_again_but_a_live_one_is_not(tmp_path, monkeypatch):
+    """A guest whose heartbeat stopped (TCG made no progress) is booted again, up to
+    STALL_ATTEMPTS times; one whose heartbeat goes on has a check stuck past its own
+    watchdog, which another boot would not mend: the group fails at once."""
+    import labkit
+
+    monkeypatch.setattr(labkit, "HEARTBEAT_ALIVE", 0.5)  # the stalls come after 1 s here
+    (tmp_path / "dead").mkdir()
+    boots, why = _stalling_group(tmp_path / "dead", monkeypatch, ": > heartbeat;")
+    assert boots == labkit.STALL_ATTEMPTS and "stalled 3 times" in why, why
+    live = "(while :; do : > heartbeat; sleep 0.2; done) & trap 'kill $!' EXIT;"
+    (tmp_path / "live").mkdir()
+    boots, why = _stalling_group(tmp_path / "live", monkeypatch, live)
+    assert boots == 1 and "a check is stuck in a live guest" in why, why
+
+
 def test_a_guest_that_ends_is_returned(tmp_path, monkeypatch):
     kit = _fake_lab(tmp_path, monkeypatch, ": > started; echo 0 > a.rc; echo done")
     proc, why = kit.run_watched(tmp_path, [], boot_deadline=5, stall_deadline=5, poll=0.2)
