@@ -515,8 +515,9 @@ class FrameIndex:
         return self._agree(("slot", load.addr, slot), self._defs(f, load.addr, stores),
                            lambda d: self._origin(insns[d].addr, insns[d].src, steps - 1))
 
-    def _agree(self, key: tuple, defs: set[int] | None, origin_of) -> Origin | None:
-        """The one origin of the definitions ``defs`` (origin_of(index)); those that lead
+    def _agree(self, key: tuple, defs: set[int] | None, origin_of):
+        """The one origin of the definitions ``defs`` (origin_of(index)), or the one
+        value (slot_value's Variable or Copy), told apart by their keys; those that lead
         back to a definition being followed (around a loop) add nothing, and when all of
         them do, neither does ``key`` (_CYCLE): a pointer the code passes round a loop
         through several frame slots is what it was when it entered the loop."""
@@ -728,8 +729,8 @@ class FrameIndex:
             defs: set[int] | None = {at}  # the access is the store itself
         else:
             defs = self._defs(f, pc, stores)
-        return self._one_value(("vslot", pc, slot), defs,
-                               lambda d: self._register_value(f, insns[d].addr, insns[d].src, depth))
+        return self._agree(("vslot", pc, slot), defs,
+                           lambda d: self._register_value(f, insns[d].addr, insns[d].src, depth))
 
     def _register_value(self, f: _Func, pc: int, reg: int, depth: int) -> Variable | Copy | None:
         """What register ``reg`` holds just before ``pc``: the value of the named variable
@@ -749,8 +750,8 @@ class FrameIndex:
                 return None if reg in datatype.CALLER_SAVED else False
             return reg in ins.writes
 
-        return self._one_value(("value", pc, reg), self._defs(f, pc, sets),
-                               lambda d: self._defined_value(f, insns[d], reg, depth - 1))
+        return self._agree(("value", pc, reg), self._defs(f, pc, sets),
+                           lambda d: self._defined_value(f, insns[d], reg, depth - 1))
 
     def _defined_value(self, f: _Func, ins: datatype.Insn, reg: int, depth: int) -> Variable | Copy | None:
         """What ``ins`` put in ``reg`` (_register_value)."""
@@ -782,26 +783,6 @@ class FrameIndex:
                 return Copy(datatype.member_name(target, path), ("type", target.name, *path), f.name, ins.size)
             return None
         return Copy(o.name, o.key, f.name, ins.size)
-
-    def _one_value(self, key: tuple, defs: set[int] | None, value_of):
-        """The one value the definitions ``defs`` agree on (value_of(index)); those that
-        lead back to one being followed (a slot reloaded and stored back round a loop)
-        add nothing, and when all of them do, neither does ``key`` (_CYCLE)."""
-        if not defs or key in self._busy:
-            return _CYCLE if defs and key in self._busy else None
-        self._busy.add(key)
-        try:
-            found = None
-            for d in sorted(defs):
-                v = value_of(d)
-                if v is _CYCLE:
-                    continue
-                if v is None or (found is not None and v.key != found.key):
-                    return None
-                found = v
-            return found if found is not None else _CYCLE
-        finally:
-            self._busy.discard(key)
 
     @staticmethod
     def _value_at(f: _Func, pc: int, reg: int) -> Variable | None:

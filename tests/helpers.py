@@ -47,6 +47,16 @@ def compile_openmp(source: Path, exe: Path, *extra: str) -> Path:
     return exe
 
 
+def recorded_report(work: Path, name: str, *args: str, flags: tuple[str, ...] = ()) -> dict:
+    """tests/progs/<name>.c built (compile_openmp, with ``flags``), recorded into
+    work/p.data with 2 threads and ``args``: its `report --format json`."""
+    import json
+
+    exe = compile_openmp(PROGS / f"{name}.c", work / name, *flags)
+    run_numaprof("record", "-o", work / "p.data", "--", exe, *args, env={"OMP_NUM_THREADS": "2"}, check=True)
+    return json.loads(run_numaprof("report", work / "p.data", "--format", "json", check=True).stdout)
+
+
 def build_program(tmp_path: Path, name: str, src: str, compiler: str, flags: list[str],
                   tools: tuple[str, ...] = ()) -> Path:
     """Writes ``src`` to ``tmp_path / name`` and compiles it to ``tmp_path / stem``;

@@ -40,6 +40,19 @@ static const uint64_t A = 0x401000;
 
 /* A step of the address register by a stride held in another register, or by a constant
  * factor, is undone when what it depends on is unchanged at ip. */
+/* `code` written to the file <base>.<suffix> (its name into `out`), mapped at `at` in
+ * process `pid` as code the decoder reads from the file; the caller unlinks it. */
+static void map_code(struct nmp_decoder *d, uint32_t pid, uint64_t at, char *out, size_t outlen,
+                     const char *base, const char *suffix, const uint8_t *code, size_t len)
+{
+    snprintf(out, outlen, "%s.%s", base, suffix);
+    int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    CHECK_MSG(fd >= 0 && write(fd, code, len) == (ssize_t)len, "write %s", out);
+    if (fd >= 0)
+        close(fd);
+    CHECK_MSG(nmp_decoder_mmap(d, pid, at, 4096, 0, out) == 0, "mmap %s", suffix);
+}
+
 static void test_register_steps(struct nmp_decoder *d)
 {
     struct nmp_regs r;
@@ -730,13 +743,7 @@ int main(void)
          * %rax,%rcx, ip on the last): base_off is from the value rsi had at the access */
         static const uint8_t stepped[] = {0x48, 0x8b, 0x06, 0x48, 0x83, 0xc6, 0x08, 0x48, 0x01, 0xc1};
         char path2[4200];
-        snprintf(path2, sizeof path2, "%s.stepped", path);
-        int fd2 = open(path2, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        CHECK_MSG(fd2 >= 0 && write(fd2, stepped, sizeof stepped) == (ssize_t)sizeof stepped,
-                  "write %s", path2);
-        if (fd2 >= 0)
-            close(fd2);
-        CHECK_MSG(nmp_decoder_mmap(d, pid, 0x600000, 4096, 0, path2) == 0, "mmap stepped");
+        map_code(d, pid, 0x600000, path2, sizeof path2, path, "stepped", stepped, sizeof stepped);
         struct nmp_regs rs = r;
         rs.r[SI] = 0x7f0000009008;
         rs.r[SP] = 0x7ffc00001000;
@@ -754,13 +761,7 @@ int main(void)
          * 6), r8 the index (DWARF 8, stored 9), base_off r8 + 0x10 */
         static const uint8_t swapped[] = {0x41, 0x0f, 0x11, 0x44, 0x38, 0x10, 0x48, 0x01, 0xc1};
         char path3[4200];
-        snprintf(path3, sizeof path3, "%s.swapped", path);
-        int fd3 = open(path3, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        CHECK_MSG(fd3 >= 0 && write(fd3, swapped, sizeof swapped) == (ssize_t)sizeof swapped,
-                  "write %s", path3);
-        if (fd3 >= 0)
-            close(fd3);
-        CHECK_MSG(nmp_decoder_mmap(d, pid, 0x700000, 4096, 0, path3) == 0, "mmap swapped");
+        map_code(d, pid, 0x700000, path3, sizeof path3, path, "swapped", swapped, sizeof swapped);
         struct nmp_regs rw = r;
         rw.r[R8] = 0x120;
         rw.r[DI] = 0x7f0000100000;

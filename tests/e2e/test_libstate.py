@@ -6,7 +6,7 @@ reads libm's tables and fprintf works in its own frames: those samples are count
 import json
 
 import pytest
-from helpers import PROGS, compile_openmp, run_numaprof
+from helpers import PROGS, compile_openmp, recorded_report, run_numaprof
 
 pytestmark = pytest.mark.e2e
 
@@ -41,11 +41,7 @@ def test_the_programs_arrays_stay_objects(analysed):
 
 @pytest.fixture(scope="module")
 def parsed(tmp_path_factory):
-    work = tmp_path_factory.mktemp("parse_lines")
-    exe = compile_openmp(PROGS / "parse_lines.c", work / "parse_lines")
-    run_numaprof("record", "-o", work / "p.data", "--", exe, "200000", "3",
-                 env={"OMP_NUM_THREADS": "2"}, check=True)
-    return json.loads(run_numaprof("report", work / "p.data", "--format", "json", check=True).stdout)
+    return recorded_report(tmp_path_factory.mktemp("parse_lines"), "parse_lines", "200000", "3")
 
 
 def test_the_frames_of_a_librarys_callers_within_it_are_its_own(parsed):

@@ -7,18 +7,14 @@ what cuts it; the loops' arrays keep their samples."""
 import json
 
 import pytest
-from helpers import PROGS, compile_openmp, run_numaprof
+from helpers import PROGS, compile_openmp, recorded_report, run_numaprof
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    work = tmp_path_factory.mktemp("short_loops")
-    exe = compile_openmp(PROGS / "short_loops.c", work / "short_loops")
-    run_numaprof("record", "-o", work / "p.data", "--", exe, "2048", "400000",
-                 env={"OMP_NUM_THREADS": "2"}, check=True)
-    return json.loads(run_numaprof("report", work / "p.data", "--format", "json", check=True).stdout)
+    return recorded_report(tmp_path_factory.mktemp("short_loops"), "short_loops", "2048", "400000")
 
 
 def test_the_runtimes_own_state_is_counted_apart(report):

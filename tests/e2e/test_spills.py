@@ -4,25 +4,16 @@ loop-invariant temporaries the compiler keeps across a call are no variable's: t
 one thread-private object `(spills) main._omp_fn.0`, not an anonymous `[stack]`, and the
 local array of the same frame keeps its name."""
 
-import json
 
 import pytest
-from helpers import PROGS, compile_openmp, run_numaprof
+from helpers import recorded_report
 
 pytestmark = pytest.mark.e2e
 
 
-def _recorded(work, name: str, *args: str, flags: tuple[str, ...] = ()) -> dict:
-    """tests/progs/<name>.c built (gcc -O2 -g and ``flags``), recorded with 2 threads and
-    ``args``: its `report --format json`."""
-    exe = compile_openmp(PROGS / f"{name}.c", work / name, *flags)
-    run_numaprof("record", "-o", work / "p.data", "--", exe, *args, env={"OMP_NUM_THREADS": "2"}, check=True)
-    return json.loads(run_numaprof("report", work / "p.data", "--format", "json", check=True).stdout)
-
-
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    return _recorded(tmp_path_factory.mktemp("spills"), "spills", "1000", "150000")
+    return recorded_report(tmp_path_factory.mktemp("spills"), "spills", "1000", "150000")
 
 
 def test_spill_slots_are_one_private_object_of_their_function(report):
@@ -50,7 +41,7 @@ def test_variables_of_the_frame_keep_their_names(report):
 
 @pytest.fixture(scope="module")
 def report_novar(tmp_path_factory):
-    return _recorded(tmp_path_factory.mktemp("spills_novar"), "spills_novar", "1000", "150000")
+    return recorded_report(tmp_path_factory.mktemp("spills_novar"), "spills_novar", "1000", "150000")
 
 
 def test_spills_of_a_frame_with_no_variable_in_it(report_novar):
@@ -71,7 +62,7 @@ def test_line_tables_only_name_no_spills(tmp_path):
     """At -g1 the DWARF has the functions but not their variables: a frame holding a real
     array (spills.c's `hist`) cannot be told from the compiler's slots, so nothing in it
     is called a spill."""
-    doc = _recorded(tmp_path, "spills", "1000", "60000", flags=("-g1",))
+    doc = recorded_report(tmp_path, "spills", "1000", "60000", flags=("-g1",))
     assert not [o["name"] for o in doc["objects"] if o["name"].startswith("(spills)")]
     assert any(o["kind"] == "stack" for o in doc["objects"])  # the frame's samples are there
 
@@ -95,7 +86,7 @@ def test_a_callers_local_reached_through_a_callee_is_its_threads(tmp_path):
     (tests/progs/callee_local.c): the addresses are outside the sampled frame but on the
     sampled thread's own stack, so each instance is that thread's (before: owner
     unknown, not thread-private, and the model's `irregular`)."""
-    doc = _recorded(tmp_path, "callee_local", "4096", "100000")
+    doc = recorded_report(tmp_path, "callee_local", "4096", "100000")
     objs = {o["name"]: o for o in doc["objects"]}
     v = objs.get("v")
     assert v is not None, sorted(objs)
@@ -110,7 +101,7 @@ def test_slots_holding_an_arrays_elements_are_its_copies(tmp_path):
     such a slot stored a register loaded from `a` (or `b`) through its pointer, so the
     slot is `a (copy)`, private to its thread, beside the function's other spills (the
     products in progress, of no array); the blocks' arrays keep their own names."""
-    doc = _recorded(tmp_path, "block_solve", "200000", "100")
+    doc = recorded_report(tmp_path, "block_solve", "200000", "100")
     objs = {o["name"]: o for o in doc["objects"]}
     copy = objs.get("a (copy)")
     assert copy is not None, sorted(objs)

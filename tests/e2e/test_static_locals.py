@@ -2,22 +2,17 @@
 older C codes keep their large arrays.  gcc names them `u1.1` in the symbol table; the
 report names them `u1`, with the function that declares them in the site."""
 
-import json
 import re
 
 import pytest
-from helpers import PROGS, compile_openmp, run_numaprof
+from helpers import recorded_report
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    work = tmp_path_factory.mktemp("static_locals")
-    exe = compile_openmp(PROGS / "static_locals.c", work / "static_locals")
-    run_numaprof("record", "-o", work / "p.data", "--", exe, "200", env={"OMP_NUM_THREADS": "2"},
-                 check=True)
-    return json.loads(run_numaprof("report", work / "p.data", "--format", "json", check=True).stdout)
+    return recorded_report(tmp_path_factory.mktemp("static_locals"), "static_locals", "200")
 
 
 def test_static_locals_are_named_as_the_source_wrote_them(report):
