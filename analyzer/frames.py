@@ -634,7 +634,8 @@ class FrameIndex:
                 return None
             v = self._slot_at(ins.addr, ins.base, ins.disp)
             held = None
-            if v is not None and v.type is not None and v.type.pointer and v.name:
+            if v is not None and v.type is not None and v.type.pointer and v.name and \
+                    self._home_holds(ins, v):
                 held = Origin(v.name, ("var", *v.key), v.site, v.type, "register")
                 if v.parameter:
                     return held
@@ -677,6 +678,48 @@ class FrameIndex:
         if pointee.pointer and o.name:
             return Origin(o.name + "[]", (*o.key, "[]"), o.site, pointee, "type")
         return None
+
+    def _home_holds(self, load: datatype.Insn, v: Variable) -> bool:
+        """Whether the frame slot ``load`` reads, ``v``'s home (its location at other
+        instructions: _frame_at's later slots), still holds v: no store reaching the load
+        put something else there.  gcc reuses a home slot once the variable's location
+        ends (bucket_sort's `cell` at 0x30(%rsp), its location list ending before the
+        OpenMP record's pointer is spilled to the same slot across a barrier).  A store
+        keeps v there when v's location list puts v in the slot at that store or right
+        after it, or v is in the register stored.  Unknown stores (no reaching
+        definitions) keep the home's word."""
+        f = self._function_at(load.addr)
+        slot = self._cfa_offset(load.addr, load.base, load.disp)
+        if f is None or slot is None or f.frame_base is None:
+            return True
+        fb = f.frame_base[1] if f.frame_base[0] == BASIS_FB else None
+        mine = next((w for w in f.vars if w.var.key == v.key), None)
+        if mine is None or fb is None:
+            return True
+
+        def in_slot(pc: int) -> bool:
+            loc = next((c for c in mine.locs if c.lo is None or c.lo <= pc < c.hi), None)
+            return loc is not None and loc.kind == "mem" and loc.basis == BASIS_FB and fb + loc.off == slot
+
+        if in_slot(load.addr):
+            return True
+        insns, _ = self._code(f)
+
+        def stores(st: datatype.Insn) -> bool:
+            return (st.op in ("store", "vstore") and st.index < 0 and self.frame_register(st.addr, st.base)
+                    and self._cfa_offset(st.addr, st.base, st.disp) == slot)
+
+        defs = self._defs(f, load.addr, stores)
+        if not defs:
+            return True
+        for d in defs:
+            st = insns[d]
+            if in_slot(st.addr) or in_slot(st.next):
+                continue
+            stored = self._value_at(f, st.addr, st.src)
+            if stored is None or stored.key != v.key:
+                return False
+        return True
 
     def _pointer_home(self, load: datatype.Insn) -> Origin | None:
         """The array whose address the frame slot ``load`` reads holds: a variable located

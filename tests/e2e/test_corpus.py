@@ -44,15 +44,7 @@ FLAKY_NAMED = {
 # Found under its name, but not as the one object of that name (the name test only: the
 # pattern test takes the object with most samples); non-strict, as the extra objects
 # have a few samples each.
-WRONG: dict[tuple[str, str], str] = {
-    # 1 of 4 fresh-clone runs (2026-12-02): a 1-sample second `cell`, the 40-byte OpenMP
-    # data record of sort_by_cell._omp_fn.0, sampled at line 80's `mov 0x20(%r10),%rcx`
-    # (block_sum's pointer).  r10 is reloaded from 0x30(%rsp), cell's home slot in its
-    # location list, which gcc reuses there for .omp_data_i: frames._loaded trusts the
-    # home slot over the store that reaches the load.  Diagnosed, not fixed yet.
-    ("bucket_sort", "cell"): "a 1-sample second `cell` on the OpenMP data record (a home "
-                             "slot gcc reuses), in 1 of 4 recordings",
-}
+WRONG: dict[tuple[str, str], str] = {}
 # Found, the object with most samples having another pattern.
 WRONG_PATTERN: dict[tuple[str, str], str] = {}
 # Found, the object with most samples having the expected pattern in some recordings only.

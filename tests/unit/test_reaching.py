@@ -332,3 +332,40 @@ def test_register_loads_of_values_decode_as_value_loads():
         "vload", XMM3, RDI, RCX_, 8, 8)
     assert (static.op, static.dst, static.base, static.disp) == ("vload", 17, datatype.RIP, 0x1018)
     assert (mov64.op, mov64.base, mov64.disp) == ("load", RDI, 8)
+
+
+def _reused_home(stored_reg=R12, in_slot_until=0x108):
+    """`cell` (a pointer) lives at CFA-0x40 until ``in_slot_until``; at 0x110 gcc stores
+    ``stored_reg`` to the same slot (bucket_sort's sort_by_cell._omp_fn.0 spills its
+    OpenMP data record's pointer over cell's home across a barrier); 0x117 reads it."""
+    insns = [
+        datatype.Insn(0x100, 0x105, frozenset(), "store", src=R15, base=7, disp=0x40, size=8),
+        _insn(0x105, 3, "other"),
+        _insn(0x108, 8, "other"),
+        datatype.Insn(0x110, 0x115, frozenset(), "store", src=stored_reg, base=7, disp=0x40, size=8),
+        _insn(0x115, 2, "other"),
+        datatype.Insn(0x117, 0x11c, frozenset({RAX}), "load", dst=RAX, base=7, disp=0x40, size=8),
+        _insn(0x11c, 1, "ret"),
+    ]
+    t = datatype.TypeInfo("pointer", "int *", 8, -1)
+    cell = frames._Var(frames.Variable("cell", "f", "f.c", 3, t), None,
+                       [frames._Loc(0x100, in_slot_until, "mem", frames.BASIS_FB, -0x40),
+                        frames._Loc(0x108, 0x11d, "val", R15, 0)])
+    f = frames._Func("f", 0, (frames.BASIS_FB, 0), [cell], [(0x100, 0x11d)],
+                     code=(insns, [i.addr for i in insns]))
+    fi = _index()
+    fi._function_at = lambda pc: f
+    fi._cfa_offset = lambda pc, reg, disp: disp - 0x80
+    fi.frame_register = lambda pc, reg: reg == 7
+    return fi, insns[5], cell.var
+
+
+def test_a_home_slot_reused_for_another_value_is_not_the_variables():
+    """A load from a variable's home slot (its location at other instructions) names the
+    variable only if the stores reaching the load kept it there."""
+    fi, load, cell = _reused_home(stored_reg=R12)  # r12 holds no variable
+    assert not fi._home_holds(load, cell)
+    fi, load, cell = _reused_home(stored_reg=R15)  # r15 is cell's register at 0x110
+    assert fi._home_holds(load, cell)
+    fi, load, cell = _reused_home(stored_reg=R12, in_slot_until=0x11d)  # still its home
+    assert fi._home_holds(load, cell)
