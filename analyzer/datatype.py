@@ -443,21 +443,48 @@ def _value_stores() -> frozenset[int]:
     return frozenset(getattr(x86, f"X86_INS_{n}") for n in names if hasattr(x86, f"X86_INS_{n}"))
 
 
+def _arithmetic() -> tuple[frozenset[int], frozenset[int], frozenset[int]]:
+    """Capstone ids of the floating-point instructions that compute a register's value
+    from its own and another operand's (addsd, mulpd, the shuffles and partial loads that
+    combine two registers' elements, the fused multiply-adds), of those whose value is the
+    other operand's alone (conversions, sqrt, movddup), and of the logic ones whose
+    operand twice makes a constant (`xorpd %xmm0, %xmm0`)."""
+    from capstone import x86
+
+    names = [f"{op}{t}" for op in ("ADD", "SUB", "MUL", "DIV", "MIN", "MAX") for t in ("SD", "SS", "PD", "PS")]
+    names += ["ANDPD", "ANDPS", "ANDNPD", "ANDNPS", "ORPD", "ORPS", "XORPD", "XORPS", "UNPCKLPD", "UNPCKHPD",
+              "UNPCKLPS", "UNPCKHPS", "SHUFPD", "SHUFPS", "MOVHPD", "MOVHPS", "HADDPD",
+              "HSUBPD", "HADDPS", "HSUBPS", "BLENDPD", "BLENDPS", "BLENDVPD", "BLENDVPS"]
+    names += [f"VF{n}{form}{t}" for n in ("MADD", "MSUB", "NMADD", "NMSUB") for form in ("132", "213", "231")
+              for t in ("SD", "SS", "PD", "PS")]
+    replace = ["CVTSS2SD", "CVTSD2SS", "CVTPS2PD", "CVTPD2PS", "SQRTSD", "SQRTSS", "SQRTPD", "SQRTPS",
+               "MOVDDUP", "MOVLPD", "MOVLPS"]
+    names += ["V" + n for n in names if not n.startswith("VF")]
+    replace += ["V" + n for n in replace]
+
+    def ids(ns):
+        return frozenset(getattr(x86, f"X86_INS_{n}") for n in ns if hasattr(x86, f"X86_INS_{n}"))
+
+    return ids(names), ids(replace), ids(n for n in names if n.lstrip("V").startswith(("XOR", "ANDN")))
+
+
 @dataclass(frozen=True)
 class Insn:
     """One instruction, as much of it as the tracking needs (DWARF register numbers)."""
     addr: int
     next: int  # address of the following instruction
     writes: frozenset[int]
-    op: str  # copy | lea | step | load | addload | vload | store | vstore | call | pop | ret | jmp
-    # | jcc | other
+    op: str  # copy | lea | step | load | addload | vload | arith | store | vstore | call | pop
+    # | ret | jmp | jcc | other
     dst: int = -1
-    src: int = -1  # copy: the source register; store: the register stored
-    base: int = -1  # lea, load, store: the memory operand's base register
+    src: int = -1  # copy: the source register; store: the register stored; arith: the
+    # register the result updates (sse's `mulsd %xmm0, %xmm2`: xmm2; avx's first source)
+    base: int = -1  # lea, load, store, arith: the memory operand's base register
     index: int = -1
     disp: int = 0
     size: int = 0  # bytes loaded / copied / stored
     nop: bool = False
+    src2: int = -1  # arith: the other source register (-1: a memory operand, or none)
 
 
 def decode(code: bytes, addr: int) -> list[Insn]:
@@ -468,6 +495,7 @@ def decode(code: bytes, addr: int) -> list[Insn]:
     table = _dwarf_table()
     vector_copies = _vector_copies()
     value_stores = _value_stores()
+    combine, replace, zeroing = _arithmetic()
     md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
     md.detail = True
     out = []
@@ -478,7 +506,7 @@ def decode(code: bytes, addr: int) -> list[Insn]:
             wr = []
         writes = frozenset(table[r] for r in wr if r in table)
         ops = i.operands
-        op, dst, src, base, index, disp, size = "other", -1, -1, -1, -1, 0, 0
+        op, dst, src, base, index, disp, size, src2 = "other", -1, -1, -1, -1, 0, 0, -1
         if i.group(capstone.CS_GRP_CALL):
             op = "call"
         elif i.group(capstone.CS_GRP_RET):
@@ -499,6 +527,28 @@ def decode(code: bytes, addr: int) -> list[Insn]:
               and ops[1].mem.base == x86.X86_REG_RIP and ops[1].mem.index == 0 and ops[1].mem.segment == 0):
             # a pointer loaded from a static variable
             op, dst, base, disp, size = "load", table[ops[0].reg], RIP, i.address + i.size + ops[1].mem.disp, 8
+        elif ((i.id in combine or i.id in replace) and 2 <= len(ops) and ops[0].type == x86.X86_OP_REG
+              and ops[0].reg in table):
+            # a value computed from registers' and memory's (FrameIndex._computed): the
+            # register updated, the other source register or the memory operand
+            op, dst, size = "arith", table[ops[0].reg], ops[0].size
+            fma = i.mnemonic.startswith("vf")
+            three = len(ops) >= 3 and i.mnemonic.startswith("v") and not fma
+            srcs = list(ops[2:] if three else ops[1:])
+            if i.id not in replace:
+                src = table[ops[1].reg] if three and ops[1].type == x86.X86_OP_REG and ops[1].reg in table else dst
+            other = srcs[0] if srcs and srcs[0].type != x86.X86_OP_IMM else None
+            if i.id in replace:
+                other = ops[-1] if ops[-1].type != x86.X86_OP_IMM else None
+            if other is not None and other.type == x86.X86_OP_REG and other.reg in table:
+                src2 = table[other.reg]
+                if i.id in zeroing and src2 == src:  # `xorpd %xmm0, %xmm0`: zero, no one's value
+                    op = "other"
+            elif other is not None and other.type == x86.X86_OP_MEM and other.mem.segment == 0:
+                if other.mem.base == x86.X86_REG_RIP and other.mem.index == 0:
+                    base, disp = RIP, i.address + i.size + other.mem.disp
+                elif other.mem.base in table:
+                    base, index, disp = table[other.mem.base], table.get(other.mem.index, -1), other.mem.disp
         elif (i.id in vector_copies and len(ops) == 2 and ops[0].type == x86.X86_OP_REG
               and ops[1].type == x86.X86_OP_REG and ops[0].reg in table and ops[1].reg in table):
             op, dst, src, size = "copy", table[ops[0].reg], table[ops[1].reg], 8
@@ -543,5 +593,5 @@ def decode(code: bytes, addr: int) -> list[Insn]:
             op, src, size = "vstore", table[ops[1].reg], ops[0].size
             base, index, disp = table[ops[0].mem.base], table.get(ops[0].mem.index, -1), ops[0].mem.disp
         out.append(Insn(i.address, i.address + i.size, writes, op, dst, src, base, index, disp, size,
-                        i.id == x86.X86_INS_NOP))
+                        i.id == x86.X86_INS_NOP, src2 if op == "arith" else -1))
     return out

@@ -143,19 +143,21 @@ class Origin:
 @dataclass(frozen=True)
 class Copy:
     """A frame slot holding values read from one array or member (FrameIndex.slot_value):
-    a spilled element, ``lhs (copy)``, kept in the frame of ``function``."""
+    a spilled element, ``lhs (copy)``, kept in the frame of ``function``; or values
+    computed from its elements (``computed``), ``lhs (temp)``."""
     of: str  # the array's or member's name: `lhs`, `struct grid.energy`
     of_key: tuple  # its logical object's identity (Origin.key, or the static's address)
     function: str
     size: int  # bytes of one copy (the load's width)
+    computed: bool = False
 
     @property
     def name(self) -> str:
-        return f"{self.of} (copy)"
+        return f"{self.of} ({'temp' if self.computed else 'copy'})"
 
     @property
     def key(self) -> tuple:
-        return ("copy", self.function, *self.of_key)
+        return ("temp" if self.computed else "copy", self.function, *self.of_key)
 
     @property
     def site(self) -> str:
@@ -176,6 +178,7 @@ class FrameIndex:
         self.types = datatype.Types()
         self._fdes: tuple[np.ndarray, np.ndarray, list] | None = None
         self._rows: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._cfa_at: dict[int, tuple[int, int] | None] = {}
         self._cu_funcs: dict[int, tuple[np.ndarray, np.ndarray, list, list]] = {}
         self._funcs: dict[int, _Func | None] = {}
         self._files: dict[int, list[str]] = {}
@@ -188,6 +191,11 @@ class FrameIndex:
         """(DW_SP or DW_BP, offset): the CFA at link-time code address ``vaddr`` is that
         register plus offset; None when no FDE covers it or the rule is another register
         or an expression (a realigned stack: the CFA is read from memory)."""
+        if vaddr not in self._cfa_at:  # asked again and again by the slots' reaching stores
+            self._cfa_at[vaddr] = self._cfa_rule(vaddr)
+        return self._cfa_at[vaddr]
+
+    def _cfa_rule(self, vaddr: int) -> tuple[int, int] | None:
         if self._fdes is None:
             self._fdes = self._read_fdes()
         starts, ends, fdes = self._fdes
@@ -530,6 +538,12 @@ class FrameIndex:
                 o = origin_of(d)
                 if o is _CYCLE:
                     continue
+                if isinstance(o, Copy) and isinstance(found, Copy) and o.key != found.key and \
+                        (o.of_key, o.function) == (found.of_key, found.function):
+                    # an array's elements as they were read on one way, computed on
+                    # another (a running value started from an element): its temporaries
+                    found = replace(found, computed=True)
+                    continue
                 if o is None or (found is not None and o.key != found.key):
                     return None
                 found = o
@@ -742,7 +756,8 @@ class FrameIndex:
         definitions, as _reaching_store) stored the register that one named variable
         was in at that store (its location list there), a spill the DWARF does not
         describe once the value is in the frame; or a Copy: every store stored an
-        element read from one array (_register_value).  None when the stores differ,
+        element read from one array (_register_value), or one computed from its elements
+        (_computed).  None when the stores differ,
         when one stored a value of neither (a hoisted product), or when that cannot be
         told.
         The stack-slot tracking of perf's data-type profiling
@@ -803,8 +818,36 @@ class FrameIndex:
             return v
         if ins.op == "copy" and ins.dst == reg:
             return self._register_value(f, ins.addr, ins.src, depth)
+        if ins.op == "arith" and ins.dst == reg:
+            return self._computed(f, ins, depth)
         if ins.op not in ("load", "vload") or ins.dst != reg:
             return None
+        return self._read_value(f, ins, depth)
+
+    def _computed(self, f: _Func, ins: datatype.Insn, depth: int) -> Copy | None:
+        """What an arithmetic instruction's result is: a temporary of the array whose
+        element (or temporary) is the value it updates (sse's destination, avx's first
+        source: `mulsd %xmm0, %xmm2` with xmm2 an element of `c` read before, c(1,4) *
+        pivot in NPB BT's binvcrhs), else of the array the other operand's value is of
+        (`divsd (%rdi), %xmm0`: 1.0 / lhs(1,1)); None when neither is an array's.  A
+        named scalar's value does not name the result (a product of `pivot` is not
+        pivot)."""
+        ways = []
+        if ins.src >= 0:
+            ways.append(lambda: self._register_value(f, ins.addr, ins.src, depth))
+        if ins.src2 >= 0:
+            ways.append(lambda: self._register_value(f, ins.addr, ins.src2, depth))
+        elif ins.base not in (-1, datatype.RIP):
+            ways.append(lambda: self._read_value(f, ins, depth))
+        for way in ways:
+            v = way()
+            if isinstance(v, Copy) and v.of_key[0] != "static":  # a static scalar's: no array's
+                return v if v.computed else replace(v, computed=True)
+        return None
+
+    def _read_value(self, f: _Func, ins: datatype.Insn, depth: int) -> Variable | Copy | None:
+        """What the value ``ins`` reads from its memory operand is: an array's element, a
+        static's value, or what the frame slot it reads holds."""
         if ins.base == datatype.RIP:
             found = staticvars.source_name(self.info, ins.disp)
             if found is None:

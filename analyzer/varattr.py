@@ -450,8 +450,10 @@ def _spills(found: _Found, todo: np.ndarray, pcf, fis, charged, g, cfa, base_reg
     the compiler's temporaries (a kernel short of registers reloads them in its inner
     loop).  A slot every store into which (on the ways to the access) stored one named
     variable's register is that variable's copy, named after it; one whose stores all
-    stored an element read from one array is that array's copy, ``lhs (copy)``, one
-    object per array and function (frames.FrameIndex.slot_value); the others are one
+    stored an element read from one array is that array's copy, ``lhs (copy)``, and
+    one whose stores stored values computed from its elements its temporary, ``lhs
+    (temp)``, one object per array and function (frames.FrameIndex.slot_value); the
+    others are one
     object per function,
     ``(spills) function``, private to each thread: what perf's data-type profiling
     counts under a pseudo type of its own rather than a variable

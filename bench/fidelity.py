@@ -70,10 +70,11 @@ def is_named(name: str) -> bool:
     `stack@0x…`, `anon@0x…`, `heap@0x…`), an allocation site (`main@app.c:12`) or a
     function's spill slots (`(spills) f`: no variable holds them).
     A pointer variable's own stack slot, `p (pointer)`, is named, and so are the frame
-    slots holding copies of an array's elements, `a (copy)`; so is a part of a named
+    slots holding copies of an array's elements, `a (copy)`, or values computed from
+    them, `a (temp)`; so is a part of a named
     block, `w.work (t)` (an array carved out of one allocation, or one block of a
     library's member, `Poisson::A (newValues)`), when both names are source names."""
-    name = name.removesuffix(" (pointer)").removesuffix(" (copy)")
+    name = name.removesuffix(" (pointer)").removesuffix(" (copy)").removesuffix(" (temp)")
     part = _BLOCK_PART.match(name)
     if part:
         return bool(_NAMED.match(part.group(1)) and _NAMED.match(part.group(2)))
@@ -85,8 +86,8 @@ def leaf(name: str) -> str:
     `lv[l].u` -> `u`, `Mesh::m_pos` -> `m_pos`, `struct grid.energy` -> `energy`,
     Fortran's `lv(2)%u` -> `u`; a block's part is its part: `w.work (t)` -> `t`."""
     part = _BLOCK_PART.match(name)
-    if part and part.group(2) not in ("pointer", "copy"):  # a pointer's own slot, a slot
-        # holding copies of an array's elements: not the array
+    if part and part.group(2) not in ("pointer", "copy", "temp"):  # a pointer's own slot, a
+        # slot holding copies of an array's elements or values computed from them: not the array
         name = part.group(2)
     last = _SPLIT.split(name.split()[-1])[-1]
     return re.sub(r"<.*>|\[.*\]|\(.*\)", "", last)

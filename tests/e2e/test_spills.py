@@ -99,8 +99,11 @@ def test_slots_holding_an_arrays_elements_are_its_copies(tmp_path):
     """tests/progs/block_solve.c: BT's matmul_sub in C.  gcc -O2 reads the elements of
     the blocks `a` and `b` once and keeps some of them in the frame: every store into
     such a slot stored a register loaded from `a` (or `b`) through its pointer, so the
-    slot is `a (copy)`, private to its thread, beside the function's other spills (the
-    products in progress, of no array); the blocks' arrays keep their own names."""
+    slot is `a (copy)`, private to its thread.  The products in progress it keeps there
+    (`a[0][i] * b[j][0]`, computed from a register holding a's element) are a's
+    temporaries, `a (temp)`, and b's and out's likewise: named, not the function's
+    anonymous spills (before: 40 % of the samples on `(spills) matmul_sub`).  The
+    blocks' arrays keep their own names."""
     doc = recorded_report(tmp_path, "block_solve", "200000", "100")
     objs = {o["name"]: o for o in doc["objects"]}
     copy = objs.get("a (copy)")
@@ -108,7 +111,14 @@ def test_slots_holding_an_arrays_elements_are_its_copies(tmp_path):
     assert (copy["kind"], copy["attribution"], copy["site"]) == ("stack", "spill", "matmul_sub"), copy
     assert copy["thread_private"] is True and copy["threads"] == 2, copy
     assert copy["share"] >= 0.02 and copy["size"] <= 64, copy
-    assert objs["(spills) matmul_sub"]["attribution"] == "spill"
+    temps = [o for o in doc["objects"] if o["name"].endswith(" (temp)")]
+    assert {o["name"] for o in temps} <= {"a (temp)", "b (temp)", "out (temp)"}, sorted(objs)
+    for o in temps:
+        assert (o["kind"], o["attribution"], o["site"], o["thread_private"]) == (
+            "stack", "spill", "matmul_sub", True), o
+    rest = objs.get("(spills) matmul_sub", {"samples": 0, "share": 0.0})
+    assert sum(o["share"] for o in temps) >= 0.2, (temps, rest)
+    assert rest["samples"] < sum(o["samples"] for o in temps), (temps, rest)
     # the heap arrays: by address, named after their variables as ever
     assert objs["lhs"]["kind"] == "heap" and objs["c"]["kind"] == "heap", sorted(objs)
     assert "a" not in objs and "b" not in objs, sorted(objs)  # no copy taken for the array

@@ -334,6 +334,68 @@ def test_register_loads_of_values_decode_as_value_loads():
     assert (mov64.op, mov64.base, mov64.disp) == ("load", RDI, 8)
 
 
+XMM0 = 17
+
+
+def test_a_spill_slot_of_a_value_computed_from_an_element_is_that_arrays_temporary():
+    """`mulsd %xmm0, %xmm3` after xmm3 was read from `lhs` (xmm0 a value of no array):
+    the result stored is lhs's temporary, `lhs (temp)`, an object of its own beside the
+    copies; so is a slot where a way stores the element and another the value computed."""
+    mul = datatype.Insn(0x105, 0x120, frozenset({XMM3}), "arith", dst=XMM3, src=XMM3, src2=XMM0)
+    fi = _copied([mul])
+    v = fi._slot_value(fi.end, 0x40 - 0x80)
+    assert isinstance(v, frames.Copy) and v.computed, v
+    assert (v.name, v.key) == ("lhs (temp)", ("temp", "eliminate", "var", "main", "lhs", "b.c", 9))
+    copy = frames.Copy("lhs", ("var", "main", "lhs", "b.c", 9), "eliminate", 8)
+    temp = frames.Copy("lhs", copy.of_key, "eliminate", 8, computed=True)
+    assert fi._agree(("t",), {0, 1}, lambda d: (copy, temp)[d]) == temp
+    other = frames.Copy("rhs", ("var", "main", "rhs", "b.c", 9), "eliminate", 8)
+    assert fi._agree(("t",), {0, 1}, lambda d: (other, temp)[d]) is None
+
+
+def test_a_computed_value_is_named_by_the_value_it_updates_else_by_the_other():
+    """avx's `vmulsd %xmm3, %xmm4, %xmm5` updates xmm4 (its first source): the element in
+    xmm3 names the result only when xmm4's value is no array's; a memory operand read
+    through `lhs` (`divsd (%rdi), %xmm4`: 1.0 / lhs(1,1)) names it too; a value of no
+    array (the accumulator and the operand unknown) or of a static scalar names none."""
+    for src, src2 in ((XMM4, XMM3), (XMM3, XMM4)):
+        mul = datatype.Insn(0x105, 0x120, frozenset({XMM5}), "arith", dst=XMM5, src=src, src2=src2)
+        fi = _copied([mul], stored=XMM5)
+        v = fi._slot_value(fi.end, 0x40 - 0x80)
+        assert isinstance(v, frames.Copy) and (v.of, v.computed) == ("lhs", True), (src, v)
+    div = datatype.Insn(0x105, 0x120, frozenset({XMM5}), "arith", dst=XMM5, src=XMM5, base=RDI, size=16)
+    fi = _copied([div], stored=XMM5)
+    fi.origin = lambda pc, reg, calls=False: (
+        frames.Origin("lhs", ("var", "main", "lhs", "b.c", 9), "main@b.c:9",
+                      datatype.TypeInfo("pointer", "double *", 8, -1), "register") if reg == RDI else None)
+    v = fi._slot_value(fi.end, 0x40 - 0x80)
+    assert isinstance(v, frames.Copy) and (v.name, v.computed) == ("lhs (temp)", True)
+    none = datatype.Insn(0x105, 0x120, frozenset({XMM5}), "arith", dst=XMM5, src=XMM5, src2=XMM0)
+    fi = _copied([none], stored=XMM5)
+    assert fi._slot_value(fi.end, 0x40 - 0x80) is None
+    static = frames.Copy("dt", ("static", "a.out", 0x4010), "eliminate", 8)
+    fi._register_value = lambda f, pc, reg, depth: static
+    assert fi._computed(fi._function_at(0), none, 3) is None
+
+
+def test_arithmetic_decodes_with_the_register_it_updates_and_the_other_operand():
+    """sse `mulsd %xmm0,%xmm2` updates xmm2; avx `vmulsd %xmm3,%xmm2,%xmm1` writes xmm1
+    from xmm2 and xmm3; `divsd (%rdi),%xmm0` and `subsd 0x20(%rsp),%xmm3` read memory;
+    `mulsd 0x10(%rip),%xmm1` a static (its address); `vfmadd231sd %xmm4,%xmm5,%xmm6`
+    updates xmm6; `cvtss2sd %xmm1,%xmm0` is xmm1's value alone; `xorpd %xmm0,%xmm0` (a
+    zero) is no one's."""
+    got = [datatype.decode(bytes.fromhex(h), 0x1000)[0] for h in (
+        "f20f59d0", "c5eb59cb", "f20f5e07", "f20f5c5c2420", "f20f590d10000000", "c4e2d1b9f4", "f30f5ac1",
+        "660f57c0")]
+    assert [(i.op, i.dst, i.src, i.src2) for i in got[:2]] == [("arith", 19, 19, XMM0), ("arith", 18, 19, XMM3)]
+    assert [(i.op, i.dst, i.src, i.src2, i.base, i.disp) for i in got[2:5]] == [
+        ("arith", XMM0, XMM0, -1, RDI, 0), ("arith", XMM3, XMM3, -1, 7, 0x20),
+        ("arith", 18, 18, -1, datatype.RIP, 0x1018)]
+    assert (got[5].op, got[5].dst, got[5].src, got[5].src2) == ("arith", 23, 23, 22)
+    assert (got[6].op, got[6].dst, got[6].src, got[6].src2) == ("arith", XMM0, -1, 18)
+    assert got[7].op == "other"
+
+
 def _reused_home(stored_reg=R12, in_slot_until=0x108):
     """`cell` (a pointer) lives at CFA-0x40 until ``in_slot_until``; at 0x110 gcc stores
     ``stored_reg`` to the same slot (bucket_sort's sort_by_cell._omp_fn.0 spills its
