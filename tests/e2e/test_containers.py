@@ -22,8 +22,13 @@ def run(tmp_path_factory):
     exe = work / "containers"
     subprocess.run(["g++", "-O2", "-g", "-fopenmp", "-o", str(exe), str(PROGS / "containers.cpp")],
                    check=True)
+    # the counts below are estimates from the shim's sampled small allocations: one
+    # recorded per SMALL_SAMPLE bytes, each standing for SMALL_SAMPLE / 48 nodes.  At the
+    # default 256 KiB `cols` (250 000 nodes) gets ~46 recorded, sigma ~15 %: the 30 %
+    # bounds were 2 sigma and failed about one run in 20 (60 recorded: 327 680).  At
+    # 64 KiB ~183, sigma 7.4 %: the bounds are 4 sigma.
     rec = run_numaprof("record", "-o", work / "p.data", "--", exe, "1000000", "3",
-                       env={"OMP_NUM_THREADS": "2"}, check=True)
+                       env={"OMP_NUM_THREADS": "2", "NUMAPROF_SMALL_SAMPLE": "65536"}, check=True)
     m = re.search(r"rows (\d+) cols (\d+)", rec.stdout)
     assert m, rec.stdout
     doc = json.loads(run_numaprof("report", work / "p.data", "--format", "json", check=True).stdout)
