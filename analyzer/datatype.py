@@ -475,16 +475,20 @@ class Insn:
     next: int  # address of the following instruction
     writes: frozenset[int]
     op: str  # copy | lea | step | load | addload | vload | arith | store | vstore | call | pop
-    # | ret | jmp | jcc | other
+    # | ret | jmp | jcc | tp (dst = the thread pointer: `mov %fs:0, %rdx`) | addtp (dst +=
+    # the thread pointer) | const (dst = disp: `mov $-0x65c0, %rcx`) | other
     dst: int = -1
     src: int = -1  # copy: the source register; store: the register stored; arith: the
     # register the result updates (sse's `mulsd %xmm0, %xmm2`: xmm2; avx's first source)
     base: int = -1  # lea, load, store, arith: the memory operand's base register
     index: int = -1
-    disp: int = 0
+    disp: int = 0  # the memory operand's displacement; step: the constant added (0: a register)
     size: int = 0  # bytes loaded / copied / stored
     nop: bool = False
     src2: int = -1  # arith: the other source register (-1: a memory operand, or none)
+    tls: bool = False  # load, vload, arith: the memory operand is %fs-relative (its address
+    # the thread pointer + base + disp; base -1: none)
+    scale: int = 1  # lea: the index's factor
 
 
 def decode(code: bytes, addr: int) -> list[Insn]:
@@ -506,7 +510,7 @@ def decode(code: bytes, addr: int) -> list[Insn]:
             wr = []
         writes = frozenset(table[r] for r in wr if r in table)
         ops = i.operands
-        op, dst, src, base, index, disp, size, src2 = "other", -1, -1, -1, -1, 0, 0, -1
+        op, dst, src, base, index, disp, size, src2, tls, scale = "other", -1, -1, -1, -1, 0, 0, -1, False, 1
         if i.group(capstone.CS_GRP_CALL):
             op = "call"
         elif i.group(capstone.CS_GRP_RET):
@@ -522,6 +526,16 @@ def decode(code: bytes, addr: int) -> list[Insn]:
             disp = ops[0].imm if len(ops) == 1 and ops[0].type == x86.X86_OP_IMM else 0
         elif i.id == x86.X86_INS_POP:
             op = "pop"  # an epilogue's restore of a callee-saved register
+        elif (i.id in (x86.X86_INS_MOV, x86.X86_INS_ADD) and len(ops) == 2 and ops[0].type == x86.X86_OP_REG
+              and ops[0].reg in table and ops[0].size == 8 and ops[1].type == x86.X86_OP_MEM
+              and ops[1].mem.segment == x86.X86_REG_FS and ops[1].mem.base == 0 and ops[1].mem.index == 0
+              and ops[1].mem.disp == 0):
+            # the thread pointer (its TCB's first word points to itself: the TLS ABI's tcbhead_t):
+            # a thread-local variable's address is it plus a constant
+            op, dst, size = "tp" if i.id == x86.X86_INS_MOV else "addtp", table[ops[0].reg], 8
+        elif (i.id in (x86.X86_INS_MOV, x86.X86_INS_MOVABS) and len(ops) == 2 and ops[0].type == x86.X86_OP_REG
+              and ops[0].reg in table and ops[0].size == 8 and ops[1].type == x86.X86_OP_IMM):
+            op, dst, disp, size = "const", table[ops[0].reg], _signed(ops[1].imm), 8
         elif (i.id == x86.X86_INS_MOV and len(ops) == 2 and ops[0].type == x86.X86_OP_REG
               and ops[0].reg in table and ops[0].size == 8 and ops[1].type == x86.X86_OP_MEM
               and ops[1].mem.base == x86.X86_REG_RIP and ops[1].mem.index == 0 and ops[1].mem.segment == 0):
@@ -544,6 +558,8 @@ def decode(code: bytes, addr: int) -> list[Insn]:
                 src2 = table[other.reg]
                 if i.id in zeroing and src2 == src:  # `xorpd %xmm0, %xmm0`: zero, no one's value
                     op = "other"
+            elif other is not None and other.type == x86.X86_OP_MEM and other.mem.segment == x86.X86_REG_FS:
+                base, index, disp, tls = _fs_operand(other.mem, table)
             elif other is not None and other.type == x86.X86_OP_MEM and other.mem.segment == 0:
                 if other.mem.base == x86.X86_REG_RIP and other.mem.index == 0:
                     base, disp = RIP, i.address + i.size + other.mem.disp
@@ -560,13 +576,18 @@ def decode(code: bytes, addr: int) -> list[Insn]:
                 index = table.get(s.mem.index, -1)
                 disp = s.mem.disp
                 if i.id == x86.X86_INS_LEA:
-                    op = "lea"
+                    op, scale = "lea", s.mem.scale
                 elif (i.id == x86.X86_INS_MOV and size == 8) or i.id in (x86.X86_INS_MOVQ, x86.X86_INS_VMOVQ):
                     op, size = "load", 8
                 elif i.id == x86.X86_INS_ADD and size == 8:
                     op = "addload"  # reg += a word from memory: either may be the pointer
                 elif i.id in value_stores:
                     op, size = "vload", s.size  # a value read whole (`movsd 8(%rax,%rcx,8), %xmm3`)
+            elif (s.type == x86.X86_OP_MEM and s.mem.segment == x86.X86_REG_FS
+                  and ((i.id == x86.X86_INS_MOV and size == 8) or i.id in value_stores)):
+                # a thread-local variable's word or value (`movsd %fs:0xc0(%rcx), %xmm4`)
+                base, index, disp, tls = _fs_operand(s.mem, table)
+                op, size = ("load", 8) if i.id == x86.X86_INS_MOV else ("vload", s.size)
             elif (s.type == x86.X86_OP_MEM and s.mem.segment == 0 and s.mem.base == x86.X86_REG_RIP
                   and s.mem.index == 0 and i.id in value_stores):
                 # a static scalar's value (`movsd dt(%rip), %xmm0`): disp its address
@@ -579,7 +600,7 @@ def decode(code: bytes, addr: int) -> list[Insn]:
                 elif i.id == x86.X86_INS_SUB:
                     op = "step"
             elif s.type == x86.X86_OP_IMM and i.id in (x86.X86_INS_ADD, x86.X86_INS_SUB) and size == 8:
-                op = "step"
+                op, disp = "step", _signed(s.imm) * (1 if i.id == x86.X86_INS_ADD else -1)
         elif (len(ops) == 2 and i.id == x86.X86_INS_MOV and ops[0].type == x86.X86_OP_MEM
               and ops[1].type == x86.X86_OP_REG and ops[1].reg in table and ops[1].size == 8
               and ops[0].mem.segment == 0 and ops[0].mem.base in table):
@@ -593,5 +614,14 @@ def decode(code: bytes, addr: int) -> list[Insn]:
             op, src, size = "vstore", table[ops[1].reg], ops[0].size
             base, index, disp = table[ops[0].mem.base], table.get(ops[0].mem.index, -1), ops[0].mem.disp
         out.append(Insn(i.address, i.address + i.size, writes, op, dst, src, base, index, disp, size,
-                        i.id == x86.X86_INS_NOP, src2 if op == "arith" else -1))
+                        i.id == x86.X86_INS_NOP, src2 if op == "arith" else -1, tls and op in ("load", "vload", "arith"), scale))
     return out
+
+
+def _signed(imm: int) -> int:
+    return imm - (1 << 64) if imm >= 1 << 63 else imm
+
+
+def _fs_operand(mem, table) -> tuple[int, int, int, bool]:
+    """(base, index, disp, True) of a %fs-relative memory operand (base -1: none)."""
+    return table.get(mem.base, -1), table.get(mem.index, -1), _signed(mem.disp), True

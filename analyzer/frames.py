@@ -28,7 +28,7 @@ from elftools.dwarf.locationlists import (
     LocationParser,
 )
 
-from numaprof.analyzer import datatype, staticvars, symbols
+from numaprof.analyzer import datatype, staticvars, symbols, tls
 
 EXPLORE = 8192  # instructions looked at for the definitions that reach one register
 COPY_DEPTH = 6  # registers and frame slots followed back for the value one slot holds
@@ -164,9 +164,49 @@ class Copy:
         return symbols.readable(self.function)
 
 
+DW_XMM0, DW_XMM1 = 17, 18
+#: C library math functions (and their f and l forms) by name: the registers of their
+#: floating-point arguments, which their result in xmm0 is computed from (System V ABI)
+_MATH = {**{n: (DW_XMM0,) for n in (
+    "sqrt", "cbrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "asin",
+    "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "fabs", "floor", "ceil", "round",
+    "trunc", "rint", "nearbyint", "erf", "erfc", "tgamma", "lgamma")},
+         **{n: (DW_XMM0, DW_XMM1) for n in ("pow", "atan2", "hypot", "fmin", "fmax", "fmod", "copysign", "fdim")}}
+
 #: A definition that leads back to the one being followed (around a loop): it adds no origin.
 _CYCLE = Origin("", ("cycle",), "", None, "cycle")
 CALL = "call"  # Origin.how of the block a call returned
+#: Origin.how of what the tracking follows on the way to a thread-local variable's address
+#: and that is not itself a pointer: the thread pointer plus key[1] (`mov %fs:0, %rdx`,
+#: then `lea -0x1790(%rdx), %rdx`), a constant key[1] (`mov $-0x65c0, %rcx`, the variable's
+#: offset, read as `%fs:0xc0(%rcx)` or added to the thread pointer)
+TP, CONST = "tp", "const"
+_OFFSETS = (TP, CONST)
+
+
+def _offset(how: str, k: int) -> Origin:
+    return Origin("", (how, k), "", None, how)
+
+
+def _moved(o: Origin | None, by: int) -> Origin | None:
+    """``o`` plus a constant: the thread pointer's or a constant's offset moves; a
+    pointer's object does not (the tracking's rule: a pointer moved along is the same
+    array's)."""
+    return _offset(o.how, o.key[1] + by) if by and o is not None and o.how in _OFFSETS else o
+
+
+def _sum(a: Origin | None, b: Origin | None, scale: int = 1) -> Origin | None:
+    """What a + b * scale is, one of them a constant or the thread pointer plus one: the
+    thread pointer's offset, a constant, or the pointer the other is."""
+    if a is None or b is None:
+        return None
+    if b.how == CONST and a.how in _OFFSETS:
+        return _offset(a.how, a.key[1] + b.key[1] * scale)
+    if a.how == CONST and scale == 1:
+        return _offset(TP, a.key[1] + b.key[1]) if b.how == TP else None if b.how == CONST else b
+    if b.how == CONST and a.how not in _OFFSETS:
+        return a
+    return None
 
 
 class FrameIndex:
@@ -386,6 +426,13 @@ class FrameIndex:
         docstring of analyzer/datatype.py); None when that cannot be told.  With
         ``calls``, also the block a call returned when no variable holds it (how
         "call": the caller names it from the call's source line)."""
+        o = self._tracked(pc, reg)
+        if o is None or o.how in _OFFSETS:
+            return None  # a thread-local variable's accesses are named by their address
+        return o if calls or o.how != CALL else None
+
+    def _tracked(self, pc: int, reg: int) -> Origin | None:
+        """origin(), and the offsets the tracking follows (TP, CONST), once per pc and reg."""
         key = (pc, reg, "origin")
         if key not in self._at:
             try:
@@ -394,8 +441,7 @@ class FrameIndex:
                 self._at[key] = None if o is _CYCLE else o
             except _ERRORS:
                 self._at[key] = None
-        o = self._at[key]
-        return o if calls or o is None or o.how != CALL else None
+        return self._at[key]
 
     def frame_register(self, pc: int, reg: int) -> bool:
         """Whether ``reg`` addresses the frame at pc: the stack pointer, or rbp where the
@@ -424,6 +470,10 @@ class FrameIndex:
 
     def _walk(self, pc: int, reg: int, steps: int) -> Origin | None:
         """_origin() from the instructions before pc that set reg."""
+        moved = [0]  # constants added to reg on the way back (an offset's, TP and CONST)
+        return _moved(self._walk_back(pc, reg, steps, moved), moved[0])
+
+    def _walk_back(self, pc: int, reg: int, steps: int, moved: list[int]) -> Origin | None:
         self._work -= 1
         if self._work < 0:  # a function whose branches multiply the ways to follow
             return None
@@ -445,10 +495,13 @@ class FrameIndex:
                 continue
             if ins.op == "step" and ins.dst == reg:
                 if ins.src < 0 or steps <= 0:
+                    moved[0] += ins.disp
                     continue  # the same pointer, moved along (an iterator)
                 # reg += src: reg the pointer, or src the pointer and reg an offset (a
                 # call's result: an offset as likely as a block)
                 o = self._walk(ins.addr, reg, steps - 1)
+                if o is not None and o.how in _OFFSETS:
+                    return _sum(o, self._origin(ins.addr, ins.src, steps - 1))
                 if o is not None and o.how != CALL:
                     return o
                 alt = self._origin(ins.addr, ins.src, steps - 1)
@@ -457,10 +510,23 @@ class FrameIndex:
                 return None
             if ins.op == "copy":
                 return self._origin(ins.addr, ins.src, steps - 1)
-            if ins.op == "lea" and ins.dst == reg and ins.base >= 0 and ins.base != reg:
-                return self._origin(ins.addr, ins.base, steps - 1)
-            if ins.op == "lea" and ins.dst == reg and ins.base == reg:
+            if ins.op == "lea" and ins.dst == reg and ins.base == reg and ins.index < 0:
+                moved[0] += ins.disp
                 continue
+            if ins.op == "lea" and ins.dst == reg and ins.base >= 0:
+                # the base's object (an index moves along it), or an offset's sum
+                o = (self._walk(ins.addr, reg, steps - 1) if ins.base == reg
+                     else self._origin(ins.addr, ins.base, steps - 1))
+                if o is None or o.how not in _OFFSETS:
+                    return o
+                if ins.index >= 0:
+                    o = _sum(o, self._origin(ins.addr, ins.index, steps - 1), ins.scale)
+                return _moved(o, ins.disp)
+            if ins.op in ("tp", "const") and ins.dst == reg:
+                named = self._named_after(insns, k, reg) if ins.op == "const" else None
+                return named or _offset(TP if ins.op == "tp" else CONST, ins.disp)
+            if ins.op == "addtp" and ins.dst == reg:
+                return _sum(_offset(TP, 0), self._walk(ins.addr, reg, steps - 1))
             if ins.op == "load" and ins.dst == reg:
                 return self._loaded(ins, steps - 1)
             if ins.op == "addload" and ins.dst == reg:
@@ -544,12 +610,36 @@ class FrameIndex:
                     # another (a running value started from an element): its temporaries
                     found = replace(found, computed=True)
                     continue
+                if (isinstance(o, Origin) and isinstance(found, Origin) and o.how == found.how and o.how in _OFFSETS
+                        and o.key != found.key and self._same_tls(o.key[1], found.key[1])):
+                    # a pointer moved along one thread-local array round a loop
+                    found = min(o, found, key=lambda x: x.key[1])
+                    continue
                 if o is None or (found is not None and o.key != found.key):
                     return None
                 found = o
             return found if found is not None else _CYCLE
         finally:
             self._busy.discard(key)
+
+    def _same_tls(self, a: int, b: int) -> bool:
+        """Whether the thread pointer plus ``a`` and plus ``b`` are in one thread-local
+        variable of the executable (analyzer/tls.py)."""
+        v = tls.variable_at(self.info, a)
+        return v is not None and v == tls.variable_at(self.info, b)
+
+    def _tls_offset(self, ins: datatype.Insn, base: Origin | None | bool = False) -> int | None:
+        """The offset from the thread pointer of the memory ``ins`` reads when that is a
+        constant: `%fs:0xc0(%rcx)` with rcx a constant, `0x28(%rdx)` with rdx the thread
+        pointer plus one.  ``base``: what the base register holds, if known."""
+        if ins.base < 0 or ins.base == datatype.RIP:
+            return ins.disp if ins.tls and ins.base < 0 else None
+        if self.frame_register(ins.addr, ins.base):
+            return None
+        o = self._tracked(ins.addr, ins.base) if base is False else base
+        if o is not None and o.how == (CONST if ins.tls else TP):
+            return o.key[1] + ins.disp
+        return None
 
     def _defs(self, f: _Func, pc: int, sets) -> set[int] | None:
         """The instructions ``sets`` accepts that reach pc on some way through the
@@ -643,6 +733,10 @@ class FrameIndex:
         """What a pointer loaded by ``ins`` from memory is."""
         if ins.base == datatype.RIP:
             return self._static_pointer(ins.disp)
+        if ins.tls:
+            base = self._origin(ins.addr, ins.base, steps) if ins.base >= 0 else None
+            off = self._tls_offset(ins, base)
+            return self._tls_pointer(off) if off is not None else None
         if self.frame_register(ins.addr, ins.base):
             if ins.index >= 0:
                 return None
@@ -675,6 +769,8 @@ class FrameIndex:
                 if own is not None and own.pointer:
                     return Origin(h.var.name, ("var", *h.var.key), h.var.site, own, "register")
         o = self._origin(ins.addr, ins.base, steps)
+        if o is not None and o.how == TP:
+            return self._tls_pointer(o.key[1] + ins.disp)
         if o is None or o.type is None:
             return None
         pointee = self.types.pointee(o.type)
@@ -692,6 +788,15 @@ class FrameIndex:
         if pointee.pointer and o.name:
             return Origin(o.name + "[]", (*o.key, "[]"), o.site, pointee, "type")
         return None
+
+    def _tls_pointer(self, off: int) -> Origin | None:
+        """What a pointer loaded from the thread pointer plus ``off`` is: the thread-local
+        pointer variable there, its pointee the object (a threadprivate pointer)."""
+        v = tls.variable_at(self.info, off)
+        t = self.types.resolve(v.type) if v is not None and v.type is not None else None
+        if t is None or not t.pointer:
+            return None
+        return Origin(v.name, ("tls", self.info.path, v.symbol), "thread-local pointer", t, "register")
 
     def _home_holds(self, load: datatype.Insn, v: Variable) -> bool:
         """Whether the frame slot ``load`` reads, ``v``'s home (its location at other
@@ -798,28 +903,47 @@ class FrameIndex:
         holding one, or reloaded a frame slot holding one.  perf's data-type profiling
         gives a register the type of the memory it was loaded from in the same way
         (tools/perf/util/annotate-data.c, update_insn_state)."""
-        v = self._value_at(f, pc, reg)
+        v = self._value_at(f, pc, reg, user=True)
         if v is not None or depth <= 0:
             return v
         insns, _ = self._code(f)
 
         def sets(ins: datatype.Insn) -> bool | None:
             if ins.op == "call":
+                if reg == DW_XMM0 and self._math_arguments(ins):
+                    return True
                 return None if reg in datatype.CALLER_SAVED else False
             return reg in ins.writes
 
         return self._agree(("value", pc, reg), self._defs(f, pc, sets),
                            lambda d: self._defined_value(f, insns[d], reg, depth - 1))
 
+    def _math_arguments(self, call: datatype.Insn) -> tuple[int, ...]:
+        """The registers a call to a C library math function (`sqrtf`, `pow`, `exp`)
+        takes its arguments in, whose value its result is computed from; () for any
+        other call."""
+        name = self.info.callee_name(call.next) if call.op == "call" else None
+        if not name:
+            return ()
+        base = name[:-1] if name.endswith(("f", "l")) and name[:-1] in _MATH else name
+        return _MATH.get(base, ())
+
     def _defined_value(self, f: _Func, ins: datatype.Insn, reg: int, depth: int) -> Variable | Copy | None:
         """What ``ins`` put in ``reg`` (_register_value)."""
-        v = self._value_at(f, ins.next, reg)  # a variable's location starting at its set
+        v = self._value_at(f, ins.next, reg, user=True)  # a variable's location starting at its set
         if v is not None:
             return v
         if ins.op == "copy" and ins.dst == reg:
             return self._register_value(f, ins.addr, ins.src, depth)
         if ins.op == "arith" and ins.dst == reg:
             return self._computed(f, ins, depth)
+        if ins.op == "call" and reg == DW_XMM0:
+            # sqrtf(x): a temporary of the array x is an element or temporary of
+            for arg in self._math_arguments(ins):
+                v = self._register_value(f, ins.addr, arg, depth)
+                if isinstance(v, Copy) and v.of_key[0] != "static":
+                    return v if v.computed else replace(v, computed=True)
+            return None
         if ins.op not in ("load", "vload") or ins.dst != reg:
             return None
         return self._read_value(f, ins, depth)
@@ -837,7 +961,7 @@ class FrameIndex:
             ways.append(lambda: self._register_value(f, ins.addr, ins.src, depth))
         if ins.src2 >= 0:
             ways.append(lambda: self._register_value(f, ins.addr, ins.src2, depth))
-        elif ins.base not in (-1, datatype.RIP):
+        elif ins.tls or ins.base not in (-1, datatype.RIP):
             ways.append(lambda: self._read_value(f, ins, depth))
         for way in ways:
             v = way()
@@ -853,10 +977,15 @@ class FrameIndex:
             if found is None:
                 return None
             return Copy(found[0], ("static", self.info.path, ins.disp), f.name, ins.size)
-        if self.frame_register(ins.addr, ins.base):
+        if self.frame_register(ins.addr, ins.base) and not ins.tls:
             slot = self._cfa_offset(ins.addr, ins.base, ins.disp)
             return None if slot is None or ins.index >= 0 else self._slot_value(ins.addr, slot, depth)
-        o = self.origin(ins.addr, ins.base)
+        o = self.origin(ins.addr, ins.base) if not ins.tls else None
+        if o is None:
+            # an element of a thread-local array (OpenMP threadprivate, `_Thread_local`)
+            off = self._tls_offset(ins)
+            v = tls.variable_at(self.info, off) if off is not None else None
+            return Copy(v.name, ("tls", self.info.path, v.symbol), f.name, ins.size) if v is not None else None
         target = self.types.pointee(o.type) if o is not None and o.name else None
         if target is not None and target.kind == "array":
             target = self.types.element(o.type)
@@ -871,11 +1000,15 @@ class FrameIndex:
         return Copy(o.name, o.key, f.name, ins.size)
 
     @staticmethod
-    def _value_at(f: _Func, pc: int, reg: int) -> Variable | None:
-        """The one named variable whose value register ``reg`` is at ``pc``."""
+    def _value_at(f: _Func, pc: int, reg: int, user: bool = False) -> Variable | None:
+        """The one named variable whose value register ``reg`` is at ``pc``; with ``user``,
+        not counting the variables of a system header's inlined function (`__x` of
+        std::sqrt(float) holds the user's expression, not a value of the user's)."""
         hits = {}
         for v in f.vars:
             if not v.var.name or (v.scope is not None and not any(a <= pc < b for a, b in v.scope)):
+                continue
+            if user and v.var.file and symbols.is_system_source(v.var.file):
                 continue
             loc = next((c for c in v.locs if c.lo is None or c.lo <= pc < c.hi), None)
             if loc is not None and loc.kind == "val" and loc.basis == reg and loc.off == 0:

@@ -22,6 +22,8 @@ _CLASSES = ("DW_TAG_structure_type", "DW_TAG_class_type", "DW_TAG_union_type")
 _LEAVES = ("DW_TAG_pointer_type", "DW_TAG_reference_type", "DW_TAG_rvalue_reference_type",
            "DW_TAG_base_type", "DW_TAG_enumeration_type", "DW_TAG_ptr_to_member_type")
 DW_OP_ADDR, DW_OP_PLUS_UCONST = 0x03, 0x23
+DW_OP_CONST4U, DW_OP_CONST8U = 0x0C, 0x0E
+DW_OP_FORM_TLS_ADDRESS, DW_OP_GNU_PUSH_TLS_ADDRESS = 0x9B, 0xE0
 
 _cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -102,12 +104,38 @@ def is_descriptor(info: symbols.ElfInfo, address: int) -> bool:
         return False
 
 
+def thread_local(info: symbols.ElfInfo, offset: int) -> tuple[str, object] | None:
+    """(name, type DIE) of the thread-local variable at ``offset`` in the file's TLS
+    block as its DWARF declares it (``DW_OP_const8u offset; DW_OP_form_tls_address``),
+    or None."""
+    var = _all(info)[1].get(offset)
+    return (var.name, var.type) if var is not None and var.name else None
+
+
 def _variables(info: symbols.ElfInfo) -> dict[int, _Var]:
     """{link-time address: variable} of the file's static variables (read once)."""
+    return _all(info)[0]
+
+
+def _tls_offset(v) -> int | None:
+    """The offset in the TLS block a thread-local variable's location expression gives
+    (a constant, then DW_OP_form_tls_address or GCC's DW_OP_GNU_push_tls_address)."""
+    if not isinstance(v, list) or len(v) < 2 or v[-1] not in (DW_OP_FORM_TLS_ADDRESS, DW_OP_GNU_PUSH_TLS_ADDRESS):
+        return None
+    width = {DW_OP_CONST4U: 4, DW_OP_CONST8U: 8}.get(v[0])
+    if width is None or len(v) != width + 2:
+        return None
+    return int.from_bytes(bytes(v[1 : 1 + width]), "little")
+
+
+def _all(info: symbols.ElfInfo) -> tuple[dict[int, _Var], dict[int, _Var]]:
+    """({link-time address: variable} of the static variables, {TLS block offset:
+    variable} of the thread-local ones), read once."""
     cached = _cache.get(info)
     if cached is not None:
         return cached
     out: dict = {}
+    tls: dict = {}
     try:
         if info.elf.has_dwarf_info():
             seen = 0
@@ -120,18 +148,21 @@ def _variables(info: symbols.ElfInfo) -> dict[int, _Var]:
                         continue
                     loc = die.attributes.get("DW_AT_location")
                     v = loc.value if loc is not None else None
-                    if not (isinstance(v, list) and len(v) == 9 and v[0] == DW_OP_ADDR):
-                        continue
+                    if isinstance(v, list) and len(v) == 9 and v[0] == DW_OP_ADDR:
+                        where, into = int.from_bytes(bytes(v[1:9]), "little"), out
+                    else:
+                        where, into = _tls_offset(v), tls
+                        if where is None:
+                            continue
                     typ = _type_of(die)
                     if typ is not None:
-                        out.setdefault(int.from_bytes(bytes(v[1:9]), "little"),
-                                       _Var(typ, _declared_name(die), _scope(die), die))
+                        into.setdefault(where, _Var(typ, _declared_name(die), _scope(die), die))
                 if seen > MAX_DIES:
                     break
     except symbols.DAMAGED:
         pass
-    _cache[info] = out
-    return out
+    _cache[info] = (out, tls)
+    return out, tls
 
 
 def _declared_name(die) -> str:

@@ -427,6 +427,36 @@ class ElfInfo:
             return [r for r, c in sites.items() if c == callee] if callee is not None else []
         return self._direct_calls_like(ret)
 
+    def callee_name(self, ret: int) -> str | None:
+        """The name of the function the call returning to link-time address ``ret``
+        calls, as its DWARF call site's origin declares it (its linkage name, else its
+        name: `sqrtf`, not `__builtin_sqrtf`); None for an indirect call or without
+        call-site information."""
+        origin = self._call_sites(ret).get(ret)
+        if origin is None:
+            return None
+        form, value = origin
+        try:
+            dw = self.dwarf()
+            cu = _cu_at(dw, ret)
+            if cu is None:
+                return None
+            local = form in ("DW_FORM_ref1", "DW_FORM_ref2", "DW_FORM_ref4", "DW_FORM_ref8", "DW_FORM_ref_udata")
+            die = dw.get_DIE_from_refaddr(value + cu.cu_offset if local else value, cu)
+            for _ in range(4):
+                a = die.attributes
+                for key in ("DW_AT_linkage_name", "DW_AT_MIPS_linkage_name", "DW_AT_name"):
+                    if key in a:
+                        v = a[key].value
+                        return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+                ref = next((k for k in ("DW_AT_specification", "DW_AT_abstract_origin") if k in a), None)
+                if ref is None:
+                    return None
+                die = die.get_DIE_from_attribute(ref)
+        except (ELFError, KeyError, IndexError, ValueError, AttributeError, TypeError):
+            return None
+        return None
+
     def _call_sites(self, vaddr: int) -> dict[int, tuple]:
         """{return address: callee} of the DWARF call sites of the compile unit holding
         ``vaddr`` (DW_TAG_call_site of DWARF 5, DW_TAG_GNU_call_site before); the callee

@@ -18,9 +18,13 @@ the library's variables are named the same way.
 
 from __future__ import annotations
 
+import bisect
+import weakref
+from typing import NamedTuple
+
 import numpy as np
 
-from numaprof.analyzer import symbols
+from numaprof.analyzer import staticvars, symbols
 
 
 def layout(info: symbols.ElfInfo, recorded: int | None = None) -> tuple[int, list[symbols.StaticSymbol]] | None:
@@ -57,6 +61,50 @@ def layout(info: symbols.ElfInfo, recorded: int | None = None) -> tuple[int, lis
 
 
 STT_TLS = 6
+
+
+class Variable(NamedTuple):
+    """A thread-local variable of an executable, where it is from the thread pointer."""
+    symbol: str  # its STT_TLS symbol
+    name: str  # as the source calls it (gfortran's `__work_lhs_MOD_fjac` is `fjac`)
+    start: int  # its first byte from the thread pointer (negative: below it)
+    size: int
+    type: object  # its DWARF type DIE, None without DWARF
+
+
+_by_tp: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def variable_at(info: symbols.ElfInfo, tp_offset: int) -> Variable | None:
+    """The executable's thread-local variable holding the byte ``tp_offset`` from the
+    thread pointer, the address its code computes as ``%fs:0`` plus a constant (the
+    local-exec model: `mov %fs:0, %rdx; lea -0x1790(%rdx), %rdx`, or `movsd
+    %fs:0xc0(%rcx), %xmm4` with rcx a constant); None for a shared library's code
+    (its block's offset is the dynamic linker's) or outside every variable."""
+    found = _by_tp.get(info)
+    if found is None:
+        found = _by_tp[info] = _tp_variables(info)
+    starts, vs = found
+    i = bisect.bisect_right(starts, tp_offset) - 1
+    return vs[i] if i >= 0 and tp_offset < vs[i].start + vs[i].size else None
+
+
+def _tp_variables(info: symbols.ElfInfo) -> tuple[list[int], list[Variable]]:
+    try:
+        segs = list(info.elf.iter_segments())
+        executable = _executable(info.elf, segs)
+    except symbols.DAMAGED:
+        return [], []
+    found = layout(info) if executable else None
+    if found is None:
+        return [], []
+    offset, syms = found
+    out = []
+    for sym in sorted(syms, key=lambda s: s.address):
+        declared = staticvars.thread_local(info, sym.address)
+        name = declared[0] if declared else staticvars.display_name(sym.name)
+        out.append(Variable(sym.name, name, sym.address - offset, sym.size, declared[1] if declared else None))
+    return [v.start for v in out], out
 
 
 def _tls_symbols(elf, tab):

@@ -223,3 +223,37 @@ def test_a_static_pointer_and_its_array_do_not_share_a_name(tmp_path):
     path, addrs = _profile(tmp_path, exe, [(ra, 1 << 20)], extra_samples=[BASE + slot.address] * 3)
     names = sorted((o.name, o.kind) for o in analyze(path).objects)
     assert names == [("field", "heap"), ("field (pointer)", "static")], names
+
+
+MATH_CALLS = """\
+#include <math.h>
+#include <stdio.h>
+
+__attribute__((noinline)) static double f(double x, double y)
+{
+    return sqrt(x) + exp(y) * pow(x, y);
+}
+
+int main(int argc, char **argv)
+{
+    printf("%f\\n", f(argc, argc + 1.0));
+    return 0;
+}
+"""
+
+
+def test_a_calls_callee_from_its_dwarf_call_site(tmp_path):
+    """callee_name: the function a call calls, by the declaration its DW_TAG_call_site's
+    origin names (`sqrt`, the linkage name, not gcc's `__builtin_sqrt`): what the value
+    tracking reads a math function's result by (analyzer/frames.py)."""
+    import subprocess
+
+    (tmp_path / "m.c").write_text(MATH_CALLS)
+    exe = tmp_path / "m"
+    subprocess.run(["gcc", "-O2", "-g", "-o", str(exe), str(tmp_path / "m.c"), "-lm"], check=True)
+    info = symbols.elf_info(str(exe))
+    for callee in ("sqrt", "exp", "pow", "printf"):
+        rets = _calls(exe, callee)
+        assert rets, callee
+        assert {info.callee_name(r) for r in rets} == {callee}, (callee, [info.callee_name(r) for r in rets])
+        assert info.callee_name(rets[0] - 1) is None  # no call returns there

@@ -31,7 +31,7 @@ def _function(indirect=False):
 
 def _index():
     fi = frames.FrameIndex.__new__(frames.FrameIndex)
-    fi._busy = set()
+    fi._busy, fi._at, fi.usable = set(), {}, False
     return fi
 
 
@@ -431,3 +431,37 @@ def test_a_home_slot_reused_for_another_value_is_not_the_variables():
     assert fi._home_holds(load, cell)
     fi, load, cell = _reused_home(stored_reg=R12, in_slot_until=0x11d)  # still its home
     assert fi._home_holds(load, cell)
+
+
+def test_a_math_functions_result_is_a_temporary_of_its_argument():
+    """`movaps %xmm3,%xmm0; call sqrtf; movaps %xmm0,%xmm5` with xmm3 an element of `lhs`:
+    sqrtf's result is computed from its argument, so the slot it is stored to is lhs's
+    temporary (Rodinia cfd's compute_flux: `std::sqrt` of a sum of its `variables`); any
+    other call leaves xmm0 no one's."""
+    between = [datatype.Insn(0x105, 0x108, frozenset({XMM0}), "copy", dst=XMM0, src=XMM3),
+               datatype.Insn(0x108, 0x10d, frozenset({RAX, XMM0}), "call"),
+               datatype.Insn(0x10d, 0x120, frozenset({XMM5}), "copy", dst=XMM5, src=XMM0)]
+    for callee, named in (("sqrtf", True), ("pow", True), ("printf", False), (None, False)):
+        fi = _copied(between, stored=XMM5)
+        fi.info = type("Info", (), {"callee_name": staticmethod(lambda ret, c=callee: c if ret == 0x10d else None)})
+        v = fi._slot_value(fi.end, 0x40 - 0x80)
+        if named:
+            assert isinstance(v, frames.Copy) and (v.name, v.computed) == ("lhs (temp)", True), (callee, v)
+        else:
+            assert v is None, (callee, v)
+
+
+def test_a_system_headers_inlined_parameter_is_followed_through():
+    """xmm3 is `__x`, the parameter of std::sqrt(float) inlined from <cmath>, where the
+    element read from `lhs` is stored: that variable holds the user's value, which is
+    lhs's copy; a variable of the user's own source in the same place names the slot."""
+    t = datatype.TypeInfo("base", "float", 4, -1)
+    for file, expect in (("/usr/include/c++/12/cmath", "lhs (copy)"), ("b.c", "x")):
+        fi = _copied()
+        f = fi._function_at(0)
+        f.vars.append(frames._Var(frames.Variable("__x" if expect != "x" else "x", "std::sqrt(float)", file, 463, t,
+                                                  True), None, [frames._Loc(0x105, 0x126, "val", XMM3, 0)]))
+        v = fi._slot_value(fi.end, 0x40 - 0x80)
+        assert v is not None and v.name == expect, (file, v)
+        assert (frames.FrameIndex._value_at(f, 0x120, XMM3) is not None) and (
+            (frames.FrameIndex._value_at(f, 0x120, XMM3, user=True) is None) == (expect != "x"))

@@ -124,3 +124,22 @@ def test_a_shared_library_is_not_the_executables_block(tmp_path):
     if recorded is not None:  # libc's own thread-locals, when its symbol table lists them
         offset, syms = recorded
         assert offset == 0x1040 and all(s.section == ".tbss" for s in syms)
+
+
+def test_a_variable_from_the_thread_pointer_with_its_dwarf_type(tmp_path):
+    """variable_at: the executable's variable holding tp + k, named and typed as its DWARF
+    declares it (`DW_OP_const8u k; DW_OP_form_tls_address`); nothing past the block's end
+    (the TCB at tp), nothing for a library's code."""
+    exe = _build(tmp_path)
+    info = symbols.elf_info(str(exe))
+    offset, syms = tls.layout(info)
+    for s in syms:
+        for k in (0, s.size - 1):
+            v = tls.variable_at(info, s.address - offset + k)
+            assert v is not None and (v.symbol, v.name, v.size) == (s.name, s.name, s.size), (s, k, v)
+            assert v.type is not None and v.type.tag in ("DW_TAG_array_type", "DW_TAG_base_type"), v
+    assert tls.variable_at(info, 0) is None and tls.variable_at(info, 8) is None
+    assert tls.variable_at(info, -offset - 1) is None
+    lib = "/lib/x86_64-linux-gnu/libc.so.6"
+    if shutil.os.path.exists(lib):
+        assert tls.variable_at(symbols.elf_info(lib), -8) is None
