@@ -476,7 +476,8 @@ class Insn:
     writes: frozenset[int]
     op: str  # copy | lea | step | load | addload | vload | arith | store | vstore | call | pop
     # | ret | jmp | jcc | tp (dst = the thread pointer: `mov %fs:0, %rdx`) | addtp (dst +=
-    # the thread pointer) | const (dst = disp: `mov $-0x65c0, %rcx`) | other
+    # the thread pointer) | const (dst = disp: `mov $-0x65c0, %rcx`) | zero (dst = 0:
+    # `pxor %xmm1, %xmm1`) | istore (a constant stored to memory) | other
     dst: int = -1
     src: int = -1  # copy: the source register; store: the register stored; arith: the
     # register the result updates (sse's `mulsd %xmm0, %xmm2`: xmm2; avx's first source)
@@ -557,7 +558,7 @@ def decode(code: bytes, addr: int) -> list[Insn]:
             if other is not None and other.type == x86.X86_OP_REG and other.reg in table:
                 src2 = table[other.reg]
                 if i.id in zeroing and src2 == src:  # `xorpd %xmm0, %xmm0`: zero, no one's value
-                    op = "other"
+                    op = "zero"
             elif other is not None and other.type == x86.X86_OP_MEM and other.mem.segment == x86.X86_REG_FS:
                 base, index, disp, tls = _fs_operand(other.mem, table)
             elif other is not None and other.type == x86.X86_OP_MEM and other.mem.segment == 0:
@@ -565,6 +566,10 @@ def decode(code: bytes, addr: int) -> list[Insn]:
                     base, disp = RIP, i.address + i.size + other.mem.disp
                 elif other.mem.base in table:
                     base, index, disp = table[other.mem.base], table.get(other.mem.index, -1), other.mem.disp
+        elif (i.id in (x86.X86_INS_PXOR, x86.X86_INS_VPXOR, x86.X86_INS_VPXORD, x86.X86_INS_VPXORQ)
+              and len(ops) >= 2 and all(o.type == x86.X86_OP_REG for o in ops) and ops[0].reg in table
+              and ops[-1].reg == ops[-2].reg):
+            op, dst = "zero", table[ops[0].reg]  # `pxor %xmm14, %xmm14`
         elif (i.id in vector_copies and len(ops) == 2 and ops[0].type == x86.X86_OP_REG
               and ops[1].type == x86.X86_OP_REG and ops[0].reg in table and ops[1].reg in table):
             op, dst, src, size = "copy", table[ops[0].reg], table[ops[1].reg], 8
@@ -605,6 +610,11 @@ def decode(code: bytes, addr: int) -> list[Insn]:
               and ops[1].type == x86.X86_OP_REG and ops[1].reg in table and ops[1].size == 8
               and ops[0].mem.segment == 0 and ops[0].mem.base in table):
             op, src, size = "store", table[ops[1].reg], 8  # a spill: mov %reg, disp(%base)
+            base, index, disp = table[ops[0].mem.base], table.get(ops[0].mem.index, -1), ops[0].mem.disp
+        elif (len(ops) == 2 and i.id == x86.X86_INS_MOV and ops[0].type == x86.X86_OP_MEM
+              and ops[1].type == x86.X86_OP_IMM and ops[0].mem.segment == 0 and ops[0].mem.base in table):
+            # a constant stored (`movl $0x0, 0xc(%rsp)`: an accumulator started at zero)
+            op, size = "istore", ops[0].size
             base, index, disp = table[ops[0].mem.base], table.get(ops[0].mem.index, -1), ops[0].mem.disp
         elif (len(ops) == 2 and i.id in value_stores and ops[0].type == x86.X86_OP_MEM
               and ops[1].type == x86.X86_OP_REG and ops[1].reg in table

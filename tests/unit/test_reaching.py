@@ -393,7 +393,7 @@ def test_arithmetic_decodes_with_the_register_it_updates_and_the_other_operand()
         ("arith", 18, 18, -1, datatype.RIP, 0x1018)]
     assert (got[5].op, got[5].dst, got[5].src, got[5].src2) == ("arith", 23, 23, 22)
     assert (got[6].op, got[6].dst, got[6].src, got[6].src2) == ("arith", XMM0, -1, 18)
-    assert got[7].op == "other"
+    assert got[7].op == "zero" and got[7].dst == XMM0
 
 
 def _reused_home(stored_reg=R12, in_slot_until=0x108):
@@ -465,3 +465,56 @@ def test_a_system_headers_inlined_parameter_is_followed_through():
         assert v is not None and v.name == expect, (file, v)
         assert (frames.FrameIndex._value_at(f, 0x120, XMM3) is not None) and (
             (frames.FrameIndex._value_at(f, 0x120, XMM3, user=True) is None) == (expect != "x"))
+
+
+def test_constants_decode_as_constants():
+    """`movl $0x0,0xc(%rsp)` stores a constant (a definition of the slot, no one's value);
+    `pxor %xmm14,%xmm14` and `vpxor %xmm1,%xmm1,%xmm1` set zero; `pxor %xmm1,%xmm2` does not."""
+    istore, pxor, vpxor, other = (datatype.decode(bytes.fromhex(h), 0x1000)[0] for h in (
+        "c744240c00000000", "66450feff6", "c5f1efc9", "660fefd1"))
+    assert (istore.op, istore.base, istore.disp, istore.size) == ("istore", 7, 0xc, 4)
+    assert (pxor.op, pxor.dst) == ("zero", 31) and (vpxor.op, vpxor.dst) == ("zero", 18)
+    assert other.op == "other"
+
+
+def _accumulated(first="istore"):
+    """0x100 movsd (%rdi,%rcx,8),%xmm3 (lhs's element); 0x105 jcc 0x110; 0x107 movsd
+    %xmm3,0x40(%rsp); 0x10d jmp 0x118; 0x110 movq $0,0x40(%rsp) (or, with ``first``
+    "vstore", the element again); 0x118 the read of the slot."""
+    insns = [datatype.Insn(0x100, 0x105, frozenset({XMM3}), "vload", dst=XMM3, base=RDI, index=RCX_, size=8),
+             _insn(0x105, 2, "jcc", disp=0x110),
+             datatype.Insn(0x107, 0x10d, frozenset(), "vstore", src=XMM3, base=7, disp=0x40, size=8),
+             _insn(0x10d, 2, "jmp", disp=0x118),
+             _insn(0x10f, 1, "other", nop=True),
+             datatype.Insn(0x110, 0x118, frozenset(), first, src=XMM3 if first == "vstore" else -1, base=7,
+                           disp=0x40, size=8),
+             _insn(0x118, 6, "other"), _insn(0x11e, 1, "ret")]
+    f = frames._Func("eliminate", 0, None, [], [(0x100, 0x11f)], code=(insns, [i.addr for i in insns]))
+    fi = _index()
+    fi.info, fi.types = None, _Types()
+    fi._function_at = lambda pc: f
+    fi._cfa_offset = lambda pc, reg, disp: disp - 0x80
+    fi.frame_register = lambda pc, reg: reg == 7
+    pointer = datatype.TypeInfo("pointer", "double *", 8, -1)
+    lhs = frames.Origin("lhs", ("var", "main", "lhs", "b.c", 9), "main@b.c:9", pointer, "register")
+    fi.origin = lambda pc, reg, calls=False: lhs if (pc, reg) == (0x100, RDI) else None
+    return fi
+
+
+def test_a_constant_on_one_way_adds_nothing_but_makes_a_temporary():
+    """A slot holding lhs's element on one way and a constant on the other (an accumulator
+    started at zero, `movq $0x0`) holds values computed from lhs: `lhs (temp)`; stored the
+    element on both ways it is lhs's copy.  A constant store is a definition: the walk
+    does not pass it to older stores.  Constants alone name nothing, and a pointer set to
+    NULL on one way is what the other ways make it."""
+    v = _accumulated()._slot_value(0x118, 0x40 - 0x80)
+    assert isinstance(v, frames.Copy) and (v.name, v.computed) == ("lhs (temp)", True), v
+    v = _accumulated("vstore")._slot_value(0x118, 0x40 - 0x80)
+    assert isinstance(v, frames.Copy) and (v.name, v.computed) == ("lhs (copy)", False), v
+    fi = _accumulated()
+    assert fi._agree(("k",), {0, 1}, lambda d: frames._CONSTANT) is frames._CONSTANT
+    psi = _origin("psi")
+    assert fi._agree(("k",), {0, 1}, lambda d: (frames._CONSTANT, psi)[d]) == psi
+    fi.usable, fi._at = True, {}
+    fi._slot_value = lambda pc, slot: frames._CONSTANT
+    assert fi.slot_value(0x118, -0x40) is None
