@@ -145,20 +145,26 @@ class Origin:
 class Copy:
     """A frame slot holding values read from one array or member (FrameIndex.slot_value):
     a spilled element, ``lhs (copy)``, kept in the frame of ``function``; or values
-    computed from its elements (``computed``), ``lhs (temp)``."""
+    computed from its elements (``computed``), ``lhs (temp)``; or the address of its
+    elements (``pointer``), ``lhs (pointer)``, as a pointer variable's own slot is named."""
     of: str  # the array's or member's name: `lhs`, `struct grid.energy`
     of_key: tuple  # its logical object's identity (Origin.key, or the static's address)
     function: str
     size: int  # bytes of one copy (the load's width)
     computed: bool = False
+    pointer: bool = False
+
+    @property
+    def kind(self) -> str:
+        return "pointer" if self.pointer else "temp" if self.computed else "copy"
 
     @property
     def name(self) -> str:
-        return f"{self.of} ({'temp' if self.computed else 'copy'})"
+        return f"{self.of} ({self.kind})"
 
     @property
     def key(self) -> tuple:
-        return ("temp" if self.computed else "copy", self.function, *self.of_key)
+        return (self.kind, self.function, *self.of_key)
 
     @property
     def site(self) -> str:
@@ -615,6 +621,7 @@ class FrameIndex:
                     constant = True
                     continue
                 if isinstance(o, Copy) and isinstance(found, Copy) and o.key != found.key and \
+                        not o.pointer and not found.pointer and \
                         (o.of_key, o.function) == (found.of_key, found.function):
                     # an array's elements as they were read on one way, computed on
                     # another (a running value started from an element): its temporaries
@@ -630,7 +637,7 @@ class FrameIndex:
                 found = o
             if found is None:
                 return _CONSTANT if constant else _CYCLE
-            if constant and isinstance(found, Copy) and not found.computed:
+            if constant and isinstance(found, Copy) and not found.computed and not found.pointer:
                 found = replace(found, computed=True)  # an element on one way, a constant on another
             return found
         finally:
@@ -906,9 +913,24 @@ class FrameIndex:
             defs: set[int] | None = {at}  # the access is the store itself
         else:
             defs = self._defs(f, pc, stores)
-        return self._agree(("vslot", pc, slot), defs,
-                           lambda d: _CONSTANT if insns[d].op == "istore" else
-                           self._register_value(f, insns[d].addr, insns[d].src, depth))
+        return self._agree(("vslot", pc, slot), defs, lambda d: self._stored_value(f, insns[d], depth))
+
+    def _stored_value(self, f: _Func, st: datatype.Insn, depth: int) -> Variable | Copy | Origin | None:
+        """What the store ``st`` put in a frame slot (slot_value): a constant, a named
+        variable's or an array's value (_register_value), or, from a general register
+        holding a pointer whose origin is known but no variable (the compiler's own copy
+        of `variables + 5 * i`, reloaded round a loop), that array's pointer."""
+        if st.op == "istore":
+            return _CONSTANT
+        v = self._register_value(f, st.addr, st.src, depth)
+        if v is None and st.op == "store":
+            o = self.origin(st.addr, st.src)
+            # not a pointer read from another pointer's target (`u[]`): an OpenMP data
+            # record's member holding a shared variable's address reads as one, and the
+            # pointer it yields is the variable's own value, which that name would not say
+            if o is not None and o.name and o.how != CALL and not o.name.endswith("[]"):
+                return Copy(o.name, o.key, f.name, 8, pointer=True)
+        return v
 
     def _register_value(self, f: _Func, pc: int, reg: int, depth: int) -> Variable | Copy | None:
         """What register ``reg`` holds just before ``pc``: the value of the named variable

@@ -518,3 +518,29 @@ def test_a_constant_on_one_way_adds_nothing_but_makes_a_temporary():
     fi.usable, fi._at = True, {}
     fi._slot_value = lambda pc, slot: frames._CONSTANT
     assert fi.slot_value(0x118, -0x40) is None
+
+
+def test_a_slot_holding_an_arrays_pointer_is_that_arrays_pointer():
+    """`mov %r15,0x40(%rsp)` with r15 no variable's but a pointer whose origin is `lhs`
+    (the compiler's own `lhs + 5 * i`, reloaded round a loop: Rodinia cfd's time_step):
+    the slot is `lhs (pointer)`, as a pointer variable's own slot is named; not from a
+    pointer read from another's target (`u[]`), nor from a register of no known origin."""
+    insns = [_insn(0x100, 5, "other"),
+             datatype.Insn(0x105, 0x10a, frozenset(), "store", src=R15, base=7, disp=0x40, size=8),
+             _insn(0x10a, 6, "other"), _insn(0x110, 1, "ret")]
+    f = frames._Func("step", 0, None, [], [(0x100, 0x111)], code=(insns, [i.addr for i in insns]))
+    fi = _index()
+    fi._function_at = lambda pc: f
+    fi._cfa_offset = lambda pc, reg, disp: disp - 0x80
+    fi.frame_register = lambda pc, reg: reg == 7
+    pointer = datatype.TypeInfo("pointer", "double *", 8, -1)
+    for name, expect in (("lhs", "lhs (pointer)"), ("u[]", None), (None, None)):
+        o = frames.Origin(name, ("var", "main", name, "b.c", 9), "main@b.c:9", pointer, "register") if name else None
+        fi.origin = lambda pc, reg, calls=False, o=o: o if reg == R15 else None
+        v = fi._slot_value(0x10a, 0x40 - 0x80)
+        assert (v.name if v is not None else None) == expect, (name, v)
+        if expect:
+            assert (v.key, v.size, v.pointer) == (("pointer", "step", "var", "main", "lhs", "b.c", 9), 8, True)
+    # a pointer and an element of the same array on two ways are neither
+    copy = frames.Copy("lhs", ("var", "main", "lhs", "b.c", 9), "step", 8)
+    assert fi._agree(("p",), {0, 1}, lambda d: (copy, frames.Copy("lhs", copy.of_key, "step", 8, pointer=True))[d]) is None
