@@ -37,6 +37,9 @@ class Member:
     offset: int  # bytes from the start of the record
     size: int  # 0 unknown
     type: int  # DIE offset of the member's type
+    # a member of the compiler's OpenMP data record holding the address of the shared
+    # variable it is named after (passed by reference), not the variable's value
+    reference: bool = False
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,7 @@ class Types:
     def __init__(self):
         self._by_offset: dict[int, TypeInfo | None] = {}
         self._dies: dict[int, object] = {}
+        self._decls: dict[int, dict] = {}  # CU offset -> _declarations
         self._files: dict[int, list[str]] = {}  # CU offset -> its file table
 
     def _file(self, d) -> str:
@@ -153,8 +157,9 @@ class Types:
                 if tdie is not None:
                     self._dies.setdefault(tdie.offset, tdie)
                 name = _attr(ch, "DW_AT_name") if ch.tag == "DW_TAG_member" else ""
+                ref = "DW_AT_artificial" in a and tdie is not None and self._by_reference(ch, name, tdie)
                 members.append(Member(name, loc, mt.size if mt else 0,
-                                      tdie.offset if tdie is not None else -1))
+                                      tdie.offset if tdie is not None else -1, ref))
             kw = _RECORDS[d.tag]
             name = _qualified(d)
             if not name and alias:
@@ -169,6 +174,23 @@ class Types:
                             artificial="DW_AT_artificial" in a, line=int(line), file=self._file(d),
                             c=not fortran and _c_language(d))
         return TypeInfo("other", _name(d), size, d.offset, fortran=fortran)
+
+    def _by_reference(self, member, name: str, tdie) -> bool:
+        """Whether a member of GCC's OpenMP data record is the address of the shared
+        variable it is named after: its type a pointer to the type of the variable
+        declared where the member says (DW_AT_decl_file, _line; GCC passes a shared
+        variable by reference when its address is taken or it is written in the region)."""
+        a = member.attributes
+        if tdie.tag != "DW_TAG_pointer_type" or "DW_AT_type" not in tdie.attributes or \
+                "DW_AT_decl_line" not in a:
+            return False
+        decls = self._decls.get(member.cu.cu_offset)
+        if decls is None:
+            decls = self._decls[member.cu.cu_offset] = _declarations(member.cu)
+        key = (name, a["DW_AT_decl_file"].value if "DW_AT_decl_file" in a else -1, a["DW_AT_decl_line"].value)
+        target = tdie.attributes["DW_AT_type"]
+        return target.value + (member.cu.cu_offset if target.form.startswith("DW_FORM_ref") and
+                               target.form != "DW_FORM_ref_addr" else 0) in decls.get(key, ())
 
     def _target(self, d) -> int | None:
         if "DW_AT_type" not in d.attributes:
@@ -230,6 +252,24 @@ class Types:
             offset -= m.offset
             cur = inner
         return path[: user if user is not None else len(path)], cur
+
+
+def _declarations(cu) -> dict[tuple, set[int]]:
+    """(name, decl file, decl line) -> the type DIE offsets of the variables and
+    parameters a compile unit declares there."""
+    out: dict[tuple, set[int]] = {}
+    for d in cu.iter_DIEs():
+        if d.tag not in ("DW_TAG_variable", "DW_TAG_formal_parameter"):
+            continue
+        a = d.attributes
+        if "DW_AT_name" not in a or "DW_AT_type" not in a or "DW_AT_decl_line" not in a:
+            continue
+        t = a["DW_AT_type"]
+        off = t.value + (cu.cu_offset if t.form.startswith("DW_FORM_ref") and t.form != "DW_FORM_ref_addr" else 0)
+        key = (_attr(d, "DW_AT_name"), a["DW_AT_decl_file"].value if "DW_AT_decl_file" in a else -1,
+               a["DW_AT_decl_line"].value)
+        out.setdefault(key, set()).add(off)
+    return out
 
 
 def pointer_to(t: TypeInfo) -> TypeInfo:

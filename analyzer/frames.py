@@ -193,6 +193,9 @@ CALL = "call"  # Origin.how of the block a call returned
 #: then `lea -0x1790(%rdx), %rdx`), a constant key[1] (`mov $-0x65c0, %rcx`, the variable's
 #: offset, read as `%fs:0xc0(%rcx)` or added to the thread pointer)
 TP, CONST = "tp", "const"
+#: the last part of an Origin.key of an OpenMP data record's member that holds a shared
+#: variable's address (datatype.Member.reference): a load through it is the variable
+REFERENCE = "&"
 _OFFSETS = (TP, CONST)
 
 
@@ -804,9 +807,13 @@ class FrameIndex:
             path, mtype = self.types.member_path(pointee, off)
             if not path or mtype is None or not (mtype.pointer or mtype.descriptor):
                 return None
-            return Origin(datatype.member_name(pointee, path), ("type", pointee.name, *path),
-                          _type_site(pointee, o.site), mtype, "type")
+            key: tuple = ("type", pointee.name, *path)
+            if pointee.artificial and any(m.reference and m.name == path[0] for m in pointee.members):
+                key = (*key, REFERENCE)  # the shared variable's address: what it loads is the variable
+            return Origin(datatype.member_name(pointee, path), key, _type_site(pointee, o.site), mtype, "type")
         if pointee.pointer and o.name:
+            if o.key[-1:] == (REFERENCE,):
+                return Origin(o.name, o.key[:-1], o.site, pointee, "type")
             return Origin(o.name + "[]", (*o.key, "[]"), o.site, pointee, "type")
         return None
 
