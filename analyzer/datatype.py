@@ -479,7 +479,8 @@ def _value_stores() -> frozenset[int]:
 
     names = ("MOV", "MOVD", "VMOVD", "MOVQ", "VMOVQ", "MOVSD", "VMOVSD", "MOVSS", "VMOVSS",
              "MOVAPS", "VMOVAPS", "MOVAPD", "VMOVAPD", "MOVUPS", "VMOVUPS", "MOVUPD", "VMOVUPD",
-             "MOVDQA", "VMOVDQA", "MOVDQU", "VMOVDQU", "MOVLPD", "VMOVLPD", "MOVLPS", "VMOVLPS")
+             "MOVDQA", "VMOVDQA", "MOVDQU", "VMOVDQU", "MOVLPD", "VMOVLPD", "MOVLPS", "VMOVLPS",
+             "MOVHPD", "VMOVHPD", "MOVHPS", "VMOVHPS")  # the high lane stored: `movhpd %xmm11, 0x98(%rsp)`
     return frozenset(getattr(x86, f"X86_INS_{n}") for n in names if hasattr(x86, f"X86_INS_{n}"))
 
 

@@ -544,3 +544,11 @@ def test_a_slot_holding_an_arrays_pointer_is_that_arrays_pointer():
     # a pointer and an element of the same array on two ways are neither
     copy = frames.Copy("lhs", ("var", "main", "lhs", "b.c", 9), "step", 8)
     assert fi._agree(("p",), {0, 1}, lambda d: (copy, frames.Copy("lhs", copy.of_key, "step", 8, pointer=True))[d]) is None
+
+
+def test_a_high_lane_stored_is_a_value_store():
+    """`movhpd %xmm11,0x98(%rsp)` (NPB BT's binvcrhs_ keeps the upper element of a pair in
+    the frame) stores xmm11's value; `movhpd 0x8(%rdi),%xmm1` still combines (arith)."""
+    store, load = (datatype.decode(bytes.fromhex(h), 0x1000)[0] for h in ("66440f179c2498000000", "660f164f08"))
+    assert (store.op, store.src, store.base, store.disp, store.size) == ("vstore", 28, 7, 0x98, 8)
+    assert (load.op, load.dst, load.base, load.disp) == ("arith", 18, RDI, 8)
