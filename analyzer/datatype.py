@@ -186,7 +186,11 @@ class Types:
             return False
         decls = self._decls.get(member.cu.cu_offset)
         if decls is None:
-            decls = self._decls[member.cu.cu_offset] = _declarations(member.cu)
+            try:
+                decls = _declarations(member.cu)
+            except symbols.DAMAGED:
+                decls = {}  # damaged DWARF: no member is told a reference
+            self._decls[member.cu.cu_offset] = decls
         key = (name, a["DW_AT_decl_file"].value if "DW_AT_decl_file" in a else -1, a["DW_AT_decl_line"].value)
         target = tdie.attributes["DW_AT_type"]
         return target.value + (member.cu.cu_offset if target.form.startswith("DW_FORM_ref") and
