@@ -278,6 +278,14 @@ def _copied(between=(), stored=XMM3, reload=False):
     insns += [_insn(end, 6, "other"), _insn(end + 6, 1, "ret")]
     f = frames._Func("eliminate", 0, None, [], [(0x100, end + 7)], code=(insns, [i.addr for i in insns]))
     # entered at 0x100 with nothing in xmm3 yet: the entry's way is the load's
+    fi = _lhs_index(f)
+    fi.end = end
+    return fi
+
+
+def _lhs_index(f):
+    """A frame index over function ``f`` alone (CFA = rsp + 0x80), where rdi at 0x100
+    is the pointer `lhs`."""
     fi = _index()
     fi.info, fi.types = None, _Types()
     fi._function_at = lambda pc: f
@@ -286,7 +294,6 @@ def _copied(between=(), stored=XMM3, reload=False):
     pointer = datatype.TypeInfo("pointer", "double *", 8, -1)
     lhs = frames.Origin("lhs", ("var", "main", "lhs", "b.c", 9), "main@b.c:9", pointer, "register")
     fi.origin = lambda pc, reg, calls=False: lhs if (pc, reg) == (0x100, RDI) else None
-    fi.end = end
     return fi
 
 
@@ -490,15 +497,7 @@ def _accumulated(first="istore"):
                            disp=0x40, size=8),
              _insn(0x118, 6, "other"), _insn(0x11e, 1, "ret")]
     f = frames._Func("eliminate", 0, None, [], [(0x100, 0x11f)], code=(insns, [i.addr for i in insns]))
-    fi = _index()
-    fi.info, fi.types = None, _Types()
-    fi._function_at = lambda pc: f
-    fi._cfa_offset = lambda pc, reg, disp: disp - 0x80
-    fi.frame_register = lambda pc, reg: reg == 7
-    pointer = datatype.TypeInfo("pointer", "double *", 8, -1)
-    lhs = frames.Origin("lhs", ("var", "main", "lhs", "b.c", 9), "main@b.c:9", pointer, "register")
-    fi.origin = lambda pc, reg, calls=False: lhs if (pc, reg) == (0x100, RDI) else None
-    return fi
+    return _lhs_index(f)
 
 
 def test_a_constant_on_one_way_adds_nothing_but_makes_a_temporary():
