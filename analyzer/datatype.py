@@ -218,6 +218,31 @@ class Types:
         """What a pointer points to (an array type for a Fortran array pointer)."""
         return self.by_offset(t.target) if t is not None and t.kind == "pointer" else None
 
+    def handle(self, t: TypeInfo | None) -> bool:
+        """Whether ``t`` is a library record that is pointers only (a std::vector's
+        start, finish and end of storage; a std::unique_ptr): a variable of it holds
+        where its elements are, as a pointer variable does, and its elements are the
+        array its name names."""
+        if t is None or t.kind != "record" or not symbols.is_system_source(t.file):
+            return False
+        todo, seen, pointers = [t], 0, 0
+        while todo:
+            cur = todo.pop()
+            seen += 1
+            if seen > _DEPTH:
+                return False
+            for m in cur.members:
+                inner = self.by_offset(m.type)
+                if inner is None:
+                    return False
+                if inner.kind == "record":
+                    todo.append(inner)  # a base class, std::vector's _M_impl
+                elif inner.kind == "pointer":
+                    pointers += 1
+                else:
+                    return False
+        return pointers > 0
+
     def member_path(self, t: TypeInfo | None, offset: int) -> tuple[list[str], TypeInfo | None]:
         """The member names leading to byte ``offset`` of record type ``t`` (nested records,
         base classes and arrays of records followed), and the type of the innermost
@@ -513,6 +538,19 @@ def _arithmetic() -> tuple[frozenset[int], frozenset[int], frozenset[int]]:
     return ids(names), ids(replace), ids(n for n in names if n.lstrip("V").startswith(("XOR", "ANDN")))
 
 
+def _integer() -> tuple[frozenset[int], frozenset[int]]:
+    """Capstone ids of the integer instructions that compute a register's value from its
+    own and another operand's (add, imul, the shifts and logic ones), and of the loads that
+    widen an integer (movsx, movzx)."""
+    from capstone import x86
+
+    def ids(ns):
+        return frozenset(getattr(x86, f"X86_INS_{n}") for n in ns if hasattr(x86, f"X86_INS_{n}"))
+
+    return (ids(("ADD", "SUB", "IMUL", "SHL", "SAL", "SAR", "SHR", "AND", "OR", "XOR", "NEG", "INC", "DEC")),
+            ids(("MOVSXD", "MOVSX", "MOVZX")))
+
+
 @dataclass(frozen=True)
 class Insn:
     """One instruction, as much of it as the tracking needs (DWARF register numbers)."""
@@ -546,6 +584,7 @@ def decode(code: bytes, addr: int) -> list[Insn]:
     vector_copies = _vector_copies()
     value_stores = _value_stores()
     combine, replace, zeroing = _arithmetic()
+    integer, extending = _integer()
     md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
     md.detail = True
     out = []
@@ -615,6 +654,30 @@ def decode(code: bytes, addr: int) -> list[Insn]:
               and len(ops) >= 2 and all(o.type == x86.X86_OP_REG for o in ops) and ops[0].reg in table
               and ops[-1].reg == ops[-2].reg):
             op, dst = "zero", table[ops[0].reg]  # `pxor %xmm14, %xmm14`
+        elif (i.id in integer and ops and ops[0].type == x86.X86_OP_REG and ops[0].reg in table
+              and ops[0].size == 4):
+            # a 32-bit integer computed (an index, a loop bound: `add %ebp, %r12d`, `imul
+            # $5, %eax, %edx`); never a pointer, so no part of the pointer tracking
+            op, dst, size = "arith", table[ops[0].reg], 4
+            three = i.id == x86.X86_INS_IMUL and len(ops) == 3
+            src = table.get(ops[1].reg, -1) if three and ops[1].type == x86.X86_OP_REG else dst
+            other = ops[1] if len(ops) == 2 else ops[1] if three and ops[1].type == x86.X86_OP_MEM else None
+            if other is not None and other.type == x86.X86_OP_REG and other.reg in table:
+                src2 = table[other.reg]
+                if i.id in (x86.X86_INS_XOR, x86.X86_INS_SUB) and src2 == dst:
+                    op = "zero"  # `xor %eax, %eax`
+            elif other is not None and other.type == x86.X86_OP_MEM and other.mem.segment == 0:
+                if other.mem.base == x86.X86_REG_RIP and other.mem.index == 0:
+                    base, disp = RIP, i.address + i.size + other.mem.disp
+                elif other.mem.base in table:
+                    base, index, disp = table[other.mem.base], table.get(other.mem.index, -1), other.mem.disp
+                if three:
+                    src = -1
+        elif (i.id == x86.X86_INS_LEA and len(ops) == 2 and ops[0].type == x86.X86_OP_REG and ops[0].reg in table
+              and ops[1].mem.segment == 0 and ops[1].mem.base == 0 and ops[1].mem.index in table):
+            # an index scaled, no base (`lea 0x0(,%rax,4), %r11d`)
+            op, dst, size, scale = "lea", table[ops[0].reg], ops[0].size, ops[1].mem.scale
+            index, disp = table[ops[1].mem.index], ops[1].mem.disp
         elif (i.id in vector_copies and len(ops) == 2 and ops[0].type == x86.X86_OP_REG
               and ops[1].type == x86.X86_OP_REG and ops[0].reg in table and ops[1].reg in table):
             op, dst, src, size = "copy", table[ops[0].reg], table[ops[1].reg], 8
@@ -631,8 +694,10 @@ def decode(code: bytes, addr: int) -> list[Insn]:
                     op, size = "load", 8
                 elif i.id == x86.X86_INS_ADD and size == 8:
                     op = "addload"  # reg += a word from memory: either may be the pointer
-                elif i.id in value_stores:
-                    op, size = "vload", s.size  # a value read whole (`movsd 8(%rax,%rcx,8), %xmm3`)
+                elif i.id in value_stores or i.id in extending:
+                    # a value read whole (`movsd 8(%rax,%rcx,8), %xmm3`), or widened
+                    # (`movslq 0x9c(%rsp), %rax`: an int's)
+                    op, size = "vload", s.size
             elif (s.type == x86.X86_OP_MEM and s.mem.segment == x86.X86_REG_FS
                   and ((i.id == x86.X86_INS_MOV and size == 8) or i.id in value_stores)):
                 # a thread-local variable's word or value (`movsd %fs:0xc0(%rcx), %xmm4`)

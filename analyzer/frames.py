@@ -50,6 +50,9 @@ class Variable:
     line: int
     type: datatype.TypeInfo | None = field(compare=False)
     parameter: bool = field(default=False, compare=False)
+    # of a library type that is pointers only (a std::vector): its slot is the handle,
+    # its name the elements (datatype.Types.handle)
+    handle: bool = field(default=False, compare=False)
 
     @property
     def key(self) -> tuple:
@@ -415,7 +418,8 @@ class FrameIndex:
             file, line = files[fi.value], int(line.value)
         else:
             file, line = where
-        var = Variable(name, owner, file, line, self.types.of(origin), die.tag == "DW_TAG_formal_parameter")
+        t = self.types.of(origin)
+        var = Variable(name, owner, file, line, t, die.tag == "DW_TAG_formal_parameter", self.types.handle(t))
         locs = []
         parsed = parser.parse_from_attribute(attr, version, die)
         entries = [(None, None, parsed.loc_expr)] if isinstance(parsed, LocationExpr) else []
@@ -979,7 +983,7 @@ class FrameIndex:
             return v
         if ins.op == "copy" and ins.dst == reg:
             return self._register_value(f, ins.addr, ins.src, depth)
-        if ins.op == "arith" and ins.dst == reg:
+        if (ins.op == "arith" or (ins.op == "lea" and ins.size == 4)) and ins.dst == reg:
             return self._computed(f, ins, depth)
         if ins.op in ("zero", "const") and ins.dst == reg:
             return _CONSTANT
@@ -999,21 +1003,32 @@ class FrameIndex:
         element (or temporary) is the value it updates (sse's destination, avx's first
         source: `mulsd %xmm0, %xmm2` with xmm2 an element of `c` read before, c(1,4) *
         pivot in NPB BT's binvcrhs), else of the array the other operand's value is of
-        (`divsd (%rdi), %xmm0`: 1.0 / lhs(1,1)); None when neither is an array's.  A
-        named scalar's value does not name the result (a product of `pivot` is not
-        pivot)."""
+        (`divsd (%rdi), %xmm0`: 1.0 / lhs(1,1)).  A named scalar's value names the
+        result only when no operand is an array's (a product of `pivot` and an element
+        is the element's; `4 * nelr`, kept in the frame as an index offset, is a
+        temporary of nelr).  None when no operand's value is known."""
         ways = []
-        if ins.src >= 0:
-            ways.append(lambda: self._register_value(f, ins.addr, ins.src, depth))
-        if ins.src2 >= 0:
-            ways.append(lambda: self._register_value(f, ins.addr, ins.src2, depth))
-        elif ins.tls or ins.base not in (-1, datatype.RIP):
-            ways.append(lambda: self._read_value(f, ins, depth))
+        if ins.op == "lea":  # a 32-bit sum of registers (an index): of theirs
+            for r in (ins.base, ins.index):
+                if r >= 0 and r != datatype.RIP:
+                    ways.append(lambda r=r: self._register_value(f, ins.addr, r, depth))
+        else:
+            if ins.src >= 0:
+                ways.append(lambda: self._register_value(f, ins.addr, ins.src, depth))
+            if ins.src2 >= 0:
+                ways.append(lambda: self._register_value(f, ins.addr, ins.src2, depth))
+            elif ins.tls or ins.base not in (-1, datatype.RIP):
+                ways.append(lambda: self._read_value(f, ins, depth))
+        scalar = None
         for way in ways:
             v = way()
-            if isinstance(v, Copy) and v.of_key[0] != "static":  # a static scalar's: no array's
+            if isinstance(v, Copy) and v.of_key[0] != "static" and not v.pointer:
                 return v if v.computed else replace(v, computed=True)
-        return None
+            if scalar is None and isinstance(v, Variable) and v.type is not None and v.type.kind == "base":
+                scalar = Copy(v.name, ("var", *v.key), f.name, ins.size, computed=True)
+            elif scalar is None and isinstance(v, Copy) and not v.pointer:  # a static scalar's
+                scalar = v if v.computed else replace(v, computed=True)
+        return scalar
 
     def _read_value(self, f: _Func, ins: datatype.Insn, depth: int) -> Variable | Copy | None:
         """What the value ``ins`` reads from its memory operand is: an array's element, a
@@ -1032,7 +1047,9 @@ class FrameIndex:
             off = self._tls_offset(ins)
             v = tls.variable_at(self.info, off) if off is not None else None
             return Copy(v.name, ("tls", self.info.path, v.symbol), f.name, ins.size) if v is not None else None
-        target = self.types.pointee(o.type) if o is not None and o.name else None
+        target = self.types.pointee(o.type) if o is not None else None
+        if target is not None and not o.name and not target.artificial:
+            target = None  # an unnamed pointer (the compiler's): only its record's members say what
         if target is not None and target.kind == "array":
             target = self.types.element(o.type)
         if target is None:  # not known to be a pointer: an offset, a computed address

@@ -123,8 +123,10 @@ class _Found:
 
 def _slot_name(var) -> str:
     """A local's name; a pointer variable's own slot is ``p (pointer)``: its accesses load
-    or store the pointer, and ``p`` alone names the array it points to (a heap object)."""
-    return f"{var.name} (pointer)" if var.type is not None and var.type.pointer else var.name
+    or store the pointer, and ``p`` alone names the array it points to (a heap object).
+    So is a std::vector's (its three pointers; ``v`` names its elements)."""
+    pointer = var.handle or (var.type is not None and var.type.pointer)
+    return f"{var.name} (pointer)" if pointer else var.name
 
 
 def unique_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -364,7 +364,8 @@ def test_a_computed_value_is_named_by_the_value_it_updates_else_by_the_other():
     """avx's `vmulsd %xmm3, %xmm4, %xmm5` updates xmm4 (its first source): the element in
     xmm3 names the result only when xmm4's value is no array's; a memory operand read
     through `lhs` (`divsd (%rdi), %xmm4`: 1.0 / lhs(1,1)) names it too; a value of no
-    array (the accumulator and the operand unknown) or of a static scalar names none."""
+    array (the accumulator and the operand unknown) names none; a static scalar's, with
+    no array's beside it, names its temporary (`dt (temp)`)."""
     for src, src2 in ((XMM4, XMM3), (XMM3, XMM4)):
         mul = datatype.Insn(0x105, 0x120, frozenset({XMM5}), "arith", dst=XMM5, src=src, src2=src2)
         fi = _copied([mul], stored=XMM5)
@@ -382,7 +383,94 @@ def test_a_computed_value_is_named_by_the_value_it_updates_else_by_the_other():
     assert fi._slot_value(fi.end, 0x40 - 0x80) is None
     static = frames.Copy("dt", ("static", "a.out", 0x4010), "eliminate", 8)
     fi._register_value = lambda f, pc, reg, depth: static
-    assert fi._computed(fi._function_at(0), none, 3) is None
+    v = fi._computed(fi._function_at(0), none, 3)
+    assert isinstance(v, frames.Copy) and (v.name, v.of_key) == ("dt (temp)", static.of_key), v
+    # an element beside it names the result, whichever operand it is
+    element = frames.Copy("lhs", ("var", "main", "lhs", "b.c", 9), "eliminate", 8)
+    fi._register_value = lambda f, pc, reg, depth: static if reg == XMM5 else element
+    assert fi._computed(fi._function_at(0), none, 3).name == "lhs (temp)"
+    # a named scalar variable's value: its temporary when alone, never beside an element's
+    pivot = frames.Variable("pivot", "eliminate", "b.c", 3, datatype.TypeInfo("base", "double", 8, 1))
+    fi._register_value = lambda f, pc, reg, depth: pivot
+    assert fi._computed(fi._function_at(0), none, 3).name == "pivot (temp)"
+    fi._register_value = lambda f, pc, reg, depth: pivot if reg == XMM5 else element
+    assert fi._computed(fi._function_at(0), none, 3).name == "lhs (temp)"
+
+
+def test_integer_arithmetic_decodes_as_arithmetic():
+    """32-bit integer arithmetic computes an index (`add %ebp,%r12d`, `imul $5,%eax,%edx`,
+    `shl $2,%r11d`, `add 0x9c(%rsp),%eax`), `xor %eax,%eax` is a zero, `lea
+    0x0(,%rax,4),%r11d` an index scaled with no base, and `movslq 0x9c(%rsp),%rax` a
+    value loaded (an int, widened); 64-bit `add %rbx,%rax` stays a pointer's step."""
+    got = [datatype.decode(bytes.fromhex(h), 0x1000)[0] for h in (
+        "4101ec", "6bd005", "41c1e302", "03842498000000", "31c0", "448d1c8500000000", "48638424" "9c000000",
+        "4801d8")]
+    add, imul, shl, addm, xor, lea, movslq, step = got
+    assert (add.op, add.dst, add.src, add.src2, add.size) == ("arith", R12, R12, 6, 4)
+    assert (imul.op, imul.dst, imul.src, imul.src2) == ("arith", 1, RAX, -1)
+    assert (shl.op, shl.dst, shl.src, shl.src2) == ("arith", 11, 11, -1)
+    assert (addm.op, addm.dst, addm.base, addm.disp) == ("arith", RAX, 7, 0x98)
+    assert xor.op == "zero"
+    assert (lea.op, lea.dst, lea.base, lea.index, lea.scale, lea.size) == ("lea", 11, -1, RAX, 4, 4)
+    assert (movslq.op, movslq.dst, movslq.base, movslq.disp, movslq.size) == ("vload", RAX, 7, 0x9c, 4)
+    assert step.op == "step"
+
+
+def test_an_index_computed_from_a_shared_scalar_is_its_temporary():
+    """Rodinia cfd's compute_flux (an OpenMP region) reads `nelr` from its data record
+    into a frame slot, and keeps `4 * nelr` in another round its loop: the first slot is
+    `nelr (copy)` (a member of the compiler's record read through its unnamed pointer),
+    the second `nelr (temp)`.  A real binary for the first, as gcc -O2 emits it."""
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+
+    import pytest
+
+    from numaprof.analyzer import symbols
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc not installed")
+    src = """
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((noinline)) void kernel(int n, const float *v, float *out)
+{
+#pragma omp parallel for
+    for (int i = 0; i < n; i++) {
+        float a = v[i], b = v[i + n], c = v[i + 2 * n], d = v[i + 3 * n], e = v[i + 4 * n];
+        out[i] = a * b + c / (d + e) + a * e - b * c + d;
+    }
+}
+int main(int argc, char **argv)
+{
+    int n = 1000 * argc;
+    float *v = calloc(5 * n, sizeof *v), *out = malloc(n * sizeof *out);
+    kernel(n, v, out);
+    printf("%f\\n", out[n - 1]);
+    return 0;
+}
+"""
+    with tempfile.TemporaryDirectory() as work:
+        open(os.path.join(work, "k.c"), "w").write(src)
+        exe = os.path.join(work, "k")
+        subprocess.run(["gcc", "-O2", "-g", "-fopenmp", "-o", exe, os.path.join(work, "k.c")], check=True)
+        info = symbols.elf_info(exe)
+        fi = frames.frame_index(info)
+        lo = next(int(a) for a, (name, _) in zip(info.func_addr, info.func_info, strict=True)
+                  if name == "kernel._omp_fn.0")
+        f = fi._function_at(lo)
+        insns, _ = fi._code(f)
+        # the data record's pointer arrives in rdi, unnamed: its members still say what
+        # the loads through it read (the int `n` by value, the pointers v and out)
+        loads = [i for i in insns[:12] if i.op in ("load", "vload") and i.base == 5]
+        got = {fi._read_value(f, i, 3).name for i in loads if fi._read_value(f, i, 3) is not None}
+        assert "n (copy)" in got, (got, loads)
+        # and an index computed from it alone is its temporary (`lea 0x0(,%rax,4),%r11d`)
+        load = next(i for i in loads if fi._read_value(f, i, 3) is not None and fi._read_value(f, i, 3).of == "n")
+        lea = datatype.Insn(load.next, load.next + 8, frozenset({11}), "lea", dst=11, index=load.dst, scale=4, size=4)
+        fi._register_value = lambda f_, pc, reg, depth: fi._read_value(f, load, depth) if reg == load.dst else None
+        assert fi._computed(f, lea, 3).name == "n (temp)"
 
 
 def test_arithmetic_decodes_with_the_register_it_updates_and_the_other_operand():

@@ -9,6 +9,7 @@ records (docs/profile-format.md), so the frame the analyzer computes from DWARF 
 call-frame information is checked against the running program's own registers.
 """
 
+import shutil
 import subprocess
 
 import numpy as np
@@ -373,3 +374,54 @@ def test_a_pointer_variables_own_slot_is_not_named_like_its_array():
 
     assert varattr._slot_name(var("pointer")) == "val (pointer)"
     assert varattr._slot_name(var("base")) == "val"
+
+
+HANDLES = """\
+#include <array>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+struct Own { double *a; double *b; };
+int main(int argc, char **argv)
+{
+    std::vector<double> v(1000 * argc);
+    std::unique_ptr<double[]> u(new double[argc]);
+    std::string s(argv[0]);
+    std::array<double, 4> a{};
+    Own o{v.data(), u.get()};
+    std::vector<bool> bits(argc);
+    a[0] = v[0] + u[0] + s.size() + bits.size() + o.a[0];
+    std::printf("%f\\n", a[0]);
+    return 0;
+}
+"""
+
+
+def test_a_vectors_own_slot_is_named_like_a_pointers(tmp_path):
+    """A std::vector local is three pointers on the stack; `pressure` names its elements
+    (the heap array), so a sample on the vector itself (its construction's stores) is
+    `pressure (pointer)`, not a second `pressure` (seen in the mesh corpus program: a
+    24-byte stack `pressure` beside the 16 MiB heap one).  A library record holding
+    anything but pointers (a std::string's local buffer, a std::array's elements, a
+    std::vector<bool>'s bit offsets) and a user's record are their own storage."""
+    from elftools.elf.elffile import ELFFile
+
+    from numaprof.analyzer import datatype, varattr
+
+    if shutil.which("g++") is None:
+        pytest.skip("g++ not installed")
+    (tmp_path / "h.cpp").write_text(HANDLES)
+    exe = tmp_path / "h"
+    subprocess.run(["g++", "-O0", "-g", "-o", str(exe), str(tmp_path / "h.cpp")], check=True)
+    types, got = datatype.Types(), {}
+    with open(exe, "rb") as fh:
+        for cu in ELFFile(fh).get_dwarf_info().iter_CUs():
+            for die in cu.iter_DIEs():
+                name = die.attributes.get("DW_AT_name")
+                if die.tag == "DW_TAG_variable" and name is not None and name.value.decode() in "v u s a o bits".split():
+                    t = types.of(die)
+                    var = frames.Variable(name.value.decode(), "main", str(tmp_path / "h.cpp"), 1, t,
+                                          handle=types.handle(t))
+                    got[var.name] = varattr._slot_name(var)
+    assert got == {"v": "v (pointer)", "u": "u (pointer)", "s": "s", "a": "a", "o": "o", "bits": "bits"}, got
