@@ -156,6 +156,7 @@ class Copy:
     size: int  # bytes of one copy (the load's width)
     computed: bool = False
     pointer: bool = False
+    scalar: bool = False  # of a record's scalar member (an OpenMP region's shared `n`)
 
     @property
     def kind(self) -> str:
@@ -1003,10 +1004,11 @@ class FrameIndex:
         element (or temporary) is the value it updates (sse's destination, avx's first
         source: `mulsd %xmm0, %xmm2` with xmm2 an element of `c` read before, c(1,4) *
         pivot in NPB BT's binvcrhs), else of the array the other operand's value is of
-        (`divsd (%rdi), %xmm0`: 1.0 / lhs(1,1)).  A named scalar's value names the
-        result only when no operand is an array's (a product of `pivot` and an element
-        is the element's; `4 * nelr`, kept in the frame as an index offset, is a
-        temporary of nelr).  None when no operand's value is known."""
+        (`divsd (%rdi), %xmm0`: 1.0 / lhs(1,1)).  A scalar's value (a named variable's, a
+        static's, a record's scalar member) names the result only when every operand is
+        that scalar or a constant (`4 * nelr`, kept in the frame as an index offset, is
+        a temporary of nelr; a product of `pivot` and an element is the element's, of
+        `u` and `v` no one's).  None otherwise."""
         ways = []
         if ins.op == "lea":  # a 32-bit sum of registers (an index): of theirs
             for r in (ins.base, ins.index):
@@ -1019,16 +1021,23 @@ class FrameIndex:
                 ways.append(lambda: self._register_value(f, ins.addr, ins.src2, depth))
             elif ins.tls or ins.base not in (-1, datatype.RIP):
                 ways.append(lambda: self._read_value(f, ins, depth))
-        scalar = None
+        scalars: dict[tuple, Copy] = {}
+        unknown = False
         for way in ways:
             v = way()
-            if isinstance(v, Copy) and v.of_key[0] != "static" and not v.pointer:
+            if isinstance(v, Copy) and v.of_key[0] != "static" and not v.pointer and not v.scalar:
                 return v if v.computed else replace(v, computed=True)
-            if scalar is None and isinstance(v, Variable) and v.type is not None and v.type.kind == "base":
-                scalar = Copy(v.name, ("var", *v.key), f.name, ins.size, computed=True)
-            elif scalar is None and isinstance(v, Copy) and not v.pointer:  # a static scalar's
-                scalar = v if v.computed else replace(v, computed=True)
-        return scalar
+            if v is _CONSTANT or v is _CYCLE:
+                continue
+            if isinstance(v, Variable) and v.type is not None and v.type.kind == "base":
+                v = Copy(v.name, ("var", *v.key), f.name, ins.size, scalar=True)
+            if isinstance(v, Copy) and not v.pointer:  # a static's or a member's scalar
+                scalars[v.of_key] = v if v.computed else replace(v, computed=True)
+            else:
+                unknown = True
+        # one scalar's alone (`4 * nelr`, `nelr + nelr`), not a product of two (`u * v`:
+        # the compiler's invariant, no one variable's) nor of one and an unknown value
+        return next(iter(scalars.values())) if len(scalars) == 1 and not unknown else None
 
     def _read_value(self, f: _Func, ins: datatype.Insn, depth: int) -> Variable | Copy | None:
         """What the value ``ins`` reads from its memory operand is: an array's element, a
@@ -1056,9 +1065,10 @@ class FrameIndex:
             return None
         if target.kind == "record":
             off = ins.disp % target.size if ins.index >= 0 and target.size else ins.disp
-            path, _ = self.types.member_path(target, off)
+            path, mtype = self.types.member_path(target, off)
             if path:
-                return Copy(datatype.member_name(target, path), ("type", target.name, *path), f.name, ins.size)
+                return Copy(datatype.member_name(target, path), ("type", target.name, *path), f.name, ins.size,
+                            scalar=mtype is not None and mtype.kind == "base")
             return None
         return Copy(o.name, o.key, f.name, ins.size)
 

@@ -365,7 +365,7 @@ def test_a_computed_value_is_named_by_the_value_it_updates_else_by_the_other():
     xmm3 names the result only when xmm4's value is no array's; a memory operand read
     through `lhs` (`divsd (%rdi), %xmm4`: 1.0 / lhs(1,1)) names it too; a value of no
     array (the accumulator and the operand unknown) names none; a static scalar's, with
-    no array's beside it, names its temporary (`dt (temp)`)."""
+    no other value beside it but constants, names its temporary (`dt (temp)`)."""
     for src, src2 in ((XMM4, XMM3), (XMM3, XMM4)):
         mul = datatype.Insn(0x105, 0x120, frozenset({XMM5}), "arith", dst=XMM5, src=src, src2=src2)
         fi = _copied([mul], stored=XMM5)
@@ -395,6 +395,16 @@ def test_a_computed_value_is_named_by_the_value_it_updates_else_by_the_other():
     assert fi._computed(fi._function_at(0), none, 3).name == "pivot (temp)"
     fi._register_value = lambda f, pc, reg, depth: pivot if reg == XMM5 else element
     assert fi._computed(fi._function_at(0), none, 3).name == "lhs (temp)"
+    # two scalars' product (`u * v`, a loop invariant of the compiler's) is neither's, nor
+    # is one scalar's with a value not known
+    u = frames.Copy("u", ("type", "(anonymous)", "u"), "relax._omp_fn.0", 8, scalar=True)
+    v = frames.Copy("v", ("type", "(anonymous)", "v"), "relax._omp_fn.0", 8, scalar=True)
+    fi._register_value = lambda f, pc, reg, depth: u if reg == XMM5 else v
+    assert fi._computed(fi._function_at(0), none, 3) is None
+    fi._register_value = lambda f, pc, reg, depth: u if reg == XMM5 else None
+    assert fi._computed(fi._function_at(0), none, 3) is None
+    fi._register_value = lambda f, pc, reg, depth: u if reg == XMM5 else frames._CONSTANT
+    assert fi._computed(fi._function_at(0), none, 3).name == "u (temp)"
 
 
 def test_integer_arithmetic_decodes_as_arithmetic():
