@@ -74,6 +74,7 @@ class Types:
         self._dies: dict[int, object] = {}
         self._decls: dict[int, dict] = {}  # CU offset -> _declarations
         self._files: dict[int, list[str]] = {}  # CU offset -> its file table
+        self._handles: dict[int, bool] = {}  # record DIE offset -> handle()
 
     def _file(self, d) -> str:
         fi = d.attributes.get("DW_AT_decl_file")
@@ -225,6 +226,11 @@ class Types:
         array its name names."""
         if t is None or t.kind != "record" or not symbols.is_system_source(t.file):
             return False
+        if t.offset not in self._handles:
+            self._handles[t.offset] = self._pointers_only(t)
+        return self._handles[t.offset]
+
+    def _pointers_only(self, t: TypeInfo) -> bool:
         todo, seen, pointers = [t], 0, 0
         while todo:
             cur = todo.pop()
@@ -491,26 +497,31 @@ def _dwarf_table() -> dict[int, int]:
     return _DWARF_OF
 
 
+def _ids(names) -> frozenset[int]:
+    """Capstone's instruction ids of the mnemonics ``names`` (those this Capstone has)."""
+    from capstone import x86
+
+    return frozenset(getattr(x86, f"X86_INS_{n}") for n in names if hasattr(x86, f"X86_INS_{n}"))
+
+
 def _vector_copies() -> frozenset[int]:
     """Capstone ids of the moves between registers that carry a pointer through a vector
     register: movq (general <-> xmm) and whole-register copies (xmm <-> xmm)."""
-    from capstone import x86
 
     names = ("MOVQ", "VMOVQ", "MOVDQA", "VMOVDQA", "VMOVDQA32", "VMOVDQA64", "MOVDQU", "VMOVDQU",
              "VMOVDQU32", "VMOVDQU64", "MOVAPS", "VMOVAPS", "MOVAPD", "VMOVAPD")
-    return frozenset(getattr(x86, f"X86_INS_{n}") for n in names if hasattr(x86, f"X86_INS_{n}"))
+    return _ids(names)
 
 
 def _value_stores() -> frozenset[int]:
     """Capstone ids of the moves of a register to memory that store a value (a general
     register, an xmm register's scalar or whole vector): what a spill is made of."""
-    from capstone import x86
 
     names = ("MOV", "MOVD", "VMOVD", "MOVQ", "VMOVQ", "MOVSD", "VMOVSD", "MOVSS", "VMOVSS",
              "MOVAPS", "VMOVAPS", "MOVAPD", "VMOVAPD", "MOVUPS", "VMOVUPS", "MOVUPD", "VMOVUPD",
              "MOVDQA", "VMOVDQA", "MOVDQU", "VMOVDQU", "MOVLPD", "VMOVLPD", "MOVLPS", "VMOVLPS",
              "MOVHPD", "VMOVHPD", "MOVHPS", "VMOVHPS")  # the high lane stored: `movhpd %xmm11, 0x98(%rsp)`
-    return frozenset(getattr(x86, f"X86_INS_{n}") for n in names if hasattr(x86, f"X86_INS_{n}"))
+    return _ids(names)
 
 
 def _arithmetic() -> tuple[frozenset[int], frozenset[int], frozenset[int]]:
@@ -519,7 +530,6 @@ def _arithmetic() -> tuple[frozenset[int], frozenset[int], frozenset[int]]:
     combine two registers' elements, the fused multiply-adds), of those whose value is the
     other operand's alone (conversions, sqrt, movddup), and of the logic ones whose
     operand twice makes a constant (`xorpd %xmm0, %xmm0`)."""
-    from capstone import x86
 
     names = [f"{op}{t}" for op in ("ADD", "SUB", "MUL", "DIV", "MIN", "MAX") for t in ("SD", "SS", "PD", "PS")]
     names += ["ANDPD", "ANDPS", "ANDNPD", "ANDNPS", "ORPD", "ORPS", "XORPD", "XORPS", "UNPCKLPD", "UNPCKHPD",
@@ -532,23 +542,16 @@ def _arithmetic() -> tuple[frozenset[int], frozenset[int], frozenset[int]]:
     names += ["V" + n for n in names if not n.startswith("VF")]
     replace += ["V" + n for n in replace]
 
-    def ids(ns):
-        return frozenset(getattr(x86, f"X86_INS_{n}") for n in ns if hasattr(x86, f"X86_INS_{n}"))
-
-    return ids(names), ids(replace), ids(n for n in names if n.lstrip("V").startswith(("XOR", "ANDN")))
+    return _ids(names), _ids(replace), _ids(n for n in names if n.lstrip("V").startswith(("XOR", "ANDN")))
 
 
 def _integer() -> tuple[frozenset[int], frozenset[int]]:
     """Capstone ids of the integer instructions that compute a register's value from its
     own and another operand's (add, imul, the shifts and logic ones), and of the loads that
     widen an integer (movsx, movzx)."""
-    from capstone import x86
 
-    def ids(ns):
-        return frozenset(getattr(x86, f"X86_INS_{n}") for n in ns if hasattr(x86, f"X86_INS_{n}"))
-
-    return (ids(("ADD", "SUB", "IMUL", "SHL", "SAL", "SAR", "SHR", "AND", "OR", "XOR", "NEG", "INC", "DEC")),
-            ids(("MOVSXD", "MOVSX", "MOVZX")))
+    return (_ids(("ADD", "SUB", "IMUL", "SHL", "SAL", "SAR", "SHR", "AND", "OR", "XOR", "NEG", "INC", "DEC")),
+            _ids(("MOVSXD", "MOVSX", "MOVZX")))
 
 
 @dataclass(frozen=True)
