@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-import re
 import socket
 
 import numpy as np
@@ -38,6 +37,7 @@ from numaprof.analyzer.firsttouch import (
     first_touches,
     regroup_touches,
 )
+from numaprof.analyzer.format import not_accesses
 from numaprof.analyzer.hot_objects import (
     code_of,
     merge_container_sites,
@@ -87,26 +87,7 @@ from numaprof.analyzer.profile import CPU_UNKNOWN, Profile, open_profile
 from numaprof.analyzer.runtime import runtime_note, runtime_samples
 from numaprof.analyzer.topology import single_node
 
-_RULES = re.compile(r"^#define\s+NMP_SAMPLE_RULES\(R\)\s*\\\s*$", re.M)
-_RULE = re.compile(r"^\s*R\((\w+),\s*(\w+),\s*(\d+)\)\s*(\\)?\s*$")
-
-
-def _rule_names(text: str) -> dict[int, str]:
-    """samples.rule value -> rule name, from NMP_SAMPLE_RULES in numaprof_format.h: the one
-    list the collector's enum and its collector.json counts are generated from."""
-    lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if _RULES.match(line)), None)
-    if start is None:
-        raise fmt.FormatDefinitionError(f"{fmt.HEADER_NAME}: no NMP_SAMPLE_RULES list")
-    rules = [(int(m.group(3)), m.group(2)) for m in fmt._block(lines, start, _RULE)]
-    names = dict(rules)
-    if len(names) != len(rules) or len(set(names.values())) != len(rules) or max(names) > 255:
-        raise fmt.FormatDefinitionError(f"{fmt.HEADER_NAME}: NMP_SAMPLE_RULES repeats a rule "
-                                        "or a value outside the u8 column")
-    return names
-
-
-RULE_NAMES = _rule_names(fmt.header_path().read_text())
+RULE_NAMES = fmt.RULE_NAMES
 #: a gather's or scatter's sample: its address is the base register's, which names the
 #: object (the array the lanes index) but not the element
 RULE_VSIB_BASE = next(v for v, name in RULE_NAMES.items() if name == "vsib_base")
@@ -491,15 +472,16 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         samples=n_all,
         with_address=with_address,
         gather_samples=n_base,
-        # busy-waiting threads (rule spin) access no memory: not counted against coverage
-        address_coverage=(with_address / (n_all - rules.get("spin", 0))
-                          if n_all > rules.get("spin", 0) else 0.0),
+        # busy-waiting threads (rule spin) and waits on a divide (rule divide) access no
+        # memory: not counted against coverage
+        address_coverage=(with_address / (n_all - not_accesses(rules))
+                          if n_all > not_accesses(rules) else 0.0),
         lost=int(counts.get("lost", 0) or 0),
         # as the collector counts it: no address although the sample is a user-space
         # memory instruction (decoder failures: unreadable, undecodable, segment, ...)
         unresolved=int(counts["unresolved"]) if "unresolved" in counts else
         n_all - with_address - rules.get("no_mem", 0) - rules.get("kernel", 0)
-        - rules.get("spin", 0) - rules.get("vsib_base", 0),
+        - not_accesses(rules) - rules.get("vsib_base", 0),
         outside_objects=outside,
         numaprof_own=n_own,
         runtime_samples=n_runtime,

@@ -107,6 +107,38 @@ def _load() -> tuple[str, int, bytes, int, dict, int]:
     return _parse(text)
 
 
+_RULES = re.compile(r"^#define\s+NMP_SAMPLE_RULES\(R\)\s*\\\s*$", re.M)
+_RULE = re.compile(r"^\s*R\((\w+),\s*(\w+),\s*(\d+)\)\s*(\\)?\s*$")
+
+
+def _rule_names(text: str) -> dict[int, str]:
+    """samples.rule value -> rule name, from NMP_SAMPLE_RULES in numaprof_format.h: the one
+    list the collector's enum and its collector.json counts are generated from."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if _RULES.match(line)), None)
+    if start is None:
+        raise FormatDefinitionError(f"{HEADER_NAME}: no NMP_SAMPLE_RULES list")
+    rules = [(int(m.group(3)), m.group(2)) for m in _block(lines, start, _RULE)]
+    names = dict(rules)
+    if len(names) != len(rules) or len(set(names.values())) != len(rules) or max(names) > 255:
+        raise FormatDefinitionError(f"{HEADER_NAME}: NMP_SAMPLE_RULES repeats a rule "
+                                        "or a value outside the u8 column")
+    return names
+
+
+
 FORMAT, VERSION, MAGIC, HEADER, SCHEMA, OBJECT_PAGES_SEGMENTS = _load()
+#: samples.rule value -> rule name
+RULE_NAMES = _rule_names(header_path().read_text())
+#: the rules of samples that are not memory accesses: a thread busy-waiting (spin), the
+#: core waiting on a divide or square root after the last access (divide); left out of
+#: the address coverage (docs/backends.md)
+NOT_ACCESS_RULES = ("spin", "divide")
+assert set(NOT_ACCESS_RULES) <= set(RULE_NAMES.values()), NOT_ACCESS_RULES
+
+
+def not_accesses(rules: dict) -> int:
+    """The samples (of a rule name -> count map) that are not memory accesses."""
+    return sum(int(rules.get(r, 0)) for r in NOT_ACCESS_RULES)
 #: The tables in the order of the definition.
 TABLES = tuple(SCHEMA)

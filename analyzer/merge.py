@@ -19,6 +19,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from numaprof.analyzer.format import not_accesses
 from numaprof.analyzer.model import Analysis, FirstTouch, ObjectResult, ProfileInfo
 from numaprof.errors import UsageError
 
@@ -122,6 +123,11 @@ def merge(analyses: list[Analysis]) -> Analysis:
     load, imbalance = _load(traffic)
     p0 = analyses[0].profile
     samples = sum(a.profile.samples for a in analyses)
+    rules: dict[str, int] = {}
+    for a in analyses:
+        for r, c in a.profile.rules.items():
+            rules[r] = rules.get(r, 0) + int(c)
+    busy = samples - not_accesses(rules)
     profile = ProfileInfo(
         path=" + ".join(a.profile.path for a in analyses),
         command=p0.command,
@@ -129,7 +135,8 @@ def merge(analyses: list[Analysis]) -> Analysis:
         backend_reason=p0.backend_reason,
         samples=samples,
         with_address=with_address,
-        address_coverage=with_address / samples if samples else 0.0,
+        address_coverage=with_address / busy if busy > 0 else 0.0,
+        rules=rules,
         lost=sum(a.profile.lost for a in analyses),
         unresolved=sum(a.profile.unresolved for a in analyses),
         outside_objects=sum(a.profile.outside_objects for a in analyses),

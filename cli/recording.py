@@ -20,7 +20,7 @@ from collections import namedtuple
 from pathlib import Path
 
 from numaprof import __version__, defaults, paths
-from numaprof.analyzer.format import FORMAT, VERSION
+from numaprof.analyzer.format import FORMAT, VERSION, not_accesses
 from numaprof.cli.supervise import (
     COLLECTOR_FAILED,
     STOP_SIGNALS,
@@ -564,8 +564,10 @@ def _summary(cfg: RecordConfig, manifest: dict) -> str:
     counts = manifest.get("counts", {})
     n = counts.get("samples", 0)
     with_addr = counts.get("with_address", 0)
-    spin = (manifest.get("collector") or {}).get("rules", {}).get("spin", 0)
-    busy = n - spin  # busy-waiting threads access no memory (rule spin)
+    rules = (manifest.get("collector") or {}).get("rules", {})
+    spin = rules.get("spin", 0)
+    # busy-waiting threads (rule spin) and waits on a divide (rule divide) access no memory
+    busy = n - not_accesses(rules)
     cov = f", {100.0 * with_addr / busy:.0f}% with a data address" if busy > 0 else ""
     if spin:
         cov += f", {spin} spin-waiting"

@@ -134,6 +134,7 @@ def synth_run(
     weight: bool = False,
     pid: int = 4000,
     fault_period: int = 1,
+    no_address_rules: tuple[int, ...] = (0,),
 ) -> Run:
     """Write a synthetic profile to ``path`` and return what it contains (the truth)."""
     rng = np.random.default_rng(seed)
@@ -284,7 +285,10 @@ def synth_run(
     s = {k: v[order] for k, v in s.items()}
     n = len(s["time"])
     run.samples = n
+    # the samples without an address take these rules in turn (0: no_mem)
     rule = np.where(s["addr"] != 0, 1, 0)
+    none = np.flatnonzero(s["addr"] == 0)
+    rule[none] = np.resize(np.asarray(no_address_rules), len(none))
     extra = {"weight": np.concatenate(wts)[order]} if weight else {}
     w.table("samples", time=s["time"], pid=np.full(n, pid), tid=s["tid"], cpu=s["cpu"], ip=s["ip"],
             addr=s["addr"], access=s["access"], size=np.full(n, 8), rule=rule, **extra)

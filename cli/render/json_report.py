@@ -94,6 +94,7 @@ def report(a: Analysis, top: int | None = None) -> dict:
             "with_address": int(p.with_address),
             "address_coverage": _r(p.address_coverage),
             "spin_wait": int(p.rules.get("spin", 0)),
+            "divide_wait": int(p.rules.get("divide", 0)),
             "rules": {k: int(v) for k, v in p.rules.items()},
             "lost": int(p.lost),
             "unresolved": int(p.unresolved),

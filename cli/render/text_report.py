@@ -206,14 +206,18 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
     for k, v in p.backend_reason.items():
         if k != p.backend:
             con.print(f"  not {k}: {esc(v)}", overflow="ellipsis", no_wrap=True, soft_wrap=False)
-    spin = p.rules.get("spin", 0)
+    spin, divide = p.rules.get("spin", 0), p.rules.get("divide", 0)
+    waits = " and ".join(w for w, n in (("spin-waiting", spin), ("on divides", divide)) if n)
     con.print(f"samples      {p.samples}  with a data address {p.with_address} "
               f"({pct(p.address_coverage)}"
-              + (" of those not spin-waiting" if spin else "") + f")  lost {p.lost}  "
+              + (f" of those not {waits}" if waits else "") + f")  lost {p.lost}  "
               f"unresolved {p.unresolved}  outside any object {p.outside_objects}")
     if spin:
         con.print(f"spin-waiting {spin} samples ({pct(spin / p.samples)}) of threads busy-waiting "
                   "(OpenMP barriers, spin locks): load imbalance or more threads than cpus")
+    if divide:
+        con.print(f"on divides   {divide} samples ({pct(divide / p.samples)}) waiting on a divide "
+                  "or square root after the last memory access: arithmetic, not memory")
     if p.backend == "soft":
         con.print(f"[dim]{SOFT_NOTE}[/dim]")
     dist = " | ".join(" ".join(str(int(v)) for v in row) for row in t.distances.tolist())

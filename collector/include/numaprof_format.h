@@ -197,6 +197,7 @@
     R(SPIN, spin, 16) \
     R(SKID_PATH, skid_path, 17) \
     R(SKID_LOOP, skid_loop, 18) \
-    R(VSIB_BASE, vsib_base, 19)
+    R(VSIB_BASE, vsib_base, 19) \
+    R(DIVIDE, divide, 20)
 
 #endif

@@ -397,6 +397,26 @@ static void fill_def(struct nmp_insn *in, unsigned id, const cs_x86 *x)
     }
 }
 
+/* The divides and square roots: the arithmetic whose latency (11 to 20 cycles for SSE and
+ * AVX floating point, 20 to 90 for integer division; Intel's optimization manual, Fog's
+ * instruction tables) is a cache miss's to the L2 or L3.  Reciprocal estimates
+ * (rcpps, rsqrtps: 4 cycles) are not among them. */
+static int is_divide(unsigned id)
+{
+    switch (id) {
+    case X86_INS_DIV: case X86_INS_IDIV:
+    case X86_INS_DIVSS: case X86_INS_DIVSD: case X86_INS_DIVPS: case X86_INS_DIVPD:
+    case X86_INS_VDIVSS: case X86_INS_VDIVSD: case X86_INS_VDIVPS: case X86_INS_VDIVPD:
+    case X86_INS_SQRTSS: case X86_INS_SQRTSD: case X86_INS_SQRTPS: case X86_INS_SQRTPD:
+    case X86_INS_VSQRTSS: case X86_INS_VSQRTSD: case X86_INS_VSQRTPS: case X86_INS_VSQRTPD:
+    case X86_INS_FDIV: case X86_INS_FDIVP: case X86_INS_FDIVR: case X86_INS_FDIVRP:
+    case X86_INS_FIDIV: case X86_INS_FIDIVR: case X86_INS_FSQRT:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 /* Control-flow flags of the instruction in c->ci, and the target of a direct branch. */
 static void fill_flow(struct nmp_cs *c, struct nmp_insn *in, uint64_t *target)
 {
@@ -426,6 +446,8 @@ static void fill_flow(struct nmp_cs *c, struct nmp_insn *in, uint64_t *target)
         in->flags |= NMP_F_PAUSE;
     if (id == X86_INS_NOP)
         in->flags |= NMP_F_NOP;
+    if (is_divide(id))
+        in->flags |= NMP_F_DIVIDE;
 }
 
 /* A step of one 64-bit register that the skid rule can undo: add/sub by a constant or by

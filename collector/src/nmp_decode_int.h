@@ -18,6 +18,8 @@ enum {
     NMP_F_REP = 1 << 8,    /* rep string instruction: interruptible, ip stays on it */
     NMP_F_STRING = 1 << 9, /* string instruction: steps rsi / rdi by its size itself */
     NMP_F_WFLAGS = 1 << 10, /* writes the arithmetic flags */
+    NMP_F_DIVIDE = 1 << 11, /* a divide or square root (rule divide when it is between
+                             * ip and the access the walk would charge) */
 };
 
 /* nmp_insn.def_op: dst = src (mov), dst = sx32(src) (movsxd), dst = dst OP imm (def_scale

@@ -108,7 +108,7 @@ static void write_counts(FILE *f, const struct nmp_counts *n)
      * base register is not the element's address, but its object is resolved) */
     uint64_t unresolved = n->samples - n->with_address - n->rules[NMP_RULE_NO_MEM] -
                           n->rules[NMP_RULE_KERNEL] - n->rules[NMP_RULE_SPIN] -
-                          n->rules[NMP_RULE_VSIB_BASE];
+                          n->rules[NMP_RULE_VSIB_BASE] - n->rules[NMP_RULE_DIVIDE];
     fprintf(f,
             " \"counts\": {\"samples\": %" PRIu64 ", \"with_address\": %" PRIu64
             ", \"lost\": %" PRIu64 ", \"throttled\": %" PRIu64 ", \"unresolved\": %" PRIu64

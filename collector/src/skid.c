@@ -154,7 +154,7 @@ static int closes_loop(struct walk *w, long p, long h)
 }
 
 /* Walks back from v[i] along the way the program most likely came, up to the first
- * memory instruction or pause (w->pj; within `search` instructions), then on while each
+ * memory instruction, pause or divide (w->pj; within `search` instructions), then on while each
  * instruction has a single predecessor (what rebuild() may look at).  At one with several
  * predecessors it takes a latch when one closes a loop (the iterations outnumber the
  * entries; of several, the last in the code), else the instruction before it; it stops
@@ -200,7 +200,7 @@ static void walk_back(struct walk *w, long i, int search)
         path_put(w, p, w->len);
         w->at[w->len++] = p;
         x = p;
-        if (w->pj < 0 && (w->v[p].flags & (NMP_F_MEM | NMP_F_PAUSE)))
+        if (w->pj < 0 && (w->v[p].flags & (NMP_F_MEM | NMP_F_PAUSE | NMP_F_DIVIDE)))
             w->pj = w->len - 1;
     }
 }
@@ -617,6 +617,11 @@ int nmp_attribute(const struct nmp_insn *v, size_t n, uint64_t ip, struct nmp_me
         const struct nmp_insn *j = &v[w->at[w->pj]];
         if (j->flags & NMP_F_PAUSE) {
             out->rule = NMP_RULE_SPIN;
+        } else if (!(j->flags & NMP_F_MEM)) {
+            /* a divide or square root on registers after the last access: the core
+             * was waiting on it, not on memory (Rodinia cfd's compute_flux: 899 samples
+             * just past its divss, 148 from the load before it up to the divss) */
+            out->rule = NMP_RULE_DIVIDE;
         } else {
             *out = j->mem;
             /* segment / vsib / undecodable: the nearest access is not computable;

@@ -59,18 +59,21 @@ static void test_register_steps(struct nmp_decoder *d)
     memset(&r, 0, sizeof r);
     r.r[R15] = 0x7f0000200000;
     r.r[CX] = 0x2000; /* the column stride, in bytes */
-    /* adi -O2: addsd 0x8(%r15); add %rcx,%r15; ...; divsd; xorpd <- ip */
+    /* adi -O2: addsd 0x8(%r15); add %rcx,%r15; ...; divsd <- ip */
     check_case(d, "adi -O2 register stride", adi_o2_sweep_y, sizeof adi_o2_sweep_y, 0x13f0,
-               0x143b, 1, &r,
+               0x1433, 1, &r,
                (struct expect){r.r[R15] - r.r[CX] + 8, NMP_ACC_LOAD, 8, NMP_RULE_SKID});
+    /* ...; divsd; divsd; xorpd <- ip: waiting on the divides (rule divide) */
+    check_case(d, "adi -O2 past its divides", adi_o2_sweep_y, sizeof adi_o2_sweep_y, 0x13f0,
+               0x143b, 1, &r, (struct expect){0, NMP_ACC_NONE, 0, NMP_RULE_DIVIDE});
     check_case(d, "adi -O2 register stride, first after", adi_o2_sweep_y, sizeof adi_o2_sweep_y,
                0x13f0, 0x1423, 1, &r,
                (struct expect){r.r[R15] - r.r[CX] + 8, NMP_ACC_LOAD, 8, NMP_RULE_SKID});
-    /* adi -O3: addsd 0x8(%rdx); add %r8,%rdx; ... <- ip */
+    /* adi -O3: addsd 0x8(%rdx); add %r8,%rdx; ...; divsd <- ip */
     r.r[DX] = 0x7f0000210000;
     r.r[R8] = 0x4000;
     check_case(d, "adi -O3 register stride", adi_o3_sweep_y, sizeof adi_o3_sweep_y, 0x1518,
-               0x1563, 1, &r,
+               0x155b, 1, &r,
                (struct expect){r.r[DX] - r.r[R8] + 8, NMP_ACC_LOAD, 8, NMP_RULE_SKID});
     /* addsd 0x8(%r15),%xmm0; add %ecx,%r15d (32 bits: zero-extends); mulsd <- ip */
     static const uint8_t s32[] = {0xf2, 0x41, 0x0f, 0x58, 0x47, 0x08, 0x41, 0x01, 0xcf,
@@ -132,6 +135,45 @@ static void test_register_steps(struct nmp_decoder *d)
 
 /* Through conditional branches and joins: the other paths into a join must keep the
  * registers the address is computed from. */
+/* A divide or square root on registers between the last access and ip: the core was
+ * waiting on it (rule divide, no address); up to it, and past a divide that reads memory
+ * itself, the access is charged as before. */
+static void test_divides(struct nmp_decoder *d)
+{
+    struct nmp_regs r;
+    memset(&r, 0, sizeof r);
+    r.r[AX] = 0x7f0000001000;
+    /* movss (%rax),%xmm0; divss %xmm1,%xmm0; addss %xmm0,%xmm2; ret */
+    static const uint8_t fdiv[] = {0xf3, 0x0f, 0x10, 0x00, 0xf3, 0x0f, 0x5e, 0xc1,
+                                   0xf3, 0x0f, 0x58, 0xd0, 0xc3};
+    check_case(d, "at the divide", fdiv, sizeof fdiv, A, A + 4, 1, &r,
+               (struct expect){r.r[AX], NMP_ACC_LOAD, 4, NMP_RULE_SKID});
+    check_case(d, "past the divide", fdiv, sizeof fdiv, A, A + 8, 1, &r,
+               (struct expect){0, NMP_ACC_NONE, 0, NMP_RULE_DIVIDE});
+    check_case(d, "two past the divide", fdiv, sizeof fdiv, A, A + 12, 1, &r,
+               (struct expect){0, NMP_ACC_NONE, 0, NMP_RULE_DIVIDE});
+    /* divss (%rax),%xmm0; addss %xmm0,%xmm2: the divide's own load is the access */
+    static const uint8_t mdiv[] = {0xf3, 0x0f, 0x5e, 0x00, 0xf3, 0x0f, 0x58, 0xd0, 0xc3};
+    check_case(d, "past a divide from memory", mdiv, sizeof mdiv, A, A + 4, 1, &r,
+               (struct expect){r.r[AX], NMP_ACC_LOAD, 4, NMP_RULE_SKID});
+    /* mov (%rax),%rcx; div %rcx; add $1,%rdx */
+    static const uint8_t idiv[] = {0x48, 0x8b, 0x08, 0x48, 0xf7, 0xf1, 0x48, 0x83, 0xc2, 0x01, 0xc3};
+    check_case(d, "past an integer divide", idiv, sizeof idiv, A, A + 6, 1, &r,
+               (struct expect){0, NMP_ACC_NONE, 0, NMP_RULE_DIVIDE});
+    /* movsd (%rax),%xmm0; sqrtsd %xmm0,%xmm0; vdivsd %xmm2,%xmm1,%xmm3; addsd %xmm0,%xmm3 */
+    static const uint8_t roots[] = {0xf2, 0x0f, 0x10, 0x00, 0xf2, 0x0f, 0x51, 0xc0, 0xc5, 0xf3,
+                                    0x5e, 0xda, 0xf2, 0x0f, 0x58, 0xd8, 0xc3};
+    check_case(d, "past a square root", roots, sizeof roots, A, A + 8, 1, &r,
+               (struct expect){0, NMP_ACC_NONE, 0, NMP_RULE_DIVIDE});
+    check_case(d, "past an AVX divide", roots, sizeof roots, A, A + 12, 1, &r,
+               (struct expect){0, NMP_ACC_NONE, 0, NMP_RULE_DIVIDE});
+    /* the same without arithmetic of that kind: mulss, an estimate (rcpss) */
+    static const uint8_t fmul[] = {0xf3, 0x0f, 0x10, 0x00, 0xf3, 0x0f, 0x53, 0xc8,
+                                   0xf3, 0x0f, 0x59, 0xc1, 0xf3, 0x0f, 0x58, 0xd0, 0xc3};
+    check_case(d, "past a reciprocal estimate", fmul, sizeof fmul, A, A + 12, 1, &r,
+               (struct expect){r.r[AX], NMP_ACC_LOAD, 4, NMP_RULE_SKID});
+}
+
 static void test_paths(struct nmp_decoder *d)
 {
     struct nmp_regs r;
@@ -707,6 +749,7 @@ int main(void)
                (struct expect){r.r[SI] + r.r[DX] * 8, NMP_ACC_LOAD, 8, NMP_RULE_SKID});
 
     test_register_steps(d);
+    test_divides(d);
     test_paths(d);
     test_loops(d);
     test_strings(d);

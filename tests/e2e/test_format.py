@@ -116,7 +116,7 @@ def test_the_rule_list_is_refused_outside_its_grammar(edit, why):
     old, new = edit
     assert old in HEADER
     with pytest.raises(fmt.FormatDefinitionError, match=why):
-        core._rule_names(HEADER.replace(old, new))
+        fmt._rule_names(HEADER.replace(old, new))
 
 
 def test_scattered_faults_on_the_same_pages_are_repeats(tmp_path):

@@ -13,6 +13,7 @@ import pytest
 from profgen import Array  # noqa: E402
 
 from numaprof.analyzer import analyze  # noqa: E402
+from numaprof.cli.render import json_report, text_report
 
 MiB = 1 << 20
 
@@ -252,6 +253,24 @@ def test_profile_info_counts(kinds):
     assert p.backend == "soft" and p.complete and p.rules["at_ip"] == p.with_address
     assert sum(o.samples for o in a.objects) + p.outside_objects == p.with_address
     assert p.duration_s == pytest.approx(2.0)
+
+
+def test_waits_are_not_counted_against_the_coverage(tmp_path):
+    """Samples of a thread spinning (rule spin) and of a core waiting on a divide (rule
+    divide) are not memory accesses: the coverage leaves them out, no_mem stays in it."""
+    path = tmp_path / "p"
+    run = profgen.synth_run(path, [Array("x", 4 * MiB, ["regular"], samples=600)], extra_samples=120,
+                            no_address_rules=(0, 16, 20))
+    p = analyze(path).profile
+    assert (p.rules["no_mem"], p.rules["spin"], p.rules["divide"]) == (20, 20, 20)
+    assert p.address_coverage == pytest.approx(p.with_address / (run.samples - 40))
+    doc = json_report.report(analyze(path))
+    assert doc["profile"]["divide_wait"] == 20 and doc["profile"]["spin_wait"] == 20
+    out = tmp_path / "report.txt"
+    text_report.render(analyze(path), out=out)
+    text = out.read_text()
+    assert "of those not spin-waiting and on divides" in text
+    assert "on divides   20 samples" in text
 
 
 def test_objects_sorted_top_and_filter(kinds, tmp_path):
