@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from numaprof.analyzer import datatype, frames, symbols
+from numaprof.analyzer import datatype, dwarfloc, frames, symbols
 
 INSN_OFF_UNKNOWN = -(1 << 15)  # samples.insn_off: too far to store
 BASE_OFF_UNKNOWN = -(1 << 31)  # samples.base_off: too far to store
@@ -203,8 +203,8 @@ def attribute(s: Samples, candidate: np.ndarray, in_stack: np.ndarray, resolver)
     cfa_ok = (g >= 0) & ((cfa_reg[gg] == frames.DW_SP) | ((cfa_reg[gg] == frames.DW_BP) & bp_ok))
     cfa = np.where(cfa_reg[gg] == frames.DW_SP, sp, bp) + cfa_off[gg]
     fbr = fb_reg[gg]
-    fb = np.where(fbr == frames.BASIS_FB, cfa, np.where(fbr == frames.DW_SP, sp, bp)) + fb_off[gg]
-    fb_ok = (g >= 0) & (((fbr == frames.BASIS_FB) & cfa_ok) | (fbr == frames.DW_SP)
+    fb = np.where(fbr == dwarfloc.BASIS_FB, cfa, np.where(fbr == frames.DW_SP, sp, bp)) + fb_off[gg]
+    fb_ok = (g >= 0) & (((fbr == dwarfloc.BASIS_FB) & cfa_ok) | (fbr == frames.DW_SP)
                         | ((fbr == frames.DW_BP) & bp_ok))
     # the sample's own frame (its owner is the sampled thread): [sp - red zone, CFA)
     own = cfa_ok & (addr >= sp - RED_ZONE) & (addr < cfa)
@@ -213,7 +213,7 @@ def attribute(s: Samples, candidate: np.ndarray, in_stack: np.ndarray, resolver)
     # -1 (anyone's) otherwise
     own_memory = own if s.own_stack is None else own | np.asarray(s.own_stack, dtype=bool)
     owner_of = np.where(own_memory, tid, -1)
-    basis = {frames.BASIS_FB: (fb, fb_ok), frames.DW_SP: (sp, g >= 0), frames.DW_BP: (bp, (g >= 0) & bp_ok)}
+    basis = {dwarfloc.BASIS_FB: (fb, fb_ok), frames.DW_SP: (sp, g >= 0), frames.DW_BP: (bp, (g >= 0) & bp_ok)}
 
     found = _Found()
     later = np.zeros(n, dtype=bool)
@@ -228,8 +228,8 @@ def attribute(s: Samples, candidate: np.ndarray, in_stack: np.ndarray, resolver)
         for sl in fr.slots:
             if not sl.var.name:
                 continue  # a compiler-made variable: no name to give
-            if sl.basis == frames.BASIS_EXPR:
-                start, okm = frames.evaluate(sl.expr, sp[members], bp[members], fb[members], cfa[members])
+            if sl.basis == dwarfloc.BASIS_EXPR:
+                start, okm = dwarfloc.evaluate(sl.expr, sp[members], bp[members], fb[members], cfa[members])
                 used = {o.op_name for o in sl.expr}
                 if "DW_OP_fbreg" in used:
                     okm = okm & fb_ok[members]

@@ -4,7 +4,7 @@ definition that reaches it through the function's branches -- a long Fortran pro
 keeps an automatic array's address in r15 from its malloc on, and its location list
 stops a few instructions later (SNAP's dim3_sweep, gfortran -O3)."""
 
-from numaprof.analyzer import datatype, frames
+from numaprof.analyzer import datatype, dwarfloc, frames
 
 R15, R12, RAX, RBX = 15, 12, 0, 3
 
@@ -120,12 +120,12 @@ def test_a_slot_holding_an_arrays_address():
     """`DW_OP_fbreg k; DW_OP_deref`: the frame holds the variable's address (gfortran
     spills a dummy argument's or an automatic array's pointer there); a load from that
     slot elsewhere in the function is a pointer to the variable."""
-    assert frames._classify([_Op("DW_OP_fbreg", -112), _Op("DW_OP_deref")]) == ("ptrslot", frames.BASIS_FB, -112)
-    assert frames._classify([_Op("DW_OP_fbreg", -112)]) == ("mem", frames.BASIS_FB, -112)
+    assert dwarfloc.classify([_Op("DW_OP_fbreg", -112), _Op("DW_OP_deref")]) == ("ptrslot", dwarfloc.BASIS_FB, -112)
+    assert dwarfloc.classify([_Op("DW_OP_fbreg", -112)]) == ("mem", dwarfloc.BASIS_FB, -112)
     t = datatype.TypeInfo("array", "", 64, -1)
     ec = frames._Var(frames.Variable("ec", "f", "f.f90", 3, t, True), None,
-                     [frames._Loc(0x100, 0x110, "ptrslot", frames.BASIS_FB, -112)])
-    f = frames._Func("f", 0, (frames.BASIS_FB, 0), [ec], [(0x100, 0x200)])
+                     [frames._Loc(0x100, 0x110, "ptrslot", dwarfloc.BASIS_FB, -112)])
+    f = frames._Func("f", 0, (dwarfloc.BASIS_FB, 0), [ec], [(0x100, 0x200)])
     fi = _index()
     fi._function_at = lambda pc: f
     fi._cfa_offset = lambda pc, reg, disp: disp - 224  # CFA = rsp + 224
@@ -231,9 +231,9 @@ def test_a_spill_slot_of_two_variables_or_of_none_is_no_ones():
 
 
 def test_an_xmm_register_location_is_a_value():
-    assert frames._classify([_Op("DW_OP_reg18")]) == ("val", XMM1, 0)
-    assert frames._classify([_Op("DW_OP_regx", 67)]) == ("val", 67, 0)  # xmm16
-    assert frames._classify([_Op("DW_OP_reg16")]) is None  # the return address column
+    assert dwarfloc.classify([_Op("DW_OP_reg18")]) == ("val", XMM1, 0)
+    assert dwarfloc.classify([_Op("DW_OP_regx", 67)]) == ("val", 67, 0)  # xmm16
+    assert dwarfloc.classify([_Op("DW_OP_reg16")]) is None  # the return address column
 
 
 def test_register_stores_to_the_frame_decode_as_value_stores():
@@ -516,9 +516,9 @@ def _reused_home(stored_reg=R12, in_slot_until=0x108):
     ]
     t = datatype.TypeInfo("pointer", "int *", 8, -1)
     cell = frames._Var(frames.Variable("cell", "f", "f.c", 3, t), None,
-                       [frames._Loc(0x100, in_slot_until, "mem", frames.BASIS_FB, -0x40),
+                       [frames._Loc(0x100, in_slot_until, "mem", dwarfloc.BASIS_FB, -0x40),
                         frames._Loc(0x108, 0x11d, "val", R15, 0)])
-    f = frames._Func("f", 0, (frames.BASIS_FB, 0), [cell], [(0x100, 0x11d)],
+    f = frames._Func("f", 0, (dwarfloc.BASIS_FB, 0), [cell], [(0x100, 0x11d)],
                      code=(insns, [i.addr for i in insns]))
     fi = _index()
     fi._function_at = lambda pc: f

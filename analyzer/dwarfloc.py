@@ -1,0 +1,142 @@
+"""DWARF location expressions of a function's locals (DWARF 5, section 2.5 and 2.6):
+where a variable is -- at the frame base, the stack or frame pointer plus a constant, a
+register, the address another register holds -- classified once per location
+(:func:`classify`), and the addresses of those computed from the stack (a C
+variable-length array's `((rsp + 7) >> 3) << 3`) evaluated per sample
+(:func:`evaluate`).  The x86-64 register numbers are the System V psABI's (figure 3.36)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from numaprof.analyzer import datatype
+
+DW_SP, DW_BP = 7, 6  # DWARF numbers of rsp and rbp
+BASIS_FB = -1  # a slot's offset is from the function's frame base
+BASIS_EXPR = -3  # a slot's start is a DWARF expression of the stack pointer, frame pointer,
+# frame base or CFA (Slot.expr): a C variable-length array, `((rsp + 7) >> 3) << 3`
+
+
+def frame_base(cu, die) -> tuple[int, int] | None:
+    """The frame base of a function: (BASIS_FB, 0) for the CFA (DW_OP_call_frame_cfa, as
+    GCC writes it), (register, k) for a register plus k (clang: rbp or rsp)."""
+    a = die.attributes.get("DW_AT_frame_base")
+    if a is None or a.form != "DW_FORM_exprloc":
+        return None
+    ops = datatype.parse_expr(cu.structs, a.value)
+    if len(ops) == 1 and ops[0].op_name == "DW_OP_call_frame_cfa":
+        return (BASIS_FB, 0)
+    c = register(ops)
+    return (c[0], c[1]) if c is not None and c[0] in (DW_SP, DW_BP) else None
+
+
+def register(ops) -> tuple[int, int] | None:
+    """(register, k) of DW_OP_regN (k 0) or DW_OP_bregN k."""
+    if len(ops) != 1:
+        return None
+    name = ops[0].op_name
+    if name.startswith("DW_OP_reg") and name[9:].isdigit():
+        return int(name[9:]), 0
+    if name == "DW_OP_regx" and ops[0].args:
+        return int(ops[0].args[0]), 0
+    if name.startswith("DW_OP_breg") and name[10:].isdigit():
+        return int(name[10:]), int(ops[0].args[0])
+    return None
+
+
+def classify(ops) -> tuple | None:
+    """("mem", basis, k): the variable is stored at basis + k (DW_OP_fbreg k: the frame
+    base; DW_OP_bregN k with N rsp or rbp); ("mem", BASIS_EXPR, 0, ops): at the address
+    an expression of those computes (evaluate()); ("val", N, k): its value is register
+    N + k (DW_OP_regN, DW_OP_regx N; DW_OP_bregN k, DW_OP_stack_value); ("ref", N, k): it is stored at
+    register N + k, N another register (DW_OP_bregN k); None for anything else
+    (constants, pieces, values computed from memory or other registers)."""
+    if not ops:
+        return None
+    name = ops[0].op_name
+    if len(ops) == 1 and name == "DW_OP_fbreg":
+        return "mem", BASIS_FB, int(ops[0].args[0])
+    if len(ops) == 2 and name == "DW_OP_fbreg" and ops[1].op_name == "DW_OP_deref":
+        # its address is stored in the frame at frame base + k (gfortran's automatic
+        # arrays where their pointer is spilled)
+        return "ptrslot", BASIS_FB, int(ops[0].args[0])
+    if len(ops) == 1 and name.startswith("DW_OP_breg"):
+        r = register(ops)
+        if r is not None and r[0] in (DW_SP, DW_BP):
+            return "mem", r[0], r[1]
+        # stored at another register + k: the register holds its address (a Fortran
+        # argument, passed by reference)
+        return ("ref", r[0], r[1]) if r is not None and r[0] < 16 else None
+    if len(ops) == 2 and name.startswith("DW_OP_breg") and ops[1].op_name == "DW_OP_plus_uconst":
+        # the same, written as register + 0, + k: an OpenMP outlined function's shared
+        # variables, fields of the block its caller filled (`DW_OP_breg3 (rbx): 0;
+        # DW_OP_plus_uconst: 8`)
+        r = register(ops[:1])
+        if r is not None and r[0] < 16 and r[0] not in (DW_SP, DW_BP):
+            return "ref", r[0], r[1] + int(ops[1].args[0])
+    if len(ops) == 1 and name.startswith("DW_OP_reg"):
+        # a general register, or an xmm register (DWARF 17-32 and 67-82, x86-64 psABI
+        # figure 3.36): a floating-point variable's value, what a spill stores
+        r = register(ops)
+        return ("val", r[0], 0) if r is not None and (r[0] < 16 or 17 <= r[0] <= 32 or 67 <= r[0] <= 82) else None
+    if len(ops) == 2 and ops[1].op_name == "DW_OP_stack_value" and name.startswith("DW_OP_breg"):
+        r = register(ops[:1])
+        return ("val", r[0], r[1]) if r is not None and r[0] < 16 else None
+    if all(o.op_name in _EVALUABLE or o.op_name.startswith("DW_OP_lit") for o in ops) and \
+            evaluate(tuple(ops), *([np.zeros(1, dtype=np.int64)] * 4))[1].all():
+        return "mem", BASIS_EXPR, 0, tuple(ops)
+    return None
+
+
+_EVALUABLE = {"DW_OP_breg6", "DW_OP_breg7", "DW_OP_fbreg", "DW_OP_call_frame_cfa", "DW_OP_const1u",
+              "DW_OP_const1s", "DW_OP_const2u", "DW_OP_const2s", "DW_OP_const4u", "DW_OP_const4s",
+              "DW_OP_const8u", "DW_OP_const8s", "DW_OP_constu", "DW_OP_consts", "DW_OP_plus",
+              "DW_OP_minus", "DW_OP_plus_uconst", "DW_OP_and", "DW_OP_or", "DW_OP_shr", "DW_OP_shl",
+              "DW_OP_shra", "DW_OP_neg", "DW_OP_not", "DW_OP_mul", "DW_OP_dup", "DW_OP_swap",
+              "DW_OP_drop"}
+
+
+def evaluate(ops: tuple, sp: np.ndarray, bp: np.ndarray, fb: np.ndarray, cfa: np.ndarray):
+    """The value of a DWARF location expression (the address of a variable) for each
+    sample, from its stack pointer, frame pointer, frame base and CFA: (values, True), or
+    (zeros, False) for an expression of anything else (memory, other registers)."""
+    stack: list[np.ndarray] = []
+    regs = {"DW_OP_breg6": bp, "DW_OP_breg7": sp}
+    fail = (np.zeros(len(sp), dtype=np.int64), np.zeros(len(sp), dtype=bool))
+    for o in ops:
+        name, args = o.op_name, o.args
+        if name in regs:
+            stack.append(regs[name] + int(args[0]))
+        elif name == "DW_OP_fbreg":
+            stack.append(fb + int(args[0]))
+        elif name == "DW_OP_call_frame_cfa":
+            stack.append(cfa.copy())
+        elif name.startswith("DW_OP_lit") and name[9:].isdigit():
+            stack.append(np.full(len(sp), int(name[9:]), dtype=np.int64))
+        elif name.startswith("DW_OP_const") and args and isinstance(args[0], int):
+            stack.append(np.full(len(sp), int(args[0]), dtype=np.int64))
+        elif name == "DW_OP_plus_uconst" and stack:
+            stack[-1] = stack[-1] + int(args[0])
+        elif name in ("DW_OP_neg", "DW_OP_not") and stack:
+            stack[-1] = -stack[-1] if name == "DW_OP_neg" else ~stack[-1]
+        elif name == "DW_OP_dup" and stack:
+            stack.append(stack[-1])
+        elif name == "DW_OP_drop" and stack:
+            stack.pop()
+        elif name in _BINARY and len(stack) >= 2:
+            b, a = stack.pop(), stack.pop()
+            stack.append(_BINARY[name](a, b))
+        elif name == "DW_OP_swap" and len(stack) >= 2:
+            stack[-1], stack[-2] = stack[-2], stack[-1]
+        else:
+            return fail
+    return (stack[-1], np.ones(len(sp), dtype=bool)) if len(stack) == 1 else fail
+
+
+_BINARY = {
+    "DW_OP_plus": np.add, "DW_OP_minus": np.subtract, "DW_OP_and": np.bitwise_and,
+    "DW_OP_or": np.bitwise_or, "DW_OP_mul": np.multiply,
+    "DW_OP_shl": lambda a, b: np.left_shift(a, b & 63),
+    "DW_OP_shr": lambda a, b: (a.astype(np.uint64) >> (b & 63).astype(np.uint64)).astype(np.int64),
+    "DW_OP_shra": lambda a, b: np.right_shift(a, b & 63),
+}
