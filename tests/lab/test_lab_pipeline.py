@@ -91,10 +91,16 @@ def _obj(doc, name):
 
 
 def _obj_at(doc, addr: int):
+    """The program's array at ADDR: its allocation's object.  The anonymous mapping it is
+    in can start at the same address (its VMA merged with a neighbour's, and samples fell
+    on the neighbour): that object is the mapping's, listed after the allocation's."""
     found = [o for o in doc["objects"] if int(o.get("address", "0"), 16) == addr]
     assert found, (f"no object at {addr:#x} in the report: "
                    f"{[(o['name'], o.get('address')) for o in doc['objects']]}")
-    return found[0]
+    allocated = [o for o in found if o["kind"] != "mapping"]
+    assert allocated, ("only a mapping at the array's address: "
+                       f"{[(o['name'], o['kind'], o['samples'], o['pages_source']) for o in found]}")
+    return allocated[0]
 
 
 def _local(matrix) -> tuple[float, float]:
