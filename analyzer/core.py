@@ -31,6 +31,7 @@ from numaprof.analyzer import format as fmt
 from numaprof.analyzer import sharing as sharing_
 from numaprof.analyzer import threads as thr
 from numaprof.analyzer.archive import Archive
+from numaprof.analyzer.constants import constant_reads, constant_sites, constants_note
 from numaprof.analyzer.firsttouch import (
     fault_count,
     first_touch_of,
@@ -246,6 +247,11 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     # the border between two arrays of small blocks, where the code says it is
     if borders.settle(objs, heap_iv, a_iv, a_obj, a_ip, a_addr):
         ivs = att.Intervals.concat(layers)
+    # the compiler's literals, read at addresses fixed in the instructions: what the
+    # samples there caught was arithmetic (analyzer/constants.py); counted, no object.
+    # Left out after the attribution by code, which needs their frames (a caller's local
+    # read by a library's code is placed in the frame seen at its function's samples)
+    const = constant_reads(resolver, objs, a_obj, a_pid, a_ip, a_addr, a_regs)
     if a_regs is not None:
         # what only a whole mapping (or nothing) holds: named by the code's frame and
         # registers, after the heap, static and before the mapping attribution
@@ -254,7 +260,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         walked_at = np.flatnonzero(on_walked)
         was_obj, was_iv = a_obj[walked_at], a_iv[walked_at]
         var_iv = _variable_objects(a_regs, a_pid, a_tidx, tids, a_time, a_ip, a_addr, a_obj, a_iv,
-                                   len(ivs), objs, resolver, on_walked)
+                                   len(ivs), objs, resolver, on_walked, const)
         if len(walked_at):
             walked.settle(objs, walked_at, was_obj, was_iv, a_obj, a_iv)
         del on_walked, walked_at, was_obj, was_iv
@@ -267,13 +273,27 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
             lib_functions.update(library_functions(resolver, a_pid[more], a_ip[more]))
             keep = ~more
             (a_addr, a_time, a_pid, a_tidx, a_trow, a_access, a_ip, a_weight, a_count, a_hitm,
-             a_regs, a_iv, a_obj) = _kept(keep, a_addr, a_time, a_pid, a_tidx, a_trow, a_access, a_ip,
-                                          a_weight, a_count, a_hitm, a_regs, a_iv, a_obj)
+             a_regs, a_iv, a_obj, const) = _kept(keep, a_addr, a_time, a_pid, a_tidx, a_trow, a_access, a_ip,
+                                                 a_weight, a_count, a_hitm, a_regs, a_iv, a_obj, const)
             del more, keep
         # one allocation holding several arrays (a workspace carved up): one object each
         heap_iv, _ = carved.split(objs, heap_iv, a_regs, a_pid, tids[a_tidx], a_time, a_ip, a_addr, a_obj,
                                   a_iv, resolver)
         ivs = att.Intervals.concat([heap_iv, static_iv, map_iv, var_iv])
+    n_const = 0
+    if const is not None:
+        n_const = _count(const, a_count)
+        charged = a_ip[const].astype(np.int64)
+        if a_regs is not None:
+            off = a_regs["insn_off"][const].astype(np.int64)
+            charged = np.where(off == INSN_OFF_UNKNOWN, charged, charged - off)
+        findings.append(constants_note(n_const, with_address, constant_sites(
+            resolver, a_pid[const], charged, a_count[const] if a_count is not None else None)))
+        (a_addr, a_time, a_pid, a_tidx, a_trow, a_access, a_ip, a_weight, a_count, a_hitm,
+         a_regs, a_iv, a_obj) = _kept(~const, a_addr, a_time, a_pid, a_tidx, a_trow, a_access, a_ip,
+                                      a_weight, a_count, a_hitm, a_regs, a_iv, a_obj)
+        del charged
+    del const
     # (the register-named stack variables are not the arrays gathers index)
     b_iv = att.locate_layers(b_pid, b_addr, b_time, [heap_iv, static_iv, map_iv])
 
@@ -486,6 +506,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         numaprof_own=n_own,
         runtime_samples=n_runtime,
         library_samples=n_lib,
+        constant_samples=n_const,
         complete=prof.complete,
         incomplete_reason=prof.incomplete_reason,
         exit_status=m.get("exit_status"),
@@ -692,6 +713,8 @@ def _duration(manifest: dict, times) -> float:
 
 
 _REGISTER_COLUMNS = ("insn_off", "base_reg", "base_off", "size")
+#: samples.insn_off where the charged instruction was too far from ip to store
+INSN_OFF_UNKNOWN = -32768
 #: samples.bp_sp where rbp was no frame pointer (too far from rsp to store)
 BP_SP_UNKNOWN = -(2**31)
 
@@ -709,6 +732,8 @@ def _access_registers(prof: Profile, s, sel) -> dict[str, np.ndarray] | None:
     out = {"sp": sp}
     for col in _REGISTER_COLUMNS:
         out[col] = np.asarray(s[col][sel])
+    if (prof.path / "samples.index_reg.col").exists():
+        out["index_reg"] = np.asarray(s["index_reg"][sel])
     if (prof.path / "samples.bp.col").exists():
         out["bp"] = np.asarray(s["bp"][sel])
     else:
@@ -725,14 +750,17 @@ def _kept(keep: np.ndarray, *columns):
 
 
 def _variable_objects(regs, a_pid, a_tidx, tids, a_time, a_ip, a_addr, a_obj, a_iv, n_iv, objs: list[Obj],
-                      resolver, also: np.ndarray) -> att.Intervals:
-    """Samples on no object or only on a whole mapping (and the samples ``also``),
+                      resolver, also: np.ndarray, never: np.ndarray | None = None) -> att.Intervals:
+    """Samples on no object or only on a whole mapping (and the samples ``also``; not
+    those ``never``, whose frames still tell where other samples' locals are),
     attributed to variables by their frame and registers (analyzer/varattr.py): their
     objects are appended to ``objs``, a_obj and a_iv updated in place (the instances are
     intervals numbered from n_iv on); returns the instances."""
     kinds = np.array([o.kind in ("stack", "mapping") for o in objs] + [True])
     stacks = np.array([o.kind == "stack" for o in objs] + [False])
     cand = kinds[a_obj] | also  # a_obj -1 picks the last entry: no object
+    if never is not None:
+        cand &= ~never
     if not cand.any():
         return att.Intervals.empty()
     # an address on the stack mapping that holds the sample's stack pointer is on the

@@ -143,6 +143,7 @@ def merge(analyses: list[Analysis]) -> Analysis:
         numaprof_own=sum(a.profile.numaprof_own for a in analyses),
         runtime_samples=sum(a.profile.runtime_samples for a in analyses),
         library_samples=sum(a.profile.library_samples for a in analyses),
+        constant_samples=sum(a.profile.constant_samples for a in analyses),
         gather_samples=gathers,
         complete=all(a.profile.complete for a in analyses),
         incomplete_reason="; ".join(a.profile.incomplete_reason for a in analyses

@@ -212,6 +212,8 @@ class ProfileInfo:
     runtime_samples: int = 0
     # ... a system library's (libc, libm) work on its own data (analyzer/libstate.py)
     library_samples: int = 0
+    # ... the compiler's literal constants read at fixed addresses (analyzer/constants.py)
+    constant_samples: int = 0
     # gathers and scatters with their base register's address (rule vsib_base): an object
     # but no element; not in with_address
     gather_samples: int = 0

@@ -11,8 +11,9 @@ OpenMP threads, reads `numaprof report --format json` and prints, per run:
 - coverage: `profile.address_coverage`, the share of the samples not spin-waiting that
   carry a data address;
 - named: the share of the samples with a data address (on the program's data: less the
-  samples of numaprof's own work and of the OpenMP runtime's work on its own state,
-  which the report counts apart and puts in no object) that fall on an object whose name
+  samples of numaprof's own work, of the OpenMP runtime's and the system libraries'
+  work on their own state, and of the compiler's literal constants, which the report
+  counts apart and puts in no object) that fall on an object whose name
   is a source name (see `is_named`): a variable, a member (`g->energy`, `Mesh::m_pos`,
   `lv[l].u`), a static symbol, or a type and member (`struct grid.energy`); not a
   mapping or stack placeholder (`[stack]`, `[heap]`, `stack@0x…`, `anon@0x…`,
@@ -229,11 +230,11 @@ def measure(report: dict, run: Run, opt: str) -> Fidelity:
     module's docstring)."""
     prof = report["profile"]
     # the samples on the program's data: not numaprof's own, the OpenMP runtime's work on
-    # its own state (barrier counters) nor a system library's on its own (libm's tables),
-    # which are no object (`profile.numaprof_own`, `profile.runtime_samples`,
-    # `profile.library_samples`)
+    # its own state (barrier counters), a system library's on its own (libm's tables) nor
+    # the compiler's literal constants, which are no object (`profile.numaprof_own`,
+    # `profile.runtime_samples`, `profile.library_samples`, `profile.constant_samples`)
     addressed = (int(prof["with_address"]) - int(prof.get("numaprof_own", 0)) - int(prof.get("runtime_samples", 0))
-                 - int(prof.get("library_samples", 0)))
+                 - int(prof.get("library_samples", 0)) - int(prof.get("constant_samples", 0)))
     objs = report["objects"]
     named = sum(o["samples"] for o in objs if is_named(o["name"]))
     unknown = sum(o["samples"] for o in objs if o["pattern"] == "unknown") + int(prof["outside_objects"])

@@ -102,6 +102,7 @@ def report(a: Analysis, top: int | None = None) -> dict:
             "numaprof_own": int(p.numaprof_own),
             "runtime_samples": int(p.runtime_samples),
             "library_samples": int(p.library_samples),
+            "constant_samples": int(p.constant_samples),
             "gather_samples": int(p.gather_samples),
             "complete": bool(p.complete),
             "incomplete_reason": p.incomplete_reason,

@@ -271,9 +271,9 @@ def render(a: Analysis, top: int = 15, out: Path | None = None) -> None:
                   "apart by the pointer variables the code read them through; its size is "
                   "estimated from the sampled offsets[/dim]")
     if any(o.read_only for o in apart):
-        con.print("[dim](read-only): the constants of a program or library file at no symbol (its .rodata: "
-                  "literals the compiler put there): page-cache pages, read from "
-                  "every core's caches; no placement moves them[/dim]")
+        con.print("[dim](read-only): read-only data of a program or library file at no symbol (its .rodata, "
+                  "read through an index: a table the compiler or the program put there): page-cache "
+                  "pages, read from every core's caches; no placement moves them[/dim]")
     if any(o.thread_private for o in apart):
         con.print("[dim](private): thread-private, one instance (xN) per thread (its stack frame or thread-local storage); always "
                   "local to its thread, whatever the placement[/dim]")

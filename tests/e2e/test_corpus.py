@@ -182,6 +182,10 @@ def test_measure_on_a_hand_built_report():
     report["profile"] |= {"numaprof_own": 4, "runtime_samples": 6, "library_samples": 10}
     f = fidelity.measure(report, run, "O2")
     assert (f.named, f.unknown) == (0.75, 0.375)  # 60 / 80, (25 + 5) / 80
+    # nor are the compiler's literal constants
+    report["profile"] |= {"constant_samples": 20}
+    f = fidelity.measure(report, run, "O2")
+    assert (f.named, f.unknown) == (1.0, 0.5)  # 60 / 60, (25 + 5) / 60
 
 
 # ------------------------------------------------------------ recorded, -O2, defaults

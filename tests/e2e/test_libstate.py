@@ -31,7 +31,8 @@ def test_the_libraries_own_data_is_counted_apart(analysed):
     note = next(f for f in analysed["findings"] if "system libraries' work on their own data" in f)
     assert "exp" in note and "(libm.so.6)" in note, note
     total = sum(o["samples"] for o in analysed["objects"]) + prof["outside_objects"]
-    assert total + prof["library_samples"] + prof["runtime_samples"] + prof["numaprof_own"] == prof["with_address"]
+    assert (total + prof["library_samples"] + prof["runtime_samples"] + prof["numaprof_own"]
+            + prof["constant_samples"]) == prof["with_address"]
 
 
 def test_the_programs_arrays_stay_objects(analysed):
@@ -57,4 +58,5 @@ def test_the_frames_of_a_librarys_callers_within_it_are_its_own(parsed):
     assert line is not None and line["kind"] == "stack" and line["attribution"] == "frame", sorted(o["name"] for o in objs)
     assert next(o for o in objs if o["name"] == "v")["samples"] > 0
     total = sum(o["samples"] for o in objs) + prof["outside_objects"]
-    assert total + prof["library_samples"] + prof["runtime_samples"] + prof["numaprof_own"] == prof["with_address"]
+    assert (total + prof["library_samples"] + prof["runtime_samples"] + prof["numaprof_own"]
+            + prof["constant_samples"]) == prof["with_address"]

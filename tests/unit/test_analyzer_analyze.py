@@ -755,10 +755,32 @@ int main(void) { return 0; }
 """
 
 
-def _consts_profile(tmp_path, data):
+def _scale_insn(info, func: int, which: str) -> int:
+    """The link-time address of an instruction of `scale`: its first ("entry"), the first
+    that reads memory at a fixed address ("literal": a constant of .rodata, RIP-relative)
+    or through a base and an index register ("indexed": `x[i]`)."""
+    import capstone
+    from capstone import x86
+
+    if which == "entry":
+        return func
+    md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+    md.detail = True
+    for i in md.disasm(info._code(func, 64), func):
+        mems = [o.mem for o in i.operands if o.type == x86.X86_OP_MEM]
+        if which == "literal" and any(m.base == x86.X86_REG_RIP and m.index == 0 for m in mems):
+            return i.address
+        if which == "indexed" and any(m.base not in (0, x86.X86_REG_RIP) and m.index != 0 for m in mems):
+            return i.address
+    raise AssertionError(f"no {which} load in scale")
+
+
+def _consts_profile(tmp_path, data, at="entry", registers=False):
     """A profile of C_CONSTANTS built with gcc -O2, its segments mapped as the loader maps
     them, 100 samples in a [heap] array and those of ``data`` (addresses given by
-    (section, offset)), all from `scale`.  Returns (path, number of data samples)."""
+    (section, offset)), all from `scale` at the instruction ``at`` (_scale_insn); with
+    ``registers``, the software backend's register columns, each access at IP with the
+    address registers of that instruction.  Returns (path, number of data samples)."""
     from helpers import build_program
 
     from numaprof.analyzer import symbols
@@ -767,6 +789,7 @@ def _consts_profile(tmp_path, data):
     info = symbols.elf_info(str(exe))
     func = next(a for a, (name, _) in zip(info.func_addr.tolist(), info.func_info, strict=True)
                 if name == "scale")
+    func = _scale_insn(info, func, at)
     BASE, HEAP = 0x5555_0000_0000, 0x5555_1000_0000
     maps = []
     for seg in info.elf.iter_segments():
@@ -786,12 +809,17 @@ def _consts_profile(tmp_path, data):
             flags=[2] * m, path=[x[3] for x in maps])
     addr = [HEAP + 8 * i for i in range(100)]
     for section, n in data:
-        at = (0x7000_0000_0000 if section == "nowhere"  # in no mapping
-              else BASE + int(info.elf.get_section_by_name(section)["sh_addr"]) + 8)
-        addr += [at] * n
+        where = (0x7000_0000_0000 if section == "nowhere"  # in no mapping
+                 else BASE + int(info.elf.get_section_by_name(section)["sh_addr"]) + 8)
+        addr += [where] * n
     n = len(addr)
     w.table("samples", time=list(range(10, 10 + n)), pid=[7] * n, tid=[7] * n, cpu=[0] * n,
             ip=[BASE + func] * n, addr=addr, access=[1] * n)
+    if registers:
+        # a literal's operand has no address register (base_reg, index_reg 0: none)
+        base, index = (0, 0) if at == "literal" else (6, 1)  # rdi + rax * 8: DWARF 5, 0, plus one
+        w.table("samples", sp=[0x7FFF_0000_0000] * n, bp_sp=[-(2**31)] * n, insn_off=[0] * n,
+                base_reg=[base] * n, index_reg=[index] * n, base_off=[0] * n, size=[8] * n)
     return tmp_path / "p", n - 100
 
 
@@ -826,6 +854,39 @@ def test_constants_are_a_read_only_object_of_their_file(tmp_path, share):
     assert found == [("consts .rodata", "mapping", n_const, "scale@consts")], found
     heap = [o for o in a.objects if o.name == "[heap]"]
     assert len(heap) == 1 and heap[0].samples == 100 and not heap[0].read_only
+
+
+@pytest.mark.parametrize("registers", [False, True])
+def test_literals_read_at_a_fixed_address_are_counted_apart(tmp_path, registers):
+    """A constant of .rodata read at an address fixed in the instruction (RIP-relative):
+    what a sample there caught is arithmetic, not a wait on memory.  Its samples are
+    counted apart (`constant_samples`), with a finding naming the line, and are in no
+    object; the heap array is unchanged.  Told by the sampled registers (no base, no
+    index) or, without them (the hardware backends), by the instruction decoded."""
+    path, n_const = _consts_profile(tmp_path, [(".rodata", 60)], at="literal", registers=registers)
+    a = analyze(path)
+    assert a.profile.constant_samples == n_const == 60
+    assert not [o for o in a.objects if o.read_only], [(o.name, o.samples) for o in a.objects]
+    said = [f for f in a.findings if "the compiler's constants" in f]
+    assert len(said) == 1 and said[0].startswith("60 samples"), a.findings
+    assert "scale@consts.c:" in said[0], said[0]
+    assert a.profile.outside_objects == 0
+    assert sum(o.samples for o in a.objects) + a.profile.constant_samples == a.profile.with_address
+
+
+@pytest.mark.parametrize("registers", [False, True])
+def test_a_table_read_through_an_index_stays_the_files_object(tmp_path, registers):
+    """Read-only data at no symbol read through a base and an index register is a table,
+    data of the program's: it stays in the objects (the file's read-only object), not
+    counted apart."""
+    path, n = _consts_profile(tmp_path, [(".rodata", 40)], at="indexed", registers=registers)
+    a = analyze(path)
+    assert a.profile.constant_samples == 0
+    assert sum(o.samples for o in a.objects) == a.profile.with_address == 100 + n
+    if not registers:
+        found = [(o.name, o.samples) for o in a.objects if o.read_only]
+        assert found == [("consts .rodata", n)], [(o.name, o.samples) for o in a.objects]
+    # (with the registers, both are named by code after `x`, whose register the base is)
 
 
 def test_data_of_a_file_named_by_its_section(tmp_path):
