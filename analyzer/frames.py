@@ -1052,6 +1052,12 @@ class FrameIndex:
                 return None
             return Copy(found[0], ("static", self.info.path, ins.disp), f.name, ins.size)
         if self.frame_register(ins.addr, ins.base) and not ins.tls:
+            # an element of a local array the DWARF places in the frame (Fortran's
+            # `tmat(5,5)` of NPB LU's blts, filled through another register): the array's
+            # element, whatever stored it
+            local = self._slot_at(ins.addr, ins.base, ins.disp) if ins.index < 0 else None
+            if local is not None and local.name and local.type is not None and local.type.kind == "array":
+                return Copy(local.name, ("var", *local.key), f.name, ins.size)
             slot = self._cfa_offset(ins.addr, ins.base, ins.disp)
             return None if slot is None or ins.index >= 0 else self._slot_value(ins.addr, slot, depth)
         o = self.origin(ins.addr, ins.base) if not ins.tls else None

@@ -649,3 +649,99 @@ def test_a_high_lane_stored_is_a_value_store():
     store, load = (datatype.decode(bytes.fromhex(h), 0x1000)[0] for h in ("66440f179c2498000000", "660f164f08"))
     assert (store.op, store.src, store.base, store.disp, store.size) == ("vstore", 28, 7, 0x98, 8)
     assert (load.op, load.dst, load.base, load.disp) == ("arith", 18, RDI, 8)
+
+
+_ELIMINATE = """
+subroutine solve5(n, d, v)
+  implicit none
+  integer n, i, m
+  double precision d(5, 5, n), v(5, n)
+  double precision tmat(5, 5), tv(5), tmp, tmp1
+  do i = 1, n
+     do m = 1, 5
+        tv(m) = v(m, i)
+        tmat(m, 1) = d(m, 1, i)
+        tmat(m, 2) = d(m, 2, i)
+        tmat(m, 3) = d(m, 3, i)
+        tmat(m, 4) = d(m, 4, i)
+        tmat(m, 5) = d(m, 5, i)
+     end do
+     tmp1 = 1.0d+00 / tmat(1, 1)
+     do m = 2, 5
+        tmp = tmp1 * tmat(m, 1)
+        tmat(m, 2) = tmat(m, 2) - tmp * tmat(1, 2)
+        tmat(m, 3) = tmat(m, 3) - tmp * tmat(1, 3)
+        tmat(m, 4) = tmat(m, 4) - tmp * tmat(1, 4)
+        tmat(m, 5) = tmat(m, 5) - tmp * tmat(1, 5)
+        tv(m) = tv(m) - tv(1) * tmp
+     end do
+     tmp1 = 1.0d+00 / tmat(2, 2)
+     do m = 3, 5
+        tmp = tmp1 * tmat(m, 2)
+        tmat(m, 3) = tmat(m, 3) - tmp * tmat(2, 3)
+        tmat(m, 4) = tmat(m, 4) - tmp * tmat(2, 4)
+        tmat(m, 5) = tmat(m, 5) - tmp * tmat(2, 5)
+        tv(m) = tv(m) - tv(2) * tmp
+     end do
+     tmp1 = 1.0d+00 / tmat(3, 3)
+     do m = 4, 5
+        tmp = tmp1 * tmat(m, 3)
+        tmat(m, 4) = tmat(m, 4) - tmp * tmat(3, 4)
+        tmat(m, 5) = tmat(m, 5) - tmp * tmat(3, 5)
+        tv(m) = tv(m) - tv(3) * tmp
+     end do
+     tmp = tmat(5, 4) / tmat(4, 4)
+     tmat(5, 5) = tmat(5, 5) - tmp * tmat(4, 5)
+     tv(5) = tv(5) - tv(4) * tmp
+     v(5, i) = tv(5) / tmat(5, 5)
+     v(4, i) = (tv(4) - tmat(4, 5) * v(5, i)) / tmat(4, 4)
+     v(3, i) = (tv(3) - tmat(3, 4) * v(4, i) - tmat(3, 5) * v(5, i)) / tmat(3, 3)
+     v(2, i) = (tv(2) - tmat(2, 3) * v(3, i) - tmat(2, 4) * v(4, i) - tmat(2, 5) * v(5, i)) / tmat(2, 2)
+     v(1, i) = (tv(1) - tmat(1, 2) * v(2, i) - tmat(1, 3) * v(3, i) - tmat(1, 4) * v(4, i) &
+               - tmat(1, 5) * v(5, i)) / tmat(1, 1)
+  end do
+end subroutine
+
+program main
+  implicit none
+  integer, parameter :: n = 100
+  double precision d(5, 5, n), v(5, n)
+  call random_number(d)
+  call random_number(v)
+  call solve5(n, d, v)
+  print *, v(1, 1)
+end program
+"""
+
+
+def test_a_spill_of_a_local_arrays_elements_is_named_after_the_array(tmp_path):
+    """NPB LU's blts: a Fortran local `tmat(5,5)`, which the DWARF places in the frame,
+    is filled through another register (`movaps %xmm7, 0x0(%r13)`, r13 = its address)
+    and eliminated; gfortran -O2 keeps some of its elements and of the values computed
+    from them in frame slots no variable describes.  What is read from the array's own
+    slots is its element, whoever stored it, so those spills are `tmat (copy)` and
+    `tmat (temp)` (before: 1 020 samples of `(spills) blts_`/`buts_`, 14 % of LU.W's)."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    from numaprof.analyzer import symbols
+    if shutil.which("gfortran") is None:
+        pytest.skip("gfortran not installed")
+    (tmp_path / "elim.f90").write_text(_ELIMINATE)
+    exe = tmp_path / "elim"
+    subprocess.run(["gfortran", "-O2", "-g", "-o", str(exe), "elim.f90"], check=True, cwd=tmp_path)
+    info = symbols.elf_info(str(exe))
+    fi = frames.frame_index(info)
+    lo = next(int(a) for a, (name, _) in zip(info.func_addr, info.func_info, strict=True) if name == "solve5_")
+    insns, _ = fi._code(fi._function_at(lo))
+    spills = {}  # the frame stores to slots of no local: slot -> what it holds
+    for ins in insns:
+        if ins.op in ("store", "vstore") and ins.index < 0 and fi.frame_register(ins.addr, ins.base) \
+                and fi._slot_at(ins.addr, ins.base, ins.disp) is None:
+            v = fi.slot_value(ins.addr, fi._cfa_offset(ins.addr, ins.base, ins.disp))
+            spills[ins.addr] = v.name if v is not None else None
+    assert spills, "gfortran -O2 kept no value of the elimination in the frame"
+    assert set(spills.values()) <= {"tmat (copy)", "tmat (temp)"}, spills
+    assert "tmat (temp)" in spills.values(), spills
