@@ -241,6 +241,12 @@ def attribute(s: Samples, candidate: np.ndarray, in_stack: np.ndarray, resolver)
             # an array of a size the DWARF does not give extends at most to the CFA
             end = start + sl.size if sl.size > 0 else np.where(cfa_ok[members], cfa[members], start)
             hit = free & okm & (a >= start) & (a < end)
+            if hit.any() and _header_scalar(sl.var):
+                # a system header's inlined scalar (`__x` of std::sqrt) holds the user's
+                # value: named after where that came from, when the stores say
+                taken = _header_value(found, members, hit, fis[u], charged[u], addr, cfa, cfa_ok, owner_of)
+                free &= ~taken
+                hit &= ~taken
             if hit.any():
                 obj = found.object(("var", *sl.var.key), _slot_name(sl.var), sl.var.site, FRAME)
                 m = members[hit]
@@ -289,6 +295,44 @@ class _CallNamer:
             return None
         name, site = named
         return frames.Origin(name, ("call", self.pid, site, name), site, None, REGISTER)
+
+
+def _header_scalar(var) -> bool:
+    """A scalar variable of a system header's inlined function (`float __x` of
+    std::sqrt(float) from <cmath>): its name is the library's, its value the user's."""
+    return bool(var.file) and symbols.is_system_source(var.file) and var.type is not None and \
+        var.type.kind == "base"
+
+
+def _header_value(found: _Found, members: np.ndarray, hit: np.ndarray, fi: frames.FrameIndex, pc: int,
+                  addr, cfa, cfa_ok, owner_of) -> np.ndarray:
+    """The samples ``members[hit]`` on a system header's scalar in the frame named by
+    the value its slot holds at pc (frames.FrameIndex.slot_value: an array's copy or
+    temporary, a user variable's value), as a spill slot is; returns which of
+    ``members`` were."""
+    taken = np.zeros(len(members), dtype=bool)
+    sel = hit & cfa_ok[members]
+    if not sel.any():
+        return taken
+    slot = addr[members] - cfa[members]
+    for k in np.unique(slot[sel]).tolist():
+        v = fi.slot_value(pc, int(k))
+        if v is None:
+            continue
+        if isinstance(v, frames.Copy):
+            obj = found.object(v.key, v.name, v.site, SPILL)
+            size = max(SPILL_SLOT, v.size)
+        elif v.file and symbols.is_system_source(v.file):
+            continue
+        else:
+            pointer = v.type is not None and v.type.pointer
+            obj = found.object(("pointer" if pointer else "var", *v.key), _slot_name(v), v.site, SPILL)
+            size = max(SPILL_SLOT, v.type.size if v.type is not None else 0)
+        mine = sel & (slot == k)
+        m = members[mine]
+        found.add(m, obj, cfa[m] + int(k), size, owner_of[m])
+        taken |= mine
+    return taken
 
 
 def _by_code(found: _Found, members, free, fr: frames.PcFrame, fi: frames.FrameIndex, pc: int, cfa_reg: int, a,

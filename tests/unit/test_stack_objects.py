@@ -425,3 +425,43 @@ def test_a_vectors_own_slot_is_named_like_a_pointers(tmp_path):
                                           handle=types.handle(t))
                     got[var.name] = varattr._slot_name(var)
     assert got == {"v": "v (pointer)", "u": "u (pointer)", "s": "s", "a": "a", "o": "o", "bits": "bits"}, got
+
+
+def test_a_system_headers_scalar_is_named_by_the_value_its_slot_holds():
+    """`__x`, the parameter of std::sqrt(float) inlined from <cmath>, has a frame slot
+    of its own in Rodinia cfd's compute_flux: its samples are named after the value the
+    slot holds (an array's temporary, a user variable's value) where the stores say,
+    as a spill is, and keep the DWARF's name where they do not (two arrays' values on
+    two ways) or where the value is another header variable's."""
+    from numaprof.analyzer import datatype, varattr
+
+    flt = datatype.TypeInfo("base", "float", 4, 0x40)
+    x = frames.Variable("std::sqrt(float)", "std::sqrt(float)", "/usr/include/c++/12/cmath", 463, flt)
+    user = frames.Variable("speed", "compute_flux", "/src/euler3d.cpp", 160, flt)
+    assert varattr._header_scalar(x) and not varattr._header_scalar(user)
+    assert not varattr._header_scalar(frames.Variable("a", "f", "/usr/include/c++/12/array", 9,
+                                                      datatype.TypeInfo("array", "float[3]", 12, 0x50)))
+    temp = frames.Copy("normals", ("var", "main", "normals", "/src/euler3d.cpp", 427), "compute_flux", 4,
+                       computed=True)
+    other = frames.Variable("__y", "std::pow", "/usr/include/c++/12/cmath", 400, flt)
+
+    class Slots:  # slot (from the CFA) -> what FrameIndex.slot_value says it holds
+        values = {-464: None, -456: temp, -448: user, -440: other}
+
+        def slot_value(self, pc, slot):
+            return self.values[slot]
+
+    cfa = np.full(8, 1000, dtype=np.int64)
+    addr = cfa + np.array([-464, -464, -456, -456, -448, -440, -456, -456])
+    members = np.arange(6)
+    hit = np.array([True] * 5 + [True])
+    found = varattr._Found()
+    taken = varattr._header_value(found, members, hit, Slots(), 0x3f1a, addr, cfa, np.ones(8, dtype=bool),
+                                  np.full(8, 7))
+    assert taken.tolist() == [False, False, True, True, True, False]
+    assert sorted(o.name for o in found.objects) == ["normals (temp)", "speed"]
+    # only the samples hit: those outside the slot's bytes are another variable's
+    found = varattr._Found()
+    taken = varattr._header_value(found, members, np.array([False, False, True, False, False, False]), Slots(),
+                                  0x3f1a, addr, cfa, np.ones(8, dtype=bool), np.full(8, 7))
+    assert taken.tolist() == [False, False, True, False, False, False]
