@@ -1074,7 +1074,10 @@ class FrameIndex:
         if target is None:  # not known to be a pointer: an offset, a computed address
             return None
         if target.kind == "record":
-            off = ins.disp % target.size if ins.index >= 0 and target.size else ins.disp
+            # indexed, or off the record: an element of an array of them (a pointer moved
+            # along one, `-0x8(%rbx)` with rbx at the next element), the member it lands on
+            off = ins.disp % target.size if target.size and (ins.index >= 0 or not 0 <= ins.disp < target.size) \
+                else ins.disp
             path, mtype = self.types.member_path(target, off)
             if path:
                 return Copy(datatype.member_name(target, path), ("type", target.name, *path), f.name, ins.size,
