@@ -61,7 +61,9 @@ _PART = rf"{_IDENT}(?:<[^@()]*>)?(?:\[[^\]@]*\]|\([^()@]*\))*"
 _HEAD = rf"(?:\(\*+{_IDENT}\)|\*+{_IDENT}|{_PART})"
 _NAMED = re.compile(rf"^(?:(?:struct|class|union|type)\s+)?{_HEAD}(?:(?:::|->|\.|%){_PART})*$")
 _SPLIT = re.compile(r"::|->|\.|%")
-_BLOCK_PART = re.compile(r"^(\S+) \((\S+)\)$")  # `block (part)`
+# `block (part)`: the part a variable, or a type (`mem (struct knode)`: the records of
+# that type carved out of the block)
+_BLOCK_PART = re.compile(r"^(\S+) \(((?:(?:struct|class|union|type)\s+)?\S+)\)$")
 _DECL = re.compile(r"numaprof-corpus:\s*(run|array)\s+(\S+)((?:\s+\S+=\S+)*)\s*$")
 
 

@@ -144,6 +144,7 @@ def test_corpus_declares_its_answers():
     ("Mesh::allocate(unsigned long, int)@mesh.cpp:75", False),
     ("libc.so.6@0x7f00ccf3b000", False), ("shim.123.bin@0x7f00", False), ("", False),
     ("w.work (t)", True), ("Poisson::A (newValues)", True), ("p (pointer)", True),
+    ("mem (struct knode)", True), ("heap@0x1000 (struct knode)", False), ("mem (struct knode x)", False),
     ("heap@0x1000 (t)", False), ("main@cg.c:96 (x)", False),
     ("(spills) CalcHourglassControlForElems", False), ("(spills) main._omp_fn.0", False),
     ("(*A)->list_of_vals", True), ("*xexact", True), ("(*)->x", False), ("(x", False),
