@@ -212,7 +212,7 @@ def render(a: Analysis, suggestions=None, top: int = 10) -> str:
     if suggestions is not None:
         parts.append(f"<h2>Suggestions</h2>{_suggestions(suggestions)}")
     if a.findings:
-        parts.append("<h2>Threads</h2><ul>" + "".join(f"<li>{_h(f)}</li>"
+        parts.append("<h2>Findings</h2><ul>" + "".join(f"<li>{_h(f)}</li>"
                                                       for f in a.findings) + "</ul>")
     parts.append("</body></html>\n")
     return "".join(parts)

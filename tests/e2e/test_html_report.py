@@ -31,6 +31,17 @@ def test_self_contained(html_report):
     assert "<h2>Traffic</h2>" in text
 
 
+def test_the_findings_are_listed_under_their_own_heading(html_report):
+    """Every finding of the report, under "Findings" (they were under "Threads")."""
+    import html
+
+    out, r = html_report
+    text = out.read_text()
+    assert "<h2>Findings</h2>" in text and "<h2>Threads</h2>" not in text
+    items = re.findall(r"<li>(.*?)</li>", text.split("<h2>Findings</h2>", 1)[1], re.S)
+    assert [html.unescape(i) for i in items] == r.report["findings"]
+
+
 def test_one_scatter_per_hot_object(html_report):
     out, r = html_report
     text = out.read_text()
