@@ -88,6 +88,35 @@ def classify(ops) -> tuple | None:
     return None
 
 
+def memory_argument(ops) -> tuple | None:
+    """("mem", BASIS_FB, k) for a composite location (DW_OP_piece) whose described pieces
+    are all in the frame at one base: `DW_OP_piece 16; DW_OP_fbreg 64; DW_OP_piece 8;
+    DW_OP_piece 152` is a record at frame base + 48 of which GCC describes the bytes
+    16..24 (Rodinia RSBench's `SimulationData data`, passed by value).  For a parameter of
+    the MEMORY class (a record over 16 bytes, System V psABI 3.2.3) the whole record is
+    in the caller's argument area, contiguous, above the frame base: the caller
+    (:meth:`frames.FrameIndex`) asks only for those.  None for anything else (a piece in
+    a register, pieces at different bases, below the frame base)."""
+    at, base, located = 0, None, False
+    k = 0
+    while k < len(ops):
+        o = ops[k]
+        if o.op_name == "DW_OP_piece" and o.args:
+            at += int(o.args[0])  # an empty piece: bytes the DWARF does not describe
+            k += 1
+            continue
+        if o.op_name == "DW_OP_fbreg" and k + 1 < len(ops) and ops[k + 1].op_name == "DW_OP_piece":
+            b = int(o.args[0]) - at
+            if base is not None and b != base:
+                return None
+            base, located = b, True
+            at += int(ops[k + 1].args[0])
+            k += 2
+            continue
+        return None
+    return ("mem", BASIS_FB, base) if located and base is not None and base >= 0 else None
+
+
 _EVALUABLE = {"DW_OP_breg6", "DW_OP_breg7", "DW_OP_fbreg", "DW_OP_call_frame_cfa", "DW_OP_const1u",
               "DW_OP_const1s", "DW_OP_const2u", "DW_OP_const2s", "DW_OP_const4u", "DW_OP_const4s",
               "DW_OP_const8u", "DW_OP_const8s", "DW_OP_constu", "DW_OP_consts", "DW_OP_plus",

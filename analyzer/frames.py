@@ -35,6 +35,7 @@ from numaprof.analyzer.dwarfloc import (
     DW_SP,
     classify,
     frame_base,
+    memory_argument,
 )
 
 EXPLORE = 8192  # instructions looked at for the definitions that reach one register
@@ -437,8 +438,14 @@ class FrameIndex:
                     lo = e.begin_offset if e.is_absolute else base + e.begin_offset
                     hi = e.end_offset if e.is_absolute else base + e.end_offset
                     entries.append((lo, hi, e.loc_expr))
+        # a record passed in memory (over 16 bytes: the psABI's MEMORY class) lies whole in
+        # the caller's argument area, whichever of its pieces the DWARF describes
+        in_memory = var.parameter and t is not None and t.kind == "record" and t.size > 16
         for lo, hi, expr in entries:
-            c = classify(datatype.parse_expr(die.cu.structs, expr))
+            ops = datatype.parse_expr(die.cu.structs, expr)
+            c = classify(ops)
+            if c is None and in_memory:
+                c = memory_argument(ops)
             if c is not None:
                 locs.append(_Loc(lo, hi, *c))
         return _Var(var, scope, locs) if locs else None
@@ -775,6 +782,12 @@ class FrameIndex:
                 return None
             v = self._slot_at(ins.addr, ins.base, ins.disp)
             held = None
+            if v is not None and v.type is not None and v.type.kind == "record" and v.name and v.parameter:
+                # a pointer member of a record passed by value, in the caller's argument
+                # area (RSBench's `data.poles`)
+                member = self._member_pointer(ins, v)
+                if member is not None:
+                    return member
             if v is not None and v.type is not None and v.type.pointer and v.name and \
                     self._home_holds(ins, v):
                 held = Origin(v.name, ("var", *v.key), v.site, v.type, "register")
@@ -1076,12 +1089,14 @@ class FrameIndex:
         if target.kind == "record":
             # indexed, or off the record: an element of an array of them (a pointer moved
             # along one, `-0x8(%rbx)` with rbx at the next element), the member it lands on
-            off = ins.disp % target.size if target.size and (ins.index >= 0 or not 0 <= ins.disp < target.size) \
-                else ins.disp
+            elements = bool(target.size) and (ins.index >= 0 or not 0 <= ins.disp < target.size)
+            off = ins.disp % target.size if elements else ins.disp
             path, mtype = self.types.member_path(target, off)
             if path:
+                # a base-type member is a scalar (a struct's `n`, the OpenMP data record's
+                # shared `nelr`), unless the load shows the record is an array's element
                 return Copy(datatype.member_name(target, path), ("type", target.name, *path), f.name, ins.size,
-                            scalar=mtype is not None and mtype.kind == "base")
+                            scalar=mtype is not None and mtype.kind == "base" and not elements)
             return None
         return Copy(o.name, o.key, f.name, ins.size)
 
@@ -1131,6 +1146,20 @@ class FrameIndex:
         # routine): the one whose type says what it points to, not the `void *`
         typed = [v for v in held if v.type is not None and v.type.pointer and v.type.target is not None]
         return (typed or held or [None])[0]
+
+    def _member_pointer(self, load: datatype.Insn, v: Variable) -> Origin | None:
+        """The pointer member of the record parameter ``v`` (in the frame) that ``load``
+        reads whole, as an origin named `v.member`; None if it reads no pointer member."""
+        fr = self.frame_at(load.addr, load.addr)
+        slot = next((sl for sl in fr.slots if sl.var is v), None) if fr is not None else None
+        at = self._cfa_offset(load.addr, load.base, load.disp)
+        if slot is None or slot.basis != BASIS_FB or at is None or fr.frame_base != (BASIS_FB, 0):
+            return None  # (the frame base is the CFA, as GCC's DW_OP_call_frame_cfa)
+        path, mtype = self.types.member_path(v.type, at - slot.offset)
+        if not path or mtype is None or not mtype.pointer or load.size != 8:
+            return None
+        sep = "%" if v.type.fortran else "."
+        return Origin(sep.join([v.name, *path]), ("var", *v.key, *path), v.site, mtype, "register")
 
     def _slot_at(self, pc: int, reg: int, disp: int) -> Variable | None:
         """The variable stored at ``reg`` + ``disp`` (the stack or frame pointer) at pc."""
