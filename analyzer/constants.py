@@ -14,13 +14,13 @@ finding names the lines that read them.  A table at no symbol read through an in
 
 from __future__ import annotations
 
+import functools
 import os
-import re
 from collections import Counter
 
 import numpy as np
 
-from numaprof.analyzer import symbols
+from numaprof.analyzer import symbols, varattr
 from numaprof.analyzer.objects import Obj
 
 #: The share of the samples with an address from which the finding says what it means.
@@ -75,21 +75,38 @@ def _fixed_operands(resolver: symbols.CodeResolver, pid: np.ndarray, ip: np.ndar
     return fixed[inverse.ravel()]
 
 
-def _fixed_operand(resolver: symbols.CodeResolver, pid: int, ip: int) -> bool:
+@functools.cache
+def _decoder():
     import capstone
+
+    md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+    md.detail = True
+    return md
+
+
+def _fixed_operand(resolver: symbols.CodeResolver, pid: int, ip: int) -> bool:
     from capstone import x86
 
     found = resolver.elf_address(pid, ip)
     code = found[0]._code(found[1], 16) if found is not None else None
     if not code:
         return False
-    md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
-    md.detail = True
-    insn = next(md.disasm(code, found[1], 1), None)
+    insn = next(_decoder().disasm(code, found[1], 1), None)
     if insn is None:
         return False
     mems = [o.mem for o in insn.operands if o.type == x86.X86_OP_MEM]
     return any(m.segment == 0 and m.index == 0 and m.base in (0, x86.X86_REG_RIP) for m in mems)
+
+
+def constants_finding(resolver: symbols.CodeResolver, n: int, with_address: int, pid: np.ndarray,
+                      ip: np.ndarray, insn_off: np.ndarray | None, weight: np.ndarray | None) -> str:
+    """The finding of ``n`` samples on the compiler's constants, with the lines of the
+    instructions they are charged to (``ip`` less ``insn_off`` where it is known)."""
+    charged = np.asarray(ip).astype(np.int64)
+    if insn_off is not None:
+        off = np.asarray(insn_off).astype(np.int64)
+        charged = np.where(off == varattr.INSN_OFF_UNKNOWN, charged, charged - off)
+    return constants_note(n, with_address, constant_sites(resolver, pid, charged, weight))
 
 
 def constant_sites(resolver: symbols.CodeResolver, pid: np.ndarray, ip: np.ndarray,
@@ -107,24 +124,8 @@ def constant_sites(resolver: symbols.CodeResolver, pid: np.ndarray, ip: np.ndarr
             sites["?"] += n
             continue
         where = f"@{os.path.basename(sl.file)}:{sl.line}" if sl.file and sl.line > 0 else ""
-        sites[f"{_function_name(sl.function)}{where}"] += n
+        sites[f"{symbols.readable(varattr.bare_function(sl.function))}{where}"] += n
     return sites
-
-
-def _function_name(function: str) -> str:
-    """A demangled function as a finding names it: without its parameters and clone
-    suffix (``OmpBude<8ul>::fasten_main(unsigned long, ...) [clone .isra.0]`` ->
-    ``OmpBude<8ul>::fasten_main``)."""
-    name = re.sub(r"(?: \[clone [^\]]*\])+$", "", function)
-    if name.endswith(")"):
-        depth = 0
-        for k in range(len(name) - 1, -1, -1):
-            depth += {")": 1, "(": -1}.get(name[k], 0)
-            if depth == 0:
-                if k > 0 and not name[:k].endswith("operator"):
-                    name = name[:k]
-                break
-    return symbols.readable(name)
 
 
 def constants_note(n: int, with_address: int, sites: Counter) -> str:

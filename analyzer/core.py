@@ -31,7 +31,7 @@ from numaprof.analyzer import format as fmt
 from numaprof.analyzer import sharing as sharing_
 from numaprof.analyzer import threads as thr
 from numaprof.analyzer.archive import Archive
-from numaprof.analyzer.constants import constant_reads, constant_sites, constants_note
+from numaprof.analyzer.constants import constant_reads, constants_finding
 from numaprof.analyzer.firsttouch import (
     fault_count,
     first_touch_of,
@@ -247,10 +247,9 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     # the border between two arrays of small blocks, where the code says it is
     if borders.settle(objs, heap_iv, a_iv, a_obj, a_ip, a_addr):
         ivs = att.Intervals.concat(layers)
-    # the compiler's literals, read at addresses fixed in the instructions: what the
-    # samples there caught was arithmetic (analyzer/constants.py); counted, no object.
-    # Left out after the attribution by code, which needs their frames (a caller's local
-    # read by a library's code is placed in the frame seen at its function's samples)
+    # the compiler's literals, read at fixed addresses: arithmetic's samples, counted, no
+    # object (analyzer/constants.py); left out after the attribution by code, whose frame
+    # instances they help find (a caller's local a library reads)
     const = constant_reads(resolver, objs, a_obj, a_pid, a_ip, a_addr, a_regs)
     if a_regs is not None:
         # what only a whole mapping (or nothing) holds: named by the code's frame and
@@ -283,16 +282,12 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     n_const = 0
     if const is not None:
         n_const = _count(const, a_count)
-        charged = a_ip[const].astype(np.int64)
-        if a_regs is not None:
-            off = a_regs["insn_off"][const].astype(np.int64)
-            charged = np.where(off == INSN_OFF_UNKNOWN, charged, charged - off)
-        findings.append(constants_note(n_const, with_address, constant_sites(
-            resolver, a_pid[const], charged, a_count[const] if a_count is not None else None)))
+        findings.append(constants_finding(resolver, n_const, with_address, a_pid[const], a_ip[const],
+                                          a_regs["insn_off"][const] if a_regs is not None else None,
+                                          a_count[const] if a_count is not None else None))
         (a_addr, a_time, a_pid, a_tidx, a_trow, a_access, a_ip, a_weight, a_count, a_hitm,
          a_regs, a_iv, a_obj) = _kept(~const, a_addr, a_time, a_pid, a_tidx, a_trow, a_access, a_ip,
                                       a_weight, a_count, a_hitm, a_regs, a_iv, a_obj)
-        del charged
     del const
     # (the register-named stack variables are not the arrays gathers index)
     b_iv = att.locate_layers(b_pid, b_addr, b_time, [heap_iv, static_iv, map_iv])
@@ -713,8 +708,6 @@ def _duration(manifest: dict, times) -> float:
 
 
 _REGISTER_COLUMNS = ("insn_off", "base_reg", "base_off", "size")
-#: samples.insn_off where the charged instruction was too far from ip to store
-INSN_OFF_UNKNOWN = -32768
 #: samples.bp_sp where rbp was no frame pointer (too far from rsp to store)
 BP_SP_UNKNOWN = -(2**31)
 

@@ -297,6 +297,18 @@ class _CallNamer:
         return frames.Origin(name, ("call", self.pid, site, name), site, None, REGISTER)
 
 
+def _held_value(found: _Found, v: frames.Variable | frames.Copy) -> tuple[int, int]:
+    """(object, slot size) of a frame slot holding what FrameIndex.slot_value says: an
+    array's elements kept in the frame (its copy or temporary), or a variable's value --
+    a pointer's copy is the pointer's, not the array it points to (which register
+    attribution keys by the variable)."""
+    if isinstance(v, frames.Copy):
+        return found.object(v.key, v.name, v.site, SPILL), max(SPILL_SLOT, v.size)
+    pointer = v.type is not None and v.type.pointer
+    return (found.object(("pointer" if pointer else "var", *v.key), _slot_name(v), v.site, SPILL),
+            max(SPILL_SLOT, v.type.size if v.type is not None else 0))
+
+
 def _header_scalar(var) -> bool:
     """A scalar variable of a system header's inlined function (`float __x` of
     std::sqrt(float) from <cmath>): its name is the library's, its value the user's."""
@@ -319,15 +331,9 @@ def _header_value(found: _Found, members: np.ndarray, hit: np.ndarray, fi: frame
         v = fi.slot_value(pc, int(k))
         if v is None:
             continue
-        if isinstance(v, frames.Copy):
-            obj = found.object(v.key, v.name, v.site, SPILL)
-            size = max(SPILL_SLOT, v.size)
-        elif v.file and symbols.is_system_source(v.file):
+        if not isinstance(v, frames.Copy) and v.file and symbols.is_system_source(v.file):
             continue
-        else:
-            pointer = v.type is not None and v.type.pointer
-            obj = found.object(("pointer" if pointer else "var", *v.key), _slot_name(v), v.site, SPILL)
-            size = max(SPILL_SLOT, v.type.size if v.type is not None else 0)
+        obj, size = _held_value(found, v)
         mine = sel & (slot == k)
         m = members[mine]
         found.add(m, obj, cfa[m] + int(k), size, owner_of[m])
@@ -525,17 +531,8 @@ def _spills(found: _Found, todo: np.ndarray, pcf, fis, charged, g, cfa, base_reg
                 continue
             hit = slot == k
             m = members[hit]
-            if isinstance(var, frames.Copy):  # an array's elements kept in the frame
-                obj = found.object(var.key, var.name, var.site, SPILL)
-                found.add(m, obj, cfa[m] + int(k), max(SPILL_SLOT, var.size), tid[m])
-                copied |= hit
-                continue
-            # a pointer's copy is the pointer's, not the array it points to (which
-            # register attribution keys by the variable)
-            pointer = var.type is not None and var.type.pointer
-            obj = found.object(("pointer" if pointer else "var", *var.key), _slot_name(var), var.site, SPILL)
-            found.add(m, obj, cfa[m] + int(k), max(SPILL_SLOT, var.type.size if var.type is not None else 0),
-                      tid[m])
+            obj, size = _held_value(found, var)
+            found.add(m, obj, cfa[m] + int(k), size, tid[m])
             copied |= hit
         if not copied.all():
             by_func.setdefault(fr.function, []).append(members[~copied])
@@ -550,6 +547,12 @@ def _spills(found: _Found, todo: np.ndarray, pcf, fis, charged, g, cfa, base_reg
 
 def spill_name(function: str) -> str:
     """``(spills) f`` for the function ``f(int) [clone ._omp_fn.0]``."""
+    return f"(spills) {bare_function(function)}"
+
+
+def bare_function(function: str) -> str:
+    """A demangled function without its parameters and clone suffix: ``f`` for
+    ``f(int) [clone ._omp_fn.0]``."""
     base = function.split(" [clone", 1)[0]
     depth = 0
     for i, ch in enumerate(base):
@@ -558,9 +561,8 @@ def spill_name(function: str) -> str:
         elif ch in ">":
             depth -= 1
         elif ch == "(" and depth == 0 and i and not base[:i].endswith("operator"):
-            base = base[:i]
-            break
-    return f"(spills) {base}"
+            return base[:i]
+    return base
 
 
 _PATH = re.compile(r"^(?:(?:struct|union|class)\s+)?(?:[\w:<>, ]*?(?:\.|->|::|%))?(\w+)((?:\[\])*)$")
