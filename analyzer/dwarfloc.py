@@ -117,6 +117,71 @@ def memory_argument(ops) -> tuple | None:
     return ("mem", BASIS_FB, base) if located and base is not None and base >= 0 else None
 
 
+def value_parts(ops) -> list[tuple[int, int]]:
+    """The frame slots that hold a variable's value by its computed location: (frame-base
+    offset, bytes) of each `DW_OP_fbreg k; DW_OP_deref_size n` (`DW_OP_deref`: 8 bytes)
+    that an expression ending in DW_OP_stack_value yields, plus or minus a constant, on
+    one of its ways.  GCC writes a choice of two values as `A B <condition> DW_OP_bra 1;
+    DW_OP_swap; DW_OP_drop` (Rodinia hotspot3D's neighbour index
+    `t = (z == nz - 1) ? c : c + nx * ny`: `DW_OP_fbreg -120; DW_OP_deref_size 4;
+    DW_OP_breg1 (rdx): 0; <z's compare>; DW_OP_bra 1; DW_OP_swap; DW_OP_drop;
+    DW_OP_stack_value`: the slot holds t's value where z < nz - 1), and a bound it keeps
+    less one as `DW_OP_fbreg -92; DW_OP_deref_size 4; DW_OP_plus_uconst 1`.  A slot read
+    for the condition, or as one operand of a sum of two variables, is not the
+    variable's.  Empty when the expression is anything else."""
+    if not ops or ops[-1].op_name != "DW_OP_stack_value":
+        return []
+    slot, const, other = "slot", "const", "other"
+    stack: list[tuple] = []
+    k, body = 0, ops[:-1]
+    while k < len(body):
+        o = body[k]
+        name = o.op_name
+        nxt = body[k + 1].op_name if k + 1 < len(body) else ""
+        if name == "DW_OP_fbreg" and nxt in ("DW_OP_deref", "DW_OP_deref_size"):
+            b = body[k + 1]
+            stack.append((slot, int(o.args[0]), int(b.args[0]) if nxt == "DW_OP_deref_size" and b.args else 8))
+            k += 2
+            continue
+        if name.startswith("DW_OP_lit") or (name.startswith("DW_OP_const") and o.args):
+            stack.append((const,))
+        elif name == "DW_OP_plus_uconst" and stack:
+            pass  # slot + k stays the slot's
+        elif name in ("DW_OP_plus", "DW_OP_minus") and len(stack) >= 2:
+            b, a = stack.pop(), stack.pop()
+            stack.append(a if b[0] == const else b if a[0] == const and name == "DW_OP_plus" else (other,))
+        elif name == "DW_OP_bra" and len(stack) >= 3 and [x.op_name for x in body[k + 1:]] == ["DW_OP_swap",
+                                                                                            "DW_OP_drop"]:
+            stack.pop()  # the condition
+            return sorted({(e[1], e[2]) for e in stack[-2:] if e[0] == slot})
+        elif name in ("DW_OP_swap", "DW_OP_drop", "DW_OP_dup") and stack:
+            if name == "DW_OP_swap" and len(stack) >= 2:
+                stack[-1], stack[-2] = stack[-2], stack[-1]
+            elif name == "DW_OP_drop":
+                stack.pop()
+            elif name == "DW_OP_dup":
+                stack.append(stack[-1])
+        elif name in _BINARY or name in ("DW_OP_eq", "DW_OP_ne", "DW_OP_lt", "DW_OP_gt", "DW_OP_le", "DW_OP_ge",
+                                         "DW_OP_xor", "DW_OP_div", "DW_OP_mod", "DW_OP_shra"):
+            if len(stack) < 2:
+                return []
+            stack.pop()
+            stack[-1] = (other,)
+        elif name.startswith("DW_OP_breg") or name.startswith("DW_OP_reg") or name in (
+                "DW_OP_fbreg", "DW_OP_call_frame_cfa", "DW_OP_deref", "DW_OP_deref_size", "DW_OP_neg", "DW_OP_not",
+                "DW_OP_convert", "DW_OP_GNU_convert"):
+            if name in ("DW_OP_deref", "DW_OP_deref_size", "DW_OP_neg", "DW_OP_not", "DW_OP_convert",
+                        "DW_OP_GNU_convert"):
+                if not stack:
+                    return []
+                stack.pop()
+            stack.append((other,))
+        else:
+            return []
+        k += 1
+    return [(stack[0][1], stack[0][2])] if len(stack) == 1 and stack[0][0] == slot else []
+
+
 _EVALUABLE = {"DW_OP_breg6", "DW_OP_breg7", "DW_OP_fbreg", "DW_OP_call_frame_cfa", "DW_OP_const1u",
               "DW_OP_const1s", "DW_OP_const2u", "DW_OP_const2s", "DW_OP_const4u", "DW_OP_const4s",
               "DW_OP_const8u", "DW_OP_const8s", "DW_OP_constu", "DW_OP_consts", "DW_OP_plus",

@@ -36,6 +36,7 @@ from numaprof.analyzer.dwarfloc import (
     classify,
     frame_base,
     memory_argument,
+    value_parts,
 )
 
 EXPLORE = 8192  # instructions looked at for the definitions that reach one register
@@ -112,10 +113,12 @@ class _Loc:
     lo: int | None  # None: everywhere in the function
     hi: int | None
     kind: str  # "mem": stored at basis + off; "val": its value is reg + off; "ptrslot": its
-    # address is stored at basis + off; "ref": stored at register basis + off
+    # address is stored at basis + off; "ref": stored at register basis + off; "part":
+    # its value is computed from the `size` bytes at basis + off (dwarfloc.value_parts)
     basis: int
     off: int
     expr: tuple = ()  # basis BASIS_EXPR: the address expression's operations
+    size: int = 0
 
 
 @dataclass
@@ -312,6 +315,7 @@ class FrameIndex:
         slots: list[Slot] = []
         held: list[Held] = []
         later: list[Slot] = []
+        parts: list[Slot] = []
         for v in f.vars:
             loc = next((c for c in v.locs if c.lo is None or c.lo <= charged < c.hi), None)
             t = v.var.type
@@ -321,7 +325,13 @@ class FrameIndex:
                 home = next((c for c in v.locs if c.kind == "mem" and c.basis == BASIS_FB), None)
                 if home is not None and t is not None and t.size > 0:
                     later.append(Slot(home.basis, home.off, t.size, v.var, False))
-            if loc is None:
+                elif home is None and t is not None:
+                    # no home: the slots its value is read from where the DWARF says so
+                    # (dwarfloc.value_parts), after the homes (gcc reuses a slot: a
+                    # variable's home at some instructions, another's value at others)
+                    parts.extend(Slot(BASIS_FB, k, n, v.var, False)
+                                 for k, n in sorted({(c.off, c.size) for c in v.locs if c.kind == "part"}))
+            if loc is None or loc.kind == "part":
                 continue
             if loc.kind == "mem" and loc.basis == DW_BP and (cfa is None or cfa[0] != DW_BP):
                 # rbp as a general register (the CFA is not kept from it here): it holds
@@ -344,7 +354,7 @@ class FrameIndex:
                 held.append(Held(loc.basis, loc.off, v.var))
         # in scope first; an array without a known size (to the CFA) after the others
         slots.sort(key=lambda s: (not s.in_scope, s.size == 0))
-        return PcFrame(f.name, f.key, cfa, f.frame_base, tuple(slots + later), tuple(held), bool(f.vars))
+        return PcFrame(f.name, f.key, cfa, f.frame_base, tuple(slots + later + parts), tuple(held), bool(f.vars))
 
     def _function_at(self, vaddr: int) -> _Func | None:
         dw = self.info.dwarf()
@@ -448,6 +458,8 @@ class FrameIndex:
                 c = memory_argument(ops)
             if c is not None:
                 locs.append(_Loc(lo, hi, *c))
+            else:
+                locs.extend(_Loc(lo, hi, "part", BASIS_FB, k, size=n) for k, n in value_parts(ops))
         return _Var(var, scope, locs) if locs else None
 
     # -- where a pointer came from --------------------------------------------------

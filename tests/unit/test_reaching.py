@@ -844,3 +844,97 @@ def test_a_pointer_member_of_a_record_passed_by_value():
     assert (o.name, o.key, o.type) == ("data.poles", ("var", *data.key, "poles"), ptr), o
     assert fi._member_pointer(load(0x118), data) is None  # `scale`: a double
     assert fi._member_pointer(load(0x120, 4), data) is None
+
+
+def test_a_slot_a_computed_location_reads_is_that_variables():
+    """gcc describes a choice of two values as `A B <condition> DW_OP_bra 1; DW_OP_swap;
+    DW_OP_drop; DW_OP_stack_value`: a slot that is A or B holds the variable's value on
+    that way (hotspot3D's `t`); one read only for the condition, or as one operand of a
+    sum of two variables, does not; a bound kept less one (`slot + 1`) is the bound's."""
+    from collections import namedtuple
+
+    op = namedtuple("Op", "op_name args")
+
+    def slot(k, n=4):
+        return [op("DW_OP_fbreg", [k]), op("DW_OP_deref_size", [n])]
+
+    cond = [*slot(-124), op("DW_OP_const1u", [32]), op("DW_OP_shl", []), op("DW_OP_breg14", [0]),
+            op("DW_OP_const1u", [32]), op("DW_OP_shl", []), op("DW_OP_ne", [])]
+    select = [op("DW_OP_bra", [1]), op("DW_OP_swap", []), op("DW_OP_drop", []), op("DW_OP_stack_value", [])]
+    assert dwarfloc.value_parts([*slot(-120), op("DW_OP_breg1", [0]), *cond, *select]) == [(-120, 4)]
+    assert dwarfloc.value_parts([op("DW_OP_breg1", [0]), *slot(-120, 8), *cond, *select]) == [(-120, 8)]
+    # the condition's slot only
+    assert dwarfloc.value_parts([op("DW_OP_breg1", [0]), op("DW_OP_breg3", [0]), *cond, *select]) == []
+    assert dwarfloc.value_parts([*slot(-92), op("DW_OP_plus_uconst", [1]), op("DW_OP_stack_value", [])]) == [(-92, 4)]
+    assert dwarfloc.value_parts([*slot(-92), op("DW_OP_breg1", [0]), op("DW_OP_plus", []),
+                                 op("DW_OP_stack_value", [])]) == []
+    # an address computed from a pointer in the frame: not the slot's value
+    assert dwarfloc.value_parts([*slot(-92, 8), op("DW_OP_plus_uconst", [8])]) == []
+
+
+_CLAMPED = r"""
+#include <stdio.h>
+#include <stdlib.h>
+float ambient = 80.0f;
+/* a 3-D seven-point stencil whose neighbours are clamped at the faces */
+void sweep(const float *src, const float *heat, float *dst, int nx, int ny, int nz,
+           float k0, float k1, float k2, float k3, int steps)
+{
+    for (int it = 0; it < steps; it++) {
+        for (int z = 0; z < nz; z++)
+            for (int y = 0; y < ny; y++)
+                for (int x = 0; x < nx; x++) {
+                    int here = x + y * nx + z * nx * ny;
+                    int west = (x == 0) ? here : here - 1;
+                    int east = (x == nx - 1) ? here : here + 1;
+                    int north = (y == 0) ? here : here - nx;
+                    int south = (y == ny - 1) ? here : here + nx;
+                    int below = (z == 0) ? here : here - nx * ny;
+                    int above = (z == nz - 1) ? here : here + nx * ny;
+                    dst[here] = src[here] * k0 + (src[north] + src[south]) * k1 + src[east] * k2
+                              + src[west] * k2 + src[above] * k3 + src[below] * k3 + heat[here] * k1
+                              + ambient * k3;
+                }
+        const float *t = src;
+        src = dst;
+        dst = (float *)t;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int n = argc > 1 ? atoi(argv[1]) : 64;
+    float *a = calloc((size_t)n * n * 8, 4), *b = calloc((size_t)n * n * 8, 4), *p = calloc((size_t)n * n * 8, 4);
+    sweep(a, p, b, n, n, 8, 0.5f, 0.1f, 0.1f, 0.05f, 10);
+    printf("%f\n", b[n]);
+    return 0;
+}
+"""
+
+
+def test_a_spill_the_dwarf_computes_a_variable_from_is_that_variable(tmp_path):
+    """gcc -O2 keeps the clamped neighbour `above = (z == nz - 1) ? here : here + nx * ny`
+    in a frame slot and describes `above` as that slot or `here` (value_parts); the slot
+    is `above`'s, and the slot the condition reads is not (before: `(spills)
+    computeTempCPU`, 445 samples, 10 % of Rodinia hotspot3D's)."""
+    import subprocess
+
+    from numaprof.analyzer import symbols
+    (tmp_path / "clamp.c").write_text(_CLAMPED)
+    exe = tmp_path / "clamp"
+    subprocess.run(["gcc", "-O2", "-g", "-o", str(exe), "clamp.c"], check=True, cwd=tmp_path)
+    info = symbols.elf_info(str(exe))
+    fi = frames.frame_index(info)
+    lo = next(int(a) for a, (name, _) in zip(info.func_addr, info.func_info, strict=True) if name == "sweep")
+    f = fi._function_at(lo)
+    parts = {c.off for v in f.vars if v.var.name == "above" for c in v.locs if c.kind == "part"}
+    assert parts, "gcc -O2 described `above` without a frame slot"
+    insns, _ = fi._code(f)
+    named = {}  # frame slot stored to -> who the frame says is there
+    for ins in insns:
+        if ins.op in ("store", "vstore") and ins.index < 0 and fi.frame_register(ins.addr, ins.base):
+            v = fi._slot_at(ins.addr, ins.base, ins.disp)
+            named.setdefault(fi._cfa_offset(ins.addr, ins.base, ins.disp), set()).add(v.name if v else None)
+    fb = f.frame_base[1]
+    assert all(named.get(fb + k) == {"above"} for k in parts), named
+    assert all(names != {"above"} for slot, names in named.items() if slot - fb not in parts), named
