@@ -84,14 +84,18 @@ def _decoder():
     return md
 
 
+def decoded(resolver: symbols.CodeResolver, pid: int, ip: int):
+    """The instruction at run-time address ``ip`` of process ``pid``, decoded by Capstone
+    with its operands; None when no ELF file's code is there."""
+    found = resolver.elf_address(pid, ip)
+    code = found[0]._code(found[1], 16) if found is not None else None
+    return next(_decoder().disasm(code, found[1], 1), None) if code else None
+
+
 def _fixed_operand(resolver: symbols.CodeResolver, pid: int, ip: int) -> bool:
     from capstone import x86
 
-    found = resolver.elf_address(pid, ip)
-    code = found[0]._code(found[1], 16) if found is not None else None
-    if not code:
-        return False
-    insn = next(_decoder().disasm(code, found[1], 1), None)
+    insn = decoded(resolver, pid, ip)
     if insn is None:
         return False
     mems = [o.mem for o in insn.operands if o.type == x86.X86_OP_MEM]

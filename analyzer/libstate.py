@@ -31,12 +31,16 @@ def _library_code(path: str) -> bool:
 
 
 def library_samples(mt: dict, resolver: symbols.CodeResolver, regs: dict | None, pid, ip, addr, time, layers,
-                    ivs: att.Intervals, objs: list[Obj]) -> tuple[np.ndarray | None, Counter]:
+                    ivs: att.Intervals, objs: list[Obj],
+                    pointers: dict[int, list[int]] | None = None) -> tuple[np.ndarray | None, Counter]:
     """(which samples are a system library's work on its own data, samples per (library,
     function)): the library's code accessing a static or file mapping of a system library,
     or -- where no object of the program's is -- its own stack frame, from the stack
     pointer (less the red zone) to the canonical frame address of the sampled function
-    (its .eh_frame; needs the sampled registers).  (None, {}) without any."""
+    (its .eh_frame; needs the sampled registers) -- or, in the heap or an anonymous
+    mapping where no object of the program's is, its locks and what they guard
+    (_around_locks) and the threads' descriptors (_descriptors: ``pointers``, the
+    threads' pointers per process).  (None, {}) without any."""
     code = code_mappings(mt, _library_code)
     if code is None or not len(addr):
         return None, Counter()
@@ -55,11 +59,89 @@ def library_samples(mt: dict, resolver: symbols.CodeResolver, regs: dict | None,
             unowned[k] = True
     if regs is not None and unowned.any():
         theirs |= unowned & _own_frame(resolver, regs, pid, ip, addr, idx)
+    heap = np.array([objs[o].kind == "mapping" and not objs[o].path.startswith("/") if o >= 0 else True
+                     for o in where.tolist()], dtype=bool) & ~theirs
+    if pointers and (unowned | heap).any():
+        theirs |= (unowned | heap) & _descriptors(pointers, pid[idx], addr[idx])
+        heap &= ~theirs
+    if heap.any():
+        charged = ip[idx] - regs["insn_off"][idx] if regs is not None else ip[idx]
+        theirs |= heap & _around_locks(resolver, pid[idx], charged, addr[idx], heap)
     if not theirs.any():
         return None, Counter()
     mask = np.zeros(len(addr), dtype=bool)
     mask[idx[theirs]] = True
     return mask, library_functions(resolver, pid[mask], ip[mask])
+
+
+#: The bytes at and above a thread's pointer that are its descriptor: glibc's `struct
+#: pthread` (nptl/descr.h; its first member the TCB header that %fs points to), 2 304
+#: bytes on x86-64 (TLS_TCB_SIZE), where the C library keeps each thread's cancellation
+#: state, cleanup buffers and errno's neighbours.
+DESCRIPTOR = 2304
+
+
+def _descriptors(pointers: dict[int, list[int]], pid, addr) -> np.ndarray:
+    """Per sample: the address is in a thread's descriptor, [pointer, + DESCRIPTOR), of a
+    thread of its process (vfscanf's cancellation cleanup, `__libc_cleanup_push_defer`,
+    on the main thread's descriptor in the dynamic linker's anonymous mapping)."""
+    out = np.zeros(len(addr), dtype=bool)
+    a = addr.astype(np.uint64)
+    for p, tps in pointers.items():
+        mine = pid == p
+        if not mine.any():
+            continue
+        tp = np.asarray(sorted(set(tps)), dtype=np.uint64)
+        at = np.searchsorted(tp, a[mine], side="right") - 1
+        base = tp[np.maximum(at, 0)]
+        out[mine] = (at >= 0) & (a[mine] - base < np.uint64(DESCRIPTOR))
+    return out
+
+
+#: How far below a library's lock its own structure reaches: glibc's stdio stream is
+#: `struct locked_FILE { struct _IO_FILE_plus fp; _IO_lock_t lock; ... }` (libio/iofopen.c),
+#: the FILE's 216 bytes and its vtable pointer right below the lock.
+LOCK_REACH = 256
+LINE = 64
+
+
+def _around_locks(resolver: symbols.CodeResolver, pid, charged, addr, cand: np.ndarray) -> np.ndarray:
+    """Of the samples ``cand`` (a system library's code on memory no object of the
+    program's holds, in no file: the heap's or an anonymous mapping): those on a lock of
+    the library's -- an atomic read-modify-write (a `lock`-prefixed instruction, `xchg`
+    with memory), the stream lock that every fgets, fscanf or fputs call takes and
+    releases -- or on the lines of the LOCK_REACH bytes below one, the structure it
+    guards (the stream's buffer pointers).  The program's own buffers passed to the
+    library (a line fgets fills) are elsewhere: after the lock, in blocks the shim
+    sampled, or in the program's frames."""
+    from capstone import x86
+
+    from numaprof.analyzer import constants
+
+    out = np.zeros(len(addr), dtype=bool)
+    idx = np.flatnonzero(cand)
+    atomic: dict[tuple[int, int], bool] = {}
+    locks = []
+    for k in idx.tolist():
+        key = (int(pid[k]), int(charged[k]) & 0xFFFFFFFFFFFFFFFF)
+        if key not in atomic:
+            insn = constants.decoded(resolver, *key)
+            atomic[key] = insn is not None and any(o.type == x86.X86_OP_MEM for o in insn.operands) and (
+                x86.X86_PREFIX_LOCK in insn.prefix or insn.mnemonic == "xchg")
+        if atomic[key]:
+            locks.append(k)
+    if not locks:
+        return out
+    a = addr.astype(np.int64)
+    for p in np.unique(pid[locks]).tolist():
+        lines = np.unique(a[locks][pid[locks] == p] // LINE)
+        mine = idx[pid[idx] == p]
+        line = a[mine] // LINE
+        # the first lock line at or above each sample's line, within the reach
+        at = np.searchsorted(lines, line)
+        above = lines[np.minimum(at, len(lines) - 1)]
+        out[mine] = (at < len(lines)) & (above - line >= 0) & (above - line <= LOCK_REACH // LINE)
+    return out
 
 
 def library_functions(resolver: symbols.CodeResolver, pid, ip) -> Counter:
@@ -129,7 +211,7 @@ def library_note(n: int, with_address: int, functions: Counter) -> str:
     top = ", ".join(f"{fn} ({lib}) {100.0 * c / n:.0f}%" for (lib, fn), c in functions.most_common(3)
                     if c >= 0.01 * n)
     head = (f"{n} samples ({100.0 * share:.1f}% of those with an address) were system libraries' work on "
-            f"their own data — their tables, static state and stack frames, in {top}")
+            f"their own data — their tables, static state, locks and stack frames, in {top}")
     if share < NOTE_SHARE:
         return f"{head}: left out of the objects and the traffic"
     return (f"{head}: no array of the program's and nothing a placement moves (read-only tables are in "

@@ -60,3 +60,26 @@ def test_the_frames_of_a_librarys_callers_within_it_are_its_own(parsed):
     total = sum(o["samples"] for o in objs) + prof["outside_objects"]
     assert (total + prof["library_samples"] + prof["runtime_samples"] + prof["numaprof_own"]
             + prof["constant_samples"]) == prof["with_address"]
+
+
+@pytest.fixture(scope="module")
+def streamed(tmp_path_factory):
+    work = tmp_path_factory.mktemp("read_stream")
+    return recorded_report(work, "read_stream", "600000", "3", str(work / "numbers.txt"))
+
+
+def test_a_streams_lock_and_fields_are_the_librarys(streamed):
+    """fgets, fprintf and sscanf on a stream (tests/progs/read_stream.c): the lock each
+    call takes and the FILE fields below it, in a block fopen allocated that the shim
+    did not sample, are counted with the library's samples (before: an `anon@` heap
+    mapping with 28 % of the samples with an address), and so is the main thread's
+    descriptor (the stack guard libc's functions read at %fs:0x28)."""
+    prof, objs = streamed["profile"], streamed["objects"]
+    anon = [o for o in objs if o["kind"] == "mapping" and (o["name"].startswith("anon@") or o["name"] == "[heap]")]
+    assert sum(o["samples"] for o in anon) <= 0.06 * prof["with_address"], \
+        [(o["name"], o["samples"], o["access_sites"][:3]) for o in anon]
+    assert prof["library_samples"] >= 0.3 * prof["with_address"], prof
+    assert next(o for o in objs if o["name"] == "v")["samples"] > 0
+    total = sum(o["samples"] for o in objs) + prof["outside_objects"]
+    assert (total + prof["library_samples"] + prof["runtime_samples"] + prof["numaprof_own"]
+            + prof["constant_samples"]) == prof["with_address"]

@@ -43,3 +43,63 @@ def test_the_frame_is_from_the_stack_pointer_to_the_cfa():
     # the red zone and the return address's slot are its; the caller's frame and what is
     # far below the stack pointer are not
     assert own.tolist() == [True, True, False, False, False]
+
+
+def _locked_instruction(info):
+    """The link-time address of fgets' first `lock`-prefixed instruction in libc, and of a
+    plain load or store of it."""
+    import capstone
+    from capstone import x86
+
+    names = [name for name, _ in info.func_info]
+    k = next((i for i, n in enumerate(names) if n in ("fgets", "_IO_fgets")), None)
+    if k is None:
+        pytest.skip("no fgets symbol")
+    lo, size = int(info.func_addr[k]), info.func_info[k][1]
+    md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+    md.detail = True
+    locked = plain = None
+    for insn in md.disasm(info._code(lo, size), lo):
+        mem = any(o.type == x86.X86_OP_MEM for o in insn.operands)
+        if mem and x86.X86_PREFIX_LOCK in insn.prefix and locked is None:
+            locked = insn.address
+        elif mem and insn.mnemonic == "mov" and plain is None:
+            plain = insn.address
+    if locked is None or plain is None:
+        pytest.skip("fgets takes no lock here")
+    return locked, plain
+
+
+def test_a_librarys_lock_and_the_structure_below_it_are_its_own():
+    """glibc keeps a stream's lock right after its FILE (struct locked_FILE): an atomic
+    read-modify-write by the library on memory no object of the program's holds is its
+    lock, and the library's accesses to the LOCK_REACH bytes below it its stream's
+    fields; a buffer after it, or far from any lock, is not the library's."""
+    if not os.path.exists(LIBC):
+        pytest.skip("no glibc at " + LIBC)
+    info, resolver = _mapped(LIBC)
+    locked, plain = _locked_instruction(info)
+    lock = 0x5555_0000_1380  # the stream's lock word, in the heap
+    addr = np.array([lock, lock - 192, lock - 8, lock + 128, lock - 4096], dtype=np.uint64)
+    ip = np.array([locked, plain, plain, plain, plain], dtype=np.uint64) + np.uint64(BASE)
+    pid = np.ones(len(addr), dtype=np.int64)
+    cand = np.ones(len(addr), dtype=bool)
+    got = libstate._around_locks(resolver, pid, ip, addr, cand)
+    assert got.tolist() == [True, True, True, False, False]
+    # without the lock's own sample, nothing says the memory is the library's
+    assert not libstate._around_locks(resolver, pid[1:], ip[1:], addr[1:], cand[1:]).any()
+    # nor in another process
+    assert libstate._around_locks(resolver, np.array([1, 2, 2]), ip[:3], addr[:3], cand[:3]).tolist() == \
+        [True, False, False]
+
+
+def test_a_threads_descriptor_is_from_its_pointer_up():
+    """glibc's `struct pthread` is at and above the thread pointer (the stack guard at
+    %fs:0x28, the cancellation state); the TLS block below it, another thread's or
+    another process's memory are not in it."""
+    tp1, tp2 = 0x7F00_0000_8000, 0x7F00_0010_8000
+    addr = np.array([tp1, tp1 + 0x28, tp1 + libstate.DESCRIPTOR - 1, tp1 + libstate.DESCRIPTOR, tp1 - 8,
+                     tp2 + 0x300, tp2 + 0x300], dtype=np.uint64)
+    pid = np.array([1, 1, 1, 1, 1, 1, 2])
+    got = libstate._descriptors({1: [tp2, tp1, tp1]}, pid, addr)
+    assert got.tolist() == [True, True, True, False, False, True, False]
