@@ -576,6 +576,8 @@ class Insn:
     tls: bool = False  # load, vload, arith: the memory operand is %fs-relative (its address
     # the thread pointer + base + disp; base -1: none)
     scale: int = 1  # lea: the index's factor
+    operator: str = ""  # arith: `+`, `-`, `*`, `/` of the four operations (sse, avx,
+    # integer: addsd, vsubpd, imul, divss), else empty; lea `+`
 
 
 def decode(code: bytes, addr: int) -> list[Insn]:
@@ -737,8 +739,19 @@ def decode(code: bytes, addr: int) -> list[Insn]:
             op, src, size = "vstore", table[ops[1].reg], ops[0].size
             base, index, disp = table[ops[0].mem.base], table.get(ops[0].mem.index, -1), ops[0].mem.disp
         out.append(Insn(i.address, i.address + i.size, writes, op, dst, src, base, index, disp, size,
-                        i.id == x86.X86_INS_NOP, src2 if op == "arith" else -1, tls and op in ("load", "vload", "arith"), scale))
+                        i.id == x86.X86_INS_NOP, src2 if op == "arith" else -1, tls and op in ("load", "vload", "arith"), scale,
+                        _operator(i.mnemonic) if op == "arith" else "+" if op == "lea" else ""))
     return out
+
+
+def _operator(mnemonic: str) -> str:
+    """The operation of an arithmetic instruction, of the four: `mulsd`, `vmulpd`, `imul`
+    are `*`; fused multiply-adds and the others (min, shuffles, shifts) none."""
+    m = mnemonic.removeprefix("v")
+    if m.startswith("addsub"):
+        return ""
+    return next((sign for prefix, sign in (("add", "+"), ("sub", "-"), ("mul", "*"), ("imul", "*"), ("div", "/"))
+                 if m.startswith(prefix)), "")
 
 
 def _signed(imm: int) -> int:

@@ -192,6 +192,8 @@ _MATH = {**{n: (DW_XMM0,) for n in (
     "trunc", "rint", "nearbyint", "erf", "erfc", "tgamma", "lgamma")},
          **{n: (DW_XMM0, DW_XMM1) for n in ("pow", "atan2", "hypot", "fmin", "fmax", "fmod", "copysign", "fdim")}}
 
+#: Copy.of_key[0] of a value computed from two scalars (`b * h2inv`)
+EXPRESSION = "expr"
 #: A definition that leads back to the one being followed (around a loop): it adds no origin.
 _CYCLE = Origin("", ("cycle",), "", None, "cycle")
 #: A definition that sets a constant (`pxor %xmm1, %xmm1`, `movq $0x0, 0x40(%rsp)`): no
@@ -1036,8 +1038,10 @@ class FrameIndex:
         (`divsd (%rdi), %xmm0`: 1.0 / lhs(1,1)).  A scalar's value (a named variable's, a
         static's, a record's scalar member) names the result only when every operand is
         that scalar or a constant (`4 * nelr`, kept in the frame as an index offset, is
-        a temporary of nelr; a product of `pivot` and an element is the element's, of
-        `u` and `v` no one's).  None otherwise."""
+        a temporary of nelr; a product of `pivot` and an element is the element's).  Two
+        scalars' (HPGMG's `b * h2inv`, hoisted out of the smoother's loop) name it by
+        both and the operation, `b * h2inv (temp)`, when neither is such a value itself
+        and the instruction is one of the four operations.  None otherwise."""
         ways = []
         if ins.op == "lea":  # a 32-bit sum of registers (an index): of theirs
             for r in (ins.base, ins.index):
@@ -1064,9 +1068,19 @@ class FrameIndex:
                 scalars[v.of_key] = v if v.computed else replace(v, computed=True)
             else:
                 unknown = True
-        # one scalar's alone (`4 * nelr`, `nelr + nelr`), not a product of two (`u * v`:
-        # the compiler's invariant, no one variable's) nor of one and an unknown value
-        return next(iter(scalars.values())) if len(scalars) == 1 and not unknown else None
+        # one scalar's alone (`4 * nelr`, `nelr + nelr`); two scalars' (`b * h2inv`: an
+        # invariant the compiler hoisted) by both, with the operation; none of one and an
+        # unknown value
+        if unknown:
+            return None
+        if len(scalars) == 1:
+            return next(iter(scalars.values()))
+        if len(scalars) == 2 and ins.operator:
+            a, b = scalars.values()
+            if EXPRESSION not in (a.of_key[0], b.of_key[0]):
+                return Copy(f"{a.of} {ins.operator} {b.of}", (EXPRESSION, ins.operator, a.of_key, b.of_key), f.name,
+                            ins.size, computed=True, scalar=True)
+        return None
 
     def _read_value(self, f: _Func, ins: datatype.Insn, depth: int) -> Variable | Copy | None:
         """What the value ``ins`` reads from its memory operand is: an array's element, a

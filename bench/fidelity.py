@@ -63,6 +63,7 @@ _NAMED = re.compile(rf"^(?:(?:struct|class|union|type)\s+)?{_HEAD}(?:(?:::|->|\.
 _SPLIT = re.compile(r"::|->|\.|%")
 # `block (part)`: the part a variable, or a type (`mem (struct knode)`: the records of
 # that type carved out of the block)
+_OPERATION = re.compile(r" [-+*/] ")
 _BLOCK_PART = re.compile(r"^(\S+) \(((?:(?:struct|class|union|type)\s+)?\S+)\)$")
 _DECL = re.compile(r"numaprof-corpus:\s*(run|array)\s+(\S+)((?:\s+\S+=\S+)*)\s*$")
 
@@ -74,10 +75,13 @@ def is_named(name: str) -> bool:
     function's spill slots (`(spills) f`: no variable holds them).
     A pointer variable's own stack slot, `p (pointer)`, is named, and so are the frame
     slots holding copies of an array's elements, `a (copy)`, or values computed from
-    them, `a (temp)`; so is a part of a named
+    them, `a (temp)`, or from two source names, `b * h2inv (temp)`; so is a part of a named
     block, `w.work (t)` (an array carved out of one allocation, or one block of a
     library's member, `Poisson::A (newValues)`), when both names are source names."""
     name = name.removesuffix(" (pointer)").removesuffix(" (copy)").removesuffix(" (temp)")
+    terms = _OPERATION.split(name)
+    if len(terms) == 2:  # a value computed from two (`b * h2inv (temp)`): both are names
+        return all(is_named(t) for t in terms)
     part = _BLOCK_PART.match(name)
     if part:
         return bool(_NAMED.match(part.group(1)) and _NAMED.match(part.group(2)))

@@ -149,6 +149,8 @@ def test_corpus_declares_its_answers():
     ("(spills) CalcHourglassControlForElems", False), ("(spills) main._omp_fn.0", False),
     ("(*A)->list_of_vals", True), ("*xexact", True), ("(*)->x", False), ("(x", False),
     ("miniFE::CSRMatrix<double, int, int>::packed_coefs", True), ("p->coefs", True),
+    ("b * h2inv (temp)", True), ("n - k (temp)", True), ("b * (spills) f (temp)", False),
+    ("anon@0x1000 + k (temp)", False),
 ])
 def test_named_definition(name, named):
     assert fidelity.is_named(name) is named

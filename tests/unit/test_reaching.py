@@ -4,6 +4,8 @@ definition that reaches it through the function's branches -- a long Fortran pro
 keeps an automatic array's address in r15 from its malloc on, and its location list
 stops a few instructions later (SNAP's dim3_sweep, gfortran -O3)."""
 
+from dataclasses import replace
+
 from numaprof.analyzer import datatype, dwarfloc, frames
 
 R15, R12, RAX, RBX = 15, 12, 0, 3
@@ -395,16 +397,42 @@ def test_a_computed_value_is_named_by_the_value_it_updates_else_by_the_other():
     assert fi._computed(fi._function_at(0), none, 3).name == "pivot (temp)"
     fi._register_value = lambda f, pc, reg, depth: pivot if reg == XMM5 else element
     assert fi._computed(fi._function_at(0), none, 3).name == "lhs (temp)"
-    # two scalars' product (`u * v`, a loop invariant of the compiler's) is neither's, nor
-    # is one scalar's with a value not known
+    # two scalars' product (`u * v`, a loop invariant of the compiler's) is neither's
+    # alone: both name it, with the operation, when the instruction is one of the four
+    # (not a shuffle's or a fused multiply-add's); nor is one scalar's with a value not
+    # known
     u = frames.Copy("u", ("type", "(anonymous)", "u"), "relax._omp_fn.0", 8, scalar=True)
     v = frames.Copy("v", ("type", "(anonymous)", "v"), "relax._omp_fn.0", 8, scalar=True)
     fi._register_value = lambda f, pc, reg, depth: u if reg == XMM5 else v
     assert fi._computed(fi._function_at(0), none, 3) is None
+    product = replace(none, operator="*")
+    got = fi._computed(fi._function_at(0), product, 3)
+    assert (got.name, got.scalar, got.computed) == ("u * v (temp)", True, True), got
+    assert fi._computed(fi._function_at(0), replace(none, operator="-"), 3).name == "u - v (temp)"
+    # no longer chains of them: a product of that and a third scalar is no one's
+    fi._register_value = lambda f, pc, reg, depth: got if reg == XMM5 else u
+    assert fi._computed(fi._function_at(0), product, 3) is None
     fi._register_value = lambda f, pc, reg, depth: u if reg == XMM5 else None
     assert fi._computed(fi._function_at(0), none, 3) is None
     fi._register_value = lambda f, pc, reg, depth: u if reg == XMM5 else frames._CONSTANT
     assert fi._computed(fi._function_at(0), none, 3).name == "u (temp)"
+
+
+def test_the_four_operations_decode_with_their_operator():
+    import capstone
+
+    md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+    code = {"mulsd %xmm0,%xmm2": b"\xf2\x0f\x59\xd0", "vsubsd %xmm3,%xmm2,%xmm1": b"\xc5\xeb\x5c\xcb",
+            "divpd %xmm1,%xmm0": b"\x66\x0f\x5e\xc1", "imul %ebx,%eax": b"\x0f\xaf\xc3",
+            "addsubpd %xmm1,%xmm0": b"\x66\x0f\xd0\xc1", "vfmadd231sd %xmm2,%xmm1,%xmm0": b"\xc4\xe2\xf1\xb9\xc2",
+            "minsd %xmm1,%xmm0": b"\xf2\x0f\x5d\xc1"}
+    want = {"mulsd %xmm0,%xmm2": "*", "vsubsd %xmm3,%xmm2,%xmm1": "-", "divpd %xmm1,%xmm0": "/",
+            "imul %ebx,%eax": "*", "addsubpd %xmm1,%xmm0": "", "vfmadd231sd %xmm2,%xmm1,%xmm0": "",
+            "minsd %xmm1,%xmm0": ""}
+    for text, raw in code.items():
+        insn = datatype.decode(raw, 0x1000)[0]
+        assert next(md.disasm(raw, 0)).mnemonic == text.split()[0], text
+        assert insn.operator == want[text] and (insn.op == "arith" or not want[text]), (text, insn)
 
 
 def test_integer_arithmetic_decodes_as_arithmetic():
