@@ -646,11 +646,21 @@ class FrameIndex:
         self._busy.add(key)
         try:
             found, constant = None, False
+            values = []
             for d in sorted(defs):
                 o = origin_of(d)
+                if o is None:
+                    return None
+                values.append(o)
+            # a running value started from scalars' values, of an array's values (RSBench's
+            # `sigT = E * w.T; ... sigT += ...`): the scalars' ways add nothing but make
+            # it a temporary, as a constant's do
+            scalar = any(isinstance(o, Copy) and o.scalar for o in values) and \
+                any(isinstance(o, Copy) and not o.scalar and not o.pointer for o in values)
+            for o in values:
                 if o is _CYCLE:
                     continue
-                if o is _CONSTANT:
+                if o is _CONSTANT or (scalar and isinstance(o, Copy) and o.scalar):
                     constant = True
                     continue
                 if isinstance(o, Copy) and isinstance(found, Copy) and o.key != found.key and \

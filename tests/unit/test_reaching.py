@@ -645,6 +645,28 @@ def test_a_constant_on_one_way_adds_nothing_but_makes_a_temporary():
     assert fi.slot_value(0x118, -0x40) is None
 
 
+def test_a_running_value_started_from_scalars_is_what_it_accumulates():
+    """RSBench's `sigT = E * w.T`, then `sigT += (pole.MP_RT * ...).r` round the loop: the
+    slot holds a scalars' value on the way in and an element's temporary on the way
+    round, so it is the element's temporary (before: no one's, `(spills)
+    calculate_micro_xs_doppler`, 441 samples); an element read as it is on one way and
+    a scalar on another is the element's temporary too, whichever scalars start it.
+    Two scalars' values alone, or a scalar's and a pointer's, still name nothing."""
+    fi = _accumulated()
+    e_t = frames.Copy("E * Window.T", (frames.EXPRESSION, "*", ("var", "E"), ("type", "Window", "T")), "f", 8,
+                      computed=True, scalar=True)
+    n = frames.Copy("n", ("var", "n"), "f", 8, computed=True, scalar=True)
+    rt = frames.Copy("Pole.MP_RT.r", ("type", "Pole", "MP_RT.r"), "f", 8, computed=True)
+    copy = replace(rt, computed=False)
+    for ways in ((e_t, rt), (rt, e_t), (e_t, rt, rt), (e_t, n, rt), (rt, n, e_t)):
+        got = fi._agree(("k", ways), set(range(len(ways))), lambda d, ways=ways: ways[d])
+        assert got == rt, (ways, got)
+    assert fi._agree(("k", 1), {0, 1}, lambda d: (copy, e_t)[d]) == rt
+    assert fi._agree(("k", 2), {0, 1}, lambda d: (e_t, n)[d]) is None
+    pointer = replace(copy, pointer=True)
+    assert fi._agree(("k", 4), {0, 1}, lambda d: (e_t, pointer)[d]) is None
+
+
 def test_a_slot_holding_an_arrays_pointer_is_that_arrays_pointer():
     """`mov %r15,0x40(%rsp)` with r15 no variable's but a pointer whose origin is `lhs`
     (the compiler's own `lhs + 5 * i`, reloaded round a loop: Rodinia cfd's time_step):
