@@ -194,6 +194,9 @@ _MATH = {**{n: (DW_XMM0,) for n in (
 
 #: Copy.of_key[0] of a value computed from two scalars (`b * h2inv`)
 EXPRESSION = "expr"
+#: The math functions that return their results through pointers to the frame
+_SINCOS = {"sincos", "sincosf", "sincosl"}
+DW_SI, DW_DI = 4, 5  # DWARF numbers of rsi and rdi (System V x86-64 psABI)
 #: A definition that leads back to the one being followed (around a loop): it adds no origin.
 _CYCLE = Origin("", ("cycle",), "", None, "cycle")
 #: A definition that sets a constant (`pxor %xmm1, %xmm1`, `movq $0x0, 0x40(%rsp)`): no
@@ -958,6 +961,8 @@ class FrameIndex:
         insns, addrs = self._code(f)
 
         def stores(st: datatype.Insn) -> bool:
+            if st.op == "call":
+                return slot in self._results_at(f, st)
             return (st.op in ("store", "vstore", "istore") and st.index < 0
                     and self.frame_register(st.addr, st.base) and self._cfa_offset(st.addr, st.base, st.disp) == slot)
 
@@ -975,6 +980,8 @@ class FrameIndex:
         of `variables + 5 * i`, reloaded round a loop), that array's pointer."""
         if st.op == "istore":
             return _CONSTANT
+        if st.op == "call":  # sincos(x, &s, &c): both results are x's temporaries
+            return self._math_value(f, st, (DW_XMM0,), depth)
         v = self._register_value(f, st.addr, st.src, depth)
         if v is None and st.op == "store":
             o = self.origin(st.addr, st.src)
@@ -1008,6 +1015,53 @@ class FrameIndex:
         return self._agree(("value", pc, reg), self._defs(f, pc, sets),
                            lambda d: self._defined_value(f, insns[d], reg, depth - 1))
 
+    def _math_value(self, f: _Func, call: datatype.Insn, args: tuple[int, ...], depth: int) -> Copy | None:
+        """What a math function's result is: sqrtf(x) a temporary of the array (or
+        variable) x is an element or temporary of."""
+        for arg in args:
+            v = self._register_value(f, call.addr, arg, depth)
+            if isinstance(v, Copy) and v.of_key[0] != "static":
+                return v if v.computed else replace(v, computed=True)
+        return None
+
+    def _results_at(self, f: _Func, call: datatype.Insn) -> tuple[int, ...]:
+        """The frame slots (CFA offsets) a call to sincos (sincosf, sincosl) writes its
+        results to: gcc turns `sin(x)` and `cos(x)` of one x into `sincos(x, &s, &c)`
+        with s and c in the frame (RSBench's calculate_sig_T).  () for any other call."""
+        name = self.info.callee_name(call.next) if call.op == "call" else None
+        if name not in _SINCOS:
+            return ()
+        return tuple(o for o in (self._frame_address(f, call.addr, r, 4) for r in (DW_DI, DW_SI)) if o is not None)
+
+    def _frame_address(self, f: _Func, pc: int, reg: int, depth: int) -> int | None:
+        """The frame slot (its CFA offset) whose address register ``reg`` holds just
+        before ``pc``: every definition reaching pc is a `lea k(%rsp)` (or rbp) of it, a
+        copy of the stack pointer (k 0), or a copy of a register holding it."""
+        if depth <= 0:
+            return None
+        insns, _ = self._code(f)
+
+        def sets(ins: datatype.Insn) -> bool | None:
+            if ins.op == "call":
+                return None if reg in datatype.CALLER_SAVED else False
+            return reg in ins.writes
+
+        defs = self._defs(f, pc, sets)
+        if not defs:
+            return None
+        found = set()
+        for d in defs:
+            ins = insns[d]
+            if ins.op == "lea" and ins.dst == reg and ins.index < 0 and self.frame_register(ins.addr, ins.base):
+                found.add(self._cfa_offset(ins.addr, ins.base, ins.disp))
+            elif ins.op == "copy" and ins.dst == reg and self.frame_register(ins.addr, ins.src):
+                found.add(self._cfa_offset(ins.addr, ins.src, 0))  # `mov %rsp, %rbp`
+            elif ins.op == "copy" and ins.dst == reg:
+                found.add(self._frame_address(f, ins.addr, ins.src, depth - 1))
+            else:
+                return None
+        return found.pop() if len(found) == 1 else None
+
     def _math_arguments(self, call: datatype.Insn) -> tuple[int, ...]:
         """The registers a call to a C library math function (`sqrtf`, `pow`, `exp`)
         takes its arguments in, whose value its result is computed from; () for any
@@ -1030,12 +1084,7 @@ class FrameIndex:
         if ins.op in ("zero", "const") and ins.dst == reg:
             return _CONSTANT
         if ins.op == "call" and reg == DW_XMM0:
-            # sqrtf(x): a temporary of the array x is an element or temporary of
-            for arg in self._math_arguments(ins):
-                v = self._register_value(f, ins.addr, arg, depth)
-                if isinstance(v, Copy) and v.of_key[0] != "static":
-                    return v if v.computed else replace(v, computed=True)
-            return None
+            return self._math_value(f, ins, self._math_arguments(ins), depth)
         if ins.op not in ("load", "vload") or ins.dst != reg:
             return None
         return self._read_value(f, ins, depth)

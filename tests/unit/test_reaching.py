@@ -988,3 +988,57 @@ def test_a_spill_the_dwarf_computes_a_variable_from_is_that_variable(tmp_path):
     fb = f.frame_base[1]
     assert all(named.get(fb + k) == {"above"} for k in parts), named
     assert all(names != {"above"} for slot, names in named.items() if slot - fb not in parts), named
+
+
+_UNIT_VECTORS = r"""
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+/* turns each angle into its unit vector: gcc calls sincos once for the sine and cosine */
+__attribute__((noinline)) void unit_vectors(const double *angle, double *out, int n)
+{
+    for (int i = 0; i < n; i++) {
+        double a = 2.0 * angle[i];
+        out[2 * i] = cos(a);
+        out[2 * i + 1] = -sin(a);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int n = argc > 1 ? atoi(argv[1]) : 1000;
+    double *angle = malloc(n * sizeof *angle), *out = malloc(2 * n * sizeof *out);
+    for (int i = 0; i < n; i++)
+        angle[i] = i * 0.001;
+    unit_vectors(angle, out, n);
+    printf("%f\n", out[n]);
+    return 0;
+}
+"""
+
+
+def test_the_slots_sincos_writes_are_its_arguments_temporaries(tmp_path):
+    """gcc -O2 turns `cos(a)` and `sin(a)` into `sincos(a, &s, &c)` with s and c in the
+    frame, and reads them back after the call: those slots hold values computed from
+    `angle`'s elements (`angle (temp)`), written by the call through the pointers in rdi
+    and rsi (before: no store reached the reads, `(spills) calculate_sig_T` in RSBench,
+    262 samples)."""
+    import subprocess
+
+    from numaprof.analyzer import symbols
+    (tmp_path / "unit.c").write_text(_UNIT_VECTORS)
+    exe = tmp_path / "unit"
+    subprocess.run(["gcc", "-O2", "-g", "-o", str(exe), "unit.c", "-lm"], check=True, cwd=tmp_path)
+    info = symbols.elf_info(str(exe))
+    fi = frames.frame_index(info)
+    lo = next(int(a) for a, (name, _) in zip(info.func_addr, info.func_info, strict=True) if name == "unit_vectors")
+    f = fi._function_at(lo)
+    insns, _ = fi._code(f)
+    calls = [i for i in insns if i.op == "call" and info.callee_name(i.next) == "sincos"]
+    assert calls, "gcc -O2 called no sincos"
+    reads = {}
+    for ins in insns:
+        if ins.op == "vload" and ins.addr > calls[0].addr and fi.frame_register(ins.addr, ins.base):
+            v = fi.slot_value(ins.addr, fi._cfa_offset(ins.addr, ins.base, ins.disp))
+            reads[ins.addr] = v.name if v is not None else None
+    assert len(reads) == 2 and set(reads.values()) == {"angle (temp)"}, reads
