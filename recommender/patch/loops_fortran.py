@@ -340,14 +340,20 @@ def _f_component_arrays(src: Source) -> set[str]:
 
 
 def _f_whole_array(src: Source, node, arrays: set[str]) -> bool:
-    """`a` or `x%a` (no subscript) naming an array: a whole-array reference."""
+    """`a`, `x%a` or `x(l)%a` (an element's component; no subscript on the array itself)
+    naming an array: a whole-array reference."""
     if node.type == "identifier":
         return fortran_name(src, node) in arrays
     if node.type == "derived_type_member_expression":
         member = next((c for c in node.named_children if c.type == "type_member"), None)
         base = node.named_children[0] if node.named_children else None
+        if base is not None and base.type == "call_expression":
+            # `level(l)`: an element of the array `level`, not a function's result
+            callee = base.named_children[0] if base.named_children else None
+            if callee is None or callee.type != "identifier" or fortran_name(src, callee).lower() not in arrays:
+                return False
         return (member is not None and base is not None
-                and base.type in ("identifier", "derived_type_member_expression")
+                and base.type in ("identifier", "derived_type_member_expression", "call_expression")
                 and fortran_name(src, member) in _f_component_arrays(src))
     return False
 
@@ -404,32 +410,35 @@ def _f_workshare(src: Source, path: str, line: int, root: str | None) -> Patch |
 
 
 def first_whole_assignment(src: Source, alloc_line: int, var: str) -> int | None:
-    """The line of the statement that first uses the array `var` (``a`` or ``f%u``) after
-    its allocation at `alloc_line`, when that statement assigns the whole array and
-    stands at the top level of the allocating procedure; otherwise None.  gfortran turns
-    ``f%u = 0.0d0`` into a call of memset, whose page faults name no line of the program:
-    this is the statement they come from."""
+    """The line of the statement that first uses the array `var` (``a``, ``f%u``, or
+    ``level(l)%t``, a component of an element) after its allocation at `alloc_line`, when
+    that statement assigns the whole array and stands in the block of the allocation (the
+    allocating procedure's, or the loop body allocating one array per element);
+    otherwise None.  gfortran turns ``f%u = 0.0d0`` into a call of memset, whose page
+    faults name no line of the program: this is the statement they come from."""
     row = alloc_line - 1
     units = [n for n in walk(src.root) if n.type in _F_UNITS and contains_row(n, row)]
     if not units:
         return None
     unit = units[-1]
+    alloc = [n for n in walk(unit) if n.type == "allocate_statement" and contains_row(n, row)]
+    block = alloc[-1].parent if alloc and alloc[-1].parent is not None else unit
     var = "".join(var.lower().split())
-    for n in walk(unit):
+    for n in walk(block):
         if n.type not in ("identifier", "derived_type_member_expression") or \
                 n.parent is None or n.parent.type == "derived_type_member_expression":
             continue
-        ref = "".join(fortran_name(src, n).split())
+        ref = "".join(fortran_name(src, n).split()).lower()
         if ref != var and not var.startswith(ref + "%"):
             continue  # another variable, or another component of the same one
         stmt = n
-        while stmt.parent is not None and stmt.parent != unit:
+        while stmt.parent is not None and stmt.parent != block:
             stmt = stmt.parent
-        if stmt.parent != unit or stmt.start_point[0] <= row:
+        if stmt.parent != block or stmt.start_point[0] <= row:
             continue  # the allocation itself, or what precedes it
         left = stmt.child_by_field_name("left") if stmt.type == "assignment_statement" else None
         if left is not None and left.type in ("identifier", "derived_type_member_expression") \
-                and "".join(fortran_name(src, left).split()) == var:
+                and "".join(fortran_name(src, left).split()).lower() == var:
             return stmt.start_point[0] + 1
         return None
     return None
@@ -440,10 +449,12 @@ def parallelize_fortran(src: Source, path: str, line: int, root: str | None) -> 
     where = f"{os.path.basename(path)}:{line}"
     loops = [n for n in walk(src.root) if n.type == "do_loop_statement"
              and contains_row(n, row)]
+    # a whole-array assignment is its own loop, also inside a `do` over something else
+    # (`do l = 1, nl ... level(l)%t = 0d0`: one array per level)
+    ws = _f_workshare(src, path, line, root)
+    if isinstance(ws, Patch) or (ws is not None and not loops):
+        return ws
     if not loops:
-        ws = _f_workshare(src, path, line, root)
-        if ws is not None:
-            return ws
         return Refusal(path, line, f"{where} is neither inside a `do` loop nor a whole-array "
                                    "assignment")
     unit = loops[0].parent

@@ -259,7 +259,7 @@ def _fortran_whole_assignment(obj, paths: list[str], root: str | None,
     where that call came from; parallelised with WORKSHARE.  None when there is no such
     statement (or the object is no Fortran heap array)."""
     parsed = parse_site(obj.site) if obj.kind == "heap" else None
-    if parsed is None or not re.fullmatch(r"[A-Za-z_]\w*(%[A-Za-z_]\w*)*", obj.name):
+    if parsed is None or not re.fullmatch(r"[A-Za-z_]\w*(\([^()]*\))?(%[A-Za-z_]\w*(\([^()]*\))?)*", obj.name):
         return None
     func, file, line = parsed
     path = _resolve(file, paths, func, line, "bind_block", hashes)

@@ -101,3 +101,58 @@ def test_first_use_after_the_allocation(src):
     assert first_whole_assignment(s, _line(SRC, "allocate(g(n), w(n))"), "g") is None
     assert first_whole_assignment(s, _line(SRC, "allocate(g(n), w(n))"), "w") == \
         _line(SRC, "    w = sqrt")
+
+
+LEVELS = """module levels_mod
+  implicit none
+  type :: field_t
+     real(8), allocatable :: t(:,:), k(:,:)
+     integer :: n
+  end type field_t
+  type(field_t), allocatable :: level(:)
+contains
+  subroutine build(nl, n0)
+    integer, intent(in) :: nl, n0
+    integer :: l, n
+    allocate(level(nl))
+    n = n0
+    do l = 1, nl
+       level(l)%n = n
+       allocate(level(l)%t(n, n), level(l)%k(n, n))
+       level(l)%t = 0d0
+       call fill(level(l)%k)
+       n = n / 2
+    end do
+  end subroutine build
+
+  subroutine fill(a)
+    real(8), intent(out) :: a(:,:)
+    a = 1
+  end subroutine fill
+end module levels_mod
+"""
+
+
+def test_an_elements_component_allocated_in_a_loop(tmp_path):
+    """One array per level (`level(l)%t`, allocated in a loop over the levels, named so
+    by the analyzer): its first use after the allocation is in the loop body, the
+    allocation's own block, and the whole-array assignment is wrapped in WORKSHARE --
+    not the loop over the levels around it, which would hand whole levels to threads."""
+    p = tmp_path / "levels.f90"
+    p.write_text(LEVELS)
+    s = load(str(p))
+    alloc = _line(LEVELS, "allocate(level(l)%t(n, n)")
+    assert first_whole_assignment(s, alloc, "level(l)%t") == _line(LEVELS, "level(l)%t = 0d0")
+    # passed to a procedure first: no statement to parallelise
+    assert first_whole_assignment(s, alloc, "level(l)%k") is None
+    patch = parallelize_first_touch(str(p), _line(LEVELS, "level(l)%t = 0d0"), root=str(tmp_path))
+    assert isinstance(patch, Patch), patch
+    new = patch.new_text.splitlines()
+    i = new.index("       level(l)%t = 0d0")
+    assert new[i - 1] == f"       {F_WORKSHARE}" and new[i + 1] == f"       {F_END_WORKSHARE}"
+    assert "!$omp parallel do" not in patch.new_text
+    if shutil.which("gfortran"):
+        out = tmp_path / "out.f90"
+        out.write_text(patch.new_text)
+        subprocess.run(["gfortran", "-fopenmp", "-Wall", "-Werror", "-fsyntax-only", str(out)],
+                       cwd=tmp_path, check=True)
