@@ -1136,6 +1136,8 @@ class FrameIndex:
             return next(iter(scalars.values()))
         if len(scalars) == 2 and ins.operator:
             a, b = scalars.values()
+            if ins.operator in "+*":  # either order: one name and one object for `u * v`, `v * u`
+                a, b = sorted((a, b), key=lambda c: (c.of, str(c.of_key)))
             if EXPRESSION not in (a.of_key[0], b.of_key[0]):
                 return Copy(f"{a.of} {ins.operator} {b.of}", (EXPRESSION, ins.operator, a.of_key, b.of_key), f.name,
                             ins.size, computed=True, scalar=True)

@@ -8,7 +8,8 @@
  * them in the frame before each call and loads them back after; DWARF names those
  * slots after the variables.  The six factors (`u * v`, ...) are loop-invariant
  * expressions the compiler computes once, before the loop, and spills too: slots of no
- * variable.  The loop also updates `hist`, a local array of the same frame, at
+ * one variable, named by both operands.  The loop also updates `hist`, a local array of
+ * the same frame, at
  * random: it is a variable and must keep its name.
  */
 #include <stdio.h>

@@ -409,6 +409,11 @@ def test_a_computed_value_is_named_by_the_value_it_updates_else_by_the_other():
     got = fi._computed(fi._function_at(0), product, 3)
     assert (got.name, got.scalar, got.computed) == ("u * v (temp)", True, True), got
     assert fi._computed(fi._function_at(0), replace(none, operator="-"), 3).name == "u - v (temp)"
+    # `v * u` is `u * v`, one object; `v - u` is not `u - v`
+    fi._register_value = lambda f, pc, reg, depth: v if reg == XMM5 else u
+    assert fi._computed(fi._function_at(0), product, 3) == got
+    assert fi._computed(fi._function_at(0), replace(none, operator="-"), 3).name == "v - u (temp)"
+    fi._register_value = lambda f, pc, reg, depth: u if reg == XMM5 else v
     # no longer chains of them: a product of that and a third scalar is no one's
     fi._register_value = lambda f, pc, reg, depth: got if reg == XMM5 else u
     assert fi._computed(fi._function_at(0), product, 3) is None
