@@ -15,7 +15,7 @@ from collections import Counter
 import numpy as np
 
 from numaprof.analyzer import attribution as att
-from numaprof.analyzer import frames, symbols
+from numaprof.analyzer import frames, symbols, tls
 from numaprof.analyzer.objects import Obj
 from numaprof.analyzer.runtime import code_mappings, is_openmp_runtime
 from numaprof.analyzer.varattr import RED_ZONE
@@ -32,15 +32,15 @@ def _library_code(path: str) -> bool:
 
 def library_samples(mt: dict, resolver: symbols.CodeResolver, regs: dict | None, pid, ip, addr, time, layers,
                     ivs: att.Intervals, objs: list[Obj],
-                    pointers: dict[int, list[int]] | None = None) -> tuple[np.ndarray | None, Counter]:
+                    threads: dict | None = None) -> tuple[np.ndarray | None, Counter]:
     """(which samples are a system library's work on its own data, samples per (library,
     function)): the library's code accessing a static or file mapping of a system library,
     or -- where no object of the program's is -- its own stack frame, from the stack
     pointer (less the red zone) to the canonical frame address of the sampled function
     (its .eh_frame; needs the sampled registers) -- or, in the heap or an anonymous
     mapping where no object of the program's is, its locks and what they guard
-    (_around_locks) and the threads' descriptors (_descriptors: ``pointers``, the
-    threads' pointers per process).  (None, {}) without any."""
+    (_around_locks) and the threads' descriptors (_descriptors: at the pointers the
+    ``threads`` table recorded).  (None, {}) without any."""
     code = code_mappings(mt, _library_code)
     if code is None or not len(addr):
         return None, Counter()
@@ -61,6 +61,7 @@ def library_samples(mt: dict, resolver: symbols.CodeResolver, regs: dict | None,
         theirs |= unowned & _own_frame(resolver, regs, pid, ip, addr, idx)
     heap = np.array([objs[o].kind == "mapping" and not objs[o].path.startswith("/") if o >= 0 else True
                      for o in where.tolist()], dtype=bool) & ~theirs
+    pointers = tls.thread_pointers(threads) if threads is not None else {}
     if pointers and (unowned | heap).any():
         theirs |= (unowned | heap) & _descriptors(pointers, pid[idx], addr[idx])
         heap &= ~theirs
