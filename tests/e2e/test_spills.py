@@ -61,7 +61,11 @@ def test_spills_of_a_frame_with_no_variable_in_it(report_novar):
     sp = objs.get("(spills) relax._omp_fn.0")
     assert sp is not None, sorted(objs)
     assert sp["attribution"] == "spill" and sp["thread_private"] is True and sp["threads"] == 2, sp
-    assert sp["size"] <= 64 and sp["share"] >= 0.5, sp
+    # with the invariants named by their operands (`u * w (temp)`), the frame's slots
+    # are the function's: together most of the samples
+    frame = [o for o in report_novar["objects"] if o["attribution"] == "spill" and o["site"] == "relax._omp_fn.0"]
+    assert all(o["size"] <= 64 and o["thread_private"] for o in frame), frame
+    assert sum(o["share"] for o in frame) >= 0.5, frame
     anon = [o for o in report_novar["objects"] if o["name"] == "[stack]" or o["name"].startswith("stack@")]
     assert sum(o["samples"] for o in anon) <= 0.02 * report_novar["profile"]["with_address"], anon
 
