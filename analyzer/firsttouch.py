@@ -28,6 +28,7 @@ class Touches:
     pid: np.ndarray
     obj: np.ndarray  # object id
     inferred: np.ndarray | None = None  # bool per page: its fault was not recorded (period > 1)
+    size: np.ndarray | None = None  # bytes of the page the placing fault mapped (0: a base page)
 
 
 #: With one fault in `period` recorded, a page between two recorded first touches of the
@@ -81,9 +82,11 @@ def first_touches(ft: dict, ivs, heap_iv, static_iv, map_iv, page_shift,
     iv, pg, ok = iv[by_obj], pg[by_obj], ok[by_obj]
     obj = ivs.obj[iv]
     r = row[ok]
+    size = ft.get("page_size")
+    size = (np.asarray(size, dtype=np.int64)[r] if size is not None and len(size) else None)
     return Touches(iv, pg, np.asarray(ft["tid"])[r].astype(np.int64), np.asarray(ft["cpu"])[r].astype(np.int64),
                    np.asarray(ft["ip"])[r].astype(np.uint64), pid[ok].astype(np.int64), obj,
-                   None if inferred is None else inferred[by_obj])
+                   None if inferred is None else inferred[by_obj], size)
 
 
 def regroup_touches(ft: Touches, ivs) -> Touches:
@@ -92,7 +95,8 @@ def regroup_touches(ft: Touches, ivs) -> Touches:
     obj = ivs.obj[ft.iv]
     o = np.argsort(obj, kind="stable")
     return Touches(ft.iv[o], ft.page[o], ft.tid[o], ft.cpu[o], ft.ip[o], ft.pid[o], obj[o],
-                   None if ft.inferred is None else ft.inferred[o])
+                   None if ft.inferred is None else ft.inferred[o],
+                   None if ft.size is None else ft.size[o])
 
 
 def _fill(iv, pg, ok, limit, n_pages, lo):
@@ -234,4 +238,19 @@ def first_touch_of(oi, ft: Touches | None, topo, n_program_threads, resolver) ->
         pages=pages,
         serial=master >= SERIAL_MASTER and n_program_threads >= 2,
         inferred_pages=int(ft.inferred[sel].sum()) if ft.inferred is not None else 0,
+        **_huge(ft, sel, topo),
     )
+
+
+def _huge(ft: Touches, sel: slice, topo) -> dict:
+    """huge_pages (of the object's first-touched base pages, those a fault mapping a
+    larger page placed: a transparent huge page goes whole to its first toucher's node)
+    and huge_page_size (the most common such page's bytes), for FirstTouch."""
+    if ft.size is None:
+        return {}
+    size = ft.size[sel]
+    big = size > int(topo.page_size or 4096)
+    if not big.any():
+        return {}
+    sizes, counts = np.unique(size[big], return_counts=True)
+    return {"huge_pages": int(big.sum()), "huge_page_size": int(sizes[np.argmax(counts)])}

@@ -61,6 +61,8 @@ def _merge_objects(objs: list[ObjectResult], total_samples: int, slices: bool = 
         serial=any(o.first_touch.pages for o in objs)
         and all(o.first_touch.serial for o in objs if o.first_touch.pages),
         inferred_pages=sum(o.first_touch.inferred_pages for o in objs),
+        huge_pages=sum(o.first_touch.huge_pages for o in objs),
+        huge_page_size=max(o.first_touch.huge_page_size for o in objs),
     )
     patterns = {o.pattern for o in objs}
     if slices and len(patterns) > 1:

@@ -63,6 +63,8 @@ class FirstTouch:
     pages: int  # pages with a recorded or inferred first touch
     serial: bool  # master_fraction >= 0.9 with >= 2 threads in the program
     inferred_pages: int = 0  # of `pages`, inferred from recorded neighbours (fault period > 1)
+    huge_pages: int = 0  # of `pages`, placed by faults that mapped a huge page
+    huge_page_size: int = 0  # bytes of those huge pages (0: none)
 
 
 @dataclass

@@ -11,7 +11,7 @@ from numaprof.errors import UsageError
 
 
 def lab_config(nodes, cpus_per_node, mem_per_node, distances, preset, timeout, kernel,
-               cmd, cwd: Path, numa_balancing: bool = False):
+               cmd, cwd: Path, numa_balancing: bool = False, thp: str = "host"):
     """The frozen LabConfig for these option values (validated; raises UsageError)."""
     from numaprof.lab.runner import LabConfig
     from numaprof.lab.topology import build_topology
@@ -23,7 +23,7 @@ def lab_config(nodes, cpus_per_node, mem_per_node, distances, preset, timeout, k
     topo = build_topology(nodes=nodes, cpus_per_node=cpus_per_node, mem_per_node=mem_per_node,
                           distances=tuple(distances), preset=preset)
     return LabConfig(topology=topo, command=tuple(cmd), cwd=cwd, timeout=timeout,
-                     kernel=kernel, numa_balancing=numa_balancing)
+                     kernel=kernel, numa_balancing=numa_balancing, thp=thp)
 
 
 @click.command(context_settings={"ignore_unknown_options": False,
@@ -48,9 +48,13 @@ def lab_config(nodes, cpus_per_node, mem_per_node, distances, preset, timeout, k
 @click.option("--numa-balancing/--no-numa-balancing", default=False, show_default=True,
               help="Let the guest kernel migrate pages toward the threads using them "
                    "(AutoNUMA).  Off: pages stay where they were placed.")
+@click.option("--thp", type=click.Choice(["host", "always", "madvise", "never"]),
+              default="host", show_default=True,
+              help="Transparent huge pages of the guest kernel: this machine's mode, or "
+                   "the one given (a huge page is placed whole by its first toucher).")
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
 def command(nodes, cpus_per_node, mem_per_node, distances, preset, timeout, kernel,
-            numa_balancing, cmd):
+            numa_balancing, thp, cmd):
     """Run CMD on a throw-away virtual machine with N NUMA nodes.
 
     \b
@@ -66,7 +70,7 @@ def command(nodes, cpus_per_node, mem_per_node, distances, preset, timeout, kern
     from numaprof.lab.runner import find_tools, run
 
     config = lab_config(nodes, cpus_per_node, mem_per_node, distances, preset, timeout,
-                        kernel, cmd, Path.cwd().resolve(), numa_balancing)
+                        kernel, cmd, Path.cwd().resolve(), numa_balancing, thp)
     tools = find_tools(config.kernel)
     topo = config.topology
     click.echo(f"numaprof lab: booting a {topo.nodes}-node guest ({topo.total_cpus} cpus, "

@@ -58,6 +58,7 @@ class LabConfig:
     timeout: float | None = None  # seconds, None = no limit
     kernel: Path | None = None  # None = NUMAPROF_LAB_KERNEL or the newest /boot/vmlinuz-*
     numa_balancing: bool = False  # the kernel's automatic page migration (AutoNUMA)
+    thp: str = "host"  # transparent huge pages: host (as this machine's), or a THP_MODES mode
 
 
 @dataclass(frozen=True)
@@ -244,18 +245,36 @@ def guest_script(command: tuple[str, ...], cwd: Path, status_file: Path,
     return "\n".join(lines) + "\n"
 
 
+THP_MODES = ("always", "madvise", "never")
+THP_FILE = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+
+
+def host_thp(path: Path = THP_FILE) -> str | None:
+    """This machine's transparent huge page mode (the bracketed word of
+    ``always [madvise] never``), None when the kernel has no THP or the file says none."""
+    try:
+        m = re.search(r"\[(\w+)\]", path.read_text())
+    except OSError:
+        return None
+    return m.group(1) if m and m.group(1) in THP_MODES else None
+
+
 def build_vng_command(tools: LabTools, topo: LabTopology, cwd: Path, state_dir: Path,
-                      script: Path, numa_balancing: bool = False) -> list[str]:
+                      script: Path, numa_balancing: bool = False,
+                      thp: str | None = None) -> list[str]:
     """The full vng command line (TCG: KVM fails under QEMU on these machines).
 
     Automatic NUMA balancing is off unless asked for: it migrates pages toward the threads
     that use them, so a page would not stay where the policy under test put it.
+    ``thp``: the guest kernel's transparent huge page mode (None: the kernel's default,
+    which for the booted distribution kernel need not be this machine's).
     """
     return [
         str(tools.vng), "--disable-kvm", "--run", str(tools.kernel),
         *vng_topology_args(topo),
         f"--qemu-opts=-cpu {GUEST_CPU}",
         "--append", f"numa_balancing={'enable' if numa_balancing else 'disable'}",
+        *(["--append", f"transparent_hugepage={thp}"] if thp else []),
         "--rwdir", str(cwd), "--rwdir", str(state_dir), "--cwd", str(cwd),
         "--exec", f"/bin/sh {script}",
     ]
@@ -331,7 +350,8 @@ def run(config: LabConfig, tools: LabTools | None = None) -> int:
                                        guest_environment(numaprof_bin=numaprof_bin_dir()),
                                        started_file))
         argv = build_vng_command(tools, config.topology, config.cwd, state_dir, script,
-                                 config.numa_balancing)
+                                 config.numa_balancing,
+                                 host_thp() if config.thp == "host" else config.thp)
         env = dict(os.environ)
         # vng runs virtme-run by name: it must be on PATH even when the venv is not active.
         env["PATH"] = f"{tools.vng.parent}:{env.get('PATH', '')}"

@@ -300,6 +300,18 @@ def _parallel_init_access(o: ObjectResult, plan: _Plan) -> ObjectAccess | None:
     return dataclasses.replace(acc, thread=new_thread)
 
 
+def _huge_frames(o: ObjectResult, plan: _Plan) -> dict:
+    """node_of_page's frame arguments for an object whose pages were first touched as
+    transparent huge pages (most of them): a parallel first touch places each huge page
+    whole, at the node of the thread that reaches it first.  Its bind_block (mbind per
+    block) is exact: the kernel splits the mapping at each block's end."""
+    ft = o.first_touch
+    page = plan.analysis.topology.page_size or 4096
+    if not ft.pages or ft.huge_pages * 2 < ft.pages or ft.huge_page_size <= page:
+        return {}
+    return {"frame_pages": ft.huge_page_size // page, "first_page": o.address // page}
+
+
 def _compact(acc: ObjectAccess, subset: np.ndarray | None) -> ObjectAccess:
     """The accesses with pages renumbered as indexes into ``subset`` (None: unchanged)."""
     if subset is None:
@@ -341,7 +353,7 @@ def _evaluate(plan: _Plan, o: ObjectResult) -> tuple[list[Prediction], str, Ties
             placed = ft_nodes
         elif policy in ("bind_block", "parallel_init"):
             placed = node_of_page(policy, n_pages, spread_nodes, threads_nodes=plan.compute_nodes,
-                                  pages=subset)
+                                  pages=subset, **_huge_frames(o, plan))
         elif policy == "bind_all":
             # The centralised placement on the node of the master thread.
             placed = node_of_page(policy, n_pages, [int(plan.thread_node[plan.master_index(o)])],

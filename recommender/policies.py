@@ -72,6 +72,33 @@ def static_schedule_owner(n_items: int, n_threads: int, items: np.ndarray | None
     return np.searchsorted(starts, i, side="right") - 1
 
 
+def frame_toucher(n_pages: int, n_threads: int, items: np.ndarray, frame_pages: int,
+                  first_page: int) -> np.ndarray:
+    """Thread that first touches each item's page when the static schedule's threads
+    first-touch an array backed by huge pages of ``frame_pages`` base pages.
+
+    A fault maps the whole aligned frame at the first toucher's node (the kernel's
+    transparent huge pages).  The threads start their blocks together and go up at one
+    pace, so a frame in which a block starts is the first touched by that block's thread
+    (at its start), whoever owns the frame's other pages; any other frame by its own
+    pages' owner.  Frames that reach past the array's ends are taken as base pages: a
+    huge page needs the aligned 2 MiB inside the mapping, which an array's own mapping
+    (a large malloc's) does not hold there.
+    """
+    i = np.asarray(items, dtype=np.int64)
+    owner = static_schedule_owner(n_pages, n_threads, i)
+    q, r = divmod(n_pages, n_threads)
+    k = np.arange(n_threads)
+    starts = k * q + np.minimum(k, r)
+    f0 = (first_page + i) // frame_pages * frame_pages - first_page  # the frame's first page
+    f1 = f0 + frame_pages
+    whole = (f0 >= 0) & (f1 <= n_pages)
+    lo = np.minimum(np.searchsorted(starts, np.maximum(f0, 0), side="left"), n_threads - 1)
+    first = np.where((starts[lo] >= f0) & (starts[lo] < f1), starts[lo], np.maximum(f0, 0))
+    toucher = static_schedule_owner(n_pages, n_threads, np.minimum(first, max(n_pages - 1, 0)))
+    return np.where(whole, toucher, owner)
+
+
 def _bind_all(i: np.ndarray, nodes: np.ndarray, capacity_pages) -> np.ndarray:
     if capacity_pages is None:
         return np.full(len(i), nodes[0], dtype=np.int64)
@@ -133,6 +160,8 @@ def node_of_page(
     weights: Sequence[int] | None = None,
     capacity_pages: Sequence[int] | None = None,
     pages: np.ndarray | None = None,
+    frame_pages: int = 1,
+    first_page: int = 0,
 ) -> np.ndarray:
     """Node of every page 0..n_pages-1 of an array placed with ``policy``.
 
@@ -147,6 +176,9 @@ def node_of_page(
       every page goes to the first node).
     - ``pages``: evaluate only these page indexes (default 0..n_pages-1); every map is a
       function of the page index alone, so a huge array's sampled pages cost no more.
+    - ``frame_pages``, ``first_page``: parallel_init on transparent huge pages of
+      ``frame_pages`` base pages each, the array's page 0 being the address space's page
+      ``first_page`` (:func:`frame_toucher`).
     Returns an int64 array of node ids, one per page asked for.
     """
     n_pages = int(n_pages)
@@ -171,6 +203,8 @@ def node_of_page(
         if not threads_nodes:
             raise ValueError(f"{policy} needs threads_nodes (the node of each compute thread)")
         tn = np.asarray(list(threads_nodes), dtype=np.int64)
+        if policy == "parallel_init" and frame_pages > 1:
+            return tn[frame_toucher(n_pages, len(tn), i, frame_pages, first_page)]
         return tn[static_schedule_owner(n_pages, len(tn), i)]
     if policy == "bind_all":
         return _bind_all(i, nodes_a, capacity_pages)

@@ -62,6 +62,8 @@ def obj(o: ObjectResult) -> dict:
             "sites": list(ft.sites),
             "pages": int(ft.pages),
             "inferred_pages": int(ft.inferred_pages),
+            "huge_pages": int(ft.huge_pages),
+            "huge_page_size": int(ft.huge_page_size),
             "serial": bool(ft.serial),
         },
         "access_sites": [{"site": site, "samples": int(n)} for site, n in o.access_sites],

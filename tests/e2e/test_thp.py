@@ -40,6 +40,7 @@ def test_every_base_page_of_a_huge_page_is_first_touched(thp_profile):
     split, master = objs["split"]["first_touch"], objs["master"]["first_touch"]
     # one fault per 2 MiB, counted as the 512 pages it placed
     assert split["pages"] == pages and master["pages"] == pages, (split, master)
+    assert 0 < master["huge_pages"] <= pages and master["huge_page_size"] == 2 * MiB, master
     assert master["threads"] == 1 and master["serial"], master
     # the static schedule gives each of the 2 threads its own 8 MiB (four huge pages)
     assert split["threads"] == 2 and not split["serial"], split
@@ -69,3 +70,6 @@ def test_huge_fault_expands_within_its_2mib_and_objects(tmp_path):
     assert a.first_touch.pages == 256 and a.first_touch.threads == 1
     assert b.first_touch.pages == 256 + 2  # the huge page's second MiB, then two 4 KiB pages
     assert b.first_touch.threads == 2
+    # which of them a huge page placed (the recommender's parallel first touch of them)
+    assert (a.first_touch.huge_pages, a.first_touch.huge_page_size) == (256, 2 * MiB)
+    assert (b.first_touch.huge_pages, b.first_touch.huge_page_size) == (256, 2 * MiB)

@@ -22,7 +22,9 @@ LOCAL = {"parallel_init", "bind_block"}
 @pytest.fixture(scope="module")
 def recordings(examples_built, tmp_path_factory, labkit):
     work = tmp_path_factory.mktemp("reclab")
-    guest = labkit.run_group(work, ["--nodes", "2", "--cpus-per-node", "2", "--timeout", "900"], [
+    # THP "always": the prediction of a parallel first touch on huge pages is checked
+    guest = labkit.run_group(work, ["--nodes", "2", "--cpus-per-node", "2", "--thp", "always",
+                                    "--timeout", "900"], [
         ("si", f"OMP_NUM_THREADS=2 $NUMAPROF record -o si.data -- {EXAMPLES}/serial_init 16 20"),
         ("na", "OMP_NUM_THREADS=2 OMP_PROC_BIND=spread OMP_PLACES=cores $NUMAPROF record "
                f"-o na.data -- {EXAMPLES}/numa_aware 16 20"),
@@ -67,12 +69,18 @@ def test_numa_aware_program_needs_no_change_on_a_real_two_node_machine(recording
 
 
 def test_predicted_local_fraction_of_the_fix_is_measured(recordings):
+    """The fixed program is the parallel first touch: its what-if row is compared (the
+    choice may be bind_block).  With transparent huge pages "always" (the guest's, whatever
+    this machine's mode) a 16 MiB array's 2 MiB page across the two blocks' boundary goes
+    whole to thread 1: 2-11 % of thread 0's pages were measured remote in 6 recordings
+    (2026-12-06).  The prediction models that frame from the first touches' page size; a
+    prediction of all pages local was 0.1505 off in one CI run."""
     from numaprof.recommender import suggest
 
     si, na = recordings
     s = suggest(si)
-    predicted = [o.predicted.local_fraction for o in s.objects
-                 if o.policy in LOCAL and o.share >= 0.1]
+    predicted = [o.alternative("parallel_init").local_fraction for o in s.objects
+                 if o.policy in LOCAL and o.share >= 0.1 and o.alternative("parallel_init")]
     measured = [(o.local_fraction, o.samples) for o in _hot_regular(na)]
     assert predicted and measured
     p = float(np.mean(predicted))

@@ -130,6 +130,10 @@ def test_vng_command_line(tmp_path):
     on = runner.build_vng_command(_tools(tmp_path), topo, Path("/w"), Path("/s"),
                                   Path("/s/run.sh"), numa_balancing=True)
     assert "numa_balancing=enable" in on
+    assert "transparent_hugepage" not in joined
+    thp = runner.build_vng_command(_tools(tmp_path), topo, Path("/w"), Path("/s"),
+                                   Path("/s/run.sh"), thp="madvise")
+    assert " ".join(thp).count("--append") == 2 and "--append transparent_hugepage=madvise" in " ".join(thp)
     assert argv[-2:] == ["--exec", "/bin/sh /tmp/state/run.sh"]
 
 
@@ -473,3 +477,14 @@ def test_a_guest_that_stops_after_the_command_started_is_not_booted_again(tmp_pa
         runner.run(config, tools)
     assert (work / "runs").read_text() == "ran\n"
     assert (tmp_path / "boots").read_text().strip() == "1"
+
+
+def test_host_thp_is_the_bracketed_mode(tmp_path):
+    f = tmp_path / "enabled"
+    f.write_text("always [madvise] never\n")
+    assert runner.host_thp(f) == "madvise"
+    f.write_text("[always] madvise never\n")
+    assert runner.host_thp(f) == "always"
+    f.write_text("garbage\n")
+    assert runner.host_thp(f) is None
+    assert runner.host_thp(tmp_path / "missing") is None

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from synth_analysis import (
     BIG,
+    PAGE,
+    MiB,
     access_dynamic,
     access_random,
     access_regular,
@@ -154,6 +156,27 @@ def test_irregular_reversed_master_init_on_itanium2_prefers_locality_over_spread
     o = suggest(an, resolve_target("itanium2", an.topology)).objects[0]
     assert o.policy in ("parallel_init", "bind_block")
     assert o.predicted.local_fraction == pytest.approx(0.5, abs=0.05)
+
+
+def test_parallel_first_touch_of_huge_pages_predicts_the_boundary_frame_remote():
+    # A 16 MiB master-initialised array first touched as 2 MiB transparent huge pages,
+    # page 0 400 pages into its frame: a parallel first touch gives the frame across the
+    # two blocks' boundary whole to thread 1 (its block starts there), 400 of thread 0's
+    # pages; mbind per block (bind_block) splits the mapping and stays exact.
+    n = 16 * MiB // PAGE
+    base = obj("x", "regular", access_regular(n, 2), serial=True, n_threads=2)
+    huge = dataclasses.replace(base, address=0x7F0000000000 + 400 * PAGE, first_touch=dataclasses.replace(
+        base.first_touch, huge_pages=n, huge_page_size=2 * MiB))
+    tgt = resolve_target("2s", one_node())
+    plain = suggest(analysis([base], threads(2)), tgt).objects[0]
+    o = suggest(analysis([huge], threads(2)), tgt).objects[0]
+    assert plain.alternative("parallel_init").local_fraction == pytest.approx(1.0)
+    assert o.alternative("parallel_init").local_fraction == pytest.approx(1 - 400 / n, abs=0.02)
+    assert o.alternative("bind_block").local_fraction == pytest.approx(1.0)
+    # base pages (most of the first touches): the plain prediction
+    few = dataclasses.replace(huge, first_touch=dataclasses.replace(huge.first_touch, huge_pages=n // 4))
+    assert suggest(analysis([few], threads(2)), tgt).objects[0].alternative(
+        "parallel_init").local_fraction == pytest.approx(1.0)
 
 
 # --- thread placement and commands ---------------------------------------------------------

@@ -5,6 +5,7 @@ import pytest
 
 from numaprof.recommender.policies import (
     POLICIES,
+    frame_toucher,
     node_of_page,
     smallest_prime_at_least,
     splitmix64,
@@ -84,6 +85,42 @@ def test_parallel_init_is_bind_block_over_the_compute_threads():
     a = node_of_page("parallel_init", 101, range(4), threads_nodes=tn)
     b = node_of_page("bind_block", 101, range(4), threads_nodes=tn)
     assert np.array_equal(a, b)
+
+
+def test_parallel_init_on_huge_pages_gives_a_boundary_frame_to_the_block_starting_in_it():
+    # 16 MiB, 2 threads, 2 MiB frames, page 0 of the array 400 pages into its frame:
+    # block 1 starts at page 2048, in the frame of pages 1648..2159, which thread 1
+    # reaches first (at its start) though pages 1648..2047 are thread 0's; the partial
+    # frames at both ends are base pages
+    n, first = 4096, 512 * 1000 + 400
+    owner = static_schedule_owner(n, 2)
+    got = node_of_page("parallel_init", n, [0, 1], threads_nodes=[0, 1], frame_pages=512,
+                       first_page=first)
+    want = owner.copy()
+    want[1648:2048] = 1
+    assert got.tolist() == want.tolist()
+    assert frame_toucher(n, 2, np.arange(n), 512, first).tolist() == want.tolist()
+    # at a frame boundary nothing moves; base pages (frame_pages 1): the static schedule
+    aligned = node_of_page("parallel_init", n, [0, 1], threads_nodes=[0, 1], frame_pages=512,
+                           first_page=512 * 1000)
+    assert aligned.tolist() == owner.tolist()
+    assert node_of_page("parallel_init", n, [0, 1], threads_nodes=[0, 1]).tolist() == owner.tolist()
+    # bind_block (mbind per block) is exact whatever the frames
+    assert node_of_page("bind_block", n, [0, 1], threads_nodes=[0, 1], frame_pages=512,
+                        first_page=first).tolist() == owner.tolist()
+    # a subset of pages gives the same nodes
+    sub = np.array([0, 1647, 1648, 2047, 2048, 4095])
+    assert node_of_page("parallel_init", n, [0, 1], threads_nodes=[0, 1], frame_pages=512,
+                        first_page=first, pages=sub).tolist() == want[sub].tolist()
+
+
+def test_frame_toucher_with_more_threads_than_frames_and_empty_blocks():
+    # 4 threads over 1024 pages (blocks of 256), frames of 512 aligned at page 0: blocks 0
+    # and 1 start in frame 0 (thread 0 first), blocks 2, 3 in frame 1 (thread 2)
+    got = frame_toucher(1024, 4, np.arange(1024), 512, 0)
+    assert got.tolist() == [0] * 512 + [2] * 512
+    # 3 pages over 5 threads: blocks of one page and two empty ones; no whole frame
+    assert frame_toucher(3, 5, np.arange(3), 512, 0).tolist() == [0, 1, 2]
 
 
 def test_bind_all_fills_first_node_before_the_next():
