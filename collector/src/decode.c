@@ -145,9 +145,14 @@ int nmp_memop_reg(const struct nmp_memop *m, const struct nmp_regs *r, int reg, 
     return 0;
 }
 
+int nmp_memop_ran(const struct nmp_memop *m, const struct nmp_regs *r)
+{
+    return !m->guard || cond_holds(r->r[NMP_REG_FLAGS], m->guard & 15);
+}
+
 uint64_t nmp_memop_addr(const struct nmp_memop *m, const struct nmp_regs *r)
 {
-    if (!nmp_rule_has_address(m->rule))
+    if (!nmp_rule_has_address(m->rule) || !nmp_memop_ran(m, r))
         return 0;
     uint64_t a = (uint64_t)m->disp, rb = 0;
     if (m->rb.used && rebuilt(&m->rb, r, &rb) != 0)
@@ -291,6 +296,20 @@ static int fix_access(unsigned id, const char *mnem, int opidx, int acc)
 
 /* The x86 condition code (0 o, 1 no, 2 b, 3 ae, 4 e, 5 ne, 6 be, 7 a, 8 s, 9 ns, 10 p,
  * 11 np, 12 l, 13 ge, 14 le, 15 g) of a cmovcc. */
+/* The condition code of a conditional jump on the flags (jrcxz & co test a register:
+ * -1, as any other instruction). */
+static int jcc_cc(unsigned id)
+{
+    static const unsigned ids[16] = {
+        X86_INS_JO, X86_INS_JNO, X86_INS_JB, X86_INS_JAE, X86_INS_JE, X86_INS_JNE,
+        X86_INS_JBE, X86_INS_JA, X86_INS_JS, X86_INS_JNS, X86_INS_JP, X86_INS_JNP,
+        X86_INS_JL, X86_INS_JGE, X86_INS_JLE, X86_INS_JG};
+    for (int k = 0; k < 16; k++)
+        if (ids[k] == id)
+            return k;
+    return -1;
+}
+
 static int cmov_cc(unsigned id)
 {
     static const unsigned ids[16] = {
@@ -608,6 +627,7 @@ static void fill_insn(struct nmp_cs *c, struct nmp_insn *in, uint64_t *target)
     in->len = (uint8_t)ci->size;
     in->tgt = in->src_first = in->src_next = -1;
     fill_flow(c, in, target);
+    in->jcc = (int8_t)jcc_cc(ci->id);
 
     cs_regs rr, rw;
     uint8_t nr = 0, nw = 0;
@@ -708,6 +728,7 @@ static void fill_insn_zy(struct nmp_cs *c, struct nmp_insn *in, uint64_t *target
     in->addr = c->zaddr;
     in->len = zi->length;
     in->tgt = in->src_first = in->src_next = -1;
+    in->jcc = -1;
     in->step_reg = in->step_src = -1;
     in->step_mul = 1;
     in->def_src = in->def_src2 = -1;

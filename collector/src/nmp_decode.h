@@ -83,9 +83,17 @@ struct nmp_memop {
     /* constant steps of base and index since the access, undone in disp (skid rules):
      * the value each had at the access is the sampled one plus this */
     int32_t base_step, index_step;
+    /* 0, or 16 + an x86 condition code: the access ran on the way to ip only when that
+     * condition holds on the flags sampled at ip (a branch around it whose flags last to
+     * ip; skid_path) */
+    uint8_t guard;
 };
 
-/* Effective address of `m` under registers `r` (0 if the rule carries no address). */
+/* Whether the access `m` ran on the way to ip under the registers `r` sampled there: 1
+ * unless its guard says the branch around it was taken (the sample then has no access). */
+int nmp_memop_ran(const struct nmp_memop *m, const struct nmp_regs *r);
+/* Effective address of `m` under registers `r` (0 if the rule carries no address, or the
+ * access did not run: nmp_memop_ran). */
 uint64_t nmp_memop_addr(const struct nmp_memop *m, const struct nmp_regs *r);
 /* The value register `reg` (a perf register index: m's base or index) had at the access
  * `m`, with the skid rule's steps undone or rebuilt: 0, or -1 when it cannot be known. */

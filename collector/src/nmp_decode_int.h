@@ -50,6 +50,7 @@ struct nmp_insn {
      * outside the list); the branches jumping to this instruction, as a chain through
      * src_next starting at src_first (-1: end) */
     int32_t tgt, src_first, src_next;
+    int8_t jcc; /* a conditional jump on the flags: its condition code (0-15), else -1 */
     struct nmp_memop mem; /* valid when flags has NMP_F_MEM */
 };
 

@@ -503,6 +503,53 @@ static int copied(struct walk *w, int reg, struct nmp_rebuild *rb)
     return -1;
 }
 
+/* The join at position q, which the walk came into by its fall-through, is reached
+ * otherwise only by a conditional jump v[b] before the access on the path (`cmp; jne
+ * join; ... access; join:`, b+tree's `if (keys[i] == key) ans = ...`), and nothing from b
+ * to ip writes the flags: at ip they still say whether b was taken.  Returns the guard
+ * (16 + the condition code under which b was not taken: the walked way, through the
+ * access, ran), 0 when q is not such a join. */
+static int guard_of(struct walk *w, int q)
+{
+    long x = w->at[q], pr[NPRED];
+    if (w->join[q] != J_FALL || preds(w->v, x, pr) != 2)
+        return 0;
+    long b = pr[0] == w->at[q + 1] ? pr[1] : pr[1] == w->at[q + 1] ? pr[0] : -1;
+    if (b < 0 || b == w->at[q + 1] || w->v[b].jcc < 0 || w->v[b].tgt != x)
+        return 0;
+    int pb = path_pos(w, b);
+    if (pb <= w->pj || written(w, pb - 1, NMP_REG_FLAGS))
+        return 0;
+    return 16 + (w->v[b].jcc ^ 1);
+}
+
+/* Another way into a join skips the access: when that is one branch around it whose
+ * flags last to ip (guard_of), the access is charged on the condition that the flags
+ * sampled at ip say the walked way ran (out->guard), and the join is taken as passed
+ * that way; 0, or -1 when the ways cannot be told apart. */
+static int guard_join(struct walk *w, struct nmp_memop *out)
+{
+    int q = -1;
+    for (int k = 0; k < w->pj && k + 1 < w->len; k++) {
+        if (w->join[k] == J_NONE)
+            continue;
+        int8_t *m = &w->memo[k][NMP_NREGS];
+        if (!*m)
+            *m = join_keeps(w, k, -1) ? 1 : -1;
+        if (*m > 0)
+            continue;
+        if (q >= 0)
+            return -1; /* two joins skip it */
+        q = k;
+    }
+    int g = q >= 0 ? guard_of(w, q) : 0;
+    if (!g)
+        return -1;
+    w->join[q] = J_NONE; /* on this sample's way the branch fell through */
+    out->guard = (uint8_t)g;
+    return 0;
+}
+
 /* Charges the access at[pj] to the sample: each address register is intact up to
  * constant steps (undone in the displacement), or known through rb (at most one of them:
  * steps by a register or a factor undone, a replay, a copy).  0, or -1 with rule
@@ -512,7 +559,9 @@ static int skid_to(struct walk *w, struct nmp_memop *out)
     *out = w->v[w->at[w->pj]].mem;
     out->rule = NMP_RULE_SKID;
     memset(&out->rb, 0, sizeof out->rb);
-    if (!joins_keep(w, w->pj, -1)) { /* another way to ip skips the access */
+    out->guard = 0;
+    if (!joins_keep(w, w->pj, -1) && guard_join(w, out) < 0) {
+        /* another way to ip skips the access */
         out->rule = NMP_RULE_CLOBBERED;
         return -1;
     }
@@ -533,6 +582,7 @@ static int skid_to(struct walk *w, struct nmp_memop *out)
             (rebuild(w, w->pj, reg, &rb, 0) < 0 && copied(w, reg, &rb) < 0)) {
             memset(&out->rb, 0, sizeof out->rb);
             out->rule = NMP_RULE_CLOBBERED;
+            out->guard = 0;
             return -1;
         }
         rb.used = 1;
@@ -628,7 +678,8 @@ int nmp_attribute(const struct nmp_insn *v, size_t n, uint64_t ip, struct nmp_me
              * otherwise steps are undone, overwritten registers rebuilt, else clobbered
              * (a gather's base register as any address register) */
             if (out->rule == NMP_RULE_AT_IP && skid_to(w, out) == 0)
-                out->rule = (uint8_t)path_rule(w);
+                out->rule = (uint8_t)(out->guard && path_rule(w) == NMP_RULE_SKID
+                                          ? NMP_RULE_SKID_PATH : path_rule(w));
             else if (out->rule == NMP_RULE_VSIB_BASE && skid_to(w, out) == 0)
                 out->rule = NMP_RULE_VSIB_BASE;
         }

@@ -28,6 +28,8 @@ static void check_case(struct nmp_decoder *d, const char *name, const uint8_t *c
     struct nmp_memop m;
     nmp_decode_code(d, code, len, code_addr, ip, aligned, &m);
     uint64_t a = nmp_memop_addr(&m, r);
+    if (!nmp_memop_ran(&m, r))
+        m.rule = NMP_RULE_CLOBBERED; /* as nmp_decode_sample: the branch around it was taken */
     CHECK_MSG(m.rule == e.rule, "%s: rule %d, expected %d", name, m.rule, e.rule);
     CHECK_MSG(a == e.addr, "%s: addr 0x%" PRIx64 ", expected 0x%" PRIx64, name, a, e.addr);
     if (e.rule != NMP_RULE_NO_MEM) {
@@ -195,8 +197,37 @@ static void test_paths(struct nmp_decoder *d)
     /* fft -O2 after the butterflies: `test %ecx,%ecx; je 170b; movsd 0x94d(%rip),%xmm1;
      * 170b: unpcklpd <- ip`: the constant's address needs no register, but the other
      * way to ip skips its load */
+    r.r[FLAGS] = 1u << 6; /* ZF: je taken, the load skipped */
     check_case(d, "fft: a skipped load needs no register", fft_o2_fft_row, sizeof fft_o2_fft_row,
                0x1540, 0x170b, 1, &r, (struct expect){0, NMP_ACC_LOAD, 8, NMP_RULE_CLOBBERED});
+    /* ZF clear: je fell through, so the load ran (the flags of `test` last to ip) */
+    r.r[FLAGS] = 0;
+    check_case(d, "fft: the load the flags say ran", fft_o2_fft_row, sizeof fft_o2_fft_row,
+               0x1540, 0x170b, 1, &r, (struct expect){0x170b + 0x94d, NMP_ACC_LOAD, 8,
+                                                      NMP_RULE_SKID_PATH});
+
+    /* gcc -O2 of `for (i = 0; i < n; i++) if (keys[i] == key) *ans = vals[i];`:
+     * 10: cmp %ecx,(%rdi,%rax,4); 13: jne 1c; 15: mov (%rsi,%rax,8),%r9;
+     * 19: mov %r9,(%r8); 1c: add $0x1,%rax; 20: cmp %rax,%rdx; 23: jne 10; 25: ret */
+    static const uint8_t find[] = {0x85, 0xd2, 0x7e, 0x21, 0x48, 0x63, 0xd2, 0x31, 0xc0, 0x0f,
+                                   0x1f, 0x80, 0x00, 0x00, 0x00, 0x00, 0x39, 0x0c, 0x87, 0x75,
+                                   0x07, 0x4c, 0x8b, 0x0c, 0xc6, 0x4d, 0x89, 0x08, 0x48, 0x83,
+                                   0xc0, 0x01, 0x48, 0x39, 0xc2, 0x75, 0xeb, 0xc3};
+    struct nmp_regs k;
+    memset(&k, 0, sizeof k);
+    k.r[R8] = 0x7f0000400000;
+    k.r[DI] = 0x7f0000500000;
+    k.r[AX] = 12;
+    k.r[FLAGS] = 1u << 6; /* ZF: keys[i] == key, jne fell through to the store */
+    check_case(d, "conditional store: the flags say it ran", find, sizeof find, A, A + 0x1c, 1, &k,
+               (struct expect){k.r[R8], NMP_ACC_STORE, 8, NMP_RULE_SKID_PATH});
+    k.r[FLAGS] = 0; /* jne taken: no store on this sample's way */
+    check_case(d, "conditional store: the flags say it was skipped", find, sizeof find, A, A + 0x1c,
+               1, &k, (struct expect){0, NMP_ACC_STORE, 8, NMP_RULE_CLOBBERED});
+    /* past `add $0x1,%rax` the flags are the add's: which way ran is not known */
+    k.r[FLAGS] = 1u << 6;
+    check_case(d, "conditional store: flags overwritten since", find, sizeof find, A, A + 0x20, 1,
+               &k, (struct expect){0, NMP_ACC_STORE, 8, NMP_RULE_CLOBBERED});
 
     /* movsd (%rbx),%xmm0; ucomisd; jp C; J: addsd <- ip; add $8,%rbx; ret;
      * C: call f; jmp J -- rbx is callee-saved: kept on the cold path */
@@ -220,11 +251,22 @@ static void test_paths(struct nmp_decoder *d)
                                  0xf2, 0x0f, 0x58, 0xd0, 0xc3, 0x31, 0xdb, 0xeb, 0xf7};
     check_case(d, "other path writes rbx", wr, sizeof wr, A, A + 0xa, 1, &r,
                (struct expect){0, NMP_ACC_LOAD, 8, NMP_RULE_CLOBBERED});
-    /* test %esi,%esi; je J; movsd (%rbx),%xmm0; J: addsd <- ip: the access may not have run */
+    /* test %esi,%esi; je J; movsd (%rbx),%xmm0; J: addsd <- ip: the access may not have
+     * run, and the flags of `test`, intact at ip, say whether it did */
     static const uint8_t skip[] = {0x85, 0xf6, 0x74, 0x04, 0xf2, 0x0f, 0x10, 0x03,
                                    0xf2, 0x0f, 0x58, 0xd0, 0xc3};
+    r.r[FLAGS] = 1u << 6; /* ZF: je taken */
     check_case(d, "other path skips the access", skip, sizeof skip, A, A + 8, 1, &r,
                (struct expect){0, NMP_ACC_LOAD, 8, NMP_RULE_CLOBBERED});
+    r.r[FLAGS] = 0x202; /* IF and bit 1, ZF clear: je fell through */
+    check_case(d, "other path skips the access, not taken", skip, sizeof skip, A, A + 8, 1, &r,
+               (struct expect){r.r[BX], NMP_ACC_LOAD, 8, NMP_RULE_SKID_PATH});
+    /* the same past an instruction that writes the flags: not known */
+    static const uint8_t skip2[] = {0x85, 0xf6, 0x74, 0x04, 0xf2, 0x0f, 0x10, 0x03,
+                                    0x48, 0x83, 0xc1, 0x01, 0xf2, 0x0f, 0x58, 0xd0, 0xc3};
+    check_case(d, "other path skips the access, flags rewritten", skip2, sizeof skip2, A, A + 12, 1,
+               &r, (struct expect){0, NMP_ACC_LOAD, 8, NMP_RULE_CLOBBERED});
+    r.r[FLAGS] = 0;
 }
 
 /* A sample at the top of a loop is charged to the previous iteration's last access. */
