@@ -630,10 +630,10 @@ void nmp_decode_sample(struct nmp_decoder *d, const struct nmp_regs *regs, struc
             }
         }
     }
-    if (regs && nmp_rule_has_address(m.rule) && !nmp_memop_ran(&m, regs))
-        m.rule = NMP_RULE_CLOBBERED; /* the branch around the access was taken */
-    if (!regs && m.guard)
-        m.rule = NMP_RULE_UNREADABLE;
+    if (regs && m.guard) {
+        struct nmp_memop g = m;
+        nmp_memop_taken(&g, regs, &m); /* the way the flags at ip say ran */
+    }
     s->rule = m.rule;
     s->access = m.access;
     s->size = m.size;

@@ -145,14 +145,38 @@ int nmp_memop_reg(const struct nmp_memop *m, const struct nmp_regs *r, int reg, 
     return 0;
 }
 
-int nmp_memop_ran(const struct nmp_memop *m, const struct nmp_regs *r)
+static int memop_ran(const struct nmp_memop *m, const struct nmp_regs *r)
 {
     return !m->guard || cond_holds(r->r[NMP_REG_FLAGS], m->guard & 15);
 }
 
+void nmp_memop_taken(const struct nmp_memop *m, const struct nmp_regs *r, struct nmp_memop *out)
+{
+    *out = *m;
+    if (memop_ran(m, r) || !nmp_rule_has_address(m->rule))
+        return;
+    memset(out, 0, sizeof *out);
+    out->base = out->index = -1;
+    out->rule = NMP_RULE_CLOBBERED;
+    out->access = m->access;
+    out->size = m->size;
+    out->insn = m->insn;
+    if (m->alt.access == NMP_ACC_NONE)
+        return;
+    out->rule = NMP_RULE_SKID_PATH;
+    out->disp = m->alt.disp;
+    out->insn = m->alt.insn;
+    out->base = m->alt.base;
+    out->index = m->alt.index;
+    out->scale = m->alt.scale;
+    out->addr32 = m->alt.addr32;
+    out->access = m->alt.access;
+    out->size = m->alt.size;
+}
+
 uint64_t nmp_memop_addr(const struct nmp_memop *m, const struct nmp_regs *r)
 {
-    if (!nmp_rule_has_address(m->rule) || !nmp_memop_ran(m, r))
+    if (!nmp_rule_has_address(m->rule) || !memop_ran(m, r))
         return 0;
     uint64_t a = (uint64_t)m->disp, rb = 0;
     if (m->rb.used && rebuilt(&m->rb, r, &rb) != 0)

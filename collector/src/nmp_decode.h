@@ -85,15 +85,24 @@ struct nmp_memop {
     int32_t base_step, index_step;
     /* 0, or 16 + an x86 condition code: the access ran on the way to ip only when that
      * condition holds on the flags sampled at ip (a branch around it whose flags last to
-     * ip; skid_path) */
+     * ip; skid_path); else the sample's access is `alt`, the last one before that
+     * branch (when alt.access is not NMP_ACC_NONE; its registers intact up to ip, steps
+     * undone in its disp), or none (rule clobbered) */
     uint8_t guard;
+    struct {
+        int64_t disp;
+        uint64_t insn;
+        int8_t base, index;
+        uint8_t scale, addr32, access, size;
+    } alt;
 };
 
-/* Whether the access `m` ran on the way to ip under the registers `r` sampled there: 1
- * unless its guard says the branch around it was taken (the sample then has no access). */
-int nmp_memop_ran(const struct nmp_memop *m, const struct nmp_regs *r);
-/* Effective address of `m` under registers `r` (0 if the rule carries no address, or the
- * access did not run: nmp_memop_ran). */
+/* The access of a sample at ip under the registers `r` sampled there, into out: `m`,
+ * unless its guard says the branch around it was taken: then the access before that
+ * branch (rule skid_path), or none (rule clobbered). */
+void nmp_memop_taken(const struct nmp_memop *m, const struct nmp_regs *r, struct nmp_memop *out);
+/* Effective address of `m` under registers `r` (0 if the rule carries no address, or a
+ * guard says the access did not run: nmp_memop_taken gives the one that did). */
 uint64_t nmp_memop_addr(const struct nmp_memop *m, const struct nmp_regs *r);
 /* The value register `reg` (a perf register index: m's base or index) had at the access
  * `m`, with the skid rule's steps undone or rebuilt: 0, or -1 when it cannot be known. */

@@ -509,7 +509,7 @@ static int copied(struct walk *w, int reg, struct nmp_rebuild *rb)
  * to ip writes the flags: at ip they still say whether b was taken.  Returns the guard
  * (16 + the condition code under which b was not taken: the walked way, through the
  * access, ran), 0 when q is not such a join. */
-static int guard_of(struct walk *w, int q)
+static int guard_of(struct walk *w, int q, int *pos)
 {
     long x = w->at[q], pr[NPRED];
     if (w->join[q] != J_FALL || preds(w->v, x, pr) != 2)
@@ -520,7 +520,44 @@ static int guard_of(struct walk *w, int q)
     int pb = path_pos(w, b);
     if (pb <= w->pj || written(w, pb - 1, NMP_REG_FLAGS))
         return 0;
+    *pos = pb;
     return 16 + (w->v[b].jcc ^ 1);
+}
+
+/* The access of the branch's way (guard_of's jump at position pb taken): the first
+ * memory instruction before the jump on the path (`cmp %ecx,(%rdi,%rax,4)` before `jne`),
+ * into out->alt when its address registers are intact up to ip up to constant steps
+ * (proved along the walked path, which the branch's way only shortens). */
+static void alternate(struct walk *w, int pb, struct nmp_memop *out)
+{
+    memset(&out->alt, 0, sizeof out->alt);
+    int pa = pb + 1;
+    while (pa < w->len && !(w->v[w->at[pa]].flags & (NMP_F_MEM | NMP_F_PAUSE | NMP_F_DIVIDE)))
+        pa++;
+    if (pa >= w->len || !(w->v[w->at[pa]].flags & NMP_F_MEM))
+        return;
+    const struct nmp_memop *a = &w->v[w->at[pa]].mem;
+    if (a->rule != NMP_RULE_AT_IP || (w->v[w->at[pa]].flags & NMP_F_STRING))
+        return;
+    int64_t disp = a->disp;
+    int regs[2] = {a->base, a->index};
+    for (int k = 0; k < 2; k++) {
+        struct nmp_rebuild rb;
+        int64_t c = 0;
+        if (regs[k] < 0)
+            continue;
+        if (!intact(w, pa, regs[k], &rb) || !only_add(&rb, &c))
+            return;
+        disp += k ? c * a->scale : c;
+    }
+    out->alt.disp = disp;
+    out->alt.insn = a->insn;
+    out->alt.base = a->base;
+    out->alt.index = a->index;
+    out->alt.scale = a->scale;
+    out->alt.addr32 = a->addr32;
+    out->alt.size = a->size;
+    out->alt.access = a->access;
 }
 
 /* Another way into a join skips the access: when that is one branch around it whose
@@ -542,11 +579,12 @@ static int guard_join(struct walk *w, struct nmp_memop *out)
             return -1; /* two joins skip it */
         q = k;
     }
-    int g = q >= 0 ? guard_of(w, q) : 0;
+    int pb = 0, g = q >= 0 ? guard_of(w, q, &pb) : 0;
     if (!g)
         return -1;
-    w->join[q] = J_NONE; /* on this sample's way the branch fell through */
+    w->join[q] = J_NONE; /* on the way through the access the branch fell through */
     out->guard = (uint8_t)g;
+    alternate(w, pb, out);
     return 0;
 }
 
@@ -560,6 +598,7 @@ static int skid_to(struct walk *w, struct nmp_memop *out)
     out->rule = NMP_RULE_SKID;
     memset(&out->rb, 0, sizeof out->rb);
     out->guard = 0;
+    memset(&out->alt, 0, sizeof out->alt);
     if (!joins_keep(w, w->pj, -1) && guard_join(w, out) < 0) {
         /* another way to ip skips the access */
         out->rule = NMP_RULE_CLOBBERED;

@@ -25,11 +25,10 @@ static void check_case(struct nmp_decoder *d, const char *name, const uint8_t *c
                        uint64_t code_addr, uint64_t ip, int aligned, const struct nmp_regs *r,
                        struct expect e)
 {
-    struct nmp_memop m;
-    nmp_decode_code(d, code, len, code_addr, ip, aligned, &m);
+    struct nmp_memop g, m;
+    nmp_decode_code(d, code, len, code_addr, ip, aligned, &g);
+    nmp_memop_taken(&g, r, &m); /* as nmp_decode_sample: the way the flags say ran */
     uint64_t a = nmp_memop_addr(&m, r);
-    if (!nmp_memop_ran(&m, r))
-        m.rule = NMP_RULE_CLOBBERED; /* as nmp_decode_sample: the branch around it was taken */
     CHECK_MSG(m.rule == e.rule, "%s: rule %d, expected %d", name, m.rule, e.rule);
     CHECK_MSG(a == e.addr, "%s: addr 0x%" PRIx64 ", expected 0x%" PRIx64, name, a, e.addr);
     if (e.rule != NMP_RULE_NO_MEM) {
@@ -197,9 +196,11 @@ static void test_paths(struct nmp_decoder *d)
     /* fft -O2 after the butterflies: `test %ecx,%ecx; je 170b; movsd 0x94d(%rip),%xmm1;
      * 170b: unpcklpd <- ip`: the constant's address needs no register, but the other
      * way to ip skips its load */
-    r.r[FLAGS] = 1u << 6; /* ZF: je taken, the load skipped */
-    check_case(d, "fft: a skipped load needs no register", fft_o2_fft_row, sizeof fft_o2_fft_row,
-               0x1540, 0x170b, 1, &r, (struct expect){0, NMP_ACC_LOAD, 8, NMP_RULE_CLOBBERED});
+    r.r[FLAGS] = 1u << 6; /* ZF: je taken, the load skipped: the one before, `movsd
+                           * 0x964(%rip),%xmm1` at 0x16f4 (x = c1; if (n) x = c2;) */
+    check_case(d, "fft: a skipped load, the one before it", fft_o2_fft_row, sizeof fft_o2_fft_row,
+               0x1540, 0x170b, 1, &r, (struct expect){0x16fc + 0x964, NMP_ACC_LOAD, 8,
+                                                      NMP_RULE_SKID_PATH});
     /* ZF clear: je fell through, so the load ran (the flags of `test` last to ip) */
     r.r[FLAGS] = 0;
     check_case(d, "fft: the load the flags say ran", fft_o2_fft_row, sizeof fft_o2_fft_row,
@@ -221,9 +222,20 @@ static void test_paths(struct nmp_decoder *d)
     k.r[FLAGS] = 1u << 6; /* ZF: keys[i] == key, jne fell through to the store */
     check_case(d, "conditional store: the flags say it ran", find, sizeof find, A, A + 0x1c, 1, &k,
                (struct expect){k.r[R8], NMP_ACC_STORE, 8, NMP_RULE_SKID_PATH});
-    k.r[FLAGS] = 0; /* jne taken: no store on this sample's way */
+    k.r[FLAGS] = 0; /* jne taken: no store on this sample's way, the compare's load before */
     check_case(d, "conditional store: the flags say it was skipped", find, sizeof find, A, A + 0x1c,
-               1, &k, (struct expect){0, NMP_ACC_STORE, 8, NMP_RULE_CLOBBERED});
+               1, &k, (struct expect){k.r[DI] + 12 * 4, NMP_ACC_LOAD, 4, NMP_RULE_SKID_PATH});
+    /* mov (%rdi),%eax; add $4,%rdi; test %eax,%eax; je J; mov %eax,(%rsi); J: add
+     * %eax,%ecx <- ip: taken, the load before the test, its pointer stepped since */
+    static const uint8_t stepped[] = {0x8b, 0x07, 0x48, 0x83, 0xc7, 0x04, 0x85, 0xc0, 0x74, 0x02,
+                                      0x89, 0x06, 0x01, 0xc1, 0xc3};
+    k.r[SI] = 0x7f0000600000;
+    k.r[FLAGS] = 1u << 6;
+    check_case(d, "skipped store, the load before it", stepped, sizeof stepped, A, A + 12, 1, &k,
+               (struct expect){k.r[DI] - 4, NMP_ACC_LOAD, 4, NMP_RULE_SKID_PATH});
+    k.r[FLAGS] = 0;
+    check_case(d, "the store the flags say ran", stepped, sizeof stepped, A, A + 12, 1, &k,
+               (struct expect){k.r[SI], NMP_ACC_STORE, 4, NMP_RULE_SKID_PATH});
     /* past `add $0x1,%rax` the flags are the add's: which way ran is not known */
     k.r[FLAGS] = 1u << 6;
     check_case(d, "conditional store: flags overwritten since", find, sizeof find, A, A + 0x20, 1,
