@@ -145,9 +145,30 @@ int nmp_memop_reg(const struct nmp_memop *m, const struct nmp_regs *r, int reg, 
     return 0;
 }
 
+/* The arithmetic flags (CF, PF, ZF, SF, OF) `test %r,%r` or `cmp $imm,%r` sets on v. */
+static uint64_t compare_flags(uint64_t v, int kind, int is32, int64_t imm)
+{
+    uint64_t mask = is32 ? 0xffffffffULL : ~0ULL, msb = is32 ? 1ULL << 31 : 1ULL << 63;
+    uint64_t a = v & mask, b = (uint64_t)imm & mask, res = kind == NMP_CMP_TEST ? a : (a - b) & mask;
+    uint64_t fl = 0;
+    if (kind == NMP_CMP_IMM) {
+        fl |= a < b ? 1 : 0;                                  /* CF: borrow */
+        fl |= (((a ^ b) & (a ^ res)) & msb) ? 1ULL << 11 : 0; /* OF */
+    }
+    fl |= __builtin_parity((unsigned)(res & 0xff)) ? 0 : 1ULL << 2; /* PF: even parity */
+    fl |= res == 0 ? 1ULL << 6 : 0;
+    fl |= (res & msb) ? 1ULL << 7 : 0;
+    return fl;
+}
+
 static int memop_ran(const struct nmp_memop *m, const struct nmp_regs *r)
 {
-    return !m->guard || cond_holds(r->r[NMP_REG_FLAGS], m->guard & 15);
+    if (!m->guard)
+        return 1;
+    uint64_t fl = m->guard_reg ? compare_flags(r->r[m->guard_reg - 1], m->guard_kind, m->guard_32,
+                                               m->guard_imm)
+                               : r->r[NMP_REG_FLAGS];
+    return cond_holds(fl, m->guard & 15);
 }
 
 void nmp_memop_taken(const struct nmp_memop *m, const struct nmp_regs *r, struct nmp_memop *out)
@@ -332,6 +353,30 @@ static int jcc_cc(unsigned id)
         if (ids[k] == id)
             return k;
     return -1;
+}
+
+/* cmp_*: `test %r,%r` or `cmp $imm,%r` on a general register of 4 or 8 bytes. */
+static void fill_compare(struct nmp_insn *in, unsigned id, const cs_x86 *x)
+{
+    in->cmp_reg = -1;
+    if (x->op_count != 2 || x->operands[0].type != X86_OP_REG ||
+        (x->operands[0].size != 4 && x->operands[0].size != 8))
+        return;
+    int is32 = 0, r = perf_reg(x->operands[0].reg, &is32);
+    if (r < 0 || r == NMP_REG_IP || r == NMP_REG_FLAGS)
+        return;
+    const cs_x86_op *s = &x->operands[1];
+    if (id == X86_INS_TEST && s->type == X86_OP_REG && s->reg == x->operands[0].reg) {
+        in->cmp_kind = NMP_CMP_TEST;
+    } else if (id == X86_INS_CMP && s->type == X86_OP_IMM && s->imm >= INT32_MIN &&
+               s->imm <= INT32_MAX) {
+        in->cmp_kind = NMP_CMP_IMM;
+        in->cmp_imm = (int32_t)s->imm;
+    } else {
+        return;
+    }
+    in->cmp_reg = (int8_t)r;
+    in->cmp_32 = (uint8_t)(x->operands[0].size == 4);
 }
 
 static int cmov_cc(unsigned id)
@@ -652,6 +697,7 @@ static void fill_insn(struct nmp_cs *c, struct nmp_insn *in, uint64_t *target)
     in->tgt = in->src_first = in->src_next = -1;
     fill_flow(c, in, target);
     in->jcc = (int8_t)jcc_cc(ci->id);
+    fill_compare(in, ci->id, x);
 
     cs_regs rr, rw;
     uint8_t nr = 0, nw = 0;
@@ -752,7 +798,7 @@ static void fill_insn_zy(struct nmp_cs *c, struct nmp_insn *in, uint64_t *target
     in->addr = c->zaddr;
     in->len = zi->length;
     in->tgt = in->src_first = in->src_next = -1;
-    in->jcc = -1;
+    in->jcc = in->cmp_reg = -1;
     in->step_reg = in->step_src = -1;
     in->step_mul = 1;
     in->def_src = in->def_src2 = -1;

@@ -69,6 +69,8 @@ struct nmp_rebuild {
 /* How to compute the data address of a sample at one IP: the decode of the memory
  * operand the sample is attributed to.  rule is NMP_RULE_*; the address is meaningful
  * only for the rules of nmp_rule_has_address(). */
+enum { NMP_CMP_NONE = 0, NMP_CMP_TEST, NMP_CMP_IMM };
+
 struct nmp_memop {
     int64_t disp;       /* displacement; RIP-relative operands have it resolved */
     uint64_t insn;      /* address of the instruction the sample is attributed to */
@@ -89,6 +91,11 @@ struct nmp_memop {
      * branch (when alt.access is not NMP_ACC_NONE; its registers intact up to ip, steps
      * undone in its disp), or none (rule clobbered) */
     uint8_t guard;
+    /* the guard's flags: those sampled at ip (guard_reg 0), or those `test %r,%r` /
+     * `cmp $guard_imm,%r` (guard_kind NMP_CMP_*, guard_32 for 32 bits) gives on register
+     * guard_reg - 1 as sampled at ip (a register unchanged since that compare) */
+    uint8_t guard_reg, guard_kind, guard_32;
+    int32_t guard_imm;
     struct {
         int64_t disp;
         uint64_t insn;

@@ -51,6 +51,11 @@ struct nmp_insn {
      * src_next starting at src_first (-1: end) */
     int32_t tgt, src_first, src_next;
     int8_t jcc; /* a conditional jump on the flags: its condition code (0-15), else -1 */
+    /* flags set from one register alone: `test %r,%r` (NMP_CMP_TEST) or `cmp $imm,%r`
+     * (NMP_CMP_IMM, cmp_imm), 32 or 64 bits wide (cmp_32); cmp_reg a perf register index */
+    uint8_t cmp_kind, cmp_32;
+    int8_t cmp_reg;
+    int32_t cmp_imm;
     struct nmp_memop mem; /* valid when flags has NMP_F_MEM */
 };
 

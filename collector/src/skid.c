@@ -40,6 +40,7 @@ enum { LOOP_NO = 0, LOOP_YES = 1, LOOP_DEAD = -1, LOOP_UNKNOWN = 2 };
 
 struct walk {
     const struct nmp_insn *v;
+    long n;  /* instructions in v */
     int len; /* positions 0 .. len-1 */
     int pj;  /* position of the memory (or pause) instruction found, -1 */
     long at[PATH_LEN];       /* at[0]: the instruction at ip; at[k + 1] ran just before at[k] */
@@ -524,6 +525,92 @@ static int guard_of(struct walk *w, int q, int *pos)
     return 16 + (w->v[b].jcc ^ 1);
 }
 
+/* Whether some way from v[from] to v[x] (explored forward, not past x) may write reg:
+ * 1 when one does, or may (a call, a return or indirect jump, a branch out of the
+ * decoded code, past EXPLORE instructions), 0 when every way keeps it. */
+static int forward_writes(struct walk *w, long from, long x, int reg)
+{
+    int sp = 0, seen = 0;
+    w->gen++;
+    mark(w, from);
+    w->stack[sp++] = from;
+    while (sp) {
+        long y = w->stack[--sp], succ[2];
+        if (y == x)
+            continue;
+        const struct nmp_insn *in = &w->v[y];
+        /* a call, a return, an indirect jump or a branch out of the decoded code */
+        if (writes(in, reg) || (in->flags & NMP_F_CALL) || ((in->flags & NMP_F_CF) && in->tgt < 0))
+            return 1;
+        int ns = 0;
+        if (!(in->flags & NMP_F_NOFALL))
+            succ[ns++] = y + 1;
+        if (in->tgt >= 0)
+            succ[ns++] = in->tgt;
+        for (int k = 0; k < ns; k++) {
+            if (succ[k] >= w->n || (w->v[succ[k]].flags & NMP_F_GAP))
+                return 1;
+            if (mark(w, succ[k])) {
+                if (++seen > EXPLORE || w->spent > BUDGET)
+                    return 1;
+                w->stack[sp++] = succ[k];
+            }
+        }
+    }
+    return 0;
+}
+
+/* The other way into the join at q (the walk came in by its fall-through) is a block
+ * entered only from a conditional jump b on the flags of a compare of one register
+ * (`test %r8d,%r8d; jle D`, where D is `pxor %xmm1,%xmm1; jmp join`: a loop's zero-trip
+ * guard, kmeans), or that jump itself, and the register keeps its value from the
+ * compare to ip on every way (the loop does not write it, nor the block, nor what runs
+ * from the join to ip): the compare redone at sample time on the sampled register says
+ * which way ran.  Sets out's register guard and returns 1, else 0. */
+static int reg_guard(struct walk *w, int q, struct nmp_memop *out)
+{
+    long x = w->at[q], pr[NPRED], pp[NPRED], b = -1, t;
+    if (w->join[q] != J_FALL || preds(w->v, x, pr) != 2)
+        return 0;
+    long o = pr[0] == w->at[q + 1] ? pr[1] : pr[1] == w->at[q + 1] ? pr[0] : -1;
+    if (o < 0 || o == w->at[q + 1])
+        return 0;
+    int taken = 1; /* the block is b's taken way */
+    if (w->v[o].jcc >= 0 && w->v[o].tgt == x && o + 1 != x) {
+        b = o;
+        t = x;
+    } else {
+        for (t = o;; t = pp[0]) {
+            if (o - t > 64 || preds(w->v, t, pp) != 1)
+                return 0;
+            const struct nmp_insn *p = &w->v[pp[0]];
+            if (p->jcc >= 0 && (p->tgt == t) != (pp[0] + 1 == t)) {
+                b = pp[0];
+                taken = p->tgt == t;
+                break;
+            }
+            if (p->flags & NMP_F_CF)
+                return 0;
+        }
+    }
+    const struct nmp_insn *c = b > 0 ? &w->v[b - 1] : NULL;
+    if (!c || !c->cmp_kind || preds(w->v, b, pp) != 1 || pp[0] != b - 1)
+        return 0;
+    int reg = c->cmp_reg;
+    for (long k = t; b != o && k <= o; k++)
+        if (writes(&w->v[k], reg))
+            return 0;
+    long walked = taken ? b + 1 : w->v[b].tgt;
+    if (walked < 0 || written(w, q, reg) || forward_writes(w, walked, x, reg))
+        return 0;
+    out->guard = (uint8_t)(16 + (taken ? w->v[b].jcc ^ 1 : w->v[b].jcc));
+    out->guard_reg = (uint8_t)(reg + 1);
+    out->guard_kind = c->cmp_kind;
+    out->guard_32 = c->cmp_32;
+    out->guard_imm = c->cmp_imm;
+    return 1;
+}
+
 /* The access of the branch's way (guard_of's jump at position pb taken): the first
  * memory instruction before the jump on the path (`cmp %ecx,(%rdi,%rax,4)` before `jne`),
  * into out->alt when its address registers are intact up to ip up to constant steps
@@ -580,11 +667,13 @@ static int guard_join(struct walk *w, struct nmp_memop *out)
         q = k;
     }
     int pb = 0, g = q >= 0 ? guard_of(w, q, &pb) : 0;
-    if (!g)
+    if (!g && (q < 0 || !reg_guard(w, q, out)))
         return -1;
     w->join[q] = J_NONE; /* on the way through the access the branch fell through */
-    out->guard = (uint8_t)g;
-    alternate(w, pb, out);
+    if (g) {
+        out->guard = (uint8_t)g;
+        alternate(w, pb, out); /* the branch's way: through the join, passed as one way */
+    }
     return 0;
 }
 
@@ -597,7 +686,8 @@ static int skid_to(struct walk *w, struct nmp_memop *out)
     *out = w->v[w->at[w->pj]].mem;
     out->rule = NMP_RULE_SKID;
     memset(&out->rb, 0, sizeof out->rb);
-    out->guard = 0;
+    out->guard = out->guard_reg = out->guard_kind = out->guard_32 = 0;
+    out->guard_imm = 0;
     memset(&out->alt, 0, sizeof out->alt);
     if (!joins_keep(w, w->pj, -1) && guard_join(w, out) < 0) {
         /* another way to ip skips the access */
@@ -621,7 +711,7 @@ static int skid_to(struct walk *w, struct nmp_memop *out)
             (rebuild(w, w->pj, reg, &rb, 0) < 0 && copied(w, reg, &rb) < 0)) {
             memset(&out->rb, 0, sizeof out->rb);
             out->rule = NMP_RULE_CLOBBERED;
-            out->guard = 0;
+            out->guard = out->guard_reg = 0;
             return -1;
         }
         rb.used = 1;
@@ -687,6 +777,7 @@ int nmp_attribute(const struct nmp_insn *v, size_t n, uint64_t ip, struct nmp_me
         return 0;
     }
     w->v = v;
+    w->n = (long)n;
     walk_back(w, i, v[i].flags & NMP_F_MEM ? 1 : PATH_LEN);
     if (v[i].flags & NMP_F_MEM) {
         /* Two memory instructions in a row (movsd a; addsd b; movsd c in a stream loop):
