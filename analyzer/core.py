@@ -221,7 +221,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
     n_runtime = _count(runtime, a_count) if runtime is not None else 0
     # and the C library's, libm's, ...: their tables, static state and stack frames
     lib, lib_functions = library_samples(prof.table("mappings"), resolver, a_regs, a_pid, a_ip, a_addr, a_time,
-                                         layers, ivs, objs, prof.table("threads"))
+                                         layers, ivs, objs, prof.table("threads"), _stack_frames(prof))
     n_lib = _count(lib, a_count) if lib is not None else 0
     drop = None
     for part in (own, runtime, lib):

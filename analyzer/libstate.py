@@ -1,7 +1,8 @@
 """The system libraries' work on their own data (docs/analyzer.md): samples of a system
 library's code (libc, libm, libstdc++, the dynamic linker) on data of a system library --
-its tables and static state (libm's exp() tables, stdio's and the allocator's state) -- or
-in its own stack frame (vfprintf's work buffer).  That is no array of the program's and
+its tables and static state (libm's exp() tables, stdio's and the allocator's state) --,
+in its own stack frame (vfprintf's work buffer), on memory only it touched (stdio's
+stream buffer) or on the string literals the program passes it (format strings).  That is no array of the program's and
 nothing a placement moves: the samples are counted apart, as the OpenMP runtime's are
 (analyzer/runtime.py), and a finding names the functions, which are what the program
 spends those accesses on.  What a library's code does to the program's own arrays
@@ -16,7 +17,7 @@ import numpy as np
 
 from numaprof.analyzer import attribution as att
 from numaprof.analyzer import frames, symbols, tls
-from numaprof.analyzer.objects import Obj
+from numaprof.analyzer.objects import NO_STACK, Obj
 from numaprof.analyzer.runtime import code_mappings, is_openmp_runtime
 from numaprof.analyzer.varattr import RED_ZONE
 from numaprof.syspaths import is_system_library
@@ -32,7 +33,8 @@ def _library_code(path: str) -> bool:
 
 def library_samples(mt: dict, resolver: symbols.CodeResolver, regs: dict | None, pid, ip, addr, time, layers,
                     ivs: att.Intervals, objs: list[Obj],
-                    threads: dict | None = None) -> tuple[np.ndarray | None, Counter]:
+                    threads: dict | None = None,
+                    frames_of: dict[int, list[int]] | None = None) -> tuple[np.ndarray | None, Counter]:
     """(which samples are a system library's work on its own data, samples per (library,
     function)): the library's code accessing a static or file mapping of a system library,
     or -- where no object of the program's is -- its own stack frame, from the stack
@@ -40,7 +42,10 @@ def library_samples(mt: dict, resolver: symbols.CodeResolver, regs: dict | None,
     (its .eh_frame; needs the sampled registers) -- or, in the heap or an anonymous
     mapping where no object of the program's is, its locks and what they guard
     (_around_locks) and the threads' descriptors (_descriptors: at the pointers the
-    ``threads`` table recorded).  (None, {}) without any."""
+    ``threads`` table recorded) -- or a block the library allocated itself, or heap or
+    anonymous memory in no object of the program's, that no code but a system library's
+    touched in the whole run (_only_theirs; ``frames_of``: the allocation stacks' frames).
+    (None, {}) without any."""
     code = code_mappings(mt, _library_code)
     if code is None or not len(addr):
         return None, Counter()
@@ -51,10 +56,16 @@ def library_samples(mt: dict, resolver: symbols.CodeResolver, regs: dict | None,
     where = np.where(iv >= 0, ivs.obj[np.maximum(iv, 0)], -1) if len(ivs) else np.full(len(idx), -1)
     theirs = np.zeros(len(idx), dtype=bool)
     unowned = np.zeros(len(idx), dtype=bool)
+    literals: dict[tuple[int, int], bool] = {}
     for k, o in enumerate(where.tolist()):
         ob = objs[o] if o >= 0 else None
         if ob is not None and ob.kind in ("static", "mapping") and ob.path and is_system_library(ob.path):
             theirs[k] = True
+        elif ob is not None and ob.kind == "mapping" and ob.read_only:
+            key = (int(pid[idx[k]]), int(addr[idx[k]]) & 0xFFFFFFFFFFFFFFFF)
+            if key not in literals:
+                literals[key] = string_literal(resolver, *key)
+            theirs[k] = literals[key]
         elif ob is None or ob.kind in ("stack", "mapping"):
             unowned[k] = True
     if regs is not None and unowned.any():
@@ -68,11 +79,93 @@ def library_samples(mt: dict, resolver: symbols.CodeResolver, regs: dict | None,
     if heap.any():
         charged = ip[idx] - regs["insn_off"][idx] if regs is not None else ip[idx]
         theirs |= heap & _around_locks(resolver, pid[idx], charged, addr[idx], heap)
+    if frames_of is not None:
+        theirs |= _only_theirs(where, theirs, objs, ivs, frames_of, code[0], pid, addr, idx)
     if not theirs.any():
         return None, Counter()
     mask = np.zeros(len(addr), dtype=bool)
     mask[idx[theirs]] = True
     return mask, library_functions(resolver, pid[mask], ip[mask])
+
+
+#: Bytes either side of a sampled address looked at for the string literal holding it.
+STRING_REACH = 256
+
+
+def string_literal(resolver: symbols.CodeResolver, pid: int, addr: int) -> bool:
+    """Whether the address is in a string literal of a loaded ELF file's read-only data
+    (at no symbol): a run of printable characters, tabs and line ends ended by a NUL, the
+    address on one of them or on its NUL -- a format string that scanf or printf parses,
+    a mode string fopen reads.  The linker merges the compiler's `.rodata.str*` sections
+    into `.rodata`, so the bytes are what tell."""
+    found = resolver.elf_address(pid, addr)
+    if found is None:
+        return False
+    info, v = found
+    data, lo = None, v
+    for reach in (STRING_REACH, 64, 16, 0):
+        lo = max(v - reach, 0)
+        data = info._code(lo, v - lo + 1 + reach)
+        if data:
+            break
+        data = None
+    if not data:
+        return False
+    at = v - lo
+    end = at if data[at] == 0 else data.find(b"\0", at)
+    if end < 0:
+        return False
+    text = data[data.rfind(b"\0", 0, end) + 1:end]
+    return len(text) >= 1 and all(32 <= c < 127 or c in (9, 10, 13) for c in text)
+
+
+def _only_theirs(where, theirs, objs: list[Obj], ivs: att.Intervals, frames_of: dict[int, list[int]],
+                 code: att.Intervals, pid, addr, idx) -> np.ndarray:
+    """Of the library's samples ``idx`` (their objects ``where``): those on an object
+    only a system library's code touched in the whole run -- a heap block its own code
+    allocated (the allocation stack's first frame in the library: stdio's stream buffer,
+    which _IO_file_doallocate mallocs at a stream's first read), or heap or anonymous
+    memory that holds no object of the program's (that buffer when the shim did not
+    sample its allocation: fscanf's reads of the input, bfs).  A sample of any other code
+    anywhere in the object's address ranges keeps it the program's (conservative: over
+    the whole run, and over the blocks of the program's inside a mapping).  Limit: a
+    small buffer of the program's that the shim did not sample and that only library
+    functions touch (a line read by fgets and parsed by sscanf, in the heap) is counted
+    here."""
+    out = np.zeros(len(idx), dtype=bool)
+    cand: dict[int, bool] = {}
+    for o in np.unique(where[~theirs]).tolist():
+        if o < 0:
+            continue
+        ob = objs[o]
+        if ob.kind == "mapping" and not ob.path.startswith("/") and not ob.read_only:
+            cand[o] = True
+        elif ob.kind == "heap" and ob.stack != NO_STACK:
+            top = frames_of.get(ob.stack, [])[:1]
+            cand[o] = bool(top) and bool(att.locate(np.asarray([ob.pid], dtype=np.int64),
+                                                    np.asarray(top, dtype=np.uint64),
+                                                    np.asarray([att.NEVER - np.uint64(1)]), code)[0] >= 0)
+    cand = {o for o, ok in cand.items() if ok}
+    if not cand:
+        return out
+    others = np.ones(len(addr), dtype=bool)
+    others[idx] = False
+    o_pid, o_addr = pid[others], addr[others].astype(np.uint64)
+    order = np.lexsort((o_addr, o_pid))
+    o_pid, o_addr = o_pid[order], o_addr[order]
+    for o in sorted(cand):
+        rows = np.flatnonzero(ivs.obj == o)
+        touched = False
+        for r in rows.tolist():
+            p = int(ivs.pid[r])
+            lo, hi = np.searchsorted(o_pid, p, side="left"), np.searchsorted(o_pid, p, side="right")
+            a = o_addr[lo:hi]
+            if np.searchsorted(a, ivs.end[r], side="left") > np.searchsorted(a, ivs.start[r], side="left"):
+                touched = True
+                break
+        if not touched:
+            out |= (where == o) & ~theirs
+    return out
 
 
 #: The bytes at and above a thread's pointer that are its descriptor: glibc's `struct
@@ -212,7 +305,8 @@ def library_note(n: int, with_address: int, functions: Counter) -> str:
     top = ", ".join(f"{fn} ({lib}) {100.0 * c / n:.0f}%" for (lib, fn), c in functions.most_common(3)
                     if c >= 0.01 * n)
     head = (f"{n} samples ({100.0 * share:.1f}% of those with an address) were system libraries' work on "
-            f"their own data — their tables, static state, locks and stack frames, in {top}")
+            f"their own data — their tables, static state, locks, buffers and stack frames, and the "
+            f"string literals passed to them — in {top}")
     if share < NOTE_SHARE:
         return f"{head}: left out of the objects and the traffic"
     return (f"{head}: no array of the program's and nothing a placement moves (read-only tables are in "

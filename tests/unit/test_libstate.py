@@ -103,3 +103,82 @@ def test_a_threads_descriptor_is_from_its_pointer_up():
     pid = np.array([1, 1, 1, 1, 1, 1, 2])
     got = libstate._descriptors({1: [tp2, tp1, tp1]}, pid, addr)
     assert got.tolist() == [True, True, True, False, False, True, False]
+
+
+def _vaddr_of(info, needle: bytes) -> int:
+    """The link-time address of ``needle`` in a loaded segment of the file."""
+    with open(info.path, "rb") as f:
+        data = f.read()
+    off = data.find(needle)
+    if off < 0:
+        pytest.skip(f"{needle!r} not in {info.path}")
+    for p_off, p_vaddr, filesz, _ in info.loads:
+        if p_off <= off < p_off + filesz:
+            return p_vaddr + off - p_off
+    pytest.skip(f"{needle!r} not in a loaded segment")
+
+
+def test_a_string_literal_is_told_by_its_bytes():
+    """A format string the program passes to scanf or printf, in its read-only data at
+    no symbol: printable characters ended by a NUL, the address on one or on the NUL;
+    code bytes, or a NUL between binary bytes, are not."""
+    if not os.path.exists(LIBC):
+        pytest.skip("no glibc at " + LIBC)
+    info, resolver = _mapped(LIBC)
+    text = b"Fatal glibc error: "
+    v = _vaddr_of(info, text)
+    assert libstate.string_literal(resolver, 1, BASE + v)
+    assert libstate.string_literal(resolver, 1, BASE + v + 6)
+    names = [name for name, _ in info.func_info]
+    k = next((i for i, n in enumerate(names) if n in ("fgets", "_IO_fgets")), None)
+    if k is None:
+        pytest.skip("no fgets symbol")
+    assert not libstate.string_literal(resolver, 1, BASE + int(info.func_addr[k]) + 4)
+    assert not libstate.string_literal(resolver, 1, BASE - 0x100000)  # nothing mapped there
+
+
+def test_what_only_the_library_touched_is_its_own():
+    """A block the library's code allocated (stdio's stream buffer, its allocation
+    stack's first frame in libc), or heap memory in no object of the program's, that no
+    other code touched in the whole run is the library's; a sample of the program's
+    code anywhere in it, or a block the program allocated, keeps it the program's."""
+    from numaprof.analyzer import attribution as att
+    from numaprof.analyzer.objects import Obj
+    from numaprof.analyzer.runtime import code_mappings
+
+    if not os.path.exists(LIBC):
+        pytest.skip("no glibc at " + LIBC)
+    info, resolver = _mapped(LIBC)
+    code = code_mappings(_mt(info), lambda p: True)[0]
+    in_libc = BASE + int(info.func_addr[0])
+    heap = 0x5555_0000_0000
+    objs = [Obj("heap", ("h", 0), 1, heap, 4096, stack=7),          # malloc'd by libc
+            Obj("heap", ("h", 1), 1, heap + 8192, 4096, stack=8),   # malloc'd by the program
+            Obj("mapping", ("m", 0), 1, heap + 0x10000, 0x21000, path="[heap]"),
+            Obj("heap", ("h", 2), 1, heap + 0x40000, 4096, stack=7)]  # libc's, but the program reads it
+    frames_of = {7: [in_libc], 8: [0x401000]}
+    ivs = att.Intervals(np.ones(4, dtype=np.int64),
+                        np.array([heap, heap + 8192, heap + 0x10000, heap + 0x40000], dtype=np.uint64),
+                        np.array([heap + 4096, heap + 12288, heap + 0x31000, heap + 0x41000], dtype=np.uint64),
+                        np.zeros(4, dtype=np.uint64), np.full(4, att.NEVER, dtype=np.uint64),
+                        np.arange(4, dtype=np.int64))
+    # samples: 0-3 by libc on each object, 4 by the program on the last block
+    addr = np.array([heap + 64, heap + 8192 + 64, heap + 0x10000 + 64, heap + 0x40000 + 64,
+                     heap + 0x40000 + 128], dtype=np.uint64)
+    pid = np.ones(5, dtype=np.int64)
+    idx = np.arange(4)
+    where = np.arange(4, dtype=np.int64)
+    got = libstate._only_theirs(where, np.zeros(4, dtype=bool), objs, ivs, frames_of, code, pid, addr, idx)
+    assert got.tolist() == [True, False, True, False]
+    # without the program's sample, the last block is the library's too
+    got = libstate._only_theirs(where, np.zeros(4, dtype=bool), objs, ivs, frames_of, code, pid[:4],
+                                addr[:4], idx)
+    assert got.tolist() == [True, False, True, True]
+
+
+def _mt(info):
+    rows = [(BASE + (p_vaddr & symbols.PAGE_MASK), p_off & symbols.PAGE_MASK, filesz)
+            for p_off, p_vaddr, filesz, _ in info.loads]
+    return {"pid": [1] * len(rows), "start": [r[0] for r in rows], "len": [max(r[2], 4096) + 4096 for r in rows],
+            "pgoff": [r[1] for r in rows], "path": [info.path] * len(rows), "time": [0] * len(rows),
+            "prot": [5] * len(rows)}
