@@ -7,8 +7,10 @@
 #include "nmp_decode_int.h"
 
 #include <elf.h>
+#include <elfutils/libdw.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <libelf.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -31,6 +33,12 @@ struct nmp_file {
     } seg[MAX_SEGS];
     struct fsym *syms;
     size_t nsyms;
+    /* the file's call frame information (.eh_frame, read by libdw), for the bounds of
+     * functions no symbol covers (a stripped library's internal ones), opened at the
+     * first such lookup */
+    Elf *elf;
+    Dwarf_CFI *cfi;
+    int cfi_tried;
     struct nmp_file *next;
 };
 
@@ -87,6 +95,10 @@ struct nmp_decoder *nmp_decoder_new(void)
 
 static void free_file(struct nmp_file *f)
 {
+    if (f->cfi)
+        dwarf_cfi_end(f->cfi);
+    if (f->elf)
+        elf_end(f->elf);
     if (f->fd >= 0)
         close(f->fd);
     free(f->path);
@@ -230,9 +242,31 @@ static struct nmp_file *get_file(struct nmp_decoder *d, const char *path)
     return f;
 }
 
-/* Function [start, start+size) in file offsets containing file offset `off`. */
-static int find_function(const struct nmp_file *f, uint64_t off, uint64_t *fstart,
-                         uint64_t *fsize)
+/* The bounds, in link-time addresses, of the frame description entry (.eh_frame) that
+ * covers link-time address va: a function's, or one part of it (a `.cold` part has one
+ * of its own), as an unwinder finds it.  0, or -1 when the file has no CFI there. */
+static int fde_bounds(struct nmp_file *f, uint64_t va, uint64_t *lo, uint64_t *hi)
+{
+    if (!f->cfi_tried) {
+        f->cfi_tried = 1;
+        elf_version(EV_CURRENT);
+        f->elf = elf_begin(f->fd, ELF_C_READ_MMAP, NULL);
+        f->cfi = f->elf ? dwarf_getcfi_elf(f->elf) : NULL;
+    }
+    Dwarf_Frame *frame = NULL;
+    if (!f->cfi || dwarf_cfi_addrframe(f->cfi, va, &frame) != 0 || !frame)
+        return -1;
+    Dwarf_Addr start = 0, end = 0;
+    int rc = dwarf_frame_info(frame, &start, &end, NULL) >= 0 && start <= va && va < end ? 0 : -1;
+    free(frame);
+    *lo = start;
+    *hi = end;
+    return rc;
+}
+
+/* Function [start, start+size) in file offsets containing file offset `off`: from the
+ * symbols, else from the call frame information. */
+static int find_function(struct nmp_file *f, uint64_t off, uint64_t *fstart, uint64_t *fsize)
 {
     for (int s = 0; s < f->nseg; s++) {
         if (off < f->seg[s].off || off >= f->seg[s].off + f->seg[s].filesz)
@@ -254,6 +288,14 @@ static int find_function(const struct nmp_file *f, uint64_t off, uint64_t *fstar
                 *fsize = y->size;
                 return 0;
             }
+        }
+        uint64_t lo_va, hi_va;
+        if (fde_bounds(f, va, &lo_va, &hi_va) == 0 && lo_va >= f->seg[s].vaddr &&
+            hi_va - lo_va <= MAX_FUNC_BYTES &&
+            hi_va - f->seg[s].vaddr <= f->seg[s].filesz) {
+            *fstart = lo_va - f->seg[s].vaddr + f->seg[s].off;
+            *fsize = hi_va - lo_va;
+            return 0;
         }
         return -1;
     }
@@ -513,7 +555,7 @@ static void resolve(struct nmp_decoder *d, struct nmp_proc *p, uint64_t ip, stru
         struct nmp_file *f = m->file;
         uint64_t off = ip - m->start + m->pgoff;
         uint64_t fstart, fsize;
-        if (f->nsyms && find_function(f, off, &fstart, &fsize) == 0 && fstart >= m->pgoff) {
+        if (find_function(f, off, &fstart, &fsize) == 0 && fstart >= m->pgoff) {
             uint64_t func_ip = m->start + (fstart - m->pgoff);
             struct fentry *fe = fc_get(d, f, func_ip, NULL, 0);
             if (!fe) {
