@@ -677,6 +677,35 @@ static int guard_join(struct walk *w, struct nmp_memop *out)
     return 0;
 }
 
+/* The value reg had at the access, when the walk left a loop of constant trip count
+ * after it by the fall-through of `cmp $imm,%reg; jne head` (`for (m = 0; m < 3; m++)
+ * dr[m] = ...`, CoMD's force loop): reg was imm there, less the constant steps between the
+ * access and the compare, on the walked way; and any other way into a join after the
+ * loop left it after the compare (joins_keep), so the access ran with that value there
+ * too, whatever such a way did to reg since.  0 with *value, or -1. */
+static int pinned(struct walk *w, int reg, int64_t *value)
+{
+    int64_t steps = 0;
+    for (int k = w->pj - 1; k >= 2; k--) {
+        const struct nmp_insn *x = &w->v[w->at[k]];
+        if (w->join[k] != J_NONE)
+            return -1; /* another way into the loop's body: other steps */
+        const struct nmp_insn *j = &w->v[w->at[k - 1]];
+        if (x->cmp_kind == NMP_CMP_IMM && x->cmp_reg == reg && !x->cmp_32 && j->jcc == 5 &&
+            w->at[k - 1] == w->at[k] + 1 && w->at[k - 2] == w->at[k - 1] + 1 &&
+            w->join[k - 1] == J_NONE) {
+            *value = (int64_t)((uint64_t)(int64_t)x->cmp_imm - (uint64_t)steps);
+            return 0;
+        }
+        if (writes(x, reg)) {
+            if (x->step_reg != reg || x->step_src >= 0 || x->step_mul != 1)
+                return -1;
+            steps += x->step;
+        }
+    }
+    return -1;
+}
+
 /* Charges the access at[pj] to the sample: each address register is intact up to
  * constant steps (undone in the displacement), or known through rb (at most one of them:
  * steps by a register or a factor undone, a replay, a copy).  0, or -1 with rule
@@ -705,8 +734,22 @@ static int skid_to(struct walk *w, struct nmp_memop *out)
             continue;
         }
         struct nmp_rebuild rb;
+        int64_t value;
         if (intact(w, w->pj, reg, &rb) && only_add(&rb, &undo[k]))
             continue;
+        if (pinned(w, reg, &value) == 0) { /* a constant at the access: into disp */
+            out->disp += k ? value * out->scale : value;
+            if (k == 0 && regs[1] == reg) {
+                out->disp += value * out->scale;
+                out->index = -1;
+                regs[1] = -1;
+            }
+            if (k == 0)
+                out->base = -1;
+            else
+                out->index = -1;
+            continue;
+        }
         if (out->rb.used ||
             (rebuild(w, w->pj, reg, &rb, 0) < 0 && copied(w, reg, &rb) < 0)) {
             memset(&out->rb, 0, sizeof out->rb);
