@@ -49,6 +49,8 @@ from numaprof.analyzer.hot_objects import (
     tell_library_blocks_apart,
 )
 from numaprof.analyzer.libstate import (
+    allocated_by_library,
+    library_code,
     library_functions,
     library_note,
     library_samples,
@@ -258,11 +260,20 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         on_walked = walked.walked_blocks(objs)[a_obj]
         walked_at = np.flatnonzero(on_walked)
         was_obj, was_iv = a_obj[walked_at], a_iv[walked_at]
+        # and the program's code on a block a system library allocated (or the gaps
+        # around such sampled blocks, which the program's unsampled blocks may fill):
+        # named by the code where it can be, else left to that block (libstate)
+        on_lib = (allocated_by_library(prof.table("mappings"), _stack_frames(prof), objs)[a_obj]
+                  & ~library_code(prof.table("mappings"), a_pid, a_ip, a_time))
+        lib_at = np.flatnonzero(on_lib)
+        lib_obj, lib_iv = a_obj[lib_at], a_iv[lib_at]
         var_iv = _variable_objects(a_regs, a_pid, a_tidx, tids, a_time, a_ip, a_addr, a_obj, a_iv,
-                                   len(ivs), objs, resolver, on_walked, const)
+                                   len(ivs), objs, resolver, on_walked | on_lib, const)
         if len(walked_at):
             walked.settle(objs, walked_at, was_obj, was_iv, a_obj, a_iv)
-        del on_walked, walked_at, was_obj, was_iv
+        if len(lib_at):
+            walked.named_or_back(objs, lib_at, lib_obj, lib_iv, a_obj, a_iv)
+        del on_walked, walked_at, was_obj, was_iv, on_lib, lib_at, lib_obj, lib_iv
         # a system library's code on stack memory no variable of the program holds: its
         # callers' frames within the library (strtof's digit buffers, vfscanf's work area)
         more = library_stack_samples(prof.table("mappings"), resolver, a_pid, a_ip, a_time, objs, a_obj)

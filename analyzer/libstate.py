@@ -88,6 +88,33 @@ def library_samples(mt: dict, resolver: symbols.CodeResolver, regs: dict | None,
     return mask, library_functions(resolver, pid[mask], ip[mask])
 
 
+def allocated_by_library(mt: dict, frames_of: dict[int, list[int]], objs: list[Obj]) -> np.ndarray:
+    """Per object (and one more entry for "no object"): a heap object whose allocation
+    stack's first frame is in a system library's code -- the dynamic linker's link maps,
+    stdio's buffers, and, around such blocks the shim sampled, the gaps it counts as
+    theirs (analyzer/objects.py, _site_fills), where the program's own unsampled blocks
+    may be."""
+    out = np.zeros(len(objs) + 1, dtype=bool)
+    code = code_mappings(mt, _library_code)
+    if code is None:
+        return out
+    for k, ob in enumerate(objs):
+        if ob.kind != "heap" or ob.stack == NO_STACK:
+            continue
+        top = frames_of.get(ob.stack, [])[:1]
+        out[k] = bool(top) and bool(att.locate(np.asarray([ob.pid], dtype=np.int64), np.asarray(top, dtype=np.uint64),
+                                               np.asarray([att.NEVER - np.uint64(1)]), code[0])[0] >= 0)
+    return out
+
+
+def library_code(mt: dict, pid, ip, time) -> np.ndarray:
+    """Per sample: its instruction is in a system library's code."""
+    code = code_mappings(mt, _library_code)
+    if code is None or not len(ip):
+        return np.zeros(len(ip), dtype=bool)
+    return att.locate(pid, ip, time, code[0]) >= 0
+
+
 #: Bytes either side of a sampled address looked at for the string literal holding it.
 STRING_REACH = 256
 

@@ -73,3 +73,17 @@ def settle(objs: list[Obj], idx: np.ndarray, was_obj: np.ndarray, was_iv: np.nda
         o.name = vo.name if uses[vo.name] == 1 else f"{vo.name}@{o.address:#x}"
         o.site = f"{o.site}, read as {vo.name} in {vo.site}" if o.site else vo.site
         o.attribution = vo.attribution
+
+
+def named_or_back(objs: list[Obj], idx: np.ndarray, was_obj: np.ndarray, was_iv: np.ndarray, a_obj: np.ndarray,
+                  a_iv: np.ndarray) -> None:
+    """After the variables' attribution of the samples ``idx`` (on objects ``was_obj``,
+    intervals ``was_iv``, that the program's code does not own: a block a system library
+    allocated): a sample the code names by register or type keeps that variable, any
+    other goes back to where its address put it."""
+    now = a_obj[idx]
+    named = np.array([n != w and objs[n].attribution in BY_CODE for n, w in zip(now.tolist(), was_obj.tolist(),
+                                                                               strict=True)], dtype=bool)
+    back = ~named
+    a_obj[idx[back]] = was_obj[back]
+    a_iv[idx[back]] = was_iv[back]

@@ -182,3 +182,43 @@ def _mt(info):
     return {"pid": [1] * len(rows), "start": [r[0] for r in rows], "len": [max(r[2], 4096) + 4096 for r in rows],
             "pgoff": [r[1] for r in rows], "path": [info.path] * len(rows), "time": [0] * len(rows),
             "prot": [5] * len(rows)}
+
+
+def test_blocks_the_library_allocated_are_told_by_their_first_frame():
+    """A heap object whose allocation stack's first frame is in a system library's code
+    (the dynamic linker's link maps, stdio's buffers) is the library's allocation; one
+    the program's code allocated, one with no stack and a mapping are not."""
+    from numaprof.analyzer.objects import Obj
+
+    if not os.path.exists(LIBC):
+        pytest.skip("no glibc at " + LIBC)
+    info, _ = _mapped(LIBC)
+    in_libc = BASE + int(info.func_addr[0])
+    objs = [Obj("heap", ("h", 0), 1, 0x5555_0000_0000, 4096, stack=7),
+            Obj("heap", ("h", 1), 1, 0x5555_0000_2000, 4096, stack=8),
+            Obj("heap", ("h", 2), 1, 0x5555_0000_4000, 4096),
+            Obj("mapping", ("m", 0), 1, 0x5555_0000_0000, 0x21000, path="[heap]")]
+    got = libstate.allocated_by_library(_mt(info), {7: [in_libc], 8: [0x401000]}, objs)
+    assert got.tolist() == [True, False, False, False, False]
+    assert libstate.library_code(_mt(info), np.ones(2, dtype=np.int64), np.array([in_libc, 0x401000], dtype=np.uint64),
+                                 np.zeros(2, dtype=np.uint64)).tolist() == [True, False]
+
+
+def test_the_programs_samples_on_a_librarys_block_keep_the_name_the_code_gives():
+    """A sample of the program's code on a block the library allocated (or the gap the
+    analyzer gave it, where the program's unsampled blocks are: miniMD's ForceLJ tables
+    among the dynamic linker's link maps) keeps the variable its register or type names;
+    one the code did not name, or named by frame only, goes back to the block."""
+    from numaprof.analyzer import walked
+    from numaprof.analyzer.objects import Obj
+
+    objs = [Obj("heap", ("h", 0), 1, 0x1000, 4096, stack=7),
+            Obj("heap", ("var", "sigma6"), 1, 0x1100, 128, name="ForceLJ::sigma6", attribution="type"),
+            Obj("stack", ("var", "t"), 1, 0x7ffd0000, 8, name="t", attribution="frame")]
+    idx = np.arange(3)
+    was_obj = np.zeros(3, dtype=np.int64)
+    was_iv = np.array([5, 5, 5], dtype=np.int64)
+    a_obj = np.array([1, 0, 2], dtype=np.int64)  # after the attribution by code
+    a_iv = np.array([40, 5, 41], dtype=np.int64)
+    walked.named_or_back(objs, idx, was_obj, was_iv, a_obj, a_iv)
+    assert a_obj.tolist() == [1, 0, 0] and a_iv.tolist() == [40, 5, 5]
