@@ -263,7 +263,7 @@ def analyze(path_or_profile, *, top: int | None = None, object_name: str | None 
         # and the program's code on a block a system library allocated (or the gaps
         # around such sampled blocks, which the program's unsampled blocks may fill):
         # named by the code where it can be, else left to that block (libstate)
-        on_lib = (allocated_by_library(prof.table("mappings"), _stack_frames(prof), objs)[a_obj]
+        on_lib = (allocated_by_library(prof.table("mappings"), _stack_frames(prof), objs, resolver)[a_obj]
                   & ~library_code(prof.table("mappings"), a_pid, a_ip, a_time))
         lib_at = np.flatnonzero(on_lib)
         lib_obj, lib_iv = a_obj[lib_at], a_iv[lib_at]

@@ -80,7 +80,7 @@ def library_samples(mt: dict, resolver: symbols.CodeResolver, regs: dict | None,
         charged = ip[idx] - regs["insn_off"][idx] if regs is not None else ip[idx]
         theirs |= heap & _around_locks(resolver, pid[idx], charged, addr[idx], heap)
     if frames_of is not None:
-        theirs |= _only_theirs(where, theirs, objs, ivs, frames_of, code[0], pid, addr, idx)
+        theirs |= _only_theirs(where, theirs, objs, ivs, frames_of, code[0], pid, addr, idx, resolver)
     if not theirs.any():
         return None, Counter()
     mask = np.zeros(len(addr), dtype=bool)
@@ -88,23 +88,56 @@ def library_samples(mt: dict, resolver: symbols.CodeResolver, regs: dict | None,
     return mask, library_functions(resolver, pid[mask], ip[mask])
 
 
-def allocated_by_library(mt: dict, frames_of: dict[int, list[int]], objs: list[Obj]) -> np.ndarray:
-    """Per object (and one more entry for "no object"): a heap object whose allocation
-    stack's first frame is in a system library's code -- the dynamic linker's link maps,
-    stdio's buffers, and, around such blocks the shim sampled, the gaps it counts as
-    theirs (analyzer/objects.py, _site_fills), where the program's own unsampled blocks
-    may be."""
+#: Library functions that allocate for their caller: C++'s operator new and new[] (all
+#: their overloads mangle to `_Znw...` / `_Zna...`), and C functions that return a block
+#: the caller owns.  An allocation through one of them is its caller's.
+FOR_THE_CALLER = ("strdup", "strndup", "__strdup", "__strndup", "getline", "getdelim", "__getdelim",
+                  "asprintf", "vasprintf", "__asprintf", "__vasprintf", "__vasprintf_internal",
+                  "realpath", "open_memstream", "scandir", "tempnam", "backtrace_symbols")
+
+
+def _for_the_caller(name: str | None) -> bool:
+    if not name:
+        return False
+    base = name.split("@")[0]
+    return base.startswith(("_Znw", "_Zna", "operator new")) or base in FOR_THE_CALLER
+
+
+def allocated_by_library(mt: dict, frames_of: dict[int, list[int]], objs: list[Obj],
+                         resolver: symbols.CodeResolver) -> np.ndarray:
+    """Per object (and one more entry for "no object"): a heap object a system library
+    allocated for itself -- its allocation stack's first frame, past the functions that
+    allocate for their caller (operator new, strdup...: FOR_THE_CALLER), in a system
+    library's code: the dynamic linker's link maps, stdio's buffers, and, around such
+    blocks the shim sampled, the gaps it counts as theirs (analyzer/objects.py,
+    _site_fills), where the program's own unsampled blocks may be."""
     out = np.zeros(len(objs) + 1, dtype=bool)
     code = code_mappings(mt, _library_code)
     if code is None:
         return out
+    seen: dict[tuple[int, int], bool] = {}
     for k, ob in enumerate(objs):
         if ob.kind != "heap" or ob.stack == NO_STACK:
             continue
-        top = frames_of.get(ob.stack, [])[:1]
-        out[k] = bool(top) and bool(att.locate(np.asarray([ob.pid], dtype=np.int64), np.asarray(top, dtype=np.uint64),
-                                               np.asarray([att.NEVER - np.uint64(1)]), code[0])[0] >= 0)
+        key = (ob.pid, ob.stack)
+        if key not in seen:
+            seen[key] = _library_frame(frames_of.get(ob.stack, []), ob.pid, code[0], resolver)
+        out[k] = seen[key]
     return out
+
+
+def _library_frame(ips: list[int], pid: int, code: att.Intervals, resolver: symbols.CodeResolver) -> bool:
+    """Whether the first frame of an allocation stack past the functions that allocate
+    for their caller is in a system library's code."""
+    for ip in ips:
+        inside = att.locate(np.asarray([pid], dtype=np.int64), np.asarray([ip], dtype=np.uint64),
+                            np.asarray([att.NEVER - np.uint64(1)]), code)[0] >= 0
+        if not inside:
+            return False
+        found = resolver.elf_address(pid, int(ip) - 1)
+        if not _for_the_caller(found[0].function_at(found[1]) if found is not None else None):
+            return True
+    return False
 
 
 def library_code(mt: dict, pid, ip, time) -> np.ndarray:
@@ -147,10 +180,10 @@ def string_literal(resolver: symbols.CodeResolver, pid: int, addr: int) -> bool:
 
 
 def _only_theirs(where, theirs, objs: list[Obj], ivs: att.Intervals, frames_of: dict[int, list[int]],
-                 code: att.Intervals, pid, addr, idx) -> np.ndarray:
+                 code: att.Intervals, pid, addr, idx, resolver: symbols.CodeResolver) -> np.ndarray:
     """Of the library's samples ``idx`` (their objects ``where``): those on an object
-    only a system library's code touched in the whole run -- a heap block its own code
-    allocated (the allocation stack's first frame in the library: stdio's stream buffer,
+    only a system library's code touched in the whole run -- a heap block it allocated for
+    itself (allocated_by_library's test: stdio's stream buffer,
     which _IO_file_doallocate mallocs at a stream's first read), or heap or anonymous
     memory that holds no object of the program's (that buffer when the shim did not
     sample its allocation: fscanf's reads of the input, bfs).  A sample of any other code
@@ -168,10 +201,7 @@ def _only_theirs(where, theirs, objs: list[Obj], ivs: att.Intervals, frames_of: 
         if ob.kind == "mapping" and not ob.path.startswith("/") and not ob.read_only:
             cand[o] = True
         elif ob.kind == "heap" and ob.stack != NO_STACK:
-            top = frames_of.get(ob.stack, [])[:1]
-            cand[o] = bool(top) and bool(att.locate(np.asarray([ob.pid], dtype=np.int64),
-                                                    np.asarray(top, dtype=np.uint64),
-                                                    np.asarray([att.NEVER - np.uint64(1)]), code)[0] >= 0)
+            cand[o] = _library_frame(frames_of.get(ob.stack, []), ob.pid, code, resolver)
     cand = {o for o, ok in cand.items() if ok}
     if not cand:
         return out

@@ -9,6 +9,7 @@ import pytest
 from numaprof.analyzer import libstate, symbols
 
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+LIBSTDCXX = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"
 BASE = 0x7F00_0000_0000
 
 
@@ -168,11 +169,12 @@ def test_what_only_the_library_touched_is_its_own():
     pid = np.ones(5, dtype=np.int64)
     idx = np.arange(4)
     where = np.arange(4, dtype=np.int64)
-    got = libstate._only_theirs(where, np.zeros(4, dtype=bool), objs, ivs, frames_of, code, pid, addr, idx)
+    got = libstate._only_theirs(where, np.zeros(4, dtype=bool), objs, ivs, frames_of, code, pid, addr, idx,
+                                resolver)
     assert got.tolist() == [True, False, True, False]
     # without the program's sample, the last block is the library's too
     got = libstate._only_theirs(where, np.zeros(4, dtype=bool), objs, ivs, frames_of, code, pid[:4],
-                                addr[:4], idx)
+                                addr[:4], idx, resolver)
     assert got.tolist() == [True, False, True, True]
 
 
@@ -192,14 +194,34 @@ def test_blocks_the_library_allocated_are_told_by_their_first_frame():
 
     if not os.path.exists(LIBC):
         pytest.skip("no glibc at " + LIBC)
-    info, _ = _mapped(LIBC)
+    info, resolver = _mapped(LIBC)
     in_libc = BASE + int(info.func_addr[0])
     objs = [Obj("heap", ("h", 0), 1, 0x5555_0000_0000, 4096, stack=7),
             Obj("heap", ("h", 1), 1, 0x5555_0000_2000, 4096, stack=8),
             Obj("heap", ("h", 2), 1, 0x5555_0000_4000, 4096),
             Obj("mapping", ("m", 0), 1, 0x5555_0000_0000, 0x21000, path="[heap]")]
-    got = libstate.allocated_by_library(_mt(info), {7: [in_libc], 8: [0x401000]}, objs)
+    got = libstate.allocated_by_library(_mt(info), {7: [in_libc], 8: [0x401000]}, objs, resolver)
     assert got.tolist() == [True, False, False, False, False]
+    # through a function that allocates for its caller (strdup): the caller's
+    names = [name for name, _ in info.func_info]
+    k = next((i for i, n in enumerate(names) if n.split("@")[0] in ("strdup", "__strdup")), None)
+    if k is not None:
+        in_strdup = BASE + int(info.func_addr[k]) + 8
+        got = libstate.allocated_by_library(_mt(info), {7: [in_strdup, 0x401000], 8: [in_strdup, in_libc]},
+                                            objs[:2], resolver)
+        assert got.tolist() == [False, True, False]
+    # C++'s operator new allocates for its caller: a `new` in the program is the program's
+    if os.path.exists(LIBSTDCXX):
+        cxx, cxx_resolver = _mapped(LIBSTDCXX)
+        names = [name for name, _ in cxx.func_info]
+        k = next((i for i, n in enumerate(names) if n.split("@")[0] == "_Znwm"), None)
+        other = next((i for i, n in enumerate(names) if not n.startswith(("_Znw", "_Zna"))), None)
+        if k is not None and other is not None:
+            in_new = BASE + int(cxx.func_addr[k]) + 8
+            in_other = BASE + int(cxx.func_addr[other]) + 8
+            got = libstate.allocated_by_library(_mt(cxx), {7: [in_new, 0x401000], 8: [in_new, in_other]},
+                                                objs[:2], cxx_resolver)
+            assert got.tolist() == [False, True, False]
     assert libstate.library_code(_mt(info), np.ones(2, dtype=np.int64), np.array([in_libc, 0x401000], dtype=np.uint64),
                                  np.zeros(2, dtype=np.uint64)).tolist() == [True, False]
 
