@@ -11,7 +11,8 @@ from numaprof.errors import UsageError
 
 
 def lab_config(nodes, cpus_per_node, mem_per_node, distances, preset, timeout, kernel,
-               cmd, cwd: Path, numa_balancing: bool = False, thp: str = "host"):
+               cmd, cwd: Path, numa_balancing: bool = False, thp: str = "host",
+               rerun_stalled: bool = False):
     """The frozen LabConfig for these option values (validated; raises UsageError)."""
     from numaprof.lab.runner import LabConfig
     from numaprof.lab.topology import build_topology
@@ -23,7 +24,8 @@ def lab_config(nodes, cpus_per_node, mem_per_node, distances, preset, timeout, k
     topo = build_topology(nodes=nodes, cpus_per_node=cpus_per_node, mem_per_node=mem_per_node,
                           distances=tuple(distances), preset=preset)
     return LabConfig(topology=topo, command=tuple(cmd), cwd=cwd, timeout=timeout,
-                     kernel=kernel, numa_balancing=numa_balancing, thp=thp)
+                     kernel=kernel, numa_balancing=numa_balancing, thp=thp,
+                     rerun_stalled=rerun_stalled)
 
 
 @click.command(context_settings={"ignore_unknown_options": False,
@@ -52,9 +54,13 @@ def lab_config(nodes, cpus_per_node, mem_per_node, distances, preset, timeout, k
               default="host", show_default=True,
               help="Transparent huge pages of the guest kernel: this machine's mode, or "
                    "the one given (a huge page is placed whole by its first toucher).")
+@click.option("--rerun-stalled", is_flag=True, default=False,
+              help="When the guest stops making progress while CMD runs (QEMU under TCG "
+                   "does now and then), boot it again and run CMD once more, instead of "
+                   "exiting 124.  Only for commands that may run twice.")
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
 def command(nodes, cpus_per_node, mem_per_node, distances, preset, timeout, kernel,
-            numa_balancing, thp, cmd):
+            numa_balancing, thp, rerun_stalled, cmd):
     """Run CMD on a throw-away virtual machine with N NUMA nodes.
 
     \b
@@ -70,7 +76,7 @@ def command(nodes, cpus_per_node, mem_per_node, distances, preset, timeout, kern
     from numaprof.lab.runner import find_tools, run
 
     config = lab_config(nodes, cpus_per_node, mem_per_node, distances, preset, timeout,
-                        kernel, cmd, Path.cwd().resolve(), numa_balancing, thp)
+                        kernel, cmd, Path.cwd().resolve(), numa_balancing, thp, rerun_stalled)
     tools = find_tools(config.kernel)
     topo = config.topology
     click.echo(f"numaprof lab: booting a {topo.nodes}-node guest ({topo.total_cpus} cpus, "

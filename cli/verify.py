@@ -351,7 +351,9 @@ def verify(analysis, advice, profile: Path, build: str | None, *, root: str | No
                         + [shlex.quote(w) for w in prefix + command])
         name = result.target_name if result.target_name in PRESETS else None
         config = lab_config(None if name else target.n_nodes, 1, "512M", (), name, timeout,
-                            kernel, ("sh", "-c", line), run_dir.resolve())
+                            kernel, ("sh", "-c", line), run_dir.resolve(),
+                            # a recording in a scratch copy may run twice
+                            rerun_stalled=True)
         log(f"running in a {target.n_nodes}-node lab guest: {line}")
         with redirect_stdout(sys.stderr):
             status = run(config, find_tools(kernel))

@@ -59,6 +59,9 @@ class LabConfig:
     kernel: Path | None = None  # None = NUMAPROF_LAB_KERNEL or the newest /boot/vmlinuz-*
     numa_balancing: bool = False  # the kernel's automatic page migration (AutoNUMA)
     thp: str = "host"  # transparent huge pages: host (as this machine's), or a THP_MODES mode
+    # boot again when the guest stops making progress while the command runs (it then
+    # runs twice: only for commands that may, as --verify's recording in a scratch copy)
+    rerun_stalled: bool = False
 
 
 @dataclass(frozen=True)
@@ -228,17 +231,25 @@ def guest_environment(environ: dict[str, str] | None = None,
 
 
 def guest_script(command: tuple[str, ...], cwd: Path, status_file: Path,
-                 env: dict[str, str], started_file: Path | None = None) -> str:
+                 env: dict[str, str], started_file: Path | None = None,
+                 heartbeat_file: Path | None = None) -> str:
     """The /bin/sh script the guest runs: environment, cd, a mark that the command is
-    starting (``started_file``), the command, its exit status to a file."""
+    starting (``started_file``), a heartbeat while it runs (``heartbeat_file``, a counter
+    rewritten every HEARTBEAT_PERIOD seconds), the command, its exit status to a file."""
     lines = ["# numaprof lab: run one command in the guest and record its exit status"]
     lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())]
     lines += [f"cd {shlex.quote(str(cwd))} || exit 125"]
     if started_file is not None:
         lines += [f": > {shlex.quote(str(started_file))}"]
+    if heartbeat_file is not None:
+        beat = shlex.quote(str(heartbeat_file))
+        lines += [f"(i=0; while :; do i=$((i + 1)); echo $i > {beat}; "
+                  f"sleep {HEARTBEAT_PERIOD}; done) </dev/null >/dev/null 2>&1 &",
+                  "numaprof_lab_beat=$!"]
+    lines += [shlex.join(command), "status=$?"]
+    if heartbeat_file is not None:
+        lines += ['kill "$numaprof_lab_beat" 2>/dev/null']
     lines += [
-        shlex.join(command),
-        "status=$?",
         f"echo $status > {shlex.quote(str(status_file))}",
         "exit $status",
     ]
@@ -327,28 +338,83 @@ def _raise_terminated(signum, _frame):
     raise _Terminated(signum)
 
 
-#: Boots of the guest when it stops before the command started (QEMU under TCG
-#: sometimes aborts while booting: an assertion in its MSI-X emulation, seen in CI).
-BOOT_ATTEMPTS = 2
+#: Boots of the guest in all, when it stops or stalls before the command started (QEMU
+#: under TCG sometimes aborts while booting: an assertion in its MSI-X emulation, seen in
+#: CI) or, with LabConfig.rerun_stalled, stalls while the command runs.
+BOOT_ATTEMPTS = 3
 #: Seconds of the timeout a second boot needs at least.
 MIN_BOOT_SECONDS = 60.0
+#: Seconds from the boot to the script's first line before the boot counts as stalled
+#: (a boot takes about 30 s under TCG).
+BOOT_DEADLINE = 300.0
+#: A TCG guest now and then stops making progress with QEMU busy (seen in CI: a guest ran
+#: out a 900 s timeout that a rerun passed in 40 s).  The script's heartbeat, rewritten
+#: every HEARTBEAT_PERIOD s, then stops too; after STALL_SECONDS without one the guest is
+#: stalled.
+HEARTBEAT_PERIOD = 5
+STALL_SECONDS = 180.0
+POLL_SECONDS = 2.0
 
 
-def run(config: LabConfig, tools: LabTools | None = None) -> int:
+@dataclass
+class _Watch:
+    """What the host sees of one boot: the guest's marks, read as they appear."""
+
+    started_file: Path
+    heartbeat_file: Path
+    boot_deadline: float = BOOT_DEADLINE
+    stall_seconds: float = STALL_SECONDS
+    poll: float = POLL_SECONDS
+    begun: float = 0.0
+    started_at: float | None = None  # host monotonic time the start mark was first seen
+    beat: str | None = None
+    beat_at: float | None = None  # host monotonic time the heartbeat last changed
+
+    def look(self, now: float) -> str | None:
+        """None while the guest makes progress, else why it counts as stalled."""
+        if self.started_at is None and self.started_file.exists():
+            self.started_at = now
+        try:
+            beat = self.heartbeat_file.read_text()
+        except OSError:
+            beat = None
+        if beat is not None and beat != self.beat:
+            self.beat, self.beat_at = beat, now
+        if self.started_at is None:
+            if now - self.begun > self.boot_deadline:
+                return f"the command had not started {self.boot_deadline:g} s after the boot began"
+            return None
+        last = self.beat_at if self.beat_at is not None else self.started_at
+        if now - last > self.stall_seconds:
+            return (f"the guest stopped making progress {last - self.started_at:.0f} s into "
+                    f"the command (no heartbeat for {now - last:.0f} s)")
+        return None
+
+    def where(self, now: float) -> str:
+        if self.started_at is None:
+            return "the command had not started"
+        return f"the command had run {now - self.started_at:.0f} s"
+
+
+def run(config: LabConfig, tools: LabTools | None = None, *,
+        watch: dict[str, float] | None = None) -> int:
     """Boots the guest, runs the command with its output streamed, returns its exit status.
 
-    A guest that stops before the command started (no mark in the state directory) is
-    booted once more: nothing of the command ran, so nothing runs twice."""
+    A guest that stops, or stalls, before the command started (no mark in the state
+    directory) is booted again: nothing of the command ran, so nothing runs twice.  One
+    that stalls while the command runs (its heartbeat stopped) is killed and, only with
+    ``config.rerun_stalled``, booted again.  ``watch`` overrides _Watch's deadlines."""
     check_shareable(config.cwd)
     tools = tools or find_tools(config.kernel)
     state_dir = Path(tempfile.mkdtemp(prefix="numaprof-lab-"))
     try:
         check_shareable(state_dir)
         status_file, started_file = state_dir / "status", state_dir / "started"
+        heartbeat_file = state_dir / "heartbeat"
         script = state_dir / "run.sh"
         script.write_text(guest_script(config.command, config.cwd, status_file,
                                        guest_environment(numaprof_bin=numaprof_bin_dir()),
-                                       started_file))
+                                       started_file, heartbeat_file))
         argv = build_vng_command(tools, config.topology, config.cwd, state_dir, script,
                                  config.numa_balancing,
                                  host_thp() if config.thp == "host" else config.thp)
@@ -357,19 +423,35 @@ def run(config: LabConfig, tools: LabTools | None = None) -> int:
         env["PATH"] = f"{tools.vng.parent}:{env.get('PATH', '')}"
         deadline = None if config.timeout is None else time.monotonic() + config.timeout
         for attempt in range(BOOT_ATTEMPTS):
+            for mark in (status_file, started_file, heartbeat_file):
+                mark.unlink(missing_ok=True)
             left = None if deadline is None else max(deadline - time.monotonic(), 1.0)
-            rc = _boot(argv, config, env, left)
+            w = _Watch(started_file, heartbeat_file, **(watch or {}))
+            rc, stalled = _boot(argv, config, env, left, w)
             try:
                 return int(status_file.read_text().strip())
             except (OSError, ValueError):
                 pass
+            ran = started_file.exists()
+            if stalled and ran and not config.rerun_stalled:
+                raise NumaprofError(f"lab: {stalled}; the guest was killed (QEMU under TCG "
+                                    "stalls now and then): run it again",
+                                    exit_code=TIMEOUT_EXIT)
             left = None if deadline is None else deadline - time.monotonic()
-            if (started_file.exists() or attempt + 1 == BOOT_ATTEMPTS
+            if ((ran and not stalled) or attempt + 1 == BOOT_ATTEMPTS
                     or (left is not None and left < MIN_BOOT_SECONDS)):
                 break
-            print(f"numaprof lab: the guest stopped before the command started (virtme-ng "
-                  f"exited with status {rc}; its messages are above): booting it again",
-                  file=sys.stderr, flush=True)
+            if stalled:
+                print(f"numaprof lab: {stalled}: the guest was killed; booting it again"
+                      + (" to run the command once more" if ran else ""),
+                      file=sys.stderr, flush=True)
+            else:
+                print(f"numaprof lab: the guest stopped before the command started "
+                      f"(virtme-ng exited with status {rc}; its messages are above): "
+                      "booting it again", file=sys.stderr, flush=True)
+        if stalled:
+            raise NumaprofError(f"lab: {stalled}; the guest was killed after {attempt + 1} "
+                                "boot(s)", exit_code=TIMEOUT_EXIT)
         raise NumaprofError(
             f"lab: the guest did not run the command to its end (virtme-ng exited with "
             f"status {rc}; its messages are above)",
@@ -379,8 +461,10 @@ def run(config: LabConfig, tools: LabTools | None = None) -> int:
         shutil.rmtree(state_dir, ignore_errors=True)
 
 
-def _boot(argv: list[str], config: LabConfig, env: dict[str, str], timeout: float | None) -> int:
-    """Runs the guest once (vng ``argv``) with its output streamed; its exit status."""
+def _boot(argv: list[str], config: LabConfig, env: dict[str, str], timeout: float | None,
+          watch: _Watch) -> tuple[int, str | None]:
+    """Runs the guest once (vng ``argv``) with its output streamed: its exit status, and
+    why it was killed as stalled (None when it ended by itself)."""
     # QEMU opens its console files with O_TRUNC and once per channel: given a regular
     # file as stdout it would truncate it and write over itself, so it always gets
     # pipes, copied to ours.
@@ -396,15 +480,31 @@ def _boot(argv: list[str], config: LabConfig, env: dict[str, str], timeout: floa
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGHUP):
             previous[sig] = signal.signal(sig, _raise_terminated)
+    watch.begun = time.monotonic()
+    end = None if timeout is None else watch.begun + timeout
+    stalled = None
     try:
-        rc = proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill_group(proc)
-        raise NumaprofError(
-            f"lab: the command did not finish within {config.timeout:g} s; the guest "
-            "was killed (TCG guests run programs about 20x slower: raise --timeout)",
-            exit_code=TIMEOUT_EXIT,
-        ) from None
+        while True:
+            try:
+                rc = proc.wait(timeout=watch.poll if end is None
+                               else max(0.0, min(watch.poll, end - time.monotonic())))
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            now = time.monotonic()
+            if end is not None and now >= end:
+                kill_group(proc)
+                raise NumaprofError(
+                    f"lab: the command did not finish within {config.timeout:g} s "
+                    f"({watch.where(now)}); the guest was killed (TCG guests run programs "
+                    "about 20x slower: raise --timeout)",
+                    exit_code=TIMEOUT_EXIT,
+                ) from None
+            stalled = watch.look(now)
+            if stalled:
+                kill_group(proc)
+                rc = proc.returncode if proc.returncode is not None else -1
+                break
     except KeyboardInterrupt:
         kill_group(proc)
         raise NumaprofError("lab: interrupted; the guest was killed",
@@ -418,4 +518,4 @@ def _boot(argv: list[str], config: LabConfig, env: dict[str, str], timeout: floa
             signal.signal(sig, handler)
     for t in pumps:
         t.join(timeout=10)
-    return rc
+    return rc, stalled

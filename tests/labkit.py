@@ -156,7 +156,9 @@ def run_watched(workdir: Path, lab_args: list[str], timeout: float = LAB_TIMEOUT
                 poll: float = 5.0, names: list[str] = ()):
     """run_lab of checks.sh, killed with its process group when the guest stalls:
     (CompletedProcess, None), or (None, why) after a stall."""
-    proc = subprocess.Popen([*numaprof_argv(), "lab", *lab_args, "--", "sh", "checks.sh"],
+    # a group's checks may run twice: numaprof lab boots a guest that stalled again itself
+    proc = subprocess.Popen([*numaprof_argv(), "lab", "--rerun-stalled", *lab_args, "--",
+                             "sh", "checks.sh"],
                             cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     start = time.monotonic()

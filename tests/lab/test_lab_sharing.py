@@ -165,10 +165,14 @@ def test_table_replicated_and_read_locally(loop):
     for o in copies:
         # named after the pointer the program passed to numaprof_replicate
         assert o["name"] == "table (copies)", o["name"]
-        # every read is local; numaprof_replicate's own copying (the main thread filling
-        # each node's copy) is remote by nature and can be sampled: 1 of 1179 samples in
-        # one 4-node CI run
-        assert o["local_fraction"] >= 0.99, (o["name"], o["traffic"], o["pages_by_node"])
+        # every read is local.  numaprof_replicate's own copying (the main thread's
+        # memcpy into each node's copy) writes remotely by nature: since the collector
+        # decodes libc's symbol-less memcpy whole (its .eh_frame bounds), those stores
+        # are sampled -- 65 of 1 635 samples in one 4-node run, 1 of 1 179 before.  So
+        # the remote samples are at most the writes, and 1 % more
+        remote = (1 - o["local_fraction"]) * o["samples"]
+        assert remote <= o["writes"] * o["samples"] + 0.01 * o["samples"], \
+            (o["name"], o["traffic"], o["writes"], o["samples"], o["pages_by_node"])
         # a copy on every node, each whole on its node (what the threads read: local)
         assert all(k > 0 for k in o["pages_by_node"]), o["pages_by_node"]
     assert len(_nodes_of_threads(doc)) == 2, doc["threads"]

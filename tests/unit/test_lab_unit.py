@@ -488,3 +488,96 @@ def test_host_thp_is_the_bracketed_mode(tmp_path):
     f.write_text("garbage\n")
     assert runner.host_thp(f) is None
     assert runner.host_thp(tmp_path / "missing") is None
+
+
+# ---- a guest that stalls: QEMU under TCG stops making progress -------------------------
+
+STALLING_VNG = """#!/bin/sh
+# stands for vng: boots number 1..HANG_BOOTS hang before the guest runs anything (a
+# stalled boot); later ones run the guest script (the last argument) and end what it left
+# running, as the guest's power-off does
+n=$(cat "$BOOTS" 2>/dev/null || echo 0); n=$((n + 1)); echo $n > "$BOOTS"
+for last; do :; done
+if [ "$n" -le "$HANG_BOOTS" ]; then exec /bin/sleep 600; fi
+$last
+rc=$?
+trap '' TERM
+kill -TERM 0
+exit $rc
+"""
+
+# the heartbeat's `sleep PERIOD` never returns: the guest stops beating after its first
+# beat, as a guest TCG stopped running does
+FROZEN_SLEEP = f"""#!/bin/sh
+if [ "$1" = {runner.HEARTBEAT_PERIOD} ]; then exec /bin/sleep 600; fi
+exec /bin/sleep "$@"
+"""
+
+
+def _stalling_lab(tmp_path, monkeypatch, hang_boots, command, frozen=False, rerun=False):
+    vng = tmp_path / "vng"
+    vng.write_text(STALLING_VNG)
+    vng.chmod(0o755)
+    if frozen:
+        bin_dir = tmp_path / "bin"
+        bin_dir.mkdir()
+        (bin_dir / "sleep").write_text(FROZEN_SLEEP)
+        (bin_dir / "sleep").chmod(0o755)
+        monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.setenv("BOOTS", str(tmp_path / "boots"))
+    monkeypatch.setenv("HANG_BOOTS", str(hang_boots))
+    config = runner.LabConfig(topology=build_topology(nodes=2, cpus_per_node=1),
+                              command=("sh", "-c", command), cwd=work, timeout=120.0,
+                              rerun_stalled=rerun)
+    tools = runner.LabTools(vng=vng, qemu=tmp_path / "qemu", kernel=Path("/boot/vmlinuz-test"))
+    return config, tools, work
+
+
+def _boots(tmp_path) -> int:
+    return int((tmp_path / "boots").read_text())
+
+
+def test_a_boot_that_stalls_is_killed_and_booted_again(tmp_path, monkeypatch, capsys):
+    """No start mark within the boot deadline: the guest is killed and booted again; the
+    command runs once and its status is returned."""
+    config, tools, work = _stalling_lab(tmp_path, monkeypatch, 1, "echo ran >> runs; exit 7")
+    assert runner.run(config, tools, watch={"boot_deadline": 1, "poll": 0.2}) == 7
+    assert (work / "runs").read_text() == "ran\n" and _boots(tmp_path) == 2
+    assert "had not started 1 s after the boot began" in capsys.readouterr().err
+
+
+# the first run stops (its guest stalls in it); a second run ends with 7
+TWICE = "echo ran >> runs; if [ ! -e again ]; then : > again; exec /bin/sleep 600; fi; exit 7"
+
+
+def test_a_guest_that_stalls_in_the_command_is_killed_with_the_reason(tmp_path, monkeypatch):
+    """The heartbeat stops while the command runs: the guest is killed at once (not at
+    the timeout) with exit 124, and not booted again: the command must not run twice."""
+    config, tools, work = _stalling_lab(tmp_path, monkeypatch, 0, TWICE, frozen=True)
+    t0 = time.monotonic()
+    with pytest.raises(NumaprofError, match="stopped making progress .*no heartbeat") as e:
+        runner.run(config, tools, watch={"stall_seconds": 1, "poll": 0.2})
+    assert e.value.exit_code == runner.TIMEOUT_EXIT and time.monotonic() - t0 < 60
+    assert (work / "runs").read_text() == "ran\n" and _boots(tmp_path) == 1
+    # nothing of the guest is left running
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert "/bin/sleep 600" not in ps
+
+
+def test_a_stalled_command_that_may_run_twice_is_run_again(tmp_path, monkeypatch, capsys):
+    """With rerun_stalled (--verify's recording, labkit's groups) the guest is booted
+    again and the second run's status returned."""
+    config, tools, work = _stalling_lab(tmp_path, monkeypatch, 0, TWICE, frozen=True, rerun=True)
+    assert runner.run(config, tools, watch={"stall_seconds": 1, "poll": 0.2}) == 7
+    assert (work / "runs").read_text() == "ran\nran\n" and _boots(tmp_path) == 2
+    assert "to run the command once more" in capsys.readouterr().err
+
+
+def test_a_live_guest_is_left_running(tmp_path, monkeypatch):
+    """A command longer than the stall limit in a guest that beats on is not a stall."""
+    monkeypatch.setattr(runner, "HEARTBEAT_PERIOD", 1)
+    config, tools, work = _stalling_lab(tmp_path, monkeypatch, 0, "/bin/sleep 4; exit 3")
+    assert runner.run(config, tools, watch={"stall_seconds": 2.5, "poll": 0.2}) == 3
+    assert _boots(tmp_path) == 1
