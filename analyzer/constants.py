@@ -20,7 +20,7 @@ from collections import Counter
 
 import numpy as np
 
-from numaprof.analyzer import symbols, varattr
+from numaprof.analyzer import cxxnames, symbols, varattr
 from numaprof.analyzer.objects import Obj
 
 #: The share of the samples with an address from which the finding says what it means.
@@ -128,7 +128,7 @@ def constant_sites(resolver: symbols.CodeResolver, pid: np.ndarray, ip: np.ndarr
             sites["?"] += n
             continue
         where = f"@{os.path.basename(sl.file)}:{sl.line}" if sl.file and sl.line > 0 else ""
-        sites[f"{symbols.readable(varattr.bare_function(sl.function))}{where}"] += n
+        sites[f"{cxxnames.readable(varattr.bare_function(sl.function))}{where}"] += n
     return sites
 
 

@@ -20,7 +20,7 @@ from elftools.common.exceptions import DWARFError
 from elftools.construct.core import ConstructError
 from elftools.dwarf.dwarf_expr import DWARFExprParser
 
-from numaprof.analyzer import symbols
+from numaprof.analyzer import cxxnames, symbols
 
 FORTRAN_LANGS = {0x07, 0x08, 0x0E, 0x22, 0x23, 0x2A}  # DW_LANG_Fortran77 .. Fortran2008
 _QUALIFIERS = {"DW_TAG_typedef", "DW_TAG_const_type", "DW_TAG_volatile_type",
@@ -325,7 +325,7 @@ def member_name(record: TypeInfo, path: list[str]) -> str:
         return "%".join([record.name, *path])
     if record.c or record.name.startswith(("struct ", "union ")):
         return ".".join([record.name, *path])
-    name = symbols.readable(record.name)
+    name = cxxnames.readable(record.name)
     if record.file and symbols.is_system_source(record.file):
         # a library's type (the headers of a std::vector<std::vector<int>>'s elements,
         # read through a `std::vector<int> *`): its internals are not what a user wrote

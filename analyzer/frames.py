@@ -26,7 +26,7 @@ from elftools.dwarf.locationlists import (
     LocationParser,
 )
 
-from numaprof.analyzer import datatype, staticvars, symbols, tls
+from numaprof.analyzer import cxxnames, datatype, staticvars, symbols, tls
 from numaprof.analyzer.dwarfloc import (
     BASIS_FB,
     DW_BP,
@@ -868,7 +868,7 @@ def _type_site(t: datatype.TypeInfo, fallback: str) -> str:
     """Where a record type is declared: `struct grid@lookup.c:12`."""
     if not t.line or not t.file or t.artificial:
         return fallback
-    return f"{symbols.readable(t.name)}@{os.path.basename(t.file)}:{t.line}"
+    return f"{cxxnames.readable(t.name)}@{os.path.basename(t.file)}:{t.line}"
 
 
 def frame_index(info: symbols.ElfInfo) -> FrameIndex:

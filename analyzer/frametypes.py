@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from elftools.common.exceptions import DWARFError, ELFError
 from elftools.construct.core import ConstructError
 
-from numaprof.analyzer import datatype, symbols
+from numaprof.analyzer import cxxnames, datatype
 
 _ERRORS = (KeyError, ValueError, IndexError, AttributeError, TypeError, NotImplementedError, ELFError,
            DWARFError, ConstructError)
@@ -38,7 +38,7 @@ class Variable:
 
     @property
     def site(self) -> str:
-        return f"{symbols.readable(self.function)}@{os.path.basename(self.file)}:{self.line}"
+        return f"{cxxnames.readable(self.function)}@{os.path.basename(self.file)}:{self.line}"
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ class Copy:
 
     @property
     def site(self) -> str:
-        return symbols.readable(self.function)
+        return cxxnames.readable(self.function)
 
 
 #: A definition that leads back to the one being followed (around a loop): it adds no origin.

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from numaprof.analyzer import datatype, dwarfloc, frames, symbols
+from numaprof.analyzer import cxxnames, datatype, dwarfloc, frames, symbols
 
 INSN_OFF_UNKNOWN = -(1 << 15)  # samples.insn_off: too far to store
 BASE_OFF_UNKNOWN = -(1 << 31)  # samples.base_off: too far to store
@@ -407,7 +407,7 @@ def _name(found: _Found, o: frames.Origin, types: datatype.Types, m, a, val, own
         # named by their type as perf's data-type profiling names them
         if pointee.artificial or pointee.name.endswith("(anonymous)"):
             return False
-        obj = found.object(("record", pointee.name), symbols.readable(pointee.name),
+        obj = found.object(("record", pointee.name), cxxnames.readable(pointee.name),
                            frames._type_site(pointee, o.site), TYPE)
         found.add(m, obj, val, pointee.size, np.where(own[m], tid[m], -1))
         return True
@@ -541,7 +541,7 @@ def _spills(found: _Found, todo: np.ndarray, pcf, fis, charged, g, cfa, base_reg
         # one instance per frame: the slots between the lowest and the highest accessed
         below = cfa[m] - addr[m]
         low, high = int(below.max()), int(below.min())
-        obj = found.object(("spill", function), spill_name(function), symbols.readable(function), SPILL)
+        obj = found.object(("spill", function), spill_name(function), cxxnames.readable(function), SPILL)
         found.add(m, obj, cfa[m] - low, low - high + SPILL_SLOT, tid[m])
 
 

@@ -11,7 +11,7 @@ import re
 import pytest
 from helpers import EXAMPLES, run_numaprof
 
-from numaprof.analyzer import srcnames, symbols
+from numaprof.analyzer import cxxnames, srcnames, symbols
 
 SRC = EXAMPLES / "cxx_arrays.cpp"
 
@@ -28,7 +28,7 @@ SRC = EXAMPLES / "cxx_arrays.cpp"
     ("_ZTV6Matrix", "vtable for Matrix"),
 ])
 def test_demangle(mangled, plain):
-    assert symbols.demangle(mangled) == plain
+    assert cxxnames.demangle(mangled) == plain
 
 
 @pytest.mark.parametrize("full, short", [
@@ -54,12 +54,12 @@ def test_demangle(mangled, plain):
     ("vtable for Foo<int>", "vtable for Foo<int>"),
 ])
 def test_readable(full, short):
-    assert symbols.readable(full) == short
+    assert cxxnames.readable(full) == short
 
 
 @pytest.mark.parametrize("name", ["main", "field_", "__fields_MOD_w", "_Zz_not_mangled", "_Z", ""])
 def test_demangle_leaves_other_names(name):
-    assert symbols.demangle(name) == name
+    assert cxxnames.demangle(name) == name
 
 
 # ------------------------------------------------------------- naming from the source line

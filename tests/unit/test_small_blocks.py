@@ -8,7 +8,7 @@ import numpy as np
 from helpers import objects_table
 
 from numaprof.analyzer import attribution as att
-from numaprof.analyzer import core, objects
+from numaprof.analyzer import objects, objresult
 
 P = 4096  # sampling period of these tables
 NEVER = att.NEVER
@@ -90,7 +90,7 @@ def test_logical_offsets():
     # [120, 180) inside the first (another time): merged, laid end to end
     start = np.array([100, 300, 200, 120], dtype=np.uint64)
     end = np.array([200, 350, 260, 180], dtype=np.uint64)
-    off, total = core._logical_offsets(np.array([100, 199, 259, 300, 349], dtype=np.uint64), start, end)
+    off, total = objresult.logical_offsets(np.array([100, 199, 259, 300, 349], dtype=np.uint64), start, end)
     assert total == 160 + 50
     assert off.tolist() == [0, 99, 159, 160, 209]
 
@@ -170,7 +170,7 @@ def test_each_instance_is_its_own_logical_array():
     # the first byte of each burst is at position 0 of its instance
     addr = np.array([0x10000, 0x200000, 0x204000 + 0x7FF], dtype=np.uint64)
     a_iv = np.array([0, 10, 14], dtype=np.int64)
-    pos, pg, inst, n_pages = core._instance_positions(o, addr, a_iv, members, iv, 4096)
+    pos, pg, inst, n_pages = objresult.instance_positions(o, addr, a_iv, members, iv, 4096)
     assert inst.tolist() == [0, 1, 1]
     assert pos[0] == 0.0 and pos[1] == 0.0 and pos[2] > 0.99
     assert n_pages == -(-(4 * 0x1000 + 0x800) // 4096)

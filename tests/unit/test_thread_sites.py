@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from numaprof.analyzer import attribution as att
-from numaprof.analyzer import core, hot_objects, objects, symbols, varattr
+from numaprof.analyzer import hot_objects, objects, objresult, symbols, varattr
 
 APP, GOMP, LIBC, CXX = "/work/app", "/usr/lib/x86_64-linux-gnu/libgomp.so.1", \
     "/usr/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"
@@ -245,4 +245,4 @@ def test_row_pointers_stay_apart_from_the_rows_in_the_stretch():
      [0] * 10 + [1] * 10 + [0] * 10 + [1] * 10 + [k % 2 for k in range(10)], True),
 ])
 def test_private_instances(instances, threads, private):
-    assert core._private_instances(np.array(instances), np.array(threads)) is private
+    assert objresult.private_instances(np.array(instances), np.array(threads)) is private
