@@ -122,7 +122,9 @@ def object_result(o: Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow,
     page_key = iv.astype(np.int64) * (1 << 36) + pg
     features, windows = feat.object_features(a_time[idx], a_tidx[idx], pos, page_key, a_ip[idx], length)
     private = o.thread_private or (o.kind == "heap" and private_instances(iv, a_tidx[idx]))
-    if private and not o.sample_period and n and _widest_instance(o, ivs, iv) <= CACHE_LINE:
+    one_thread = n and len(np.unique(a_tidx[idx])) == 1
+    if (private or one_thread) and not o.sample_period and n and \
+            _widest_instance(o, ivs, iv) <= CACHE_LINE:
         pattern, conf = "regular", 1.0  # see _widest_instance
     else:
         pattern, conf = patterns.classify(features)
@@ -194,7 +196,9 @@ def _widest_instance(o: Obj, ivs, iv: np.ndarray) -> int:
     A thread-private object whose instances are each within a cache line is regular by
     the patterns' definitions (docs/classifier.md "Thread-private scalars"): each
     instance is one thread's in every phase, so which thread touches which part never
-    changes, and an access within one line cannot spread over the object.  Such objects
+    changes, and an access within one line cannot spread over the object.  So is such an
+    object only one thread accessed (a global `int cols` the main thread reloads around
+    each `rand()` of a serial fill): it too is one thread's in every phase.  Such objects
     are the scalars and small structs a compiler keeps in the frame (a local `double`
     whose address is taken, `x1` of a shape-function loop), sampled a few dozen times
     each: the model, trained on arrays of megabytes, has nothing to tell them apart by,

@@ -38,6 +38,8 @@ def kinds(tmp_path_factory):
         Array("random", 8 * MiB, ["parallel_init", "random", "random"], samples=3000),
         Array("few", 1 * MiB, ["regular"], samples=20),
         Array("serial_only", 2 * MiB, ["serial", "serial"], samples=500),
+        Array("serial_scalar", 48, ["serial", "serial"], samples=60),
+        Array("serial_pair", 128, ["serial", "serial"], samples=60),
     ]
     run = profgen.synth_run(path, arrays, extra_samples=200, seed=3)
     return run, analyze(path)
@@ -59,6 +61,19 @@ def test_patterns_of_the_three_kinds(kinds):
     assert o["random"].features["span_median"] > 0.7 > 0.2 > o["regular"].features["span_median"]
     assert o["regular"].features["instability"] < 0.1
     assert o["reversed"].features["instability"] > 0.25
+
+
+def test_one_threads_object_within_a_line_is_regular(kinds):
+    """An object only one thread accessed has no pattern by the definitions (serial
+    only), unless it fits in a cache line: then, as a thread-private scalar, it is one
+    thread's in every phase and cannot spread (docs/classifier.md "Thread-private
+    scalars").  Two lines are classified as any object."""
+    run, a = kinds
+    o = by_addr(a, run)
+    assert (o["serial_only"].pattern, o["serial_only"].phases[0].pattern) == ("unknown", "serial")
+    assert (o["serial_scalar"].pattern, o["serial_scalar"].pattern_confidence) == ("regular", 1.0)
+    assert o["serial_scalar"].threads == 1 and not o["serial_scalar"].thread_private
+    assert o["serial_pair"].pattern == "unknown", o["serial_pair"].features
 
 
 def test_loops_alternating_faster_than_windows(tmp_path):
