@@ -16,6 +16,8 @@
 
 #include <Zydis/Zydis.h>
 
+#define REG_RSP 7 /* perf_event_x86_regs: PERF_REG_X86_SP */
+
 /* Capstone register -> perf_event_x86_regs index (aliases map to the full register);
  * -1 for anything else (vector, segment, control registers). */
 static int perf_reg(unsigned r, int *is32)
@@ -395,6 +397,14 @@ static void fill_step(struct nmp_insn *in, unsigned id, const cs_x86 *x)
 {
     in->step_reg = in->step_src = -1;
     in->step_mul = 1;
+    if ((id == X86_INS_PUSH || id == X86_INS_POP) && x->op_count == 1 &&
+        (x->operands[0].size == 8 || x->operands[0].type == X86_OP_IMM)) {
+        /* the stack pointer stepped by the quadword pushed or popped (a popped register,
+         * also written, is no step) */
+        in->step_reg = REG_RSP;
+        in->step = id == X86_INS_PUSH ? -8 : 8;
+        return;
+    }
     const cs_x86_op *d = &x->operands[0], *s = &x->operands[1];
     int r32 = 0, s32 = 0, dst = -1;
     if (x->op_count >= 1 && d->type == X86_OP_REG && d->size == 8)
@@ -493,6 +503,32 @@ static int is_string(unsigned id, const cs_x86 *x)
     }
 }
 
+/* The stack access of an instruction with no memory operand (NMP_F_STACK): push (a
+ * quadword stored at rsp - 8), pop (loaded from rsp), a return (the return address
+ * loaded from rsp); a call's return address slot, rsp - 8 (NMP_F_RETSLOT), which the
+ * callee's ret read last before the instruction after the call. */
+static void stack_access(struct nmp_insn *in, unsigned id, const cs_x86 *x)
+{
+    struct nmp_memop *m = &in->mem;
+    int push = id == X86_INS_PUSH && x->op_count == 1 &&
+               (x->operands[0].type == X86_OP_IMM || x->operands[0].size == 8);
+    int pop = id == X86_INS_POP && x->op_count == 1 && x->operands[0].size == 8;
+    int ret = id == X86_INS_RET, call = (in->flags & NMP_F_CALL) && id == X86_INS_CALL;
+    if (!push && !pop && !ret && !call)
+        return;
+    m->insn = in->addr;
+    m->size = 8;
+    m->base = REG_RSP;
+    m->index = -1;
+    m->scale = 1;
+    m->disp = push || call ? -8 : 0;
+    m->access = push ? NMP_ACC_STORE : NMP_ACC_LOAD;
+    m->rule = NMP_RULE_AT_IP;
+    in->flags |= call ? NMP_F_RETSLOT : NMP_F_STACK;
+    if (call) /* rsp comes back as it was: the slot is at the rsp of the return */
+        in->wregs &= ~(1u << REG_RSP);
+}
+
 /* Fills one compact instruction from Capstone's decode in c->ci. */
 #define REG_NONE (-2) /* set_address: no such register in the operand */
 
@@ -579,8 +615,10 @@ static void fill_insn(struct nmp_cs *c, struct nmp_insn *in, uint64_t *target)
         if (mi < 0 || (string && x->operands[i].mem.base == X86_REG_RSI))
             mi = i;
     }
-    if (mi < 0)
+    if (mi < 0) {
+        stack_access(in, ci->id, x);
         return;
+    }
     cs_x86_op *op = &x->operands[mi];
     struct nmp_memop *m = &in->mem;
     in->flags |= NMP_F_MEM;

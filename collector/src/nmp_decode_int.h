@@ -20,6 +20,11 @@ enum {
     NMP_F_WFLAGS = 1 << 10, /* writes the arithmetic flags */
     NMP_F_DIVIDE = 1 << 11, /* a divide or square root (rule divide when it is between
                              * ip and the access the walk would charge) */
+    /* the stack accesses of instructions with no memory operand, in mem (NMP_F_MEM not
+     * set): charged only where the walk finds no other access (skid.c) */
+    NMP_F_STACK = 1 << 12,   /* push, pop, ret: the quadword at rsp - 8 / rsp */
+    NMP_F_RETSLOT = 1 << 13, /* a call: the return address's slot, rsp - 8, which the
+                              * callee's ret read last before the instruction after it */
 };
 
 /* nmp_insn.def_op: dst = src (mov), dst = sx32(src) (movsxd), dst = dst OP imm (def_scale

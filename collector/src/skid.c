@@ -43,6 +43,8 @@ struct walk {
     long n;  /* instructions in v */
     int len; /* positions 0 .. len-1 */
     int pj;  /* position of the memory (or pause) instruction found, -1 */
+    int sp;  /* position of the first stack access (push, pop, a call's return) before
+              * pj or where the walk ended, -1 */
     long at[PATH_LEN];       /* at[0]: the instruction at ip; at[k + 1] ran just before at[k] */
     uint8_t join[PATH_LEN];  /* J_*: at[k] can also be reached otherwise than from at[k + 1] */
     int8_t memo[PATH_LEN][NMP_NREGS + 1]; /* join_keeps() per position and register (or
@@ -165,7 +167,7 @@ static void walk_back(struct walk *w, long i, int search)
 {
     w->at[0] = i;
     w->len = 1;
-    w->pj = -1;
+    w->pj = w->sp = -1;
     path_put(w, i, 0);
     for (long x = i; w->len < PATH_LEN && (w->pj >= 0 || w->len <= search);) {
         long pr[NPRED], p;
@@ -195,14 +197,27 @@ static void walk_back(struct walk *w, long i, int search)
             else
                 break;
         }
-        if ((w->v[p].flags & NMP_F_CALL) || path_pos(w, p) >= 0)
+        if (path_pos(w, p) >= 0)
             break;
+        if (w->v[p].flags & NMP_F_CALL) {
+            /* the sample follows the callee's code: its ret, reading the return address
+             * the call pushed, ran last before the instruction after the call */
+            if (w->pj < 0 && w->sp < 0 && (w->v[p].flags & NMP_F_RETSLOT)) {
+                w->join[w->len - 1] = (uint8_t)how;
+                path_put(w, p, w->len);
+                w->at[w->len++] = p;
+                w->sp = w->len - 1;
+            }
+            break;
+        }
         w->join[w->len - 1] = (uint8_t)how;
         path_put(w, p, w->len);
         w->at[w->len++] = p;
         x = p;
         if (w->pj < 0 && (w->v[p].flags & (NMP_F_MEM | NMP_F_PAUSE | NMP_F_DIVIDE)))
             w->pj = w->len - 1;
+        if (w->pj < 0 && w->sp < 0 && (w->v[p].flags & NMP_F_STACK))
+            w->sp = w->len - 1;
     }
 }
 
@@ -836,6 +851,19 @@ int nmp_attribute(const struct nmp_insn *v, size_t n, uint64_t ip, struct nmp_me
             return 0;
         }
         *out = v[i].mem;
+    } else if (w->pj < 0 && (v[i].flags & (NMP_F_STACK | NMP_F_RETSLOT))) {
+        /* nothing before it: the push, pop or return at ip, or the call's push of the
+         * return address */
+        *out = v[i].mem;
+        if (v[i].flags & NMP_F_RETSLOT)
+            out->access = NMP_ACC_STORE;
+    } else if (w->pj < 0 && w->sp >= 0) {
+        /* no access but the stack's on the way back: a function's prologue after its
+         * entry, the return from a call (what ran last was the callee's ret) */
+        w->pj = w->sp;
+        *out = v[w->at[w->pj]].mem;
+        if (skid_to(w, out) == 0)
+            out->rule = (uint8_t)path_rule(w);
     } else if (w->pj >= 0) {
         const struct nmp_insn *j = &v[w->at[w->pj]];
         if (j->flags & NMP_F_PAUSE) {

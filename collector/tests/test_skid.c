@@ -292,6 +292,46 @@ static void test_pinned(struct nmp_decoder *d)
                (struct expect){r.r[R12] + 0x8, NMP_ACC_STORE, 8, NMP_RULE_SKID});
 }
 
+/* The stack accesses of instructions with no memory operand (push, pop, ret, a call's
+ * return address), charged only where the walk finds no other access: libm's exp()
+ * begins `push %rbx; movq %xmm0,%rbx; call`, and a sample just after a call follows the
+ * callee's ret, which read the return address.  An explicit access before them is
+ * charged as before, and a push between it and ip is a step of rsp. */
+static void test_stack(struct nmp_decoder *d)
+{
+    struct nmp_regs r;
+    memset(&r, 0, sizeof r);
+    r.r[SP] = 0x7ffd00001000;
+    r.r[DI] = 0x7f0000900000;
+    uint64_t sp = r.r[SP];
+    static const uint8_t entry[] = {0x53, 0x66, 0x48, 0x0f, 0x7e, 0xc3, 0xe8, 0x00, 0x01, 0x00,
+                                    0x00, 0xc3};
+    check_case(d, "stack: a push at the entry", entry, sizeof entry, A, A, 1, &r,
+               (struct expect){sp - 8, NMP_ACC_STORE, 8, NMP_RULE_AT_IP});
+    check_case(d, "stack: after the push", entry, sizeof entry, A, A + 1, 1, &r,
+               (struct expect){sp, NMP_ACC_STORE, 8, NMP_RULE_SKID});
+    check_case(d, "stack: a call at ip pushes", entry, sizeof entry, A, A + 6, 1, &r,
+               (struct expect){sp - 8, NMP_ACC_STORE, 8, NMP_RULE_AT_IP});
+    /* call; add $0x8,%rsp; ret (glibc's rand around random) */
+    static const uint8_t ret_site[] = {0xe8, 0x00, 0x01, 0x00, 0x00, 0x48, 0x83, 0xc4, 0x08, 0xc3};
+    check_case(d, "stack: after a call, the callee's ret", ret_site, sizeof ret_site, A, A + 5, 1,
+               &r, (struct expect){sp - 8, NMP_ACC_LOAD, 8, NMP_RULE_SKID_PATH});
+    check_case(d, "stack: a ret at ip", ret_site, sizeof ret_site, A, A + 9, 1, &r,
+               (struct expect){sp, NMP_ACC_LOAD, 8, NMP_RULE_AT_IP});
+    /* pop %rbx; pop %rbp; xor %eax,%eax */
+    static const uint8_t pops[] = {0x5b, 0x5d, 0x31, 0xc0, 0xc3};
+    check_case(d, "stack: after the pops", pops, sizeof pops, A, A + 2, 1, &r,
+               (struct expect){sp - 8, NMP_ACC_LOAD, 8, NMP_RULE_SKID});
+    /* mov (%rdi),%rax; push %rbx; nop: the explicit access, as before */
+    static const uint8_t before[] = {0x48, 0x8b, 0x07, 0x53, 0x90, 0x90, 0xc3};
+    check_case(d, "stack: an explicit access before a push", before, sizeof before, A, A + 4, 1,
+               &r, (struct expect){r.r[DI], NMP_ACC_LOAD, 8, NMP_RULE_SKID});
+    /* mov 0x10(%rsp),%rax; push %rbx; nop: rsp stepped by the push */
+    static const uint8_t frame[] = {0x48, 0x8b, 0x44, 0x24, 0x10, 0x53, 0x90, 0x90, 0xc3};
+    check_case(d, "stack: a frame slot before a push", frame, sizeof frame, A, A + 6, 1, &r,
+               (struct expect){sp + 8 + 0x10, NMP_ACC_LOAD, 8, NMP_RULE_SKID});
+}
+
 int main(void)
 {
     struct nmp_decoder *d = nmp_decoder_new();
@@ -303,6 +343,7 @@ int main(void)
     test_loops(d);
     test_guards(d);
     test_pinned(d);
+    test_stack(d);
     nmp_decoder_free(d);
     if (!failures)
         printf("test_skid: all passed\n");
