@@ -80,7 +80,12 @@ def library_samples(mt: dict, resolver: symbols.CodeResolver, regs: dict | None,
         charged = ip[idx] - regs["insn_off"][idx] if regs is not None else ip[idx]
         theirs |= heap & _around_locks(resolver, pid[idx], charged, addr[idx], heap)
     if frames_of is not None:
-        theirs |= _only_theirs(where, theirs, objs, ivs, frames_of, code[0], pid, addr, idx, resolver)
+        # the code that does not keep memory the program's: any system library's, the
+        # OpenMP runtime's too (a GOMP_parallel sample skidded into stdio's buffer, bfs)
+        system = code_mappings(mt, is_system_library)
+        not_program = att.locate(pid, ip, time, system[0]) >= 0 if system is not None else None
+        theirs |= _only_theirs(where, theirs, objs, ivs, frames_of, code[0], pid, addr, idx, resolver,
+                               not_program)
     if not theirs.any():
         return None, Counter()
     mask = np.zeros(len(addr), dtype=bool)
@@ -180,15 +185,18 @@ def string_literal(resolver: symbols.CodeResolver, pid: int, addr: int) -> bool:
 
 
 def _only_theirs(where, theirs, objs: list[Obj], ivs: att.Intervals, frames_of: dict[int, list[int]],
-                 code: att.Intervals, pid, addr, idx, resolver: symbols.CodeResolver) -> np.ndarray:
+                 code: att.Intervals, pid, addr, idx, resolver: symbols.CodeResolver,
+                 not_program: np.ndarray | None = None) -> np.ndarray:
     """Of the library's samples ``idx`` (their objects ``where``): those on an object
     only a system library's code touched in the whole run -- a heap block it allocated for
     itself (allocated_by_library's test: stdio's stream buffer,
     which _IO_file_doallocate mallocs at a stream's first read), or heap or anonymous
     memory that holds no object of the program's (that buffer when the shim did not
-    sample its allocation: fscanf's reads of the input, bfs).  A sample of any other code
-    anywhere in the object's address ranges keeps it the program's (conservative: over
-    the whole run, and over the blocks of the program's inside a mapping).  Limit: a
+    sample its allocation: fscanf's reads of the input, bfs).  A sample of the program's
+    code anywhere in the object's address ranges keeps it the program's (conservative:
+    over the whole run, and over the blocks of the program's inside a mapping); the
+    samples of other code that is no program's (``not_program``, per sample: another
+    system library's, the OpenMP runtime's) do not.  Limit: a
     small buffer of the program's that the shim did not sample and that only library
     functions touch (a line read by fgets and parsed by sscanf, in the heap) is counted
     here."""
@@ -205,7 +213,7 @@ def _only_theirs(where, theirs, objs: list[Obj], ivs: att.Intervals, frames_of: 
     cand = {o for o, ok in cand.items() if ok}
     if not cand:
         return out
-    others = np.ones(len(addr), dtype=bool)
+    others = np.ones(len(addr), dtype=bool) if not_program is None else ~not_program
     others[idx] = False
     o_pid, o_addr = pid[others], addr[others].astype(np.uint64)
     order = np.lexsort((o_addr, o_pid))

@@ -176,6 +176,12 @@ def test_what_only_the_library_touched_is_its_own():
     got = libstate._only_theirs(where, np.zeros(4, dtype=bool), objs, ivs, frames_of, code, pid[:4],
                                 addr[:4], idx, resolver)
     assert got.tolist() == [True, False, True, True]
+    # the sample in the last block by code that is no program's (the OpenMP runtime's:
+    # libgomp's GOMP_parallel skidded into stdio's buffer in a bfs run) does not keep it
+    not_program = np.array([True, True, True, True, True])
+    got = libstate._only_theirs(where, np.zeros(4, dtype=bool), objs, ivs, frames_of, code, pid, addr, idx,
+                                resolver, not_program)
+    assert got.tolist() == [True, False, True, True]
 
 
 def _mt(info):
