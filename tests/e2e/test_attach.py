@@ -232,8 +232,10 @@ def test_switch_output_slices_a_launched_command(tmp_path):
     assert big_a["size"] < (25 << 20) and big_a["count"] == 1, big_a
     # a program started by the command (a shell in front): recorded in every slice, as
     # a whole recording follows it, not only in the first (whose events it inherits)
+    # (3.5 s: slices of 1 s, a middle one even when a loaded machine switches late --
+    # 2 slices of a 2.5 s run once, beside a full test run)
     proc = run_numaprof("record", "-o", tmp_path / "c.data", "--switch-output", "1", "--",
-                        "sh", "-c", f"{exe} {go} 2.5; true", timeout=300)
+                        "sh", "-c", f"{exe} {go} 3.5; true", timeout=300)
     assert proc.returncode == 0, proc.stderr
     later = sorted(tmp_path.glob("c.data.*"))[1:-1]
     assert later, proc.stderr

@@ -388,7 +388,10 @@ def test_every_large_allocation_is_an_object(shimmed, converted):
         # libnuma's own mmap of a numa_alloc_onnode block is not a second object
         assert not np.any((objs["pid"] == pid) & (objs["kind"] == KIND["mmap"])
                           & (objs["size"] >= BASE_NUMA) & (objs["size"] < BASE_NUMA + 1000))
-    assert totals["tracked_allocs"] == len(objs["time"])
+    # a block freed and allocated again at its address from the same stack within 100 us
+    # is one row (objects.instances): the signal handler's mallocs when, on a loaded
+    # machine, the next SIGALRM comes as the last handler returns (2 of 20 in one run)
+    assert totals["tracked_allocs"] == int(objs["instances"].sum())
     assert totals["processes"] == 2
     assert totals["small_allocs"] >= NTHREADS * ITERS * 64
     assert not list(shimmed.dir.glob("shim.*")), "converted files are removed"
@@ -412,7 +415,7 @@ def test_signal_handler_allocations(shimmed, converted):
     _, objs, _ = converted
     main = shimmed.roles["main"]
     sig = (objs["pid"] == main) & (objs["size"] == SIZE_SIGNAL_MALLOC)
-    assert sig.sum() == NSIGNAL
+    assert int(objs["instances"][sig].sum()) == NSIGNAL  # rows of repeats: see above
     assert np.all(objs["kind"][sig] == KIND["malloc"]) and np.all(objs["free_time"][sig] > 0)
     maps = (objs["pid"] == main) & (objs["size"] == SIZE_SIGNAL_MMAP) & (objs["kind"] == KIND["mmap"])
     assert maps.sum() >= NSIGNAL
@@ -529,9 +532,10 @@ def test_write_mode_records_the_same(torture, shim_lib, shimconv, shimmed, conve
         phase2 = (objs["kind"] == KIND["malloc"]) & (objs["size"] >= 250000) & (objs["size"] < 250007)
         keep = (objs["size"] != SIZE_SIGNAL_MMAP) & ~phase2
         role = np.where(objs["pid"] == roles["main"], 0, 1)[keep]
-        return sorted(zip(role.tolist(), objs["size"][keep].tolist(),
-                          objs["kind"][keep].tolist(), (objs["free_time"][keep] > 0).tolist(),
-                          strict=True))
+        n = objs["instances"][keep]  # a row per allocation, repeats counted (see above)
+        return sorted(zip(np.repeat(role, n).tolist(), np.repeat(objs["size"][keep], n).tolist(),
+                          np.repeat(objs["kind"][keep], n).tolist(),
+                          np.repeat(objs["free_time"][keep] > 0, n).tolist(), strict=True))
     assert summary(got, run.roles) == summary(want, shimmed.roles)
 
 
