@@ -122,8 +122,8 @@ def object_result(o: Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow,
     page_key = iv.astype(np.int64) * (1 << 36) + pg
     features, windows = feat.object_features(a_time[idx], a_tidx[idx], pos, page_key, a_ip[idx], length)
     private = o.thread_private or (o.kind == "heap" and private_instances(iv, a_tidx[idx]))
-    one_thread = n and len(np.unique(a_tidx[idx])) == 1
-    if (private or one_thread) and not o.sample_period and n and \
+    n_threads = len(np.unique(a_tidx[idx]))
+    if (private or n_threads == 1) and not o.sample_period and n and \
             _widest_instance(o, ivs, iv) <= CACHE_LINE:
         pattern, conf = "regular", 1.0  # see _widest_instance
     else:
@@ -168,7 +168,7 @@ def object_result(o: Obj, oi, idx, a_addr, a_ip, a_time, a_tidx, a_trow, a_prow,
         load_per_node=load,
         imbalance=imb,
         count=o.count,
-        threads=int(len(np.unique(a_tidx[idx]))),
+        threads=n_threads,
         phases=patterns.phases(windows, t_origin, pattern),
         features=features,
         access=access,

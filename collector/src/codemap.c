@@ -604,7 +604,7 @@ static void resolve(struct nmp_decoder *d, struct nmp_proc *p, uint64_t ip, stru
 static void access_registers(const struct nmp_memop *m, const struct nmp_regs *regs,
                              struct nmp_sample *s)
 {
-    s->sp = regs->r[7];
+    s->sp = regs->r[NMP_REG_SP];
     s->bp = regs->r[6];
     s->insn_off = 0;
     s->base_reg = s->index_reg = 0;

@@ -16,8 +16,6 @@
 
 #include <Zydis/Zydis.h>
 
-#define REG_RSP 7 /* perf_event_x86_regs: PERF_REG_X86_SP */
-
 /* Capstone register -> perf_event_x86_regs index (aliases map to the full register);
  * -1 for anything else (vector, segment, control registers). */
 static int perf_reg(unsigned r, int *is32)
@@ -401,7 +399,7 @@ static void fill_step(struct nmp_insn *in, unsigned id, const cs_x86 *x)
         (x->operands[0].size == 8 || x->operands[0].type == X86_OP_IMM)) {
         /* the stack pointer stepped by the quadword pushed or popped (a popped register,
          * also written, is no step) */
-        in->step_reg = REG_RSP;
+        in->step_reg = NMP_REG_SP;
         in->step = id == X86_INS_PUSH ? -8 : 8;
         return;
     }
@@ -518,7 +516,7 @@ static void stack_access(struct nmp_insn *in, unsigned id, const cs_x86 *x)
         return;
     m->insn = in->addr;
     m->size = 8;
-    m->base = REG_RSP;
+    m->base = NMP_REG_SP;
     m->index = -1;
     m->scale = 1;
     m->disp = push || call ? -8 : 0;
@@ -526,7 +524,7 @@ static void stack_access(struct nmp_insn *in, unsigned id, const cs_x86 *x)
     m->rule = NMP_RULE_AT_IP;
     in->flags |= call ? NMP_F_RETSLOT : NMP_F_STACK;
     if (call) /* rsp comes back as it was: the slot is at the rsp of the return */
-        in->wregs &= ~(1u << REG_RSP);
+        in->wregs &= ~(1u << NMP_REG_SP);
 }
 
 /* Fills one compact instruction from Capstone's decode in c->ci. */

@@ -20,6 +20,7 @@
 /* Registers of PERF_SAMPLE_REGS_USER, indexed by enum perf_event_x86_regs. */
 #define NMP_NREGS 24
 #define NMP_REGS_MASK 0xff0fffULL /* AX..SS and R8..R15: every general-purpose register */
+#define NMP_REG_SP 7
 #define NMP_REG_IP 8
 #define NMP_REG_FLAGS 9
 

@@ -29,7 +29,6 @@
 #define PSLOTS 512   /* path positions: a power of 2 well above PATH_LEN */
 #define REG_RSI 4
 #define REG_RDI 5
-#define REG_RSP 7
 /* what a call may change: the caller-saved general registers of the System V x86-64 ABI
  * (rax, rcx, rdx, rsi, rdi, r8-r11); rsp comes back as it was */
 #define CALL_CLOBBERS ((1u << 0) | (1u << 2) | (1u << 3) | (1u << 4) | (1u << 5) | (0xfu << 16))
@@ -199,25 +198,22 @@ static void walk_back(struct walk *w, long i, int search)
         }
         if (path_pos(w, p) >= 0)
             break;
-        if (w->v[p].flags & NMP_F_CALL) {
-            /* the sample follows the callee's code: its ret, reading the return address
-             * the call pushed, ran last before the instruction after the call */
-            if (w->pj < 0 && w->sp < 0 && (w->v[p].flags & NMP_F_RETSLOT)) {
-                w->join[w->len - 1] = (uint8_t)how;
-                path_put(w, p, w->len);
-                w->at[w->len++] = p;
-                w->sp = w->len - 1;
-            }
+        /* a call ends the walk: the sample follows the callee's code.  Its ret, reading
+         * the return address the call pushed (NMP_F_RETSLOT), ran last before the
+         * instruction after the call: the call is the path's last position then */
+        int call = (w->v[p].flags & NMP_F_CALL) != 0;
+        if (call && !(w->pj < 0 && w->sp < 0 && (w->v[p].flags & NMP_F_RETSLOT)))
             break;
-        }
         w->join[w->len - 1] = (uint8_t)how;
         path_put(w, p, w->len);
         w->at[w->len++] = p;
         x = p;
         if (w->pj < 0 && (w->v[p].flags & (NMP_F_MEM | NMP_F_PAUSE | NMP_F_DIVIDE)))
             w->pj = w->len - 1;
-        if (w->pj < 0 && w->sp < 0 && (w->v[p].flags & NMP_F_STACK))
+        if (w->pj < 0 && w->sp < 0 && (w->v[p].flags & (NMP_F_STACK | NMP_F_RETSLOT)))
             w->sp = w->len - 1;
+        if (call)
+            break;
     }
 }
 
@@ -229,7 +225,7 @@ static int writes(const struct nmp_insn *in, int reg)
         return 0;
     if (in->flags & NMP_F_CALL)
         return reg == NMP_REG_FLAGS ||
-               (((in->wregs & ~(1u << REG_RSP)) | CALL_CLOBBERS) >> reg) & 1;
+               (((in->wregs & ~(1u << NMP_REG_SP)) | CALL_CLOBBERS) >> reg) & 1;
     return reg == NMP_REG_FLAGS ? (in->flags & NMP_F_WFLAGS) != 0 : (in->wregs >> reg) & 1;
 }
 

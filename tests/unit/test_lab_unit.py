@@ -556,10 +556,10 @@ def test_a_guest_that_stalls_in_the_command_is_killed_with_the_reason(tmp_path, 
     """The heartbeat stops while the command runs: the guest is killed at once (not at
     the timeout) with exit 124, and not booted again: the command must not run twice."""
     config, tools, work = _stalling_lab(tmp_path, monkeypatch, 0, TWICE, frozen=True)
-    t0 = time.monotonic()
+    # the stall's error, not the timeout's ("did not finish within")
     with pytest.raises(NumaprofError, match="stopped making progress .*no heartbeat") as e:
         runner.run(config, tools, watch={"stall_seconds": 1, "poll": 0.2})
-    assert e.value.exit_code == runner.TIMEOUT_EXIT and time.monotonic() - t0 < 60
+    assert e.value.exit_code == runner.TIMEOUT_EXIT
     assert (work / "runs").read_text() == "ran\n" and _boots(tmp_path) == 1
     # nothing of the guest is left running
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
